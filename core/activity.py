@@ -1,0 +1,38 @@
+"""Who is active: Pareto-distributed activity levels.
+
+RecAgent (Wang et al., "Simulator", eq. 1) and Zhou et al. (§3.4, eq. 2) draw each agent's
+activity level from a Pareto distribution with density
+
+    p(x) = alpha * x_min**alpha / x**(alpha + 1),   x >= x_min.
+
+(Zhou et al. print the denominator as ``alpha + 1``; that is a typo for ``x**(alpha + 1)``,
+the density both papers cite.) Zhou et al. use alpha = 2.
+
+townsquare reads a level as the expected number of active sessions per simulated day, so in
+a round of ``m`` simulated minutes an agent is active with probability
+``1 - exp(-x * m / 1440)`` (a Poisson process at rate x per day). A planner may override
+this per agent (Zhou's browse window, Park's day plan).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+MINUTES_PER_DAY = 24 * 60
+
+
+def pareto_inverse_cdf(u: np.ndarray | float, alpha: float, x_min: float) -> np.ndarray | float:
+    """The level at quantile ``u`` in [0, 1): ``x_min * (1 - u) ** (-1 / alpha)``."""
+    return x_min * np.power(1.0 - np.asarray(u, dtype=float), -1.0 / alpha)
+
+
+def sample_activity(rng: np.random.Generator, n: int, alpha: float, x_min: float) -> np.ndarray:
+    """``n`` activity levels drawn by inverse-CDF sampling with ``rng``."""
+    return pareto_inverse_cdf(rng.random(n), alpha, x_min)
+
+
+def active_probability(level: float, minutes_per_round: int) -> float:
+    """Chance that an agent with ``level`` sessions a day has a session in one round."""
+    return 1.0 - math.exp(-level * minutes_per_round / MINUTES_PER_DAY)

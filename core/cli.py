@@ -1,0 +1,216 @@
+"""The ``townsquare`` command line.
+
+Plugins add commands through ``townsquare_register_commands``. Because a disabled plugin must
+never be imported, ``-p``/``--strict-plugins`` are read from the command line before the CLI is
+built (as pytest does); the subcommands also declare them so ``--help`` shows them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import structlog
+
+from . import __version__, logs
+from .errors import RunStopped, UsageError
+from .export import FORMATS, export_run
+from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
+
+log = structlog.get_logger("townsquare.cli")
+
+
+def _early_options(argv: list[str]) -> dict[str, Any]:
+    """``-p``, ``--strict-plugins``, ``--debug``, ``--log-json`` from anywhere in argv."""
+    found: dict[str, Any] = {"plugins": [], "strict": False, "debug": False, "log_json": False}
+    it = iter(range(len(argv)))
+    for i in it:
+        arg = argv[i]
+        if arg == "--":
+            break
+        if arg in ("-p", "--plugin") and i + 1 < len(argv):
+            found["plugins"].append(argv[i + 1])
+            next(it, None)
+        elif arg.startswith("-p") and len(arg) > 2 and not arg.startswith("--"):
+            found["plugins"].append(arg[2:])
+        elif arg.startswith("--plugin="):
+            found["plugins"].append(arg.split("=", 1)[1])
+        elif arg == "--strict-plugins":
+            found["strict"] = True
+        elif arg == "--debug":
+            found["debug"] = True
+        elif arg == "--log-json":
+            found["log_json"] = True
+    return found
+
+
+def common_options(func):
+    """Options every command accepts (already applied by the time the command runs)."""
+    func = click.option("-p", "--plugin", "plugin_options", multiple=True, metavar="NAME",
+                        help="Load plugin NAME (entry-point name or module path); -p no:NAME disables it.")(func)
+    func = click.option("--strict-plugins", is_flag=True, help="Fail when any plugin fails to load.")(func)
+    func = click.option("--debug", is_flag=True, help="Show tracebacks.")(func)
+    func = click.option("--log-json", is_flag=True, help="Log JSON lines to stderr.")(func)
+    return func
+
+
+def build_cli(plugins: Plugins) -> click.Group:
+    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(__version__, prog_name="townsquare")
+    @click.option("--debug", is_flag=True, help="Show tracebacks.")
+    @click.option("--log-json", is_flag=True, help="Log JSON lines to stderr.")
+    def cli(debug: bool, log_json: bool) -> None:
+        """Simulate social-media users with LLM persona agents."""
+
+    @cli.command()
+    @click.argument("scenario", type=click.Path(dir_okay=False))
+    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key (dotted path).")
+    @click.option("--seed", type=int, default=None, help="Override the scenario's seed.")
+    @click.option("--out", type=click.Path(file_okay=False), default=None, help="Run directory (default runs/<name>).")
+    @click.option("--quiet", is_flag=True, help="No progress bar.")
+    @common_options
+    def run(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, quiet: bool, plugin_options, **_: Any) -> None:
+        """Run SCENARIO (a TOML file) into a new run directory."""
+        from .runner import start_run
+
+        with _progress(quiet) as progress:
+            run_dir, summary = start_run(
+                scenario, overrides=overrides, seed=seed, out=out, plugin_options=plugin_options,
+                plugins=plugins, progress=progress.update, on_ready=progress.ready,
+            )
+        _report(run_dir.path, summary)
+
+    @cli.command()
+    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.option("--quiet", is_flag=True, help="No progress bar.")
+    @common_options
+    def resume(run_dir: str, quiet: bool, **_: Any) -> None:
+        """Continue RUN_DIR from its newest checkpoint."""
+        from .runner import resume_run
+
+        with _progress(quiet) as progress:
+            path, summary = resume_run(run_dir, progress=progress.update, on_ready=progress.ready)
+        _report(path.path, summary)
+
+    @cli.command("export")
+    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.option("--format", "fmt", type=click.Choice(FORMATS), default="csv", show_default=True)
+    @click.option("--out", type=click.Path(file_okay=False), required=True, help="Folder for the table files.")
+    @common_options
+    def export(run_dir: str, fmt: str, out: str, **_: Any) -> None:
+        """Write the tables agents, posts, actions, follows, llm_calls and metrics."""
+        from .rundir import RunDir
+
+        for path in export_run(RunDir.open(run_dir).events_path, fmt, Path(out)):
+            click.echo(str(path))
+
+    @cli.command("plugins")
+    @click.option("--all", "show_all", is_flag=True, help="Also list disabled and failed plugins.")
+    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+    @common_options
+    def plugins_command(show_all: bool, as_json: bool, **_: Any) -> None:
+        """List plugins, their hooks and the components they provide."""
+        rows = [vars(info) for info in plugins.infos.values() if show_all or info.status == "loaded"]
+        if as_json:
+            click.echo(json.dumps(rows, indent=2))
+            return
+        for row in rows:
+            status = "" if row["status"] == "loaded" else f" [{row['status']}{': ' + row['error'] if row['error'] else ''}]"
+            click.echo(f"{row['name']} {row['version']} ({row['source']}: {row['module']}){status}")
+            for comp in row["components"]:
+                click.echo(f"    {comp['slot']}: {comp['name']}")
+            if row["hooks"]:
+                click.echo(f"    hooks: {', '.join(row['hooks'])}")
+
+    return cli
+
+
+class _progress:
+    """A progress bar over rounds with action and LLM-call counts; silent when ``quiet``."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.bar = None
+
+    def __enter__(self) -> "_progress":
+        return self
+
+    def ready(self, scenario, run_dir) -> None:
+        click.echo(f"run directory: {run_dir.path}", err=True)
+        click.echo(format_slot_table(scenario.slot_table()), err=True)
+        self.rounds = scenario.model.rounds
+        if self.quiet:
+            return
+        self.stats = ""
+        if sys.stderr.isatty():
+            self.bar = click.progressbar(length=self.rounds, label="rounds", file=sys.stderr,
+                                         item_show_func=lambda _: self.stats, show_pos=True)
+            self.bar.__enter__()
+
+    def update(self, round: int, totals: dict[str, int]) -> None:
+        if self.quiet:
+            return
+        self.stats = f"actions {totals['actions']}  posts {totals['posts']}  llm calls {totals['llm_calls']}"
+        if self.bar is not None:
+            self.bar.update(round + 1 - self.bar.pos, current_item=round)
+        elif (round + 1) % max(1, self.rounds // 10) == 0 or round + 1 == self.rounds:
+            # Not a terminal (CI, a log file): a line every tenth of the run instead of a bar.
+            click.echo(f"round {round + 1}/{self.rounds}  {self.stats}", err=True)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+def format_slot_table(rows: list[dict[str, str]]) -> str:
+    headers = ("scope", "slot", "component", "plugin")
+    widths = [max(len(h), *(len(r[h]) for r in rows)) for h in headers]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(r[h].ljust(w) for h, w in zip(headers, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def _report(path: Path, summary) -> None:
+    counts = ", ".join(f"{kind} {n}" for kind, n in sorted(summary.counts.items()))
+    state = f"stopped: {summary.stopped}" if summary.stopped else "finished"
+    click.echo(f"{state}: {path} — {summary.rounds_completed} rounds, {summary.actions} actions ({counts}), {summary.llm_calls} LLM calls", err=True)
+    if summary.stopped:
+        click.echo(f"continue with: townsquare resume {path}", err=True)
+        raise RunStopped(summary.stopped)
+    click.echo(f"tables for notebooks: townsquare export {path} --format csv --out {path}/export", err=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    early = _early_options(argv)
+    logs.configure(json_lines=early["log_json"], level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning" if not early["debug"] else "debug"))
+    try:
+        enable, disable = parse_plugin_options(early["plugins"])
+        plugins = make_plugin_manager(enable=enable, disable=disable, strict=early["strict"])
+        cli = build_cli(plugins)
+        plugins.hook.townsquare_register_commands(cli=cli)
+        cli.main(args=argv, prog_name="townsquare", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+    except click.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except RunStopped as exc:
+        sys.exit(exc.exit_code)
+    except UsageError as exc:
+        if early["debug"]:
+            raise
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

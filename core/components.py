@@ -1,0 +1,144 @@
+"""Components and what they receive.
+
+An agent is a persona plus a dictionary ``slot -> component`` (Concordia's shape). Every
+component implements ``get_state()``/``set_state(state)``, which must round-trip: checkpoints,
+``resume`` and branching rely on it. Factories get a :class:`BuildContext`; each time an agent
+is active its components get a :class:`StepContext`.
+
+The protocols below are the kernel's whole contract with a component. Optional methods are
+looked up with ``getattr``: a component implements only what its slot needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from .actions import Action, ActionResult
+from .persona import Persona
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from .embedding import EmbeddingCache
+    from .knowledge import KnowledgeSource
+    from .llm import LLMClient
+    from .platform import Platform
+
+
+@runtime_checkable
+class Component(Protocol):
+    def get_state(self) -> dict[str, Any]: ...
+
+    def set_state(self, state: dict[str, Any]) -> None: ...
+
+
+class Policy(Component, Protocol):
+    """Slot ``policy``: decides what an active agent does this round."""
+
+    async def step(self, ctx: "StepContext") -> list[Action]: ...
+
+
+class Planner(Component, Protocol):
+    """Slot ``planner``: asked every round whether the agent is active.
+
+    Return True or False to decide, or None to leave it to the activity model. A planner may
+    (re)build its plan inside this call (an LLM call is fine: planners run concurrently).
+    """
+
+    async def is_active(self, ctx: "StepContext") -> bool | None: ...
+
+
+class Reflector(Component, Protocol):
+    """Slot ``reflector``: asked every round, active or not; keeps its own cadence and may
+    return actions (a follow decided on reflection), applied after the policy's actions."""
+
+    async def reflect(self, ctx: "StepContext") -> list[Action]: ...
+
+
+class ObservesResults(Protocol):
+    """Optional for any component: told what the platform answered to its agent's actions."""
+
+    async def on_applied(self, ctx: "StepContext", applied: list[tuple[Action, ActionResult]]) -> None: ...
+
+
+@dataclass
+class Services:
+    """Run-wide services components may use. ``llm`` and ``knowledge`` may be None when the
+    scenario configures none; a component that needs one fails at build time, naming itself."""
+
+    platform: "Platform"
+    embedder: "EmbeddingCache"
+    recommender: Any = None
+    llm: "LLMClient | None" = None
+    knowledge: "KnowledgeSource | None" = None
+    run_dir: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Agent:
+    id: str
+    index: int
+    population: str
+    persona: Persona
+    activity: float
+    rng: "np.random.Generator"
+    components: dict[str, Any] = field(default_factory=dict)
+    start_round: int = 0
+    end_round: int | None = None
+
+    def component(self, slot: str) -> Any | None:
+        return self.components.get(slot)
+
+    def present(self, round: int) -> bool:
+        return round >= self.start_round and (self.end_round is None or round < self.end_round)
+
+
+@dataclass
+class BuildContext:
+    """What a factory receives. ``agent`` is None for run-wide components (platform,
+    recommender, metrics); for agent components it is the agent being built, whose
+    ``components`` already holds the slots built before this one (see ``AGENT_SLOTS``).
+    ``base_dir`` is the scenario file's folder: relative paths in configs resolve against it.
+    Run-wide components are built in this order: embedder, LLM, knowledge, recommender,
+    platform (whose ``services.platform`` is still None), metrics; then the agents."""
+
+    services: Services | None
+    seed: int
+    base_dir: str = "."
+    agent: Agent | None = None
+    population: str | None = None
+
+
+@dataclass
+class StepContext:
+    """What a component sees while its agent acts. ``platform`` must only be read: writes go
+    through returned :class:`Action` records."""
+
+    agent: Agent
+    round: int
+    now: datetime
+    minutes_per_round: int
+    services: Services
+    llm: "LLMClient | None" = None
+
+    @property
+    def platform(self) -> "Platform":
+        return self.services.platform
+
+    @property
+    def embedder(self) -> "EmbeddingCache":
+        return self.services.embedder
+
+    @property
+    def rng(self) -> "np.random.Generator":
+        return self.agent.rng
+
+    def require_llm(self, component: str) -> "LLMClient":
+        if self.llm is None:
+            from .errors import ComponentError
+
+            raise ComponentError(f"component {component!r} needs an LLM: add an [llm] table to the scenario")
+        return self.llm

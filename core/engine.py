@@ -1,0 +1,335 @@
+"""The round engine.
+
+Each round, on a simulated clock (``clock.minutes_per_round``, default 60):
+
+1. ``on_round_start`` fires.
+2. Every present agent gets a turn, concurrently under asyncio (at most
+   ``engine.concurrency`` at once): its planner (if any) says whether it is active, else the
+   activity model draws; an active agent's policy returns actions; its reflector (if any) may
+   add more. Platform reads happen here; LLM calls are the wait.
+3. Actions are applied to the platform in agent order, then in the order each agent returned
+   them, so a seed fixes the outcome however the LLM calls interleave. Each fires
+   ``on_action_applied``; components with ``on_applied`` hear their agent's results.
+4. Metrics are measured, ``on_round_end`` fires, the round's rows are committed in one
+   transaction and the checkpoint is written (see :mod:`townsquare.rundir`).
+
+A :class:`~townsquare.errors.RunStopped` raised during a round (a budget reached) discards the
+unfinished round and ends the run cleanly at the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+from typing import Any, Callable
+
+import numpy as np
+import structlog
+
+from .actions import Action, ActionResult
+from .activity import active_probability, sample_activity
+from .components import Agent, BuildContext, Services, StepContext
+from .embedding import EmbeddingCache
+from .errors import ComponentError, RunStopped
+from .lifecycle import RunInfo, RunSummary
+from .llm import Accounting, LLMCallRecord, LLMClient, compose
+from .metrics import RoundView
+from .rundir import RunDir
+from .scenario import ResolvedScenario
+from .specs import AGENT_SLOTS
+from .store import EventStore, dumps_detail
+
+log = structlog.get_logger("townsquare.engine")
+
+Progress = Callable[[int, dict[str, int]], None]
+
+
+class Simulation:
+    """One run of a resolved scenario into a run directory."""
+
+    def __init__(
+        self,
+        scenario: ResolvedScenario,
+        plugins: Any,
+        run_dir: RunDir,
+        *,
+        progress: Progress | None = None,
+        llm_middleware: list[Any] | None = None,
+        llm_provider: Any | None = None,
+    ):
+        self.scenario = scenario
+        self.model = scenario.model
+        self.plugins = plugins
+        self.hook = plugins.hook
+        self.run_dir = run_dir
+        self.progress = progress
+        self.llm_middleware = list(llm_middleware or [])
+        self.llm_provider = llm_provider
+        self.round = -1
+        self.agents: list[Agent] = []
+        self.totals = {"rounds": 0, "actions": 0, "posts": 0, "llm_calls": 0, "active": 0}
+        self._llm_rows: list[tuple[int, int, tuple]] = []
+        self._record_llm = True
+
+    # ------------------------------------------------------------------ building
+
+    async def build(self) -> None:
+        model, scenario = self.model, self.scenario
+        self.store = EventStore(self.run_dir.events_path)
+        seed = model.seed
+
+        def ctx(services: Services | None = None, **extra: Any) -> BuildContext:
+            return BuildContext(services=services, seed=seed, base_dir=scenario.base_dir, **extra)
+
+        embedder = EmbeddingCache(scenario.embedder.spec.factory(scenario.embedder.config, ctx()))
+        services = Services(platform=None, embedder=embedder, run_dir=str(self.run_dir.path))  # type: ignore[arg-type]
+        self.services = services
+        services.llm = self._build_llm(ctx(services))
+        if scenario.knowledge:
+            services.knowledge = scenario.knowledge.spec.factory(scenario.knowledge.config, ctx(services))
+        services.recommender = scenario.recommender.spec.factory(scenario.recommender.config, ctx(services))
+        services.platform = scenario.platform.spec.factory(scenario.platform.config, ctx(services))
+        self.platform = services.platform
+        self.metrics = [(m.spec.name, m.spec.factory(m.config, ctx(services))) for m in scenario.metrics]
+
+        index = 0
+        agent_rows = []
+        for p, pop in enumerate(scenario.populations):
+            cfg = pop.config
+            source = pop.personas.spec.factory(pop.personas.config, ctx(services, population=cfg.name))
+            personas = source.load(cfg.count, np.random.default_rng([seed, 1, p]))
+            if len(personas) != cfg.count:
+                raise ComponentError(f"populations[{p}].personas: source {pop.personas.spec.name!r} gave {len(personas)} personas, expected {cfg.count}")
+            levels = self._activity_levels(cfg.count, p)
+            width = max(4, len(str(cfg.count)))
+            for k, persona in enumerate(personas):
+                agent = Agent(
+                    id=f"{cfg.name}-{k + 1:0{width}d}", index=index, population=cfg.name, persona=persona,
+                    activity=float(levels[k]), rng=np.random.default_rng([seed, 2, index]),
+                    start_round=cfg.start_round, end_round=cfg.end_round,
+                )
+                for slot in AGENT_SLOTS:
+                    choice = pop.slots.get(slot)
+                    if choice is not None:
+                        agent.components[slot] = choice.spec.factory(choice.config, ctx(services, agent=agent, population=cfg.name))
+                await self.platform.register_account(agent.id, persona.name, " ".join(persona.sentences[:2]))
+                self.agents.append(agent)
+                agent_rows.append((agent.id, index, cfg.name, persona.name, _json(persona.to_dict()), agent.activity, cfg.start_round, cfg.end_round))
+                index += 1
+        self._order = {agent.id: agent.index for agent in self.agents}
+        self._agent_rows = agent_rows
+
+    def _activity_levels(self, count: int, population_index: int) -> np.ndarray:
+        activity = self.model.activity
+        if activity.model == "always":
+            return np.full(count, np.inf)
+        rng = np.random.default_rng([self.model.seed, 3, population_index])
+        return sample_activity(rng, count, activity.alpha, activity.x_min)
+
+    def _build_llm(self, build_ctx: BuildContext) -> LLMClient | None:
+        provider = self.llm_provider
+        if provider is None and self.scenario.llm is not None:
+            provider = self.scenario.llm.spec.factory(self.scenario.llm.config, build_ctx)
+        if provider is None:
+            return None
+        self.provider = provider
+        chain = [*self.llm_middleware, Accounting(provider, self._on_llm_call, lambda: self.round)]
+        return LLMClient(compose(provider, chain), model=provider.model)
+
+    def _on_llm_call(self, call: LLMCallRecord) -> None:
+        self.totals["llm_calls"] += 1
+        if self._record_llm:
+            order = self._order.get(call.agent_id or "", -1) if hasattr(self, "_order") else -1
+            row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
+                   call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost, call.error)
+            self._llm_rows.append((order, len(self._llm_rows), row))
+        self.hook.townsquare_on_llm_call(run=self.info, call=call)
+
+    # ------------------------------------------------------------------ state
+
+    def get_state(self, round: int) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "round": round,
+            "platform": self.platform.get_state(),
+            "recommender": self.services.recommender.get_state(),
+            "agents": {
+                a.id: {"rng": a.rng.bit_generator.state, "components": {s: c.get_state() for s, c in a.components.items()}}
+                for a in self.agents
+            },
+            "metrics": {name: metric.get_state() for name, metric in self.metrics},
+            "llm": {type(m).__name__: m.get_state() for m in self.llm_middleware if hasattr(m, "get_state")},
+            "totals": dict(self.totals),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.platform.set_state(state["platform"])
+        self.services.recommender.set_state(state["recommender"])
+        for agent in self.agents:
+            saved = state["agents"][agent.id]
+            agent.rng.bit_generator.state = saved["rng"]
+            for slot, component in agent.components.items():
+                component.set_state(saved["components"][slot])
+        for name, metric in self.metrics:
+            metric.set_state(state["metrics"][name])
+        for m in self.llm_middleware:
+            if hasattr(m, "set_state") and type(m).__name__ in state.get("llm", {}):
+                m.set_state(state["llm"][type(m).__name__])
+        self.totals.update(state.get("totals", {}))
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self, resume: bool = False) -> RunSummary:
+        """Play the scenario's rounds (from the last checkpoint when ``resume``)."""
+        start_round = 0
+        self._record_llm = not resume
+        self.info = RunInfo(
+            name=self.model.name, run_dir=str(self.run_dir.path), seed=self.model.seed, rounds=self.model.rounds,
+            start_round=0, slot_table=self.scenario.slot_table(), scenario=self.scenario.data,
+        )
+        await self.build()
+        self.store.add_agents(self._agent_rows)
+        if resume:
+            checkpoint = self.run_dir.latest_checkpoint()
+            if checkpoint is not None:
+                last, state = checkpoint
+                self.set_state(state)
+                start_round = last + 1
+            dropped = self.store.truncate_after(start_round - 1)
+            log.info("run.resume", run=str(self.run_dir.path), from_round=start_round, dropped_rows=dropped)
+        elif self._llm_rows:
+            # LLM calls made while building (persona enrichment, say) belong to no round: -1.
+            self.store.write_now("llm_calls", [row for _, _, row in sorted(self._llm_rows, key=lambda item: (item[0], item[1]))])
+            self._llm_rows.clear()
+        self._record_llm = True
+        self.info.start_round = start_round
+        self.hook.townsquare_on_run_start(run=self.info)
+
+        stopped = None
+        last_done = start_round - 1
+        try:
+            for r in range(start_round, self.model.rounds):
+                await self.play_round(r)
+                last_done = r
+        except (RunStopped, KeyboardInterrupt, asyncio.CancelledError) as exc:
+            self.store.discard_pending()
+            self._llm_rows.clear()
+            stopped = exc.reason if isinstance(exc, RunStopped) else "interrupted"
+            log.warning("run.stopped", reason=stopped, last_round=last_done)
+        summary = RunSummary(
+            rounds_completed=last_done + 1, actions=self.store.count("actions"), posts=self.store.count("posts"),
+            llm_calls=self.store.count("llm_calls"), stopped=stopped,
+            counts=dict(self.store.db.execute("SELECT kind, COUNT(*) FROM actions GROUP BY kind").fetchall()),
+        )
+        self.run_dir.update_manifest(
+            status="stopped" if stopped else "finished", stop_reason=stopped, rounds_completed=last_done + 1,
+        )
+        self.hook.townsquare_on_run_end(run=self.info, summary=summary)
+        self.store.close()
+        await _close(self.platform)
+        if getattr(self, "provider", None) is not None:
+            await _close(self.provider)
+        return summary
+
+    def now(self, round: int) -> str:
+        clock = self.model.clock
+        return (clock.start + timedelta(minutes=round * clock.minutes_per_round)).isoformat()
+
+    async def play_round(self, r: int) -> None:
+        wall = time.perf_counter()
+        self.round = r
+        now_iso = self.now(r)
+        now = self.model.clock.start + timedelta(minutes=r * self.model.clock.minutes_per_round)
+        self.hook.townsquare_on_round_start(run=self.info, round=r, now=now_iso)
+
+        present = [a for a in self.agents if a.present(r)]
+        semaphore = asyncio.Semaphore(self.model.engine.concurrency)
+        minutes = self.model.clock.minutes_per_round
+
+        async def turn(agent: Agent) -> tuple[bool, list[Action]]:
+            async with semaphore:
+                ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=self.services,
+                                  llm=self.services.llm.for_agent(agent.id) if self.services.llm else None)
+                drawn = agent.rng.random() < active_probability(agent.activity, minutes)
+                planner = agent.components.get("planner")
+                verdict = await planner.is_active(ctx) if planner is not None else None
+                active = drawn if verdict is None else bool(verdict)
+                actions: list[Action] = []
+                if active:
+                    actions += await agent.components["policy"].step(ctx) or []
+                reflector = agent.components.get("reflector")
+                if reflector is not None:
+                    actions += await reflector.reflect(ctx) or []
+                for action in actions:
+                    if not isinstance(action, Action) or action.agent_id != agent.id:
+                        raise ComponentError(f"agent {agent.id}: a component returned {action!r}, not an Action of this agent")
+                return active, actions
+
+        results = await asyncio.gather(*(turn(a) for a in present))
+        n_active = sum(1 for active, _ in results if active)
+
+        round_actions = []
+        for agent, (_, actions) in zip(present, results):
+            applied = []
+            for action in actions:
+                result = await self.platform.apply(action, r, now_iso)
+                self._record_action(r, now_iso, action, result, round_actions)
+                self.hook.townsquare_on_action_applied(run=self.info, round=r, action=action, result=result)
+                applied.append((action, result))
+            if applied:
+                ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=self.services)
+                for component in agent.components.values():
+                    on_applied = getattr(component, "on_applied", None)
+                    if on_applied is not None:
+                        await on_applied(ctx, applied)
+
+        values: dict[str, float] = {}
+        view = RoundView(round=r, now=now_iso, platform=self.platform, agents=self.agents, actions=round_actions)
+        for name, metric in self.metrics:
+            for key, value in (await metric.measure(view)).items():
+                values[f"{name}.{key}"] = float(value)
+                self.store.buffer("metrics", (r, f"{name}.{key}", float(value)))
+        self.hook.townsquare_on_round_end(run=self.info, round=r, now=now_iso, metrics=values)
+
+        llm_rows = sorted(self._llm_rows, key=lambda item: (item[0], item[1]))
+        self.store.pending("llm_calls").extend(row for _, _, row in llm_rows)
+        self._llm_rows.clear()
+        self.totals["rounds"] += 1
+        self.totals["active"] += n_active
+        self.store.commit_round((r, now_iso, n_active, len(round_actions), len(llm_rows), round(time.perf_counter() - wall, 4)))
+        every = self.model.engine.checkpoint_every
+        if (r + 1) % every == 0 or r == self.model.rounds - 1:
+            self.run_dir.write_checkpoint(r, self.get_state(r), self.model.engine.keep_checkpoints)
+            self.run_dir.update_manifest(rounds_completed=r + 1)
+        if self.progress is not None:
+            self.progress(r, dict(self.totals))
+
+    def _record_action(self, r: int, now: str, action: Action, result: ActionResult, round_actions: list) -> None:
+        self.totals["actions"] += 1
+        row = (r, now, action.agent_id, action.kind, action.target_post, action.target_agent, action.text,
+               _json(list(action.post_ids)) if action.post_ids else None, int(result.ok), result.created_id,
+               result.error, dumps_detail(action.detail))
+        self.store.buffer("actions", row)
+        round_actions.append({"agent_id": action.agent_id, "kind": action.kind, "ok": result.ok,
+                              "target_post": action.target_post, "target_agent": action.target_agent})
+        if not result.ok:
+            return
+        if action.kind in ("post", "comment") and result.created_id:
+            self.totals["posts"] += 1
+            reply_to = action.target_post if action.kind == "comment" else None
+            self.store.buffer("posts", (result.created_id, action.agent_id, r, now, action.text, reply_to, result.remote_id))
+        elif action.kind in ("follow", "unfollow"):
+            self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
+
+
+async def _close(obj: Any) -> None:
+    close = getattr(obj, "aclose", None)
+    if close is not None:
+        await close()
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)

@@ -1,0 +1,59 @@
+"""``townsquare export``: the run's tables as CSV, JSON lines or Parquet, for notebooks."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from .errors import UsageError
+from .store import EXPORT_TABLES, EventStore
+
+FORMATS = ("csv", "jsonl", "parquet")
+
+
+def export_run(events_path: Path, fmt: str, out_dir: Path, tables: tuple[str, ...] = tuple(EXPORT_TABLES)) -> list[Path]:
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise UsageError("--format parquet needs pyarrow: pip install 'townsquare[parquet]'") from None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    store = EventStore(events_path)
+    written = []
+    try:
+        for table in tables:
+            columns, rows = store.rows(table)
+            path = out_dir / f"{table}.{fmt}"
+            _WRITERS[fmt](path, columns, rows)
+            written.append(path)
+    finally:
+        store.close()
+    return written
+
+
+def _write_csv(path: Path, columns: list[str], rows) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(columns)
+        writer.writerows(rows)
+
+
+def _write_jsonl(path: Path, columns: list[str], rows) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(dict(zip(columns, row)), ensure_ascii=False) + "\n")
+
+
+def _write_parquet(path: Path, columns: list[str], rows) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = list(rows)
+    arrays = {name: [row[i] for row in data] for i, name in enumerate(columns)}
+    pq.write_table(pa.table(arrays), path)
+
+
+_WRITERS = {"csv": _write_csv, "jsonl": _write_jsonl, "parquet": _write_parquet}

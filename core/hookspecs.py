@@ -1,0 +1,359 @@
+"""Every townsquare hook, in one module.
+
+Three kinds, told apart by name (STYLE.md, convention 1):
+
+* ``townsquare_register_*`` collect typed records (:mod:`townsquare.specs`) from every plugin.
+  The plugin manager calls each implementation separately so it can stamp the plugin's name on
+  its records and report clashes naming both plugins.
+* ``townsquare_on_*`` notify observers and return nothing. Within one run they fire in this
+  order (``tests/test_lifecycle_order.py`` asserts it)::
+
+      on_run_start
+      for each round:
+          on_round_start
+          on_llm_call*          (while agents step, in completion order)
+          on_action_applied*    (in agent order, then in the order each policy returned them)
+          on_round_end          (after metrics are stored, before the checkpoint is written)
+      on_run_end
+
+  A resumed run fires ``on_run_start`` again with ``RunInfo.start_round`` > 0.
+* ``townsquare_register_commands`` adds click commands to the CLI.
+
+Hooks are called by keyword. An implementation takes only the arguments it needs and must not
+give them default values (pluggy would silently not pass them).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .markers import hookspec
+
+if TYPE_CHECKING:  # pragma: no cover
+    import click
+
+    from .actions import Action, ActionResult
+    from .lifecycle import RunInfo, RunSummary
+    from .llm import LLMCallRecord
+    from .specs import (
+        EmbedderSpec, KnowledgeSourceSpec, LLMProviderSpec, MemorySpec, MetricSpec,
+        PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec,
+        RecommenderSpec, ReflectorSpec,
+    )
+
+
+# ---------------------------------------------------------------------------
+# persona
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def townsquare_register_persona_components() -> "list[PersonaComponentSpec]":
+    """Register persona components: slot ``persona.context`` (what of a persona a prompt shows)
+    and ``persona.knowledge`` (which outside knowledge an agent may use).
+
+    Fires once when the plugin manager collects components. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_persona_components():
+            return [PersonaComponentSpec("full_persona", FullPersona, persona_kind="context")]
+    """
+
+
+@hookspec
+def townsquare_register_persona_sources() -> "list[PersonaSourceSpec]":
+    """Register persona sources, which a population names with ``persona_source``.
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_persona_sources():
+            return [PersonaSourceSpec("jsonl", JsonlPersonas, config_model=JsonlConfig)]
+    """
+
+
+# ---------------------------------------------------------------------------
+# memory
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def townsquare_register_memory() -> "list[MemorySpec]":
+    """Register memory components: ``memory_kind`` sensory, short_term, long_term (RecAgent's
+    pipeline), stream (Park et al.'s memory stream) or retrieval (a scoring function).
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_memory():
+            return [MemorySpec("memory_stream", MemoryStream, memory_kind="stream", priority=100)]
+    """
+
+
+# ---------------------------------------------------------------------------
+# planning and reflection
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def townsquare_register_planners() -> "list[PlannerSpec]":
+    """Register planners (slot ``planner``): Zhou et al.'s activity plan, Park et al.'s day plan.
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_planners():
+            return [PlannerSpec("activity_plan", ActivityPlanner, config_model=PlanConfig)]
+    """
+
+
+@hookspec
+def townsquare_register_reflectors() -> "list[ReflectorSpec]":
+    """Register reflectors (slot ``reflector``): importance-triggered reflection (Park), follow
+    reflection every two simulated days (Zhou), insight generation (RecAgent).
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_reflectors():
+            return [ReflectorSpec("follow_reflection", FollowReflection)]
+    """
+
+
+# ---------------------------------------------------------------------------
+# action policy
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def townsquare_register_policies() -> "list[PolicySpec]":
+    """Register action policies (slot ``policy``): LLM prompts per action, the embedding
+    baseline, a random policy.
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_policies():
+            return [PolicySpec("embedding_baseline", EmbeddingBaseline, config_model=BaselineConfig)]
+    """
+
+
+# ---------------------------------------------------------------------------
+# recommender and platform
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def townsquare_register_recommenders() -> "list[RecommenderSpec]":
+    """Register recommenders, which a scenario names in ``[recommender] name = ...``.
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_recommenders():
+            return [RecommenderSpec("chronological", Chronological)]
+    """
+
+
+@hookspec
+def townsquare_register_platforms() -> "list[PlatformSpec]":
+    """Register platforms, which a scenario names in ``[platform] name = ...``.
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_platforms():
+            return [PlatformSpec("in_memory", InMemoryPlatform, config_model=InMemoryConfig)]
+    """
+
+
+# ---------------------------------------------------------------------------
+# LLM, embeddings, knowledge, metrics
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def townsquare_register_llm_providers() -> "list[LLMProviderSpec]":
+    """Register chat-completion backends, named in ``[llm] name = ...``.
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_llm_providers():
+            return [LLMProviderSpec("openai", OpenAIProvider, config_model=OpenAIConfig)]
+    """
+
+
+@hookspec
+def townsquare_register_embedders() -> "list[EmbedderSpec]":
+    """Register embedders, named in ``[embedder] name = ...``.
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_embedders():
+            return [EmbedderSpec("hash", HashEmbedder, config_model=HashConfig)]
+    """
+
+
+@hookspec
+def townsquare_register_knowledge_sources() -> "list[KnowledgeSourceSpec]":
+    """Register external knowledge sources, named in ``[knowledge] name = ...``.
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_knowledge_sources():
+            return [KnowledgeSourceSpec("hotpotqa", HotpotQAKnowledge, config_model=HotpotConfig)]
+    """
+
+
+@hookspec
+def townsquare_register_metrics() -> "list[MetricSpec]":
+    """Register metrics, listed in a scenario's ``metrics = [...]``.
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_metrics():
+            return [MetricSpec("follower_gini", FollowerGini)]
+    """
+
+
+# ---------------------------------------------------------------------------
+# lifecycle (observers)
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def townsquare_on_run_start(run: "RunInfo") -> None:
+    """A run (or a resumed run) is about to play its first round. Collects; returns nothing.
+
+    Example::
+
+        @hookimpl
+        def townsquare_on_run_start(run):
+            print("starting", run.name, "at round", run.start_round)
+    """
+
+
+@hookspec
+def townsquare_on_round_start(run: "RunInfo", round: int, now: str) -> None:
+    """A round begins; ``now`` is the simulated time (ISO 8601). Collects; returns nothing.
+
+    Example::
+
+        @hookimpl
+        def townsquare_on_round_start(round, now):
+            log.info("round", round=round, now=now)
+    """
+
+
+@hookspec
+def townsquare_on_llm_call(run: "RunInfo", call: "LLMCallRecord") -> None:
+    """A provider call finished (successfully or not). Fires during agent steps, in completion
+    order. Collects; returns nothing.
+
+    Example::
+
+        @hookimpl
+        def townsquare_on_llm_call(call):
+            tokens[call.agent_id] += call.prompt_tokens + call.completion_tokens
+    """
+
+
+@hookspec
+def townsquare_on_action_applied(run: "RunInfo", round: int, action: "Action", result: "ActionResult") -> None:
+    """The platform answered one action. Fires in the deterministic apply order. Collects;
+    returns nothing.
+
+    Example::
+
+        @hookimpl
+        def townsquare_on_action_applied(action, result):
+            if action.kind == "follow" and result.ok:
+                edges.append((action.agent_id, action.target_agent))
+    """
+
+
+@hookspec
+def townsquare_on_round_end(run: "RunInfo", round: int, now: str, metrics: "dict[str, float]") -> None:
+    """A round's actions are applied and its metrics measured; the checkpoint follows.
+    Collects; returns nothing.
+
+    Example::
+
+        @hookimpl
+        def townsquare_on_round_end(round, metrics):
+            print(round, metrics.get("followers.gini"))
+    """
+
+
+@hookspec
+def townsquare_on_run_end(run: "RunInfo", summary: "RunSummary") -> None:
+    """The run finished its last round or stopped cleanly (``summary.stopped`` says why).
+    Collects; returns nothing.
+
+    Example::
+
+        @hookimpl
+        def townsquare_on_run_end(summary):
+            print(summary.actions, "actions")
+    """
+
+
+# ---------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def townsquare_register_commands(cli: "click.Group") -> None:
+    """Add commands to the ``townsquare`` CLI. Fires once when the CLI starts, after plugins
+    load. Collects; returns nothing.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_commands(cli):
+            @cli.command()
+            def hello():
+                click.echo("hi")
+    """
+
+
+#: Used by the plugin manager to forward unknown hook kwargs checks and by the docs meta-test.
+ALL_HOOKS: tuple[str, ...] = tuple(
+    name for name, value in dict(globals()).items() if name.startswith("townsquare_") and callable(value)
+)
+
+
+def describe(name: str) -> dict[str, Any]:
+    """A hook's name, kind and first docstring line (used by ``townsquare plugins``)."""
+    func = globals()[name]
+    kind = "register" if name.startswith("townsquare_register_") else "observer" if name.startswith("townsquare_on_") else "decision"
+    return {"name": name, "kind": kind, "summary": (func.__doc__ or "").strip().splitlines()[0]}

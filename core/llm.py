@@ -1,0 +1,252 @@
+"""The LLM port: one async interface for chat completion, whatever the backend.
+
+Components never talk to a backend directly. They get an :class:`LLMClient` bound to their
+agent and ask it for text (:meth:`LLMClient.text`), for one of a fixed set of labels
+(:meth:`LLMClient.choose`) or for JSON (:meth:`LLMClient.json`). The client sends an
+:class:`LLMRequest` down a chain of middleware (cache, budget, retries, concurrency limit; see
+``townsquare.plugins.llm``) to an :class:`LLMProvider`. The innermost link, :class:`Accounting`,
+records every provider call (tokens, latency, status) in the run's ``llm_calls`` table and
+fires ``townsquare_on_llm_call``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Awaitable, Callable, Protocol, Sequence, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str  # "system", "user" or "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """Everything that determines an answer, plus who asked and why (for accounting).
+
+    ``labels``: the answer must be one of these (a decision). ``json_schema``: the answer must
+    be JSON of this shape. ``purpose`` names the decision (``like``, ``post``, ``plan``...) and,
+    with ``agent_id``, is used for accounting only: :meth:`cache_key` leaves both out.
+    """
+
+    messages: tuple[Message, ...]
+    labels: tuple[str, ...] | None = None
+    json_schema: dict[str, Any] | None = None
+    max_tokens: int = 256
+    temperature: float = 0.7
+    purpose: str = "text"
+    agent_id: str | None = None
+
+    def cache_key(self, model: str) -> str:
+        """A stable digest of the request content and the model that answers it."""
+        payload = {
+            "model": model,
+            "messages": [asdict(m) for m in self.messages],
+            "labels": list(self.labels) if self.labels else None,
+            "json_schema": self.json_schema,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+        }
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+
+@dataclass
+class LLMResponse:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model: str = ""
+    provider: str = ""
+    latency_ms: float = 0.0
+    cached: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LLMCallRecord:
+    """One row of ``llm_calls``: a provider call, successful or not."""
+
+    round: int
+    agent_id: str | None
+    purpose: str
+    provider: str
+    model: str
+    status: str  # ok | error | cached | parse_failure
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    cost: float = 0.0
+    error: str | None = None
+
+
+@runtime_checkable
+class LLMProvider(Protocol):
+    """A backend. ``name`` is the registered provider name, ``model`` the model it serves."""
+
+    name: str
+    model: str
+
+    async def complete(self, request: LLMRequest) -> LLMResponse: ...
+
+
+#: A middleware link: ``await link(request, call_next)``.
+Handler = Callable[[LLMRequest], Awaitable[LLMResponse]]
+
+
+class Middleware(Protocol):
+    async def __call__(self, request: LLMRequest, call_next: Handler) -> LLMResponse: ...
+
+
+class Accounting:
+    """Innermost middleware: times each provider call and records it, failures included."""
+
+    def __init__(self, provider: LLMProvider, record: Callable[[LLMCallRecord], None], run_round: Callable[[], int]):
+        self.provider = provider
+        self.record = record
+        self.run_round = run_round
+
+    async def __call__(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
+        start = time.perf_counter()
+        try:
+            response = await call_next(request)
+        except Exception as exc:
+            self.record(
+                LLMCallRecord(
+                    round=self.run_round(), agent_id=request.agent_id, purpose=request.purpose,
+                    provider=self.provider.name, model=self.provider.model, status="error",
+                    latency_ms=(time.perf_counter() - start) * 1000, error=f"{type(exc).__name__}: {exc}"[:500],
+                )
+            )
+            raise
+        response.latency_ms = response.latency_ms or (time.perf_counter() - start) * 1000
+        self.record(
+            LLMCallRecord(
+                round=self.run_round(), agent_id=request.agent_id, purpose=request.purpose,
+                provider=response.provider or self.provider.name, model=response.model or self.provider.model,
+                status="cached" if response.cached else "ok",
+                prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
+                latency_ms=response.latency_ms,
+            )
+        )
+        return response
+
+
+def compose(provider: LLMProvider, middleware: Sequence[Middleware]) -> Handler:
+    """Chain ``middleware`` (outermost first) around ``provider.complete``."""
+    handler: Handler = provider.complete
+    for link in reversed(middleware):
+        handler = _bind(link, handler)
+    return handler
+
+
+def _bind(link: Middleware, call_next: Handler) -> Handler:
+    async def handler(request: LLMRequest) -> LLMResponse:
+        return await link(request, call_next)
+
+    return handler
+
+
+class ParseFailure(ValueError):
+    """An answer did not fit the requested labels or JSON shape."""
+
+
+def match_label(text: str, labels: Sequence[str]) -> str:
+    """The label an answer names: an exact match first, then the first label that appears as
+    a word. Raises :class:`ParseFailure` when none does."""
+    cleaned = text.strip().strip("\"'`.!").lower()
+    lowered = {label.lower(): label for label in labels}
+    if cleaned in lowered:
+        return lowered[cleaned]
+    found = []
+    for low, label in lowered.items():
+        match = re.search(rf"\b{re.escape(low)}\b", text.lower())
+        if match:
+            found.append((match.start(), label))
+    if found:
+        return min(found)[1]
+    raise ParseFailure(f"answer {text[:80]!r} names none of {list(labels)}")
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON object or array in ``text`` (models like to wrap it in prose or fences)."""
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start < 0:
+        raise ParseFailure(f"no JSON in answer {text[:80]!r}")
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text[start:])
+    except json.JSONDecodeError as exc:
+        raise ParseFailure(f"malformed JSON in answer: {exc}") from None
+    return value
+
+
+class LLMClient:
+    """What components use. Bound to one agent (``for_agent``) so every call is attributed."""
+
+    def __init__(self, handler: Handler, *, model: str, agent_id: str | None = None):
+        self._handler = handler
+        self.model = model
+        self.agent_id = agent_id
+
+    def for_agent(self, agent_id: str) -> "LLMClient":
+        return LLMClient(self._handler, model=self.model, agent_id=agent_id)
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        if request.agent_id is None and self.agent_id is not None:
+            request = replace(request, agent_id=self.agent_id)
+        return await self._handler(request)
+
+    async def text(self, prompt: str | Sequence[Message], *, purpose: str = "text", **options: Any) -> str:
+        response = await self.complete(LLMRequest(messages=_messages(prompt), purpose=purpose, **options))
+        return response.text
+
+    async def choose(self, prompt: str | Sequence[Message], labels: Sequence[str], *, purpose: str, default: str, **options: Any) -> str:
+        """One of ``labels``. A malformed answer gets one repair request; if that fails too the
+        call returns ``default``: whatever a model writes, the result is in the label set."""
+        messages = _messages(prompt)
+        request = LLMRequest(messages=messages, labels=tuple(labels), purpose=purpose, max_tokens=options.pop("max_tokens", 8), **options)
+        answer = (await self.complete(request)).text
+        try:
+            return match_label(answer, labels)
+        except ParseFailure:
+            pass
+        repair = messages + (
+            Message("assistant", answer),
+            Message("user", f"Answer with exactly one of: {', '.join(labels)}."),
+        )
+        answer = (await self.complete(replace(request, messages=repair, purpose=f"{purpose}.repair"))).text
+        try:
+            return match_label(answer, labels)
+        except ParseFailure:
+            return default
+
+    async def json(self, prompt: str | Sequence[Message], schema: dict[str, Any], *, purpose: str, default: Any, validate: Callable[[Any], Any] | None = None, **options: Any) -> Any:
+        """JSON parsed from the answer (and checked by ``validate`` if given, which may raise
+        ``ValueError``); one repair request, then ``default``."""
+        messages = _messages(prompt)
+        request = LLMRequest(messages=messages, json_schema=schema, purpose=purpose, **options)
+        answer = (await self.complete(request)).text
+        for attempt in range(2):
+            try:
+                value = extract_json(answer)
+                return validate(value) if validate else value
+            except (ParseFailure, ValueError, TypeError, KeyError) as exc:
+                if attempt == 1:
+                    return default
+                repair = messages + (
+                    Message("assistant", answer),
+                    Message("user", f"That was not valid ({exc}). Reply with JSON only, matching: {json.dumps(schema)}"),
+                )
+                answer = (await self.complete(replace(request, messages=repair, purpose=f"{purpose}.repair"))).text
+        return default
+
+
+def _messages(prompt: str | Sequence[Message]) -> tuple[Message, ...]:
+    if isinstance(prompt, str):
+        return (Message("user", prompt),)
+    return tuple(prompt)

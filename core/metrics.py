@@ -1,0 +1,32 @@
+"""The metric protocol: measurements taken at the end of each round.
+
+A metric returns ``{name: value}``; the engine stores each value in the run's ``metrics``
+table with the round number. ``townsquare report`` and notebooks read them from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .components import Agent
+    from .platform import Platform
+
+
+@dataclass
+class RoundView:
+    round: int
+    now: str
+    platform: "Platform"
+    agents: list["Agent"]
+    actions: list[dict[str, Any]]  # this round's applied actions, as stored
+
+
+@runtime_checkable
+class Metric(Protocol):
+    async def measure(self, view: RoundView) -> dict[str, float]: ...
+
+    def get_state(self) -> dict[str, Any]: ...
+
+    def set_state(self, state: dict[str, Any]) -> None: ...

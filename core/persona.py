@@ -1,0 +1,60 @@
+"""Personas: who an agent is.
+
+A :class:`Persona` keeps a display name, free-form ``fields`` (age, occupation, hobbies,
+knowledge... whatever the source provides; paper designs read the keys they need) and
+``sentences``: short first-person statements in the Personachat style. Persona sources are
+registered through ``townsquare_register_persona_sources``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Protocol
+
+
+@dataclass
+class Persona:
+    name: str
+    sentences: list[str] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The persona as one paragraph: its sentences, then its fields."""
+        parts = list(self.sentences)
+        parts += [f"{key}: {value}" for key, value in self.fields.items() if value not in ("", None)]
+        return " ".join(str(p) for p in parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Persona":
+        return cls(
+            name=str(data["name"]),
+            sentences=list(data.get("sentences", [])),
+            fields=dict(data.get("fields", {})),
+        )
+
+
+class PersonaSource(Protocol):
+    """Yields personas for a population. ``load(count, rng)`` returns exactly ``count``."""
+
+    def load(self, count: int, rng: Any) -> list[Persona]: ...
+
+
+def cycle_personas(personas: Iterable[Persona], count: int) -> list[Persona]:
+    """Take ``count`` personas, reusing the list in order when it is shorter.
+
+    Reused personas get a ``#k`` suffix so every account name stays unique.
+    """
+    pool = list(personas)
+    if not pool:
+        return []
+    out = []
+    for i in range(count):
+        base = pool[i % len(pool)]
+        lap = i // len(pool)
+        name = base.name if lap == 0 else f"{base.name} #{lap + 1}"
+        out.append(Persona(name=name, sentences=list(base.sentences), fields=dict(base.fields)))
+    return out

@@ -1,0 +1,101 @@
+"""Starting and resuming runs: the glue between a scenario, the plugins and a run directory.
+
+The CLI and the Python API (tests, benchmarks, notebooks) both go through here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from . import __version__
+from .engine import Progress, Simulation
+from .errors import UsageError
+from .lifecycle import RunSummary
+from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
+from .rundir import RunDir, environment
+from .scenario import ResolvedScenario, load_scenario, resolve
+
+SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
+
+
+def redact(value: Any) -> Any:
+    """A copy of scenario data with secret-looking values replaced by ``***``."""
+    if isinstance(value, dict):
+        return {k: ("***" if SECRET_KEY.search(str(k)) and isinstance(v, str) else redact(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value
+
+
+def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[str], plugin_options: list[str]) -> dict[str, Any]:
+    return {
+        "townsquare_version": __version__,
+        "name": scenario.model.name,
+        "source": scenario.source,
+        "base_dir": scenario.base_dir,
+        "overrides": [o if not SECRET_KEY.search(o.split("=", 1)[0]) else o.split("=", 1)[0] + "=***" for o in overrides],
+        "plugin_options": plugin_options,
+        "seed": scenario.model.seed,
+        "rounds": scenario.model.rounds,
+        "slot_table": scenario.slot_table(),
+        "plugins": plugins.versions(),
+        "disabled_plugins": list(plugins.disabled),
+        "scenario": redact(scenario.data),
+        "environment": environment(),
+        "status": "running",
+        "rounds_completed": 0,
+    }
+
+
+def start_run(
+    scenario_path: str | Path,
+    *,
+    overrides: Iterable[str] = (),
+    seed: int | None = None,
+    out: str | Path | None = None,
+    plugin_options: Iterable[str] = (),
+    plugins: Plugins | None = None,
+    progress: Progress | None = None,
+    on_ready: Any = None,
+    **simulation_options: Any,
+) -> tuple[RunDir, RunSummary]:
+    """Run a scenario file into a new run directory. ``on_ready(scenario, run_dir)`` is called
+    once the scenario is resolved and the directory made (the CLI prints the slot table)."""
+    overrides, plugin_options = list(overrides), list(plugin_options)
+    if plugins is None:
+        enable, disable = parse_plugin_options(plugin_options)
+        plugins = make_plugin_manager(enable=enable, disable=disable)
+    scenario = load_scenario(scenario_path, overrides, plugins, seed=seed)
+    run_dir = RunDir.create(out, scenario.model.name)
+    run_dir.write_manifest(new_manifest(scenario, plugins, overrides, plugin_options))
+    if on_ready is not None:
+        on_ready(scenario, run_dir)
+    simulation = Simulation(scenario, plugins, run_dir, progress=progress, **simulation_options)
+    return run_dir, asyncio.run(simulation.run())
+
+
+def load_run(path: str | Path, plugins: Plugins | None = None, extra_plugin_options: Iterable[str] = ()) -> tuple[RunDir, ResolvedScenario, Plugins]:
+    """Re-resolve a run's scenario from its manifest, with the plugin set it ran with."""
+    run_dir = RunDir.open(path)
+    manifest = run_dir.read_manifest()
+    if plugins is None:
+        enable, disable = parse_plugin_options([*manifest.get("plugin_options", []), *extra_plugin_options])
+        plugins = make_plugin_manager(enable=enable, disable=disable)
+    missing = sorted(set(manifest.get("plugins", {})) - set(plugins.versions()))
+    if missing:
+        raise UsageError(f"{run_dir.manifest_path}: the run used plugins that are not loaded now: {', '.join(missing)}")
+    scenario = resolve(manifest["scenario"], str(run_dir.manifest_path), manifest.get("base_dir", "."), plugins)
+    return run_dir, scenario, plugins
+
+
+def resume_run(path: str | Path, *, plugins: Plugins | None = None, progress: Progress | None = None, on_ready: Any = None, **simulation_options: Any) -> tuple[RunDir, RunSummary]:
+    """Continue a run from its newest checkpoint (after a crash, a kill or a budget stop)."""
+    run_dir, scenario, plugins = load_run(path, plugins)
+    if on_ready is not None:
+        on_ready(scenario, run_dir)
+    run_dir.update_manifest(status="running")
+    simulation = Simulation(scenario, plugins, run_dir, progress=progress, **simulation_options)
+    return run_dir, asyncio.run(simulation.run(resume=True))

@@ -1,0 +1,335 @@
+"""Scenarios: TOML files that say what a run is.
+
+A scenario names the platform, recommender, LLM, embedder, clock, activity model, seed,
+rounds and populations; per population, which component fills each agent slot (or ``auto``);
+and a ``[plugins.NAME]`` section per plugin, validated against that plugin's config model.
+``--set dotted.key=value`` overrides any key before validation.
+
+Every problem is reported as one line naming the file, the key and what was expected
+(:class:`townsquare.errors.ScenarioError`).
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ComponentError, ScenarioError
+from .specs import AGENT_SLOTS, REQUIRED_AGENT_SLOTS, ComponentSpec
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ComponentTable(BaseModel):
+    """``[platform]``, ``[recommender]``, ``[llm]``...: ``name`` plus that component's settings."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+    def settings(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class ClockConfig(_Strict):
+    start: datetime = datetime(2024, 1, 1, 8, 0)
+    minutes_per_round: int = Field(60, gt=0)
+
+
+class ActivityConfig(_Strict):
+    """Activity levels are drawn from a Pareto distribution (RecAgent eq. 1, Zhou et al. §3.4).
+    A level is the expected number of active sessions per simulated day."""
+
+    model: Literal["pareto", "always"] = "pareto"
+    alpha: float = Field(2.0, gt=0)
+    x_min: float = Field(1.0, gt=0)
+
+
+class EngineConfig(_Strict):
+    concurrency: int = Field(64, gt=0)
+    checkpoint_every: int = Field(1, gt=0)
+    keep_checkpoints: int = Field(3, gt=0)
+
+
+class PopulationConfig(_Strict):
+    name: str
+    count: int = Field(ge=0)
+    personas: ComponentTable
+    slots: dict[str, str] = Field(default_factory=dict)
+    start_round: int = Field(0, ge=0)
+    end_round: int | None = Field(None, ge=0)
+
+
+class ScenarioModel(_Strict):
+    name: str = "run"
+    seed: int = 0
+    rounds: int = Field(gt=0)
+    clock: ClockConfig = ClockConfig()
+    activity: ActivityConfig = ActivityConfig()
+    engine: EngineConfig = EngineConfig()
+    # Left out, platform/recommender/embedder are ``auto``: the highest-priority enabled one.
+    platform: ComponentTable | None = None
+    recommender: ComponentTable | None = None
+    embedder: ComponentTable | None = None
+    llm: ComponentTable | None = None
+    knowledge: ComponentTable | None = None
+    # Left out: every enabled metric whose priority is above 0 (the defaults).
+    metrics: list[str] | None = None
+    populations: list[PopulationConfig] = Field(min_length=1)
+    plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def read_scenario(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(str(path), "", "no such file") from None
+    except OSError as exc:
+        raise ScenarioError(str(path), "", f"cannot read: {exc.strerror}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(str(path), "", f"invalid TOML: {exc}") from None
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> dict[str, Any]:
+    """Apply ``dotted.key=value`` overrides. Values are read as TOML (``5``, ``true``,
+    ``"x"``, ``[1, 2]``); anything that is not valid TOML is taken as a string. A number in
+    the path indexes a list (``populations.0.count=5``)."""
+    data = copy.deepcopy(data)
+    for override in overrides:
+        key, sep, raw = override.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ScenarioError("--set", override, "expected dotted.key=value")
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        node: Any = data
+        parts = key.split(".")
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ScenarioError(source, key, f"--set: {'.'.join(parts[:i]) or key} has no item {part}")
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+            elif isinstance(node, dict):
+                if last:
+                    node[part] = value
+                else:
+                    node = node.setdefault(part, {})
+            else:
+                raise ScenarioError(source, key, f"--set: {'.'.join(parts[:i])} is not a table")
+    return data
+
+
+def validate_scenario(data: dict[str, Any], source: str) -> ScenarioModel:
+    try:
+        return ScenarioModel.model_validate(data)
+    except ValidationError as exc:
+        raise _first_error(exc, source, ScenarioModel) from None
+
+
+def _first_error(exc: ValidationError, source: str, model: type[BaseModel] | None = None, prefix: str = "") -> ScenarioError:
+    err = exc.errors()[0]
+    key = prefix + _format_loc(err["loc"])
+    if err["type"] == "extra_forbidden":
+        problem = "unknown key"
+        allowed = _allowed_keys(model, err["loc"][:-1]) if model else None
+        if allowed:
+            problem += f" (expected one of: {', '.join(allowed)})"
+    elif err["type"] == "missing":
+        problem = "missing required key"
+    else:
+        problem = f"{err['msg'][0].lower()}{err['msg'][1:]} (got {err.get('input')!r})"
+    return ScenarioError(source, key, problem)
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field_info = getattr(current, "model_fields", {}).get(part)
+        if field_info is None:
+            return None
+        annotation = field_info.annotation
+        args = getattr(annotation, "__args__", ())
+        candidates = [annotation, *args]
+        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if current is None:
+            return None
+    return sorted(getattr(current, "model_fields", {}))
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+@dataclass
+class Choice:
+    """A component chosen for a slot, with its validated config."""
+
+    slot: str
+    spec: ComponentSpec
+    config: Any
+
+
+@dataclass
+class ResolvedPopulation:
+    config: PopulationConfig
+    personas: Choice
+    slots: dict[str, Choice]
+
+
+@dataclass
+class ResolvedScenario:
+    model: ScenarioModel
+    source: str
+    base_dir: str
+    data: dict[str, Any]
+    platform: Choice
+    recommender: Choice
+    embedder: Choice
+    llm: Choice | None
+    knowledge: Choice | None
+    metrics: list[Choice]
+    populations: list[ResolvedPopulation]
+    plugin_configs: dict[str, Any] = field(default_factory=dict)
+
+    def slot_table(self) -> list[dict[str, str]]:
+        rows = []
+        for scope, choice in (("run", self.platform), ("run", self.recommender), ("run", self.embedder), ("run", self.llm), ("run", self.knowledge)):
+            if choice is not None:
+                rows.append({"scope": scope, "slot": choice.slot, "component": choice.spec.name, "plugin": choice.spec.plugin})
+        for metric in self.metrics:
+            rows.append({"scope": "run", "slot": "metric", "component": metric.spec.name, "plugin": metric.spec.plugin})
+        for pop in self.populations:
+            name = pop.config.name
+            rows.append({"scope": name, "slot": "personas", "component": pop.personas.spec.name, "plugin": pop.personas.spec.plugin})
+            for slot in AGENT_SLOTS:
+                choice = pop.slots.get(slot)
+                rows.append({
+                    "scope": name, "slot": slot,
+                    "component": choice.spec.name if choice else "-",
+                    "plugin": choice.spec.plugin if choice else "-",
+                })
+        return rows
+
+
+def load_scenario(path: str | Path, overrides: list[str], plugins: Any, seed: int | None = None) -> ResolvedScenario:
+    """Read, override, validate and resolve a scenario against the loaded plugins."""
+    source = str(path)
+    data = apply_overrides(read_scenario(path), overrides, source)
+    if seed is not None:
+        data["seed"] = seed
+    return resolve(data, source, str(Path(path).resolve().parent), plugins)
+
+
+def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> ResolvedScenario:
+    model = validate_scenario(data, source)
+    registry = plugins.registry
+    plugin_sections = dict(model.plugins)
+    for name, section in plugin_sections.items():
+        info = plugins.infos.get(name)
+        if info is None:
+            raise ScenarioError(source, f"plugins.{name}", f"no plugin named {name!r} is installed (installed: {', '.join(sorted(plugins.infos))})")
+        if info.status == "loaded" and section and name not in registry.plugin_config_models:
+            raise ScenarioError(source, f"plugins.{name}", f"plugin {name!r} takes no configuration")
+
+    def config_for(spec: ComponentSpec, key: str, settings: dict[str, Any]) -> Any:
+        merged = {**plugin_sections.get(spec.plugin, {}), **settings}
+        if spec.config_model is None:
+            if settings:
+                raise ScenarioError(source, f"{key}.{next(iter(settings))}", f"{spec.slot} {spec.name!r} takes no settings")
+            return None
+        section = f"plugins.{spec.plugin}" if not settings else key
+        try:
+            return spec.config_model.model_validate(merged)
+        except ValidationError as exc:
+            raise _first_error(exc, source, spec.config_model, prefix=f"{section}.") from None
+
+    def choose(slot: str, key: str, table: ComponentTable | None) -> Choice:
+        table = table or ComponentTable(name="auto")
+        if table.name == "auto":
+            spec = registry.auto(slot)
+            if spec is None:
+                raise ScenarioError(source, f"{key}.name", f"no enabled plugin provides a component for {slot}")
+        else:
+            try:
+                spec = registry.get(slot, table.name)
+            except ComponentError as exc:
+                raise ScenarioError(source, f"{key}.name", str(exc)) from None
+        return Choice(slot, spec, config_for(spec, key, table.settings()))
+
+    platform = choose("platform", "platform", model.platform)
+    recommender = choose("recommender", "recommender", model.recommender)
+    embedder = choose("embedder", "embedder", model.embedder)
+    llm = choose("llm", "llm", model.llm) if model.llm else None
+    knowledge = choose("knowledge", "knowledge", model.knowledge) if model.knowledge else None
+    if model.metrics is None:
+        default_metrics = sorted(s.name for s in registry.by_slot.get("metric", {}).values() if s.priority > 0)
+        metrics = [choose("metric", "metrics", ComponentTable(name=m)) for m in default_metrics]
+    else:
+        metrics = [choose("metric", f"metrics[{i}]", ComponentTable(name=m)) for i, m in enumerate(model.metrics)]
+
+    populations = []
+    seen = set()
+    for i, pop in enumerate(model.populations):
+        key = f"populations[{i}]"
+        if pop.name in seen:
+            raise ScenarioError(source, f"{key}.name", f"duplicate population name {pop.name!r}")
+        seen.add(pop.name)
+        unknown = set(pop.slots) - set(AGENT_SLOTS)
+        if unknown:
+            raise ScenarioError(source, f"{key}.slots.{sorted(unknown)[0]}", f"unknown slot (expected one of: {', '.join(AGENT_SLOTS)})")
+        personas = choose("persona_source", f"{key}.personas", pop.personas)
+        slots: dict[str, Choice] = {}
+        for slot in AGENT_SLOTS:
+            wanted = pop.slots.get(slot, "auto")
+            if wanted == "none":
+                if slot in REQUIRED_AGENT_SLOTS:
+                    raise ScenarioError(source, f"{key}.slots.{slot}", f"slot {slot} cannot be 'none'")
+                continue
+            if wanted == "auto":
+                spec = registry.auto(slot)
+                if spec is None:
+                    if slot in REQUIRED_AGENT_SLOTS:
+                        raise ScenarioError(source, f"{key}.slots.{slot}", f"no enabled plugin provides a component for {slot}")
+                    continue
+            else:
+                try:
+                    spec = registry.get(slot, wanted)
+                except ComponentError as exc:
+                    disabled = [n for n, info in plugins.infos.items() if info.status != "loaded"]
+                    hint = f"; disabled or failed plugins: {', '.join(disabled)}" if disabled else ""
+                    raise ScenarioError(source, f"{key}.slots.{slot}", f"{exc}{hint}") from None
+            slots[slot] = Choice(slot, spec, config_for(spec, f"plugins.{spec.plugin}", {}))
+        populations.append(ResolvedPopulation(pop, personas, slots))
+
+    return ResolvedScenario(
+        model=model, source=source, base_dir=base_dir, data=data,
+        platform=platform, recommender=recommender, embedder=embedder, llm=llm, knowledge=knowledge,
+        metrics=metrics, populations=populations,
+    )

@@ -1,0 +1,164 @@
+"""Typed records that registration hooks return.
+
+A plugin tells the kernel about a component by returning a record: its ``name`` (what a
+scenario writes), a ``factory`` that builds it, and an optional pydantic ``config_model`` for
+its settings. The plugin manager stamps ``plugin`` (the canonical plugin name) on each record,
+so a clash of names can name both plugins and the slot table can say who provides what.
+
+``priority`` orders the implementers of one slot when a scenario writes ``auto``: the highest
+priority among enabled plugins wins. Paper defaults use 100, alternatives 0.
+
+Factories take ``(config, ctx)``: ``config`` is an instance of ``config_model`` (or ``None``
+when the record has no model) and ``ctx`` a :class:`townsquare.components.BuildContext`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+#: Agent slots, in the order components are built. See DESIGN.md, "Slots".
+AGENT_SLOTS: tuple[str, ...] = (
+    "persona.context",
+    "persona.knowledge",
+    "memory.sensory",
+    "memory.short_term",
+    "memory.long_term",
+    "memory.stream",
+    "memory.retrieval",
+    "planner",
+    "reflector",
+    "policy",
+)
+
+#: Slots a population cannot leave empty.
+REQUIRED_AGENT_SLOTS: frozenset[str] = frozenset({"policy"})
+
+
+@dataclass
+class ComponentSpec:
+    """A component a plugin provides: what a scenario names, and how to build it."""
+
+    name: str
+    factory: Callable[..., Any]
+    config_model: type | None = None
+    description: str = ""
+    priority: int = 0
+    plugin: str = field(default="", compare=False)
+
+    #: The kind of component; each subclass sets it. Names are unique within a kind.
+    kind: ClassVar[str] = "component"
+
+    @property
+    def slot(self) -> str:
+        return self.kind
+
+
+@dataclass
+class PlatformSpec(ComponentSpec):
+    """Where agents act: the in-memory platform, a Mastodon server, a recommender sandbox."""
+
+    kind: ClassVar[str] = "platform"
+
+
+@dataclass
+class RecommenderSpec(ComponentSpec):
+    """Ranks candidate posts or items into a feed."""
+
+    kind: ClassVar[str] = "recommender"
+
+
+@dataclass
+class MemorySpec(ComponentSpec):
+    """A memory component. ``memory_kind`` is one of sensory, short_term, long_term, stream,
+    retrieval (a retrieval scorer that memory components consult)."""
+
+    memory_kind: str = "stream"
+    kind: ClassVar[str] = "memory"
+
+    @property
+    def slot(self) -> str:
+        return f"memory.{self.memory_kind}"
+
+
+@dataclass
+class PersonaComponentSpec(ComponentSpec):
+    """A persona component. ``persona_kind`` is ``context`` (what of the persona a prompt shows)
+    or ``knowledge`` (what outside knowledge the agent may use)."""
+
+    persona_kind: str = "context"
+    kind: ClassVar[str] = "persona"
+
+    @property
+    def slot(self) -> str:
+        return f"persona.{self.persona_kind}"
+
+
+@dataclass
+class PersonaSourceSpec(ComponentSpec):
+    """Where a population's personas come from (inline TOML, JSONL, a dataset loader...).
+    The factory returns a :class:`townsquare.persona.PersonaSource`."""
+
+    kind: ClassVar[str] = "persona_source"
+
+
+@dataclass
+class PlannerSpec(ComponentSpec):
+    kind: ClassVar[str] = "planner"
+
+
+@dataclass
+class ReflectorSpec(ComponentSpec):
+    kind: ClassVar[str] = "reflector"
+
+
+@dataclass
+class PolicySpec(ComponentSpec):
+    """Decides an agent's actions each time it is active."""
+
+    kind: ClassVar[str] = "policy"
+
+
+@dataclass
+class LLMProviderSpec(ComponentSpec):
+    """A chat-completion backend. The factory returns a :class:`townsquare.llm.LLMProvider`."""
+
+    kind: ClassVar[str] = "llm"
+
+
+@dataclass
+class EmbedderSpec(ComponentSpec):
+    """Turns texts into vectors. The factory returns a :class:`townsquare.embedding.Embedder`."""
+
+    kind: ClassVar[str] = "embedder"
+
+
+@dataclass
+class KnowledgeSourceSpec(ComponentSpec):
+    """An external knowledge base agents may draw on (see the knowledge boundary)."""
+
+    kind: ClassVar[str] = "knowledge"
+
+
+@dataclass
+class MetricSpec(ComponentSpec):
+    """A measurement taken at round ends. The factory returns a :class:`townsquare.metrics.Metric`."""
+
+    kind: ClassVar[str] = "metric"
+
+
+#: registration hook name -> record type it returns
+REGISTRATION_HOOKS: dict[str, type[ComponentSpec]] = {
+    "townsquare_register_platforms": PlatformSpec,
+    "townsquare_register_recommenders": RecommenderSpec,
+    "townsquare_register_memory": MemorySpec,
+    "townsquare_register_persona_components": PersonaComponentSpec,
+    "townsquare_register_persona_sources": PersonaSourceSpec,
+    "townsquare_register_planners": PlannerSpec,
+    "townsquare_register_reflectors": ReflectorSpec,
+    "townsquare_register_policies": PolicySpec,
+    "townsquare_register_llm_providers": LLMProviderSpec,
+    "townsquare_register_embedders": EmbedderSpec,
+    "townsquare_register_knowledge_sources": KnowledgeSourceSpec,
+    "townsquare_register_metrics": MetricSpec,
+}

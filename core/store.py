@@ -1,0 +1,151 @@
+"""``events.sqlite``: the run's append-only trace.
+
+Rows of a round are buffered while the round plays and written in one transaction at the
+round's end, followed by the checkpoint. After a crash, ``resume`` deletes rows of rounds
+newer than the last checkpoint, so every event is stored exactly once (see
+:mod:`townsquare.rundir`). SQLite runs in WAL mode so a notebook can read a live run.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS agents (
+    agent_id TEXT PRIMARY KEY, idx INTEGER, population TEXT, name TEXT, persona TEXT,
+    activity REAL, start_round INTEGER, end_round INTEGER);
+CREATE TABLE IF NOT EXISTS posts (
+    post_id TEXT PRIMARY KEY, author_id TEXT, round INTEGER, created_at TEXT, text TEXT,
+    reply_to TEXT, remote_id TEXT);
+CREATE TABLE IF NOT EXISTS actions (
+    seq INTEGER PRIMARY KEY, round INTEGER, created_at TEXT, agent_id TEXT, kind TEXT,
+    target_post TEXT, target_agent TEXT, text TEXT, post_ids TEXT, ok INTEGER,
+    result_id TEXT, error TEXT, detail TEXT);
+CREATE TABLE IF NOT EXISTS follows (
+    seq INTEGER PRIMARY KEY, round INTEGER, created_at TEXT, follower TEXT, followee TEXT, kind TEXT);
+CREATE TABLE IF NOT EXISTS llm_calls (
+    seq INTEGER PRIMARY KEY, round INTEGER, agent_id TEXT, purpose TEXT, provider TEXT, model TEXT,
+    status TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, latency_ms REAL, cost REAL, error TEXT);
+CREATE TABLE IF NOT EXISTS metrics (round INTEGER, name TEXT, value REAL, PRIMARY KEY (round, name));
+CREATE TABLE IF NOT EXISTS rounds (
+    round INTEGER PRIMARY KEY, sim_time TEXT, active INTEGER, actions INTEGER, llm_calls INTEGER,
+    wall_seconds REAL);
+CREATE INDEX IF NOT EXISTS actions_round ON actions(round);
+CREATE INDEX IF NOT EXISTS llm_calls_round ON llm_calls(round);
+"""
+
+#: How buffered rows of each table are written.
+INSERTS = {
+    "posts": "INSERT INTO posts VALUES (?,?,?,?,?,?,?)",
+    "actions": "INSERT INTO actions (round, created_at, agent_id, kind, target_post, target_agent, text, post_ids, ok, result_id, error, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+    "follows": "INSERT INTO follows (round, created_at, follower, followee, kind) VALUES (?,?,?,?,?)",
+    "llm_calls": "INSERT INTO llm_calls (round, agent_id, purpose, provider, model, status, prompt_tokens, completion_tokens, latency_ms, cost, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+    "metrics": "INSERT OR REPLACE INTO metrics VALUES (?,?,?)",
+}
+
+#: Tables that carry a ``round`` column and are truncated on resume.
+ROUND_TABLES = ("posts", "actions", "follows", "llm_calls", "metrics", "rounds")
+
+#: Tables ``townsquare export`` writes, with the order of their rows.
+EXPORT_TABLES = {
+    "agents": "idx",
+    "posts": "round, rowid",
+    "actions": "seq",
+    "follows": "seq",
+    "llm_calls": "seq",
+    "metrics": "round, name",
+}
+
+
+class EventStore:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.db = sqlite3.connect(self.path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+        self._pending: dict[str, list[tuple]] = {}
+
+    # ------------------------------------------------------------------ writing
+
+    def add_agents(self, rows: list[tuple]) -> None:
+        with self.transaction():
+            self.db.executemany("INSERT OR REPLACE INTO agents VALUES (?,?,?,?,?,?,?,?)", rows)
+
+    def buffer(self, table: str, row: tuple) -> None:
+        self._pending.setdefault(table, []).append(row)
+
+    def pending(self, table: str) -> list[tuple]:
+        return self._pending.setdefault(table, [])
+
+    def commit_round(self, round_row: tuple) -> None:
+        """Write the buffered rows of a round and its ``rounds`` row in one transaction."""
+        with self.transaction():
+            for table, sql in INSERTS.items():
+                rows = self._pending.get(table)
+                if rows:
+                    self.db.executemany(sql, rows)
+            self.db.execute("INSERT OR REPLACE INTO rounds VALUES (?,?,?,?,?,?)", round_row)
+        self._pending.clear()
+
+    def write_now(self, table: str, rows: list[tuple]) -> None:
+        """Write rows outside a round (LLM calls made while a run is built)."""
+        with self.transaction():
+            self.db.executemany(INSERTS[table], rows)
+
+    def discard_pending(self) -> None:
+        self._pending.clear()
+
+    def truncate_after(self, round: int) -> int:
+        """Delete rows of rounds after ``round`` (a crash left them without a checkpoint)."""
+        deleted = 0
+        with self.transaction():
+            for table in ROUND_TABLES:
+                deleted += self.db.execute(f"DELETE FROM {table} WHERE round > ?", (round,)).rowcount
+        return deleted
+
+    def transaction(self):
+        return _Transaction(self.db)
+
+    # ------------------------------------------------------------------ reading
+
+    def count(self, table: str, where: str = "", params: tuple = ()) -> int:
+        sql = f"SELECT COUNT(*) FROM {table}" + (f" WHERE {where}" if where else "")
+        return int(self.db.execute(sql, params).fetchone()[0])
+
+    def rows(self, table: str) -> tuple[list[str], Iterator[tuple]]:
+        order = EXPORT_TABLES.get(table, "rowid")
+        cursor = self.db.execute(f"SELECT * FROM {table} ORDER BY {order}")
+        return [d[0] for d in cursor.description], iter(cursor)
+
+    def actions_in_round(self, round: int) -> list[dict[str, Any]]:
+        cursor = self.db.execute("SELECT * FROM actions WHERE round = ? ORDER BY seq", (round,))
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor]
+
+    def last_round(self) -> int | None:
+        value = self.db.execute("SELECT MAX(round) FROM rounds").fetchone()[0]
+        return None if value is None else int(value)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+
+    def __enter__(self):
+        self.db.execute("BEGIN")
+        return self.db
+
+    def __exit__(self, exc_type, exc, tb):
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        return False
+
+
+def dumps_detail(detail: dict[str, Any]) -> str | None:
+    return json.dumps(detail, sort_keys=True) if detail else None

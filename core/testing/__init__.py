@@ -1,0 +1,1 @@
+"""Helpers for testing townsquare and its plugins (registered as a pytest plugin)."""

@@ -1,0 +1,1 @@
+"""Built-in plugins of townsquare (see DEFAULT_PLUGINS in townsquare.plugins)."""

@@ -1,0 +1,16 @@
+"""Shared fixtures. The townsquare pytest plugin (townsquare.testing) provides make_plugins,
+write_scenario, run_scenario and scripted_llm."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    """No plugin env vars leak in from the developer's shell."""
+    for var in ("TOWNSQUARE_DISABLE_PLUGINS", "TOWNSQUARE_DISABLE_PLUGIN_AUTOLOAD"):
+        monkeypatch.delenv(var, raising=False)
+    return os.environ

@@ -1,0 +1,39 @@
+"""Helpers shared by the tests (plain functions; fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+PERSONAS = """
+[[populations]]
+name = "users"
+count = {count}
+slots = {{ policy = "{policy}" }}
+[populations.personas]
+name = "inline"
+items = [
+  {{ name = "Ada", sentences = ["I love hiking in the mountains.", "I cook vegan food."] }},
+  {{ name = "Bo", sentences = ["I play jazz piano at night.", "Mountains and hiking relax me."] }},
+  {{ name = "Cy", sentences = ["I follow football every weekend.", "I cook spicy food for friends."] }},
+]
+"""
+
+
+def scenario_text(rounds: int = 3, count: int = 3, policy: str = "embedding_baseline", extra: str = "", llm: bool = False, top: str = "") -> str:
+    """A small scenario with inline personas. ``top`` holds top-level keys, ``extra`` tables."""
+    head = f'name = "t"\nseed = 11\nrounds = {rounds}\n{top}\n[activity]\nmodel = "always"\n'
+    if llm:
+        head += '[llm]\nname = "scripted"\n'
+    return head + extra + PERSONAS.format(count=count, policy=policy)
+
+
+def read_table(run_dir: Path, table: str) -> list[tuple]:
+    db = sqlite3.connect(Path(run_dir) / "events.sqlite")
+    try:
+        return db.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
+    finally:
+        db.close()

@@ -1,0 +1,41 @@
+"""Pareto activity levels (RecAgent eq. 1; Zhou et al. eq. 2, alpha = 2) with numbers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from townsquare.activity import active_probability, pareto_inverse_cdf, sample_activity
+
+
+def test_inverse_cdf_numbers():
+    # F(x) = 1 - (x_min / x)^alpha; alpha 2, x_min 1: F(2) = 0.75, so the 0.75 quantile is 2.
+    assert pareto_inverse_cdf(0.75, 2.0, 1.0) == pytest.approx(2.0)
+    assert pareto_inverse_cdf(0.0, 2.0, 3.0) == pytest.approx(3.0)  # the minimum is x_min
+    assert pareto_inverse_cdf(0.5, 2.0, 1.0) == pytest.approx(math.sqrt(2))  # the median
+    assert pareto_inverse_cdf(0.99, 1.0, 1.0) == pytest.approx(100.0)
+
+
+def test_sample_matches_the_density():
+    levels = sample_activity(np.random.default_rng(0), 200_000, alpha=2.0, x_min=1.0)
+    assert levels.min() >= 1.0
+    assert np.median(levels) == pytest.approx(math.sqrt(2), rel=0.01)
+    # P(X > 4) = (1/4)^2 = 0.0625: the long tail
+    assert (levels > 4).mean() == pytest.approx(0.0625, rel=0.05)
+    # density check on a bin: P(1.5 < X < 2) = (1/1.5)^2 - (1/2)^2
+    assert ((levels > 1.5) & (levels < 2)).mean() == pytest.approx(1 / 2.25 - 0.25, rel=0.03)
+
+
+def test_same_rng_same_levels():
+    a = sample_activity(np.random.default_rng(5), 10, 2.0, 1.0)
+    b = sample_activity(np.random.default_rng(5), 10, 2.0, 1.0)
+    assert np.array_equal(a, b)
+
+
+def test_active_probability_per_round():
+    # one session a day, one-hour rounds: 1 - exp(-1/24)
+    assert active_probability(1.0, 60) == pytest.approx(1 - math.exp(-1 / 24))
+    assert active_probability(24.0, 60) == pytest.approx(1 - math.exp(-1))
+    assert active_probability(math.inf, 60) == 1.0

@@ -1,0 +1,218 @@
+"""Every hook has a test here named test_hook_<hook name>, and a section in docs/hooks.md.
+
+The two meta-tests at the top fail when a hook is added without either (datasette's rule).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from pathlib import Path
+
+import click
+from click.testing import CliRunner
+
+from helpers import ROOT, read_table, scenario_text
+from townsquare import hookimpl, hookspecs
+from townsquare.specs import (
+    EmbedderSpec, KnowledgeSourceSpec, LLMProviderSpec, MemorySpec, MetricSpec, PersonaComponentSpec,
+    PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec, ReflectorSpec,
+)
+
+
+def test_every_hook_has_a_test():
+    module = sys.modules[__name__]
+    missing = [h for h in hookspecs.ALL_HOOKS if not hasattr(module, f"test_hook_{h}")]
+    assert not missing, f"hooks without a test_hook_<name> test: {missing}"
+
+
+def test_every_hook_is_documented():
+    docs = (ROOT / "docs" / "hooks.md").read_text()
+    documented = set(re.findall(r"^### (townsquare_\w+)", docs, re.MULTILINE))
+    assert set(hookspecs.ALL_HOOKS) <= documented, f"missing from docs/hooks.md: {set(hookspecs.ALL_HOOKS) - documented}"
+    assert documented <= set(hookspecs.ALL_HOOKS), f"docs/hooks.md documents unknown hooks: {documented - set(hookspecs.ALL_HOOKS)}"
+
+
+def test_every_hook_is_typed_and_says_how_it_collects():
+    for name in hookspecs.ALL_HOOKS:
+        func = getattr(hookspecs, name)
+        assert "return" in func.__annotations__, name
+        doc = func.__doc__ or ""
+        assert "Example::" in doc and ("Collects" in doc or "Stops at first non-None result" in doc), name
+
+
+class _Thing:
+    """A do-nothing component with state, good for any slot in a registry test."""
+
+    def __init__(self, config=None, ctx=None):
+        self.ctx = ctx
+
+    def get_state(self):
+        return {}
+
+    def set_state(self, state):
+        pass
+
+
+def _registers(make_plugins, hook_name: str, spec):
+    plugin = types.SimpleNamespace(**{hook_name: hookimpl(lambda: [spec])})
+    plugin.plugin_name = f"test_{hook_name}"
+    plugins = make_plugins(plugin)
+    got = plugins.registry.get(spec.slot, spec.name)
+    assert got is spec and got.plugin == f"test_{hook_name}"
+    assert {"slot": spec.slot, "name": spec.name, "priority": spec.priority} in plugins.infos[got.plugin].components
+    return plugins
+
+
+def test_hook_townsquare_register_persona_components(make_plugins):
+    _registers(make_plugins, "townsquare_register_persona_components", PersonaComponentSpec("x_ctx", _Thing, persona_kind="context"))
+    _registers(make_plugins, "townsquare_register_persona_components", PersonaComponentSpec("x_kb", _Thing, persona_kind="knowledge"))
+
+
+def test_hook_townsquare_register_persona_sources(make_plugins):
+    _registers(make_plugins, "townsquare_register_persona_sources", PersonaSourceSpec("x_src", _Thing))
+
+
+def test_hook_townsquare_register_memory(make_plugins):
+    for kind in ("sensory", "short_term", "long_term", "stream", "retrieval"):
+        spec = MemorySpec(f"x_{kind}", _Thing, memory_kind=kind)
+        _registers(make_plugins, "townsquare_register_memory", spec)
+        assert spec.slot == f"memory.{kind}"
+
+
+def test_hook_townsquare_register_planners(make_plugins):
+    _registers(make_plugins, "townsquare_register_planners", PlannerSpec("x_plan", _Thing))
+
+
+def test_hook_townsquare_register_reflectors(make_plugins):
+    _registers(make_plugins, "townsquare_register_reflectors", ReflectorSpec("x_reflect", _Thing))
+
+
+def test_hook_townsquare_register_policies(make_plugins):
+    _registers(make_plugins, "townsquare_register_policies", PolicySpec("x_policy", _Thing))
+
+
+def test_hook_townsquare_register_recommenders(make_plugins):
+    _registers(make_plugins, "townsquare_register_recommenders", RecommenderSpec("x_rec", _Thing))
+
+
+def test_hook_townsquare_register_platforms(make_plugins):
+    _registers(make_plugins, "townsquare_register_platforms", PlatformSpec("x_platform", _Thing))
+
+
+def test_hook_townsquare_register_llm_providers(make_plugins):
+    _registers(make_plugins, "townsquare_register_llm_providers", LLMProviderSpec("x_llm", _Thing))
+
+
+def test_hook_townsquare_register_embedders(make_plugins):
+    _registers(make_plugins, "townsquare_register_embedders", EmbedderSpec("x_embed", _Thing))
+
+
+def test_hook_townsquare_register_knowledge_sources(make_plugins):
+    _registers(make_plugins, "townsquare_register_knowledge_sources", KnowledgeSourceSpec("x_kb", _Thing))
+
+
+def test_hook_townsquare_register_metrics(make_plugins, write_scenario, run_scenario):
+    class Count(_Thing):
+        async def measure(self, view):
+            return {"seen": len(view.agents)}
+
+    plugins = _registers(make_plugins, "townsquare_register_metrics", MetricSpec("x_count", Count, priority=1))
+    run_dir, _ = run_scenario(write_scenario(scenario_text(rounds=1, top='metrics = ["x_count"]')), plugins=plugins)
+    assert read_table(run_dir.path, "metrics") == [(0, "x_count.seen", 3.0)]
+
+
+class _Recorder:
+    """An observer plugin that records every lifecycle hook call."""
+
+    plugin_name = "recorder"
+
+    def __init__(self):
+        self.calls = []
+
+    @hookimpl
+    def townsquare_on_run_start(self, run):
+        self.calls.append(("run_start", run.start_round))
+
+    @hookimpl
+    def townsquare_on_round_start(self, round, now):
+        self.calls.append(("round_start", round, now))
+
+    @hookimpl
+    def townsquare_on_llm_call(self, call):
+        self.calls.append(("llm_call", call.purpose, call.status))
+
+    @hookimpl
+    def townsquare_on_action_applied(self, round, action, result):
+        self.calls.append(("action", round, action.kind, result.ok))
+
+    @hookimpl
+    def townsquare_on_round_end(self, round, metrics):
+        self.calls.append(("round_end", round, sorted(metrics)))
+
+    @hookimpl
+    def townsquare_on_run_end(self, summary):
+        self.calls.append(("run_end", summary.rounds_completed))
+
+
+def _observed(make_plugins, write_scenario, run_scenario, **kwargs):
+    recorder = _Recorder()
+    plugins = make_plugins(recorder, enable=["townsquare.testing.scripted"])
+    run_scenario(write_scenario(scenario_text(**kwargs)), plugins=plugins)
+    return recorder.calls
+
+
+def test_hook_townsquare_on_run_start(make_plugins, write_scenario, run_scenario):
+    calls = _observed(make_plugins, write_scenario, run_scenario, rounds=1)
+    assert calls[0] == ("run_start", 0)
+
+
+def test_hook_townsquare_on_round_start(make_plugins, write_scenario, run_scenario):
+    calls = _observed(make_plugins, write_scenario, run_scenario, rounds=2)
+    assert [c for c in calls if c[0] == "round_start"] == [
+        ("round_start", 0, "2024-01-01T08:00:00"), ("round_start", 1, "2024-01-01T09:00:00")]
+
+
+def test_hook_townsquare_on_llm_call(make_plugins, write_scenario, run_scenario):
+    calls = _observed(make_plugins, write_scenario, run_scenario, rounds=2, policy="scripted_feed", llm=True)
+    llm_calls = [c for c in calls if c[0] == "llm_call"]
+    assert llm_calls and all(c[2] == "ok" for c in llm_calls)
+    assert {c[1] for c in llm_calls} <= {"like", "like.repair", "post"}
+
+
+def test_hook_townsquare_on_action_applied(make_plugins, write_scenario, run_scenario):
+    calls = _observed(make_plugins, write_scenario, run_scenario, rounds=2, policy="scripted_feed", llm=True)
+    kinds = {c[2] for c in calls if c[0] == "action"}
+    assert "browse" in kinds or "post" in kinds
+
+
+def test_hook_townsquare_on_round_end(make_plugins, write_scenario, run_scenario):
+    calls = _observed(make_plugins, write_scenario, run_scenario, rounds=2)
+    ends = [c for c in calls if c[0] == "round_end"]
+    assert [c[1] for c in ends] == [0, 1]
+    assert "activity.agents.active" in ends[0][2]
+
+
+def test_hook_townsquare_on_run_end(make_plugins, write_scenario, run_scenario):
+    calls = _observed(make_plugins, write_scenario, run_scenario, rounds=2)
+    assert calls[-1] == ("run_end", 2)
+
+
+def test_hook_townsquare_register_commands(make_plugins):
+    from townsquare.cli import build_cli
+
+    class Commands:
+        plugin_name = "hello_cmd"
+
+        @hookimpl
+        def townsquare_register_commands(self, cli):
+            @cli.command()
+            def hello():
+                click.echo("hello from a plugin")
+
+    plugins = make_plugins(Commands())
+    cli = build_cli(plugins)
+    plugins.hook.townsquare_register_commands(cli=cli)
+    result = CliRunner().invoke(cli, ["hello"])
+    assert result.exit_code == 0 and result.output == "hello from a plugin\n"

@@ -1,0 +1,106 @@
+"""Scenario loading: overrides, resolution, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from helpers import scenario_text
+from townsquare.errors import ScenarioError
+from townsquare.plugin_manager import make_plugin_manager
+from townsquare.scenario import apply_overrides, load_scenario
+
+
+@pytest.fixture(scope="module")
+def plugins():
+    return make_plugin_manager(autoload=False)
+
+
+def test_defaults_and_slot_table(write_scenario, plugins):
+    scenario = load_scenario(write_scenario(scenario_text()), [], plugins)
+    assert scenario.platform.spec.name == "in_memory"
+    assert scenario.recommender.spec.name == "chronological"
+    assert scenario.embedder.spec.name == "hash"
+    assert scenario.model.clock.minutes_per_round == 60
+    rows = {(r["scope"], r["slot"]): (r["component"], r["plugin"]) for r in scenario.slot_table()}
+    assert rows[("run", "platform")] == ("in_memory", "in_memory")
+    assert rows[("users", "policy")] == ("embedding_baseline", "embedding_baseline")
+    assert rows[("users", "planner")] == ("-", "-")
+
+
+def test_overrides_swap_tables_and_index_lists():
+    data = {"platform": {"name": "in_memory"}, "populations": [{"count": 3}], "rounds": 2}
+    out = apply_overrides(data, ["platform.name=mastodon", "platform.base_url=http://127.0.0.1:9", "populations.0.count=7", "rounds=5", "clock.minutes_per_round=30"], "s.toml")
+    assert out["platform"] == {"name": "mastodon", "base_url": "http://127.0.0.1:9"}
+    assert out["populations"][0]["count"] == 7 and out["rounds"] == 5
+    assert out["clock"] == {"minutes_per_round": 30}
+    assert data["platform"]["name"] == "in_memory"  # the input is not changed
+
+
+def test_override_changes_a_resolved_component(write_scenario, plugins):
+    scenario = load_scenario(write_scenario(scenario_text()), ["recommender.name=random"], plugins)
+    assert scenario.recommender.spec.name == "random"
+
+
+def test_plugin_section_is_validated_and_passed(write_scenario, plugins):
+    text = scenario_text(extra="[plugins.embedding_baseline]\nlike_threshold = 0.5\n")
+    scenario = load_scenario(write_scenario(text), [], plugins)
+    assert scenario.populations[0].slots["policy"].config.like_threshold == 0.5
+
+
+BAD = [
+    ("missing key", lambda t: t.replace("rounds = 3\n", ""), "s.toml: rounds: missing required key"),
+    ("wrong type", lambda t: t.replace("rounds = 3", 'rounds = "three"'), "s.toml: rounds: input should be a valid integer"),
+    ("bad value", lambda t: t.replace("rounds = 3", "rounds = 0"), "s.toml: rounds: input should be greater than 0"),
+    ("unknown key", lambda t: t.replace("rounds = 3", "rounds = 3\nroundz = 4"), "s.toml: roundz: unknown key (expected one of:"),
+    ("unknown nested key", lambda t: t.replace('model = "always"', 'model = "always"\nbeta = 2'), "s.toml: activity.beta: unknown key (expected one of: alpha, model, x_min)"),
+    ("unknown component", lambda t: t.replace('policy = "embedding_baseline"', 'policy = "telepathy"'), "s.toml: populations[0].slots.policy: unknown policy 'telepathy' (choose from: embedding_baseline)"),
+    ("unknown platform", lambda t: t + '\n[platform]\nname = "myspace"\n', "s.toml: platform.name: unknown platform 'myspace' (choose from: in_memory)"),
+    ("unknown plugin section", lambda t: t + "\n[plugins.nonesuch]\nx = 1\n", "s.toml: plugins.nonesuch: no plugin named 'nonesuch' is installed"),
+    ("bad plugin setting", lambda t: t + "\n[plugins.embedding_baseline]\nlike_threshold = \"high\"\n", "s.toml: plugins.embedding_baseline.like_threshold: input should be a valid number"),
+    ("unknown slot", lambda t: t.replace('policy = "embedding_baseline"', 'policy = "embedding_baseline", mood = "x"'), "s.toml: populations[0].slots.mood: unknown slot"),
+    ("bad toml", lambda t: t + "\n[[[", "s.toml: invalid TOML"),
+    ("wrong population type", lambda t: t.replace("count = 3", "count = -1"), "s.toml: populations[0].count: input should be greater than or equal to 0"),
+]
+
+
+@pytest.mark.parametrize("label,edit,message", BAD, ids=[b[0] for b in BAD])
+def test_malformed_scenarios_give_one_line(label, edit, message, tmp_path, plugins, monkeypatch):
+    path = tmp_path / "s.toml"
+    path.write_text(edit(scenario_text()))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario("s.toml", [], plugins)
+    text = str(info.value)
+    assert "\n" not in text
+    assert text.startswith(message), text
+
+
+def test_cli_exit_status_2_and_no_traceback(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(scenario_text().replace("rounds = 3", 'rounds = "three"'))
+    out = subprocess.run([sys.executable, "-m", "townsquare.cli", "run", str(path), "--out", str(tmp_path / "r")], capture_output=True, text=True)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith(f"error: {path}: rounds: input should be a valid integer") and lines[0].endswith("(got 'three')")
+    assert not (tmp_path / "r").exists()
+
+
+def test_cli_debug_shows_the_traceback(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(scenario_text().replace("rounds = 3", 'rounds = "three"'))
+    out = subprocess.run([sys.executable, "-m", "townsquare.cli", "run", str(path), "--debug"], capture_output=True, text=True)
+    assert out.returncode != 0 and "Traceback" in out.stderr
+
+
+def test_missing_file_is_one_line(plugins):
+    with pytest.raises(ScenarioError, match="^nope.toml: no such file$"):
+        load_scenario("nope.toml", [], plugins)
+
+
+def test_bad_override_syntax(write_scenario, plugins):
+    with pytest.raises(ScenarioError, match="--set: rounds5: expected dotted.key=value"):
+        load_scenario(write_scenario(scenario_text()), ["rounds5"], plugins)
