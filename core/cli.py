@@ -71,29 +71,32 @@ def build_cli(plugins: Plugins) -> click.Group:
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key (dotted path).")
     @click.option("--seed", type=int, default=None, help="Override the scenario's seed.")
     @click.option("--out", type=click.Path(file_okay=False), default=None, help="Run directory (default runs/<name>).")
+    @click.option("--llm", "llm_spec", metavar="PROVIDER[:MODEL]", default=None,
+                  help="Point the run at an LLM without editing the scenario, e.g. openai:gpt-4o-mini or local.")
     @click.option("--quiet", is_flag=True, help="No progress bar.")
     @common_options
-    def run(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, quiet: bool, plugin_options, **_: Any) -> None:
+    def run(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, llm_spec: str | None, quiet: bool, plugin_options, **_: Any) -> None:
         """Run SCENARIO (a TOML file) into a new run directory."""
-        from .runner import start_run
+        from .runner import llm_overrides, start_run
 
         with _progress(quiet) as progress:
             run_dir, summary = start_run(
-                scenario, overrides=overrides, seed=seed, out=out, plugin_options=plugin_options,
+                scenario, overrides=[*llm_overrides(llm_spec), *overrides], seed=seed, out=out, plugin_options=plugin_options,
                 plugins=plugins, progress=progress.update, on_ready=progress.ready,
             )
         _report(run_dir.path, summary)
 
     @cli.command()
     @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Change a scenario key from here on.")
     @click.option("--quiet", is_flag=True, help="No progress bar.")
     @common_options
-    def resume(run_dir: str, quiet: bool, **_: Any) -> None:
+    def resume(run_dir: str, overrides: tuple[str, ...], quiet: bool, **_: Any) -> None:
         """Continue RUN_DIR from its newest checkpoint."""
         from .runner import resume_run
 
         with _progress(quiet) as progress:
-            path, summary = resume_run(run_dir, progress=progress.update, on_ready=progress.ready)
+            path, summary = resume_run(run_dir, overrides=overrides, progress=progress.update, on_ready=progress.ready)
         _report(path.path, summary)
 
     @cli.command("export")
@@ -142,6 +145,8 @@ class _progress:
     def ready(self, scenario, run_dir) -> None:
         click.echo(f"run directory: {run_dir.path}", err=True)
         click.echo(format_slot_table(scenario.slot_table()), err=True)
+        if scenario.llm is not None:
+            click.echo(llm_banner(scenario), err=True)
         self.rounds = scenario.model.rounds
         if self.quiet:
             return
@@ -164,6 +169,18 @@ class _progress:
     def __exit__(self, *exc: Any) -> None:
         if self.bar is not None:
             self.bar.__exit__(*exc)
+
+
+def llm_banner(scenario) -> str:
+    spec = scenario.llm.spec
+    if spec.name == "scripted":
+        return "LLM: scripted TEST model (canned answers, not a language model)"
+    model = getattr(scenario.llm.config, "model", "") or ""
+    line = f"LLM: {spec.name}{' ' + model if model else ''}"
+    if scenario.llm_auto:
+        line += ("  (chosen automatically: the scenario has no [llm] table; point the run at a real model with"
+                 " --llm openai:MODEL and OPENAI_BASE_URL / OPENAI_API_KEY)")
+    return line
 
 
 def format_slot_table(rows: list[dict[str, str]]) -> str:

@@ -134,7 +134,10 @@ class Simulation:
         if provider is None:
             return None
         self.provider = provider
-        chain = [*self.llm_middleware, Accounting(provider, self._on_llm_call, lambda: self.round)]
+        configured = [link.spec.factory(link.config, build_ctx) for link in self.scenario.llm_middleware]
+        self.llm_middleware = configured + self.llm_middleware
+        accounting = Accounting(provider, self._on_llm_call, lambda: self.round, price=getattr(provider, "cost", None))
+        chain = [*self.llm_middleware, accounting]
         return LLMClient(compose(provider, chain), model=provider.model)
 
     def _on_llm_call(self, call: LLMCallRecord) -> None:
@@ -159,7 +162,7 @@ class Simulation:
                 for a in self.agents
             },
             "metrics": {name: metric.get_state() for name, metric in self.metrics},
-            "llm": {type(m).__name__: m.get_state() for m in self.llm_middleware if hasattr(m, "get_state")},
+            "llm": {_key(m): m.get_state() for m in self.llm_middleware if hasattr(m, "get_state")},
             "totals": dict(self.totals),
         }
 
@@ -174,8 +177,8 @@ class Simulation:
         for name, metric in self.metrics:
             metric.set_state(state["metrics"][name])
         for m in self.llm_middleware:
-            if hasattr(m, "set_state") and type(m).__name__ in state.get("llm", {}):
-                m.set_state(state["llm"][type(m).__name__])
+            if hasattr(m, "set_state") and _key(m) in state.get("llm", {}):
+                m.set_state(state["llm"][_key(m)])
         self.totals.update(state.get("totals", {}))
 
     # ------------------------------------------------------------------ running
@@ -228,6 +231,8 @@ class Simulation:
         self.hook.townsquare_on_run_end(run=self.info, summary=summary)
         self.store.close()
         await _close(self.platform)
+        for link in self.llm_middleware:
+            await _close(link)
         if getattr(self, "provider", None) is not None:
             await _close(self.provider)
         return summary
@@ -321,6 +326,10 @@ class Simulation:
             self.store.buffer("posts", (result.created_id, action.agent_id, r, now, action.text, reply_to, result.remote_id))
         elif action.kind in ("follow", "unfollow"):
             self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
+
+
+def _key(middleware: Any) -> str:
+    return type(middleware).__name__
 
 
 async def _close(obj: Any) -> None:

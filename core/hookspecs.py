@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .lifecycle import RunInfo, RunSummary
     from .llm import LLMCallRecord
     from .specs import (
-        EmbedderSpec, KnowledgeSourceSpec, LLMProviderSpec, MemorySpec, MetricSpec,
+        EmbedderSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec, MetricSpec,
         PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec,
         RecommenderSpec, ReflectorSpec,
     )
@@ -199,6 +199,22 @@ def townsquare_register_llm_providers() -> "list[LLMProviderSpec]":
         @hookimpl
         def townsquare_register_llm_providers():
             return [LLMProviderSpec("openai", OpenAIProvider, config_model=OpenAIConfig)]
+    """
+
+
+@hookspec
+def townsquare_register_llm_middleware() -> "list[LLMMiddlewareSpec]":
+    """Register links of the chain around every LLM provider (response cache, budget,
+    retries, concurrency limit). Every enabled middleware is used, ordered by ``order``;
+    ``-p no:NAME`` takes one out. Settings come from ``[plugins.NAME]``.
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_llm_middleware():
+            return [LLMMiddlewareSpec("retry", Retry, config_model=RetryConfig, order=30)]
     """
 
 

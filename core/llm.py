@@ -106,10 +106,12 @@ class Middleware(Protocol):
 class Accounting:
     """Innermost middleware: times each provider call and records it, failures included."""
 
-    def __init__(self, provider: LLMProvider, record: Callable[[LLMCallRecord], None], run_round: Callable[[], int]):
+    def __init__(self, provider: LLMProvider, record: Callable[[LLMCallRecord], None], run_round: Callable[[], int],
+                 price: Callable[["LLMResponse"], float] | None = None):
         self.provider = provider
         self.record = record
         self.run_round = run_round
+        self.price = price
 
     async def __call__(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
         start = time.perf_counter()
@@ -131,7 +133,7 @@ class Accounting:
                 provider=response.provider or self.provider.name, model=response.model or self.provider.model,
                 status="cached" if response.cached else "ok",
                 prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
-                latency_ms=response.latency_ms,
+                latency_ms=response.latency_ms, cost=0.0 if response.cached or self.price is None else self.price(response),
             )
         )
         return response

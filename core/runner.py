@@ -16,7 +16,7 @@ from .errors import UsageError
 from .lifecycle import RunSummary
 from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
 from .rundir import RunDir, environment
-from .scenario import ResolvedScenario, load_scenario, resolve
+from .scenario import ResolvedScenario, apply_overrides, load_scenario, resolve
 
 SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
 
@@ -77,10 +77,24 @@ def start_run(
     return run_dir, asyncio.run(simulation.run())
 
 
-def load_run(path: str | Path, plugins: Plugins | None = None, extra_plugin_options: Iterable[str] = ()) -> tuple[RunDir, ResolvedScenario, Plugins]:
-    """Re-resolve a run's scenario from its manifest, with the plugin set it ran with."""
+def llm_overrides(spec: str | None) -> list[str]:
+    """``--llm openai:gpt-4o-mini`` -> ``llm.name=openai``, ``llm.model=gpt-4o-mini``."""
+    if not spec:
+        return []
+    name, _, model = spec.partition(":")
+    return [f"llm.name={name}"] + ([f'llm.model="{model}"'] if model else [])
+
+
+def load_run(path: str | Path, plugins: Plugins | None = None, extra_plugin_options: Iterable[str] = (),
+             overrides: Iterable[str] = ()) -> tuple[RunDir, ResolvedScenario, Plugins]:
+    """Re-resolve a run's scenario from its manifest, with the plugin set it ran with and
+    ``overrides`` applied on top (recorded in the manifest)."""
     run_dir = RunDir.open(path)
     manifest = run_dir.read_manifest()
+    overrides = list(overrides)
+    if overrides:
+        manifest["scenario"] = apply_overrides(manifest["scenario"], overrides, str(run_dir.manifest_path))
+        manifest["overrides"] = manifest.get("overrides", []) + overrides
     if plugins is None:
         enable, disable = parse_plugin_options([*manifest.get("plugin_options", []), *extra_plugin_options])
         plugins = make_plugin_manager(enable=enable, disable=disable)
@@ -88,14 +102,32 @@ def load_run(path: str | Path, plugins: Plugins | None = None, extra_plugin_opti
     if missing:
         raise UsageError(f"{run_dir.manifest_path}: the run used plugins that are not loaded now: {', '.join(missing)}")
     scenario = resolve(manifest["scenario"], str(run_dir.manifest_path), manifest.get("base_dir", "."), plugins)
+    if overrides:
+        run_dir.write_manifest(manifest)
     return run_dir, scenario, plugins
 
 
-def resume_run(path: str | Path, *, plugins: Plugins | None = None, progress: Progress | None = None, on_ready: Any = None, **simulation_options: Any) -> tuple[RunDir, RunSummary]:
-    """Continue a run from its newest checkpoint (after a crash, a kill or a budget stop)."""
-    run_dir, scenario, plugins = load_run(path, plugins)
+def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plugins | None = None, progress: Progress | None = None,
+               on_ready: Any = None, **simulation_options: Any) -> tuple[RunDir, RunSummary]:
+    """Continue a run from its newest checkpoint (after a crash, a kill or a budget stop).
+    ``overrides`` change the scenario from here on (a raised budget, say)."""
+    run_dir, scenario, plugins = load_run(path, plugins, overrides=overrides)
     if on_ready is not None:
         on_ready(scenario, run_dir)
     run_dir.update_manifest(status="running")
     simulation = Simulation(scenario, plugins, run_dir, progress=progress, **simulation_options)
     return run_dir, asyncio.run(simulation.run(resume=True))
+
+
+def rerun(path: str | Path, out: str | Path, *, plugins: Plugins | None = None, progress: Progress | None = None,
+          on_ready: Any = None, **simulation_options: Any) -> tuple[RunDir, RunSummary]:
+    """Run a finished run's scenario again, from its manifest, into a new directory ``out``
+    (``townsquare replay`` passes a provider that answers from the old run's cache)."""
+    source_dir, scenario, plugins = load_run(path, plugins)
+    manifest = source_dir.read_manifest()
+    run_dir = RunDir.create(out, scenario.model.name)
+    run_dir.write_manifest({**manifest, "replay_of": str(source_dir.path), "status": "running", "rounds_completed": 0})
+    if on_ready is not None:
+        on_ready(scenario, run_dir)
+    simulation = Simulation(scenario, plugins, run_dir, progress=progress, **simulation_options)
+    return run_dir, asyncio.run(simulation.run())

@@ -216,13 +216,17 @@ class ResolvedScenario:
     knowledge: Choice | None
     metrics: list[Choice]
     populations: list[ResolvedPopulation]
-    plugin_configs: dict[str, Any] = field(default_factory=dict)
+    llm_middleware: list[Choice] = field(default_factory=list)
+    #: True when the scenario has no [llm] table and the provider was chosen automatically.
+    llm_auto: bool = False
 
     def slot_table(self) -> list[dict[str, str]]:
         rows = []
         for scope, choice in (("run", self.platform), ("run", self.recommender), ("run", self.embedder), ("run", self.llm), ("run", self.knowledge)):
             if choice is not None:
                 rows.append({"scope": scope, "slot": choice.slot, "component": choice.spec.name, "plugin": choice.spec.plugin})
+        for link in self.llm_middleware:
+            rows.append({"scope": "run", "slot": "llm_middleware", "component": link.spec.name, "plugin": link.spec.plugin})
         for metric in self.metrics:
             rows.append({"scope": "run", "slot": "metric", "component": metric.spec.name, "plugin": metric.spec.plugin})
         for pop in self.populations:
@@ -328,8 +332,20 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
             slots[slot] = Choice(slot, spec, config_for(spec, f"plugins.{spec.plugin}", {}))
         populations.append(ResolvedPopulation(pop, personas, slots))
 
+    llm_auto = False
+    needs_llm = [c.spec for p in populations for c in p.slots.values() if c.spec.needs_llm]
+    if llm is None and needs_llm:
+        if registry.auto("llm") is None:
+            raise ScenarioError(source, "llm", f"component {needs_llm[0].name!r} needs an LLM and none is installed: "
+                                "add an [llm] table, use --llm openai:MODEL, or pip install 'townsquare[local]'")
+        llm, llm_auto = choose("llm", "llm", None), True
+    middleware = []
+    if llm is not None:
+        links = sorted(registry.by_slot.get("llm_middleware", {}).values(), key=lambda s: (s.order, s.name))
+        middleware = [Choice("llm_middleware", spec, config_for(spec, f"plugins.{spec.plugin}", {})) for spec in links]
+
     return ResolvedScenario(
         model=model, source=source, base_dir=base_dir, data=data,
         platform=platform, recommender=recommender, embedder=embedder, llm=llm, knowledge=knowledge,
-        metrics=metrics, populations=populations,
+        metrics=metrics, populations=populations, llm_middleware=middleware, llm_auto=llm_auto,
     )

@@ -44,6 +44,9 @@ class ComponentSpec:
     config_model: type | None = None
     description: str = ""
     priority: int = 0
+    #: True when the component calls the LLM: a scenario without an [llm] table then gets the
+    #: highest-priority provider (the offline local model when installed), announced at start.
+    needs_llm: bool = False
     plugin: str = field(default="", compare=False)
 
     #: The kind of component; each subclass sets it. Names are unique within a kind.
@@ -127,6 +130,20 @@ class LLMProviderSpec(ComponentSpec):
 
 
 @dataclass
+class LLMMiddlewareSpec(ComponentSpec):
+    """A link in the chain around every LLM provider (cache, budget, retries, concurrency).
+
+    ``order`` places it: lower is further out. The built-ins use cache 10, budget 20,
+    retries 30, concurrency 40; the kernel's accounting is always innermost. The factory
+    returns an object with ``async __call__(request, call_next)`` and, optionally,
+    ``get_state``/``set_state`` (saved in checkpoints) and ``aclose``.
+    """
+
+    order: int = 50
+    kind: ClassVar[str] = "llm_middleware"
+
+
+@dataclass
 class EmbedderSpec(ComponentSpec):
     """Turns texts into vectors. The factory returns a :class:`townsquare.embedding.Embedder`."""
 
@@ -158,6 +175,7 @@ REGISTRATION_HOOKS: dict[str, type[ComponentSpec]] = {
     "townsquare_register_reflectors": ReflectorSpec,
     "townsquare_register_policies": PolicySpec,
     "townsquare_register_llm_providers": LLMProviderSpec,
+    "townsquare_register_llm_middleware": LLMMiddlewareSpec,
     "townsquare_register_embedders": EmbedderSpec,
     "townsquare_register_knowledge_sources": KnowledgeSourceSpec,
     "townsquare_register_metrics": MetricSpec,

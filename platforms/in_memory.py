@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import heapq
 import re
-from itertools import islice
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from typing import Any, Literal
 
 import numpy as np
@@ -108,15 +108,6 @@ class _Candidates(Sequence):
             raise IndexError("candidate index out of range")
         return self._view(key)
 
-    def __iter__(self) -> Iterator[PostView]:
-        position = 0
-        while True:
-            self._fill(position + 1)
-            if position >= len(self._indices):
-                return
-            yield self._view(position)
-            position += 1
-
 
 def _merge_desc(lists: Iterable[list[int]]) -> Iterator[int]:
     """Merge ascending lists into one descending stream."""
@@ -130,7 +121,7 @@ class InMemoryPlatform:
         self.config = config or InMemoryConfig()
         self.recommender = recommender
         self._handlers = {
-            "post": self._post, "comment": self._comment, "like": self._like, "reblog": self._reblog,
+            "post": self._post, "comment": self._post, "like": self._like, "reblog": self._reblog,
             "follow": self._follow, "unfollow": self._unfollow, "browse": self._browse,
         }
         self._reset()
@@ -217,19 +208,15 @@ class InMemoryPlatform:
         return index
 
     def _post(self, action: Action, round: int, now: str) -> ActionResult:
-        text = (action.text or "").strip()
-        if not text:
-            return ActionResult(ok=False, error="a post needs text")
-        return ActionResult(created_id=_pid(self._add_post(action.agent_id, text, round, now, None)))
-
-    def _comment(self, action: Action, round: int, now: str) -> ActionResult:
-        target = self._lookup(action.target_post)
-        if target is None:
-            return ActionResult(ok=False, error=f"no post {action.target_post!r}")
-        text = (action.text or "").strip()
-        if not text:
-            return ActionResult(ok=False, error="a comment needs text")
-        return ActionResult(created_id=_pid(self._add_post(action.agent_id, text, round, now, target)))
+        reply_to = None
+        if action.kind == "comment":
+            reply_to = self._lookup(action.target_post)
+            if reply_to is None:
+                return ActionResult(ok=False, error=f"no post {action.target_post!r}")
+        # Kept as given, so the platform and the run's trace hold the same text.
+        if not action.text or not action.text.strip():
+            return ActionResult(ok=False, error=f"a {action.kind} needs text")
+        return ActionResult(created_id=_pid(self._add_post(action.agent_id, action.text, round, now, reply_to)))
 
     def _like(self, action: Action, round: int, now: str) -> ActionResult:
         target = self._lookup(action.target_post)
@@ -346,7 +333,8 @@ class InMemoryPlatform:
         generator (the platform's own when None); ``author_filter`` keeps only those authors."""
         if limit <= 0:
             return []
-        candidates = _Candidates(self, self._candidate_batches(viewer, author_filter, self.config.candidate_window), self.config.candidate_window)
+        window = self.config.candidate_window
+        candidates = _Candidates(self, self._candidate_batches(viewer, author_filter, window), window)
         if self.recommender is None:
             return candidates[:limit]
         ranked = self.recommender.rank(viewer, candidates, limit, self._rng if rng is None else rng)
@@ -403,20 +391,17 @@ class InMemoryPlatform:
         for agent, account in state.get("accounts", {}).items():
             self._accounts[agent] = {"display_name": account["display_name"], "bio": account["bio"]}
         posts = state.get("posts", {})
-        reblogs = sorted(state.get("reblogs", []))
-        columns = zip(posts.get("author", []), posts.get("text", []), posts.get("round", []),
-                      posts.get("created_at", []), posts.get("reply_to", []))
-        pending = iter(reblogs)
-        next_reblog = next(pending, None)
-        for author, text, round, created, reply_to in columns:
-            # Replay reblogs at their event positions so "following" feeds keep their order.
-            while next_reblog is not None and next_reblog[0] == len(self._event_post):
-                self._restore_reblog(next_reblog)
-                next_reblog = next(pending, None)
-            self._add_post(author, text, int(round), created, self._lookup(reply_to))
-        while next_reblog is not None:
-            self._restore_reblog(next_reblog)
-            next_reblog = next(pending, None)
+        rows = zip(posts.get("author", []), posts.get("text", []), posts.get("round", []),
+                   posts.get("created_at", []), posts.get("reply_to", []))
+        reblogs = {int(e): (agent, post_id) for e, agent, post_id in state.get("reblogs", [])}
+        # Replay posts and reblogs in their original order so "following" feeds keep it.
+        for position in range(len(posts.get("author", [])) + len(reblogs)):
+            if position in reblogs:
+                agent, post_id = reblogs[position]
+                self._add_reblog(agent, self._lookup(post_id))
+            else:
+                author, text, round, created, reply_to = next(rows)
+                self._add_post(author, text, int(round), created, self._lookup(reply_to))
         for post_id, agents in state.get("likes", {}).items():
             self._likes[self._lookup(post_id)] = set(agents)
         for agent, targets in state.get("following", {}).items():
@@ -428,10 +413,6 @@ class InMemoryPlatform:
         if "rng" in state:
             self._rng.bit_generator.state = state["rng"]
         log.debug("platform.restored", posts=len(self._author), accounts=len(self._accounts))
-
-    def _restore_reblog(self, record: list[Any]) -> None:
-        _, agent, post_id = record
-        self._add_reblog(agent, self._lookup(post_id))
 
 
 def build_in_memory(config: InMemoryConfig | None, ctx: Any) -> InMemoryPlatform:

@@ -15,7 +15,7 @@ no fixed number of right answers). Each time the agent is active it
    follows its author when cos >= ``follow_threshold`` (once per author: the policy remembers
    whom it followed); the cosine goes in ``Action.detail["similarity"]``;
 4. with probability ``post_probability`` posts one of its persona's sentences, or a line of
-   ``content_file`` when one is given. The baseline cannot write, so it reposts given text.
+   ``content_file`` when one is given. The baseline cannot write, so it posts given text.
 
 Default thresholds were measured with the hash embedder (dim 256, bigrams, stop words
 dropped) on ``examples/personas.jsonl``, each persona against every other persona's sentences

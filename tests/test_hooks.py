@@ -216,3 +216,34 @@ def test_hook_townsquare_register_commands(make_plugins):
     plugins.hook.townsquare_register_commands(cli=cli)
     result = CliRunner().invoke(cli, ["hello"])
     assert result.exit_code == 0 and result.output == "hello from a plugin\n"
+
+
+def test_hook_townsquare_register_llm_middleware(make_plugins, write_scenario, run_scenario):
+    from townsquare.specs import LLMMiddlewareSpec
+
+    seen = []
+
+    def link(tag):
+        class Link:
+            def __init__(self, config, ctx):
+                pass
+
+            async def __call__(self, request, call_next):
+                seen.append(tag)
+                return await call_next(request)
+
+        return Link
+
+    class Chain:
+        plugin_name = "chain"
+
+        @hookimpl
+        def townsquare_register_llm_middleware(self):
+            return [LLMMiddlewareSpec("inner", link("inner"), order=20), LLMMiddlewareSpec("outer", link("outer"), order=10)]
+
+    plugins = make_plugins(Chain(), enable=["townsquare.testing.scripted"])
+    extra = "[plugins.scripted]\npolicy_post_probability = 1.0\n"
+    run_dir, _ = run_scenario(write_scenario(scenario_text(rounds=1, count=1, policy="scripted_feed", llm=True, extra=extra)), plugins=plugins)
+    assert seen == ["outer", "inner"]
+    rows = [r["component"] for r in run_dir.read_manifest()["slot_table"] if r["slot"] == "llm_middleware"]
+    assert rows == ["outer", "inner"]

@@ -1,0 +1,97 @@
+"""Persona sources: inline and JSON Lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from townsquare.components import BuildContext
+from townsquare.errors import UsageError
+from townsquare.plugins import persona_files
+from townsquare.plugins.persona_files import PersonaFilesConfig, build_inline, build_jsonl
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def ctx(base_dir="."):
+    return BuildContext(services=None, seed=0, base_dir=str(base_dir))
+
+
+def test_inline_cycles_in_order_with_unique_names():
+    config = PersonaFilesConfig.model_validate({"items": [
+        {"name": "Ann", "sentences": ["I bake."], "fields": {"age": 30}},
+        {"name": "Bo"},
+    ]})
+    source = build_inline(config, ctx())
+    personas = source.load(5, np.random.default_rng(0))
+    assert [p.name for p in personas] == ["Ann", "Bo", "Ann #2", "Bo #2", "Ann #3"]
+    assert personas[2].sentences == ["I bake."] and personas[2].fields == {"age": 30}
+    assert personas[1].sentences == [] and personas[1].fields == {}
+    personas[0].sentences.append("changed")  # copies: the source is not touched
+    assert source.load(1, None)[0].sentences == ["I bake."]
+    assert source.load(0, None) == []
+
+
+def test_inline_needs_items():
+    with pytest.raises(UsageError, match="inline source needs items"):
+        build_inline(PersonaFilesConfig(), ctx())
+    with pytest.raises(UsageError, match="no personas"):
+        build_inline(PersonaFilesConfig(items=[]), ctx()).load(2, None)
+
+
+def test_jsonl_resolves_relative_paths_against_base_dir(tmp_path):
+    lines = [{"name": "Cy", "sentences": ["I hike."], "fields": {"location": "Oslo"}}, {"name": "Di"}]
+    (tmp_path / "people.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n\n", encoding="utf-8")
+    source = build_jsonl(PersonaFilesConfig(path="people.jsonl"), ctx(tmp_path))
+    personas = source.load(3, None)
+    assert [p.name for p in personas] == ["Cy", "Di", "Cy #2"]
+    assert personas[0].text == "I hike. location: Oslo"
+    absolute = build_jsonl(PersonaFilesConfig(path=str(tmp_path / "people.jsonl")), ctx("/nowhere"))
+    assert [p.name for p in absolute.load(2, None)] == ["Cy", "Di"]
+
+
+@pytest.mark.parametrize("content, problem", [
+    ('{"name": "A"}\n{"sentences": ["x"]}\n', ':2: missing "name"'),
+    ('{"name": "A"}\n\n{"name": "B",}\n', ":3: invalid JSON"),
+    ('["A"]\n', ":1: expected a JSON object, got list"),
+    ('{"name": "A", "sentences": "I hike."}\n', ':1: "sentences" must be a list of strings'),
+    ('{"name": "A", "fields": [1]}\n', ':1: "fields" must be an object'),
+    ('{"name": "A", "bio": "x"}\n', ':1: unknown key "bio"'),
+    ('{"name": "  "}\n', ':1: missing "name"'),
+])
+def test_jsonl_errors_name_file_and_line(tmp_path, content, problem):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(UsageError) as info:
+        build_jsonl(PersonaFilesConfig(path="bad.jsonl"), ctx(tmp_path))
+    message = str(info.value)
+    assert message.startswith(f"{path}{problem}")
+    assert "\n" not in message
+
+
+def test_jsonl_missing_file_and_missing_path(tmp_path):
+    with pytest.raises(UsageError, match=r"nope\.jsonl: no such persona file"):
+        build_jsonl(PersonaFilesConfig(path="nope.jsonl"), ctx(tmp_path))
+    with pytest.raises(UsageError, match="jsonl source needs path"):
+        build_jsonl(PersonaFilesConfig(), ctx(tmp_path))
+
+
+def test_example_personas_load():
+    personas = build_jsonl(PersonaFilesConfig(path="personas.jsonl"), ctx(EXAMPLES)).load(40, None)
+    assert len({p.name for p in personas}) == 40
+    assert all(4 <= len(p.sentences) <= 5 for p in personas)
+    assert all(set(p.fields) == {"age", "occupation", "location"} for p in personas)
+
+
+def test_registration_and_state():
+    specs = {s.name: s for s in persona_files.townsquare_register_persona_sources()}
+    assert set(specs) == {"inline", "jsonl"}
+    assert specs["inline"].config_model is specs["jsonl"].config_model is PersonaFilesConfig
+    source = build_inline(PersonaFilesConfig.model_validate({"items": [{"name": "A"}]}), ctx())
+    assert source.get_state() == {}
+    source.set_state({})
+    with pytest.raises(Exception):
+        PersonaFilesConfig.model_validate({"items": [{"name": "A", "age": 3}]})
