@@ -138,7 +138,13 @@ class Simulation:
         self.llm_middleware = configured + self.llm_middleware
         accounting = Accounting(provider, self._on_llm_call, lambda: self.round, price=getattr(provider, "cost", None))
         chain = [*self.llm_middleware, accounting]
-        return LLMClient(compose(provider, chain), model=provider.model)
+        return LLMClient(compose(provider, chain), model=provider.model, on_parse_failure=self._on_parse_failure)
+
+    def _on_parse_failure(self, request: Any, answer: str) -> None:
+        self._on_llm_call(LLMCallRecord(
+            round=self.round, agent_id=request.agent_id, purpose=request.purpose, provider=self.provider.name,
+            model=self.provider.model, status="parse_failure", error=f"unparsable answer: {answer[:200]!r}",
+        ))
 
     def _on_llm_call(self, call: LLMCallRecord) -> None:
         self.totals["llm_calls"] += 1

@@ -87,7 +87,11 @@ class LLMCallRecord:
 
 @runtime_checkable
 class LLMProvider(Protocol):
-    """A backend. ``name`` is the registered provider name, ``model`` the model it serves."""
+    """A backend. ``name`` is the registered provider name, ``model`` the model it serves.
+
+    Optional: ``cost(response) -> float`` (the price of one answer, from the provider's price
+    table; recorded per call) and ``async aclose()`` (called when the run ends).
+    """
 
     name: str
     model: str
@@ -188,15 +192,26 @@ def extract_json(text: str) -> Any:
 
 
 class LLMClient:
-    """What components use. Bound to one agent (``for_agent``) so every call is attributed."""
+    """What components use. Bound to one agent (``for_agent``) so every call is attributed.
 
-    def __init__(self, handler: Handler, *, model: str, agent_id: str | None = None):
+    ``on_parse_failure(request, answer)`` is told when a decision falls back to its default
+    after the repair request also failed (the engine records it in ``llm_calls`` with status
+    ``parse_failure``).
+    """
+
+    def __init__(self, handler: Handler, *, model: str, agent_id: str | None = None,
+                 on_parse_failure: Callable[[LLMRequest, str], None] | None = None):
         self._handler = handler
         self.model = model
         self.agent_id = agent_id
+        self.on_parse_failure = on_parse_failure
 
     def for_agent(self, agent_id: str) -> "LLMClient":
-        return LLMClient(self._handler, model=self.model, agent_id=agent_id)
+        return LLMClient(self._handler, model=self.model, agent_id=agent_id, on_parse_failure=self.on_parse_failure)
+
+    def _failed(self, request: LLMRequest, answer: str) -> None:
+        if self.on_parse_failure is not None:
+            self.on_parse_failure(replace(request, agent_id=request.agent_id or self.agent_id), answer)
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         if request.agent_id is None and self.agent_id is not None:
@@ -225,6 +240,7 @@ class LLMClient:
         try:
             return match_label(answer, labels)
         except ParseFailure:
+            self._failed(request, answer)
             return default
 
     async def json(self, prompt: str | Sequence[Message], schema: dict[str, Any], *, purpose: str, default: Any, validate: Callable[[Any], Any] | None = None, **options: Any) -> Any:
@@ -239,6 +255,7 @@ class LLMClient:
                 return validate(value) if validate else value
             except (ParseFailure, ValueError, TypeError, KeyError) as exc:
                 if attempt == 1:
+                    self._failed(request, answer)
                     return default
                 repair = messages + (
                     Message("assistant", answer),

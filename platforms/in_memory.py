@@ -4,13 +4,13 @@ Accounts, posts, comments (posts with ``reply_to``), likes, reblogs, follows and
 live in plain Python containers. Post ids are assigned at apply time, in apply order: ``p1``,
 ``p2``, ... so a seed fixes every id.
 
-Home timeline (Zhou et al. §3.3, "browse"): the candidates are posts the viewer did not write
-and has not read, newest first, at most ``candidate_window`` of them; the configured
-recommender ranks them. ``home_source = "all"`` takes every account's posts (a simulation
-starts with an empty follow graph, so a follow-only feed would be empty); ``"following"`` takes
-posts by followed accounts and posts they reblogged, ordered by when they were posted or
-reblogged. A reblog is a relation, not a post row: it counts on the original and surfaces the
-original in the rebloggers' followers' feeds.
+Home timeline (Zhou et al. §3.1.2 "browse"; §3.2.2 ranks the unread posts at every browse):
+the candidates are posts the viewer did not write and has not read, newest first, at most
+``candidate_window`` of them; the configured recommender ranks them. ``home_source = "all"``
+takes every account's posts (a simulation starts with an empty follow graph, so a follow-only
+feed would be empty); ``"following"`` takes posts by followed accounts and posts they
+reblogged, ordered by when they were posted or reblogged. A reblog is a relation, not a post
+row: it counts on the original and surfaces the original in the rebloggers' followers' feeds.
 
 Candidates reach the recommender as a lazy, newest-first sequence: it scans posts only as far
 as the recommender looks and builds a :class:`PostView` only for posts it touches, so a

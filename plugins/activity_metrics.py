@@ -4,8 +4,8 @@
 zeros included, so each round has the same columns); ``actions.total``; ``actions.failed``
 (those the platform refused, when the trace says so); ``agents.active``: distinct agents that
 acted. ``followers.mean``, ``followers.max`` and ``followers.gini`` summarise follower counts
-over all agents: the Gini coefficient tracks the rich-get-richer concentration Zhou et al.
-observe as follow graphs grow (0: everyone equal; near 1: one account holds all followers).
+over all agents; the Gini coefficient tracks how concentrated attention becomes as the follow
+graph grows (0: everyone has as many followers; near 1: one account holds them all).
 """
 
 from __future__ import annotations

@@ -43,7 +43,11 @@ def test_choose_repairs_once_then_defaults():
     assert [r.purpose for r in provider.requests] == ["like", "like.repair"]
     assert provider.requests[1].messages[-1].content == "Answer with exactly one of: like, skip."
     provider = Canned("I love this", "follow everyone now")
-    assert asyncio.run(client(provider).choose("p", ["like", "skip"], purpose="like", default="skip")) == "skip"
+    failures = []
+    llm = client(provider)
+    llm.on_parse_failure = lambda request, answer: failures.append((request.purpose, request.agent_id, answer))
+    assert asyncio.run(llm.choose("p", ["like", "skip"], purpose="like", default="skip")) == "skip"
+    assert failures == [("like", "a1", "follow everyone now")]
 
 
 def test_injected_text_cannot_escape_the_label_set():
