@@ -110,6 +110,9 @@ class BuildContext:
     base_dir: str = "."
     agent: Agent | None = None
     population: str | None = None
+    #: the validated scenario (a ``townsquare.scenario.ScenarioModel``): engine settings such
+    #: as ``scenario.engine.concurrency`` size connection pools.
+    scenario: Any = None
 
 
 @dataclass

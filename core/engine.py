@@ -80,7 +80,7 @@ class Simulation:
         seed = model.seed
 
         def ctx(services: Services | None = None, **extra: Any) -> BuildContext:
-            return BuildContext(services=services, seed=seed, base_dir=scenario.base_dir, **extra)
+            return BuildContext(services=services, seed=seed, base_dir=scenario.base_dir, scenario=model, **extra)
 
         embedder = EmbeddingCache(scenario.embedder.spec.factory(scenario.embedder.config, ctx()))
         services = Services(platform=None, embedder=embedder, run_dir=str(self.run_dir.path))  # type: ignore[arg-type]
