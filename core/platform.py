@@ -52,8 +52,10 @@ class Platform(Protocol):
     async def apply(self, action: Action, round: int, now: str) -> ActionResult:
         """Carry out one write action (post, comment, like, reblog, follow, unfollow, browse)."""
 
-    async def home_timeline(self, viewer: str, limit: int) -> list[PostView]:
-        """The viewer's feed, ranked by the configured recommender."""
+    async def home_timeline(self, viewer: str, limit: int, *, rng: Any = None, author_filter: set[str] | None = None) -> list[PostView]:
+        """The viewer's unread feed, ranked by the configured recommender. ``rng`` is the
+        viewer's generator (random recommenders stay reproducible); ``author_filter`` keeps
+        only posts by those accounts (staged scenarios)."""
 
     async def public_timeline(self, limit: int) -> list[PostView]: ...
 

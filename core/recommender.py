@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from .platform import PostView
 
@@ -12,10 +12,12 @@ class Recommender(Protocol):
     """Ranks ``candidates`` for ``viewer``; returns at most ``limit`` of them, best first.
 
     ``rng`` is the viewer's own generator (a numpy ``Generator``), so random recommenders stay
-    reproducible under any concurrency. Candidates arrive newest first.
+    reproducible under any concurrency. Candidates arrive newest first, as a sequence that may
+    be lazy (the in-memory platform builds a post view only when it is touched): index, slice
+    or iterate it; do not copy it whole unless the ranking needs every candidate.
     """
 
-    def rank(self, viewer: str, candidates: list[PostView], limit: int, rng: Any) -> list[PostView]: ...
+    def rank(self, viewer: str, candidates: Sequence[PostView], limit: int, rng: Any) -> list[PostView]: ...
 
     def get_state(self) -> dict[str, Any]: ...
 

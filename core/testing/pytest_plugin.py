@@ -19,6 +19,13 @@ import pytest
 SCRIPTED_MODULE = "townsquare.testing.scripted"
 
 
+def pytest_configure(config):
+    """Keep component debug logs out of test output (warnings still show)."""
+    from townsquare import logs
+
+    logs.configure(level="warning")
+
+
 @pytest.fixture
 def make_plugins():
     from townsquare.plugin_manager import make_plugin_manager
