@@ -57,6 +57,21 @@ class Reflector(Component, Protocol):
     async def reflect(self, ctx: "StepContext") -> list[Action]: ...
 
 
+class PersonaContext(Component, Protocol):
+    """Slot ``persona.context``: the persona text a prompt shows for one action. ``query`` is
+    the action's text (the post being judged, the topic of a post to write); a dynamic
+    component retrieves only what is relevant to it (Zhou et al. §3.1.1)."""
+
+    async def render(self, ctx: "StepContext", query: str) -> str: ...
+
+
+class PersonaKnowledge(Component, Protocol):
+    """Slot ``persona.knowledge``: the outside knowledge this agent may use on ``topic``
+    (Zhou et al.'s knowledge boundary)."""
+
+    async def knowledge_for(self, ctx: "StepContext", topic: str) -> list[Any]: ...
+
+
 class ObservesResults(Protocol):
     """Optional for any component: told what the platform answered to its agent's actions."""
 
@@ -126,10 +141,18 @@ class StepContext:
     minutes_per_round: int
     services: Services
     llm: "LLMClient | None" = None
+    #: accounts whose posts this agent's feed may show now (its population's feed stage);
+    #: None: every account
+    feed_authors: "frozenset[str] | None" = None
 
     @property
     def platform(self) -> "Platform":
         return self.services.platform
+
+    async def home_timeline(self, limit: int) -> list[Any]:
+        """This agent's feed: the platform's home timeline with the agent's generator and its
+        population's feed stage applied. Policies should read feeds through this."""
+        return await self.services.platform.home_timeline(self.agent.id, limit, rng=self.agent.rng, author_filter=self.feed_authors)
 
     @property
     def embedder(self) -> "EmbeddingCache":

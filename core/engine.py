@@ -20,6 +20,7 @@ unfinished round and ends the run cleanly at the last checkpoint.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from datetime import timedelta
 from typing import Any, Callable
@@ -99,6 +100,8 @@ class Simulation:
             cfg = pop.config
             source = pop.personas.spec.factory(pop.personas.config, ctx(services, population=cfg.name))
             personas = source.load(cfg.count, np.random.default_rng([seed, 1, p]))
+            if inspect.isawaitable(personas):
+                personas = await personas
             if len(personas) != cfg.count:
                 raise ComponentError(f"populations[{p}].personas: source {pop.personas.spec.name!r} gave {len(personas)} personas, expected {cfg.count}")
             levels = self._activity_levels(cfg.count, p)
@@ -119,6 +122,21 @@ class Simulation:
                 index += 1
         self._order = {agent.id: agent.index for agent in self.agents}
         self._agent_rows = agent_rows
+        members: dict[str, list[str]] = {}
+        for agent in self.agents:
+            members.setdefault(agent.population, []).append(agent.id)
+        self._stages = {
+            pop.config.name: [(st.start_round, st.end_round, frozenset(a for name in st.authors for a in members.get(name, ())))
+                              for st in pop.config.feed_stages]
+            for pop in scenario.populations
+        }
+
+    def feed_authors(self, population: str, round: int) -> frozenset[str] | None:
+        """The authors a population's feeds may show in ``round`` (None: everyone)."""
+        for start, end, authors in self._stages.get(population, ()):
+            if round >= start and (end is None or round < end):
+                return authors
+        return None
 
     def _activity_levels(self, count: int, population_index: int) -> np.ndarray:
         activity = self.model.activity
@@ -261,7 +279,8 @@ class Simulation:
         async def turn(agent: Agent) -> tuple[bool, list[Action]]:
             async with semaphore:
                 ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=self.services,
-                                  llm=self.services.llm.for_agent(agent.id) if self.services.llm else None)
+                                  llm=self.services.llm.for_agent(agent.id) if self.services.llm else None,
+                                  feed_authors=self.feed_authors(agent.population, r))
                 drawn = agent.rng.random() < active_probability(agent.activity, minutes)
                 planner = agent.components.get("planner")
                 verdict = await planner.is_active(ctx) if planner is not None else None

@@ -38,7 +38,8 @@ class Persona:
 
 
 class PersonaSource(Protocol):
-    """Yields personas for a population. ``load(count, rng)`` returns exactly ``count``."""
+    """Yields personas for a population. ``load(count, rng)`` returns exactly ``count``; it may
+    be a coroutine function (a source that enriches personas with the LLM, say)."""
 
     def load(self, count: int, rng: Any) -> list[Persona]: ...
 

@@ -58,6 +58,16 @@ class EngineConfig(_Strict):
     keep_checkpoints: int = Field(3, gt=0)
 
 
+class FeedStage(_Strict):
+    """From ``start_round`` until ``end_round`` (exclusive; None: to the end) this population's
+    feeds show only posts by the populations in ``authors`` (Zhou et al. §4.1: regular agents
+    first browse initial agents' posts, then each other's)."""
+
+    start_round: int = Field(0, ge=0)
+    end_round: int | None = Field(None, ge=0)
+    authors: list[str]
+
+
 class PopulationConfig(_Strict):
     name: str
     count: int = Field(ge=0)
@@ -65,6 +75,9 @@ class PopulationConfig(_Strict):
     slots: dict[str, str] = Field(default_factory=dict)
     start_round: int = Field(0, ge=0)
     end_round: int | None = Field(None, ge=0)
+    feed_stages: list[FeedStage] = Field(default_factory=list)
+    #: per-plugin settings for this population only, merged over [plugins.NAME]
+    config: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class ScenarioModel(_Strict):
@@ -262,8 +275,9 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
         if info.status == "loaded" and section and name not in registry.plugin_config_models:
             raise ScenarioError(source, f"plugins.{name}", f"plugin {name!r} takes no configuration")
 
-    def config_for(spec: ComponentSpec, key: str, settings: dict[str, Any]) -> Any:
-        merged = {**plugin_sections.get(spec.plugin, {}), **settings}
+    def config_for(spec: ComponentSpec, key: str, settings: dict[str, Any], population: PopulationConfig | None = None) -> Any:
+        local = population.config.get(spec.plugin, {}) if population else {}
+        merged = {**plugin_sections.get(spec.plugin, {}), **local, **settings}
         if spec.config_model is None:
             if settings:
                 raise ScenarioError(source, f"{key}.{next(iter(settings))}", f"{spec.slot} {spec.name!r} takes no settings")
@@ -274,7 +288,7 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
         except ValidationError as exc:
             raise _first_error(exc, source, spec.config_model, prefix=f"{section}.") from None
 
-    def choose(slot: str, key: str, table: ComponentTable | None) -> Choice:
+    def choose(slot: str, key: str, table: ComponentTable | None, population: PopulationConfig | None = None) -> Choice:
         table = table or ComponentTable(name="auto")
         if table.name == "auto":
             spec = registry.auto(slot)
@@ -285,7 +299,7 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
                 spec = registry.get(slot, table.name)
             except ComponentError as exc:
                 raise ScenarioError(source, f"{key}.name", str(exc)) from None
-        return Choice(slot, spec, config_for(spec, key, table.settings()))
+        return Choice(slot, spec, config_for(spec, key, table.settings(), population))
 
     platform = choose("platform", "platform", model.platform)
     recommender = choose("recommender", "recommender", model.recommender)
@@ -308,7 +322,7 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
         unknown = set(pop.slots) - set(AGENT_SLOTS)
         if unknown:
             raise ScenarioError(source, f"{key}.slots.{sorted(unknown)[0]}", f"unknown slot (expected one of: {', '.join(AGENT_SLOTS)})")
-        personas = choose("persona_source", f"{key}.personas", pop.personas)
+        personas = choose("persona_source", f"{key}.personas", pop.personas, pop)
         slots: dict[str, Choice] = {}
         for slot in AGENT_SLOTS:
             wanted = pop.slots.get(slot, "auto")
@@ -329,7 +343,15 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
                     disabled = [n for n, info in plugins.infos.items() if info.status != "loaded"]
                     hint = f"; disabled or failed plugins: {', '.join(disabled)}" if disabled else ""
                     raise ScenarioError(source, f"{key}.slots.{slot}", f"{exc}{hint}") from None
-            slots[slot] = Choice(slot, spec, config_for(spec, f"plugins.{spec.plugin}", {}))
+            slots[slot] = Choice(slot, spec, config_for(spec, f"plugins.{spec.plugin}", {}, pop))
+        names = {p.name for p in model.populations}
+        for s_i, stage in enumerate(pop.feed_stages):
+            unknown_authors = [a for a in stage.authors if a not in names]
+            if unknown_authors:
+                raise ScenarioError(source, f"{key}.feed_stages[{s_i}].authors", f"no population named {unknown_authors[0]!r} (populations: {', '.join(sorted(names))})")
+        for plugin_name in pop.config:
+            if plugin_name not in plugins.infos:
+                raise ScenarioError(source, f"{key}.config.{plugin_name}", f"no plugin named {plugin_name!r} is installed")
         populations.append(ResolvedPopulation(pop, personas, slots))
 
     llm_auto = False

@@ -91,7 +91,7 @@ class EmbeddingBaseline:
         cfg = self.config
         me = ctx.agent.id
         actions: list[Action] = []
-        feed = await ctx.platform.home_timeline(me, limit=cfg.feed_size, rng=ctx.rng)
+        feed = await ctx.home_timeline(cfg.feed_size)
         if feed:
             actions.append(Action(me, "browse", post_ids=tuple(p.id for p in feed)))
             persona = await self._persona(ctx)

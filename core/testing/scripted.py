@@ -90,7 +90,7 @@ class ScriptedFeedPolicy:
     async def step(self, ctx) -> list[Action]:
         llm = ctx.require_llm("scripted_feed")
         agent = ctx.agent
-        feed = await ctx.platform.home_timeline(agent.id, limit=self.config.policy_feed_size, rng=ctx.rng)
+        feed = await ctx.home_timeline(self.config.policy_feed_size)
         actions = [Action(agent.id, "browse", post_ids=tuple(p.id for p in feed))] if feed else []
         for post in feed:
             decision = await llm.choose(
