@@ -1,0 +1,8 @@
+"""Zhou et al.'s social-media agent ("Knowledge Boundary and Persona Dynamic Shape A Better
+Social Media Agent"): persona with dynamic retrieval, knowledge boundary, six actions,
+activity planning, short-term memory with a duplicate-post check, follow reflection.
+
+Each module is one plugin (its canonical name is the module name), so a study ablates a
+piece with ``-p no:NAME``. The paper's code was never released; these modules follow the
+paper's text and cite the section each rule comes from.
+"""
