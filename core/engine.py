@@ -155,6 +155,9 @@ class Simulation:
         configured = [link.spec.factory(link.config, build_ctx) for link in self.scenario.llm_middleware]
         self.llm_middleware = configured + self.llm_middleware
         accounting = Accounting(provider, self._on_llm_call, lambda: self.round, price=getattr(provider, "cost", None))
+        for link in self.llm_middleware:
+            if hasattr(link, "bind_accounting"):
+                link.bind_accounting(accounting)
         chain = [*self.llm_middleware, accounting]
         return LLMClient(compose(provider, chain), model=provider.model, on_parse_failure=self._on_parse_failure)
 
@@ -299,11 +302,18 @@ class Simulation:
         results = await asyncio.gather(*(turn(a) for a in present))
         n_active = sum(1 for active, _ in results if active)
 
+        ordered = [action for _, actions in results for action in actions]
+        apply_batch = getattr(self.platform, "apply_batch", None)
+        if apply_batch is not None:
+            # A network platform may send independent writes in parallel; it answers in order.
+            answers = iter(await apply_batch(ordered, r, now_iso))
+        else:
+            answers = None
         round_actions = []
         for agent, (_, actions) in zip(present, results):
             applied = []
             for action in actions:
-                result = await self.platform.apply(action, r, now_iso)
+                result = next(answers) if answers is not None else await self.platform.apply(action, r, now_iso)
                 self._record_action(r, now_iso, action, result, round_actions)
                 self.hook.townsquare_on_action_applied(run=self.info, round=r, action=action, result=result)
                 applied.append((action, result))

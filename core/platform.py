@@ -50,7 +50,12 @@ class Platform(Protocol):
     async def register_account(self, agent_id: str, display_name: str, bio: str) -> AccountView: ...
 
     async def apply(self, action: Action, round: int, now: str) -> ActionResult:
-        """Carry out one write action (post, comment, like, reblog, follow, unfollow, browse)."""
+        """Carry out one write action (post, comment, like, reblog, follow, unfollow, browse).
+
+        A platform may also offer ``async apply_batch(actions, round, now) -> list[ActionResult]``:
+        the engine then hands it the whole round's actions in apply order and expects the
+        answers in the same order (a network platform can send independent writes in parallel).
+        """
 
     async def home_timeline(self, viewer: str, limit: int, *, rng: Any = None, author_filter: set[str] | None = None) -> list[PostView]:
         """The viewer's unread feed, ranked by the configured recommender. ``rng`` is the

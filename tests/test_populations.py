@@ -79,3 +79,29 @@ def test_async_persona_source(make_plugins, write_scenario, run_scenario):
     run_dir, _ = run_scenario(write_scenario(text), plugins=make_plugins(Plugin()))
     names = [row[3] for row in read_table(run_dir.path, "agents")]
     assert names == ["I1", "I2", "async 0", "async 1", "async 2"]
+
+
+def test_platform_apply_batch_gets_the_round_in_order(make_plugins, write_scenario, run_scenario):
+    from helpers import scenario_text
+    from townsquare.platforms.in_memory import InMemoryPlatform
+    from townsquare.specs import PlatformSpec
+
+    batches = []
+
+    class Batching(InMemoryPlatform):
+        async def apply_batch(self, actions, round, now):
+            batches.append([(a.agent_id, a.kind) for a in actions])
+            return [await self.apply(a, round, now) for a in actions]
+
+    class Plugin:
+        plugin_name = "batching"
+
+        @hookimpl
+        def townsquare_register_platforms(self):
+            return [PlatformSpec("batching", lambda config, ctx: Batching(recommender=ctx.services.recommender))]
+
+    text = scenario_text(rounds=2, extra='[platform]\nname = "batching"\n[plugins.embedding_baseline]\npost_probability = 1.0\n')
+    run_dir, _ = run_scenario(write_scenario(text), plugins=make_plugins(Plugin()))
+    stored = [(row[3], row[4]) for row in read_table(run_dir.path, "actions")]
+    assert [pair for batch in batches for pair in batch] == stored
+    assert batches[0] == [("users-0001", "post"), ("users-0002", "post"), ("users-0003", "post")]
