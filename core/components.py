@@ -144,6 +144,8 @@ class StepContext:
     #: accounts whose posts this agent's feed may show now (its population's feed stage);
     #: None: every account
     feed_authors: "frozenset[str] | None" = None
+    #: the simulated time of round 0
+    start: datetime | None = None
 
     @property
     def platform(self) -> "Platform":

@@ -283,7 +283,7 @@ class Simulation:
             async with semaphore:
                 ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=self.services,
                                   llm=self.services.llm.for_agent(agent.id) if self.services.llm else None,
-                                  feed_authors=self.feed_authors(agent.population, r))
+                                  feed_authors=self.feed_authors(agent.population, r), start=self.model.clock.start)
                 drawn = agent.rng.random() < active_probability(agent.activity, minutes)
                 planner = agent.components.get("planner")
                 verdict = await planner.is_active(ctx) if planner is not None else None
@@ -318,7 +318,8 @@ class Simulation:
                 self.hook.townsquare_on_action_applied(run=self.info, round=r, action=action, result=result)
                 applied.append((action, result))
             if applied:
-                ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=self.services)
+                ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=self.services,
+                                  start=self.model.clock.start)
                 for component in agent.components.values():
                     on_applied = getattr(component, "on_applied", None)
                     if on_applied is not None:

@@ -108,7 +108,12 @@ class Middleware(Protocol):
 
 
 class Accounting:
-    """Innermost middleware: times each provider call and records it, failures included."""
+    """Innermost middleware: times each provider call and records it, failures included.
+
+    A middleware that answers without calling the provider (the response cache) records its
+    answer with :meth:`account`, so every answer a component gets has its row. ``observers``
+    (``observer(record)``) see every record made here (the budget counts spending from them).
+    """
 
     def __init__(self, provider: LLMProvider, record: Callable[[LLMCallRecord], None], run_round: Callable[[], int],
                  price: Callable[["LLMResponse"], float] | None = None):
@@ -116,13 +121,14 @@ class Accounting:
         self.record = record
         self.run_round = run_round
         self.price = price
+        self.observers: list[Callable[[LLMCallRecord], None]] = []
 
     async def __call__(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
         start = time.perf_counter()
         try:
             response = await call_next(request)
         except Exception as exc:
-            self.record(
+            self._emit(
                 LLMCallRecord(
                     round=self.run_round(), agent_id=request.agent_id, purpose=request.purpose,
                     provider=self.provider.name, model=self.provider.model, status="error",
@@ -131,7 +137,12 @@ class Accounting:
             )
             raise
         response.latency_ms = response.latency_ms or (time.perf_counter() - start) * 1000
-        self.record(
+        self.account(request, response)
+        return response
+
+    def account(self, request: LLMRequest, response: LLMResponse) -> None:
+        """Record an answer: status ``cached`` (cost 0) when ``response.cached``, else ``ok``."""
+        self._emit(
             LLMCallRecord(
                 round=self.run_round(), agent_id=request.agent_id, purpose=request.purpose,
                 provider=response.provider or self.provider.name, model=response.model or self.provider.model,
@@ -140,7 +151,11 @@ class Accounting:
                 latency_ms=response.latency_ms, cost=0.0 if response.cached or self.price is None else self.price(response),
             )
         )
-        return response
+
+    def _emit(self, call: LLMCallRecord) -> None:
+        self.record(call)
+        for observer in self.observers:
+            observer(call)
 
 
 def compose(provider: LLMProvider, middleware: Sequence[Middleware]) -> Handler:
@@ -163,20 +178,16 @@ class ParseFailure(ValueError):
 
 
 def match_label(text: str, labels: Sequence[str]) -> str:
-    """The label an answer names: an exact match first, then the first label that appears as
-    a word. Raises :class:`ParseFailure` when none does."""
-    cleaned = text.strip().strip("\"'`.!").lower()
-    lowered = {label.lower(): label for label in labels}
-    if cleaned in lowered:
-        return lowered[cleaned]
-    found = []
-    for low, label in lowered.items():
-        match = re.search(rf"\b{re.escape(low)}\b", text.lower())
-        if match:
-            found.append((match.start(), label))
-    if found:
-        return min(found)[1]
-    raise ParseFailure(f"answer {text[:80]!r} names none of {list(labels)}")
+    """The label an answer gives: the whole answer (case, quotes and end punctuation aside), or
+    its first words ("Like. It matches my hobbies"). Anything else, "I would not like this"
+    included, raises :class:`ParseFailure`, so the caller repairs or falls back; a label merely
+    mentioned somewhere is never taken for a decision."""
+    cleaned = text.strip().strip("\"'`*").strip().lower()
+    lowered = sorted(((label.lower(), label) for label in labels), key=lambda pair: -len(pair[0]))
+    for low, label in lowered:
+        if cleaned.rstrip(".!") == low or re.match(rf"{re.escape(low)}\b(?![-'])", cleaned):
+            return label
+    raise ParseFailure(f"answer {text[:80]!r} is none of {list(labels)}")
 
 
 def extract_json(text: str) -> Any:
@@ -208,6 +219,12 @@ class LLMClient:
 
     def for_agent(self, agent_id: str) -> "LLMClient":
         return LLMClient(self._handler, model=self.model, agent_id=agent_id, on_parse_failure=self.on_parse_failure)
+
+    def report_parse_failure(self, purpose: str, answer: str) -> None:
+        """Record that an answer in a format of the caller's own (a plan, a numbered list...)
+        could not be parsed and a fallback was used; it appears in ``llm_calls`` as
+        ``parse_failure``. :meth:`choose` and :meth:`json` do this themselves."""
+        self._failed(LLMRequest(messages=(), purpose=purpose, agent_id=self.agent_id), answer)
 
     def _failed(self, request: LLMRequest, answer: str) -> None:
         if self.on_parse_failure is not None:

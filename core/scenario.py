@@ -255,6 +255,25 @@ class ResolvedScenario:
         return rows
 
 
+def _pick_slot(registry: Any, plugins: Any, source: str, key: str, slot: str, wanted: str) -> ComponentSpec | None:
+    """The component a population names for ``slot``: a name, ``auto`` or ``none``."""
+    if wanted == "none":
+        if slot in REQUIRED_AGENT_SLOTS:
+            raise ScenarioError(source, f"{key}.slots.{slot}", f"slot {slot} cannot be 'none'")
+        return None
+    if wanted == "auto":
+        spec = registry.auto(slot)
+        if spec is None and slot in REQUIRED_AGENT_SLOTS:
+            raise ScenarioError(source, f"{key}.slots.{slot}", f"no enabled plugin provides a component for {slot}")
+        return spec
+    try:
+        return registry.get(slot, wanted)
+    except ComponentError as exc:
+        disabled = [n for n, info in plugins.infos.items() if info.status != "loaded"]
+        hint = f"; disabled or failed plugins: {', '.join(disabled)}" if disabled else ""
+        raise ScenarioError(source, f"{key}.slots.{slot}", f"{exc}{hint}") from None
+
+
 def load_scenario(path: str | Path, overrides: list[str], plugins: Any, seed: int | None = None) -> ResolvedScenario:
     """Read, override, validate and resolve a scenario against the loaded plugins."""
     source = str(path)
@@ -324,26 +343,21 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
             raise ScenarioError(source, f"{key}.slots.{sorted(unknown)[0]}", f"unknown slot (expected one of: {', '.join(AGENT_SLOTS)})")
         personas = choose("persona_source", f"{key}.personas", pop.personas, pop)
         slots: dict[str, Choice] = {}
+        policy_spec = _pick_slot(registry, plugins, source, key, "policy", pop.slots.get("policy", "auto"))
+        uses = getattr(policy_spec, "uses", {})
         for slot in AGENT_SLOTS:
-            wanted = pop.slots.get(slot, "auto")
-            if wanted == "none":
-                if slot in REQUIRED_AGENT_SLOTS:
-                    raise ScenarioError(source, f"{key}.slots.{slot}", f"slot {slot} cannot be 'none'")
-                continue
-            if wanted == "auto":
-                spec = registry.auto(slot)
-                if spec is None:
-                    if slot in REQUIRED_AGENT_SLOTS:
-                        raise ScenarioError(source, f"{key}.slots.{slot}", f"no enabled plugin provides a component for {slot}")
-                    continue
+            if slot == "policy":
+                spec = policy_spec
+            elif slot in pop.slots:
+                spec = _pick_slot(registry, plugins, source, key, slot, pop.slots[slot])
+            elif slot in uses:
+                # the policy's preferred component, or the documented fallback when it is disabled
+                preferred = uses[slot]
+                spec = (registry.by_slot.get(slot, {}).get(preferred) if preferred else None) or registry.auto(slot)
             else:
-                try:
-                    spec = registry.get(slot, wanted)
-                except ComponentError as exc:
-                    disabled = [n for n, info in plugins.infos.items() if info.status != "loaded"]
-                    hint = f"; disabled or failed plugins: {', '.join(disabled)}" if disabled else ""
-                    raise ScenarioError(source, f"{key}.slots.{slot}", f"{exc}{hint}") from None
-            slots[slot] = Choice(slot, spec, config_for(spec, f"plugins.{spec.plugin}", {}, pop))
+                spec = None
+            if spec is not None:
+                slots[slot] = Choice(slot, spec, config_for(spec, f"plugins.{spec.plugin}", {}, pop))
         names = {p.name for p in model.populations}
         for s_i, stage in enumerate(pop.feed_stages):
             unknown_authors = [a for a in stage.authors if a not in names]

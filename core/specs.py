@@ -117,8 +117,16 @@ class ReflectorSpec(ComponentSpec):
 
 @dataclass
 class PolicySpec(ComponentSpec):
-    """Decides an agent's actions each time it is active."""
+    """Decides an agent's actions each time it is active.
 
+    ``uses`` names the other slots the policy works with, each with its preferred component
+    (None: the highest-priority one). A slot a scenario leaves out is filled only if the policy
+    uses it: with the preferred component, or, when that one is disabled, the highest-priority
+    enabled one (the documented fallback). Slots the policy does not use stay empty unless the
+    scenario names a component or writes ``auto``.
+    """
+
+    uses: dict[str, str | None] = field(default_factory=dict)
     kind: ClassVar[str] = "policy"
 
 
@@ -136,7 +144,10 @@ class LLMMiddlewareSpec(ComponentSpec):
     ``order`` places it: lower is further out. The built-ins use cache 10, budget 20,
     retries 30, concurrency 40; the kernel's accounting is always innermost. The factory
     returns an object with ``async __call__(request, call_next)`` and, optionally,
-    ``get_state``/``set_state`` (saved in checkpoints) and ``aclose``.
+    ``get_state``/``set_state`` (saved in checkpoints), ``aclose`` and
+    ``bind_accounting(accounting)`` (called once the chain is built, with the run's
+    :class:`townsquare.llm.Accounting`: a cache records its answers through it, a budget
+    observes it).
     """
 
     order: int = 50

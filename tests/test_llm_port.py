@@ -31,10 +31,12 @@ def client(provider, records=None):
 
 def test_match_label():
     assert match_label(" Like. ", ["like", "skip"]) == "like"
-    assert match_label("I would skip this one", ["like", "skip"]) == "skip"
-    assert match_label("like it, or skip? like", ["like", "skip"]) == "like"  # first mentioned wins
-    with pytest.raises(ParseFailure):
-        match_label("I love this", ["like", "skip"])
+    assert match_label('"skip"', ["like", "skip"]) == "skip"
+    assert match_label("Like - it matches my hobbies", ["like", "skip"]) == "like"
+    assert match_label("no operation.", ["like", "no operation"]) == "no operation"
+    for answer in ("I love this", "I would not like this", "I would skip this one", "likely", "like-minded people"):
+        with pytest.raises(ParseFailure):
+            match_label(answer, ["like", "skip"])
 
 
 def test_choose_repairs_once_then_defaults():

@@ -104,3 +104,36 @@ def test_missing_file_is_one_line(plugins):
 def test_bad_override_syntax(write_scenario, plugins):
     with pytest.raises(ScenarioError, match="--set: rounds5: expected dotted.key=value"):
         load_scenario(write_scenario(scenario_text()), ["rounds5"], plugins)
+
+
+def test_unnamed_slots_follow_what_the_policy_uses(make_plugins, write_scenario):
+    import types
+
+    from townsquare import hookimpl
+    from townsquare.specs import PlannerSpec, PolicySpec
+
+    def plugin(name, hook, records):
+        module = types.SimpleNamespace(**{hook: hookimpl(lambda: records)})
+        module.plugin_name = name
+        return module
+
+    planners = [
+        plugin("plan_a", "townsquare_register_planners", [PlannerSpec("plan_a", object, priority=100)]),
+        plugin("plan_b", "townsquare_register_planners", [PlannerSpec("plan_b", object, priority=0)]),
+        plugin("planful", "townsquare_register_policies", [PolicySpec("planful", object, uses={"planner": "plan_b"})]),
+    ]
+    text = scenario_text()
+    path = write_scenario(text)
+    # the baseline uses no planner: a loaded planner plugin does not leak into its agents
+    plugins = make_plugins(*planners)
+    assert "planner" not in load_scenario(path, [], plugins).populations[0].slots
+    # naming "auto" still fills it with the highest priority
+    auto = load_scenario(path, ["populations.0.slots.planner=auto"], plugins)
+    assert auto.populations[0].slots["planner"].spec.name == "plan_a"
+    # a policy that uses a planner gets its preferred one, and the fallback when that is disabled
+    uses = load_scenario(path, ["populations.0.slots.policy=planful"], plugins)
+    assert uses.populations[0].slots["planner"].spec.name == "plan_b"
+    fallback = load_scenario(path, ["populations.0.slots.policy=planful"], make_plugins(*planners, disable=["plan_b"]))
+    assert fallback.populations[0].slots["planner"].spec.name == "plan_a"
+    none = load_scenario(path, ["populations.0.slots.policy=planful", "populations.0.slots.planner=none"], plugins)
+    assert "planner" not in none.populations[0].slots
