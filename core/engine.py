@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import time
 from datetime import timedelta
 from typing import Any, Callable
@@ -118,7 +119,9 @@ class Simulation:
                         agent.components[slot] = choice.spec.factory(choice.config, ctx(services, agent=agent, population=cfg.name))
                 await self.platform.register_account(agent.id, persona.name, " ".join(persona.sentences[:2]))
                 self.agents.append(agent)
-                agent_rows.append((agent.id, index, cfg.name, persona.name, _json(persona.to_dict()), agent.activity, cfg.start_round, cfg.end_round))
+                # field order is kept: Persona.text follows it, and the report rebuilds the text
+                persona_json = json.dumps(persona.to_dict(), ensure_ascii=False)
+                agent_rows.append((agent.id, index, cfg.name, persona.name, persona_json, agent.activity, cfg.start_round, cfg.end_round))
                 index += 1
         self._order = {agent.id: agent.index for agent in self.agents}
         self._agent_rows = agent_rows
@@ -375,6 +378,4 @@ async def _close(obj: Any) -> None:
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value, sort_keys=True, ensure_ascii=False)

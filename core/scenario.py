@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ComponentError, ScenarioError
 from .specs import AGENT_SLOTS, REQUIRED_AGENT_SLOTS, ComponentSpec
@@ -78,6 +78,22 @@ class PopulationConfig(_Strict):
     feed_stages: list[FeedStage] = Field(default_factory=list)
     #: per-plugin settings for this population only, merged over [plugins.NAME]
     config: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("slots", mode="before")
+    @classmethod
+    def _flatten_slots(cls, value: Any) -> Any:
+        """TOML dotted keys (``persona.knowledge = "x"``) and ``--set ...slots.persona.knowledge=x``
+        arrive as nested tables: flatten them back to slot names."""
+        if not isinstance(value, dict):
+            return value
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            if isinstance(item, dict):
+                for sub, inner in cls._flatten_slots(item).items():
+                    flat[f"{key}.{sub}"] = inner
+            else:
+                flat[key] = item
+        return flat
 
 
 class ScenarioModel(_Strict):
@@ -348,12 +364,17 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
         for slot in AGENT_SLOTS:
             if slot == "policy":
                 spec = policy_spec
-            elif slot in pop.slots:
+            elif slot in pop.slots and pop.slots[slot] != "auto":
                 spec = _pick_slot(registry, plugins, source, key, slot, pop.slots[slot])
-            elif slot in uses:
+                if spec is not None and spec.needs_knowledge and model.knowledge is None:
+                    raise ScenarioError(source, f"{key}.slots.{slot}", f"{spec.name!r} needs a knowledge source: add a [knowledge] table")
+            elif slot in uses or slot in pop.slots:
                 # the policy's preferred component, or the documented fallback when it is disabled
-                preferred = uses[slot]
-                spec = (registry.by_slot.get(slot, {}).get(preferred) if preferred else None) or registry.auto(slot)
+                # (or when it needs a knowledge source and the scenario has none)
+                preferred = uses.get(slot)
+                candidates = [registry.by_slot.get(slot, {}).get(preferred)] if preferred else []
+                candidates += sorted(registry.by_slot.get(slot, {}).values(), key=lambda c: (-c.priority, c.name))
+                spec = next((c for c in candidates if c is not None and (model.knowledge is not None or not c.needs_knowledge)), None)
             else:
                 spec = None
             if spec is not None:
@@ -369,7 +390,7 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
         populations.append(ResolvedPopulation(pop, personas, slots))
 
     llm_auto = False
-    needs_llm = [c.spec for p in populations for c in p.slots.values() if c.spec.needs_llm]
+    needs_llm = [c.spec for p in populations for c in (p.personas, *p.slots.values()) if c.spec.needs_llm]
     if llm is None and needs_llm:
         if registry.auto("llm") is None:
             raise ScenarioError(source, "llm", f"component {needs_llm[0].name!r} needs an LLM and none is installed: "

@@ -47,6 +47,10 @@ class ComponentSpec:
     #: True when the component calls the LLM: a scenario without an [llm] table then gets the
     #: highest-priority provider (the offline local model when installed), announced at start.
     needs_llm: bool = False
+    #: True when the component reads the run's knowledge source: without a [knowledge] table a
+    #: slot filled automatically falls back to a component that does not, and naming this
+    #: component explicitly is an error.
+    needs_knowledge: bool = False
     plugin: str = field(default="", compare=False)
 
     #: The kind of component; each subclass sets it. Names are unique within a kind.

@@ -137,3 +137,38 @@ def test_unnamed_slots_follow_what_the_policy_uses(make_plugins, write_scenario)
     assert fallback.populations[0].slots["planner"].spec.name == "plan_a"
     none = load_scenario(path, ["populations.0.slots.policy=planful", "populations.0.slots.planner=none"], plugins)
     assert "planner" not in none.populations[0].slots
+
+
+def test_components_that_need_knowledge(make_plugins, write_scenario):
+    import types
+
+    from townsquare import hookimpl
+    from townsquare.errors import ScenarioError
+    from townsquare.specs import KnowledgeSourceSpec, PersonaComponentSpec, PolicySpec
+
+    module = types.SimpleNamespace(
+        townsquare_register_persona_components=hookimpl(lambda: [
+            PersonaComponentSpec("bounded", object, persona_kind="knowledge", priority=100, needs_knowledge=True),
+            PersonaComponentSpec("nothing", object, persona_kind="knowledge", priority=0),
+        ]),
+        townsquare_register_policies=hookimpl(lambda: [PolicySpec("knower", object, uses={"persona.knowledge": "bounded"})]),
+        townsquare_register_knowledge_sources=hookimpl(lambda: [KnowledgeSourceSpec("kb", object)]),
+    )
+    module.plugin_name = "knowing"
+    plugins = make_plugins(module)
+    path = write_scenario(scenario_text())
+    policy = ["populations.0.slots.policy=knower"]
+    # no [knowledge] table: the preferred component needs one, so the fallback fills the slot
+    assert load_scenario(path, policy, plugins).populations[0].slots["persona.knowledge"].spec.name == "nothing"
+    # with a knowledge source, the preferred one
+    with_kb = load_scenario(path, policy + ["knowledge.name=kb"], plugins)
+    assert with_kb.populations[0].slots["persona.knowledge"].spec.name == "bounded"
+    # naming it explicitly without a source is an error
+    with pytest.raises(ScenarioError, match=r"populations\[0\].slots.persona.knowledge: 'bounded' needs a knowledge source"):
+        load_scenario(path, policy + ["populations.0.slots.persona.knowledge=bounded"], plugins)
+
+
+def test_slot_names_as_toml_dotted_keys(write_scenario, plugins):
+    text = scenario_text().replace('slots = { policy = "embedding_baseline" }', 'slots = { policy = "embedding_baseline", persona.context = "none", memory.short_term = "none" }')
+    scenario = load_scenario(write_scenario(text), ["populations.0.slots.memory.stream=none"], plugins)
+    assert scenario.model.populations[0].slots == {"policy": "embedding_baseline", "persona.context": "none", "memory.short_term": "none", "memory.stream": "none"}
