@@ -10,13 +10,13 @@ import sys
 
 import structlog
 
-SECRET_WORDS = ("key", "token", "secret", "password", "authorization")
-
+from .secrets import is_secret_key
 
 def redact_secrets(_logger, _name, event_dict):
-    """Never let a secret reach a log line, whatever a component passes."""
+    """A log field named like a secret value (``api_key``, ``token``...) is never printed,
+    whatever a component passes."""
     for field in list(event_dict):
-        if any(word in field.lower() for word in SECRET_WORDS) and field != "event":
+        if is_secret_key(field):
             event_dict[field] = "***"
     return event_dict
 

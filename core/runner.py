@@ -6,7 +6,6 @@ The CLI and the Python API (tests, benchmarks, notebooks) both go through here.
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -17,14 +16,14 @@ from .lifecycle import RunSummary
 from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
 from .rundir import RunDir, environment
 from .scenario import ResolvedScenario, apply_overrides, load_scenario, resolve
-
-SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
-
+from .secrets import is_secret_key
 
 def redact(value: Any) -> Any:
-    """A copy of scenario data with secret-looking values replaced by ``***``."""
+    """A copy of scenario data with secret values (``api_key = "..."`` written inline, against
+    the documentation) replaced by ``***``. References to secrets (``api_key_env``,
+    ``api_key_file``, ``tokens``) are kept: ``resume`` needs them."""
     if isinstance(value, dict):
-        return {k: ("***" if SECRET_KEY.search(str(k)) and isinstance(v, str) else redact(v)) for k, v in value.items()}
+        return {k: ("***" if is_secret_key(k) and isinstance(v, str) else redact(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v) for v in value]
     return value
@@ -36,7 +35,7 @@ def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[s
         "name": scenario.model.name,
         "source": scenario.source,
         "base_dir": scenario.base_dir,
-        "overrides": [o if not SECRET_KEY.search(o.split("=", 1)[0]) else o.split("=", 1)[0] + "=***" for o in overrides],
+        "overrides": [o if not is_secret_key(o.split("=", 1)[0].rsplit(".", 1)[-1]) else o.split("=", 1)[0] + "=***" for o in overrides],
         "plugin_options": plugin_options,
         "seed": scenario.model.seed,
         "rounds": scenario.model.rounds,

@@ -9,9 +9,19 @@ asked and are never logged, stored in the manifest or written to ``events.sqlite
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from .errors import UsageError
+
+
+#: Names of settings that would hold a secret value itself. Settings that say where a secret
+#: lives (``api_key_env``, ``api_key_file``, ``tokens``) are not secrets and are kept.
+SECRET_VALUE_KEY = re.compile(r"^(api_?key|access_?token|token|secret|client_?secret|password|authorization)$", re.IGNORECASE)
+
+
+def is_secret_key(name: str) -> bool:
+    return bool(SECRET_VALUE_KEY.match(str(name)))
 
 
 def read_secret_file(path: str | Path, base_dir: str = ".", what: str = "secret") -> list[str]:

@@ -37,3 +37,19 @@ def test_truncate_after_removes_uncheckpointed_rounds(tmp_path):
         store.commit_round((r, "t", 1, 1, 0, 0.0))
     assert store.truncate_after(0) == 4  # two actions rows and two rounds rows
     assert store.count("actions") == 1 and store.last_round() == 0
+
+
+def test_manifest_redacts_secret_values_but_keeps_references():
+    from townsquare.runner import redact
+
+    data = {"llm": {"name": "openai", "api_key": "sk-123", "api_key_env": "OPENAI_API_KEY", "api_key_file": "keys.txt"},
+            "platform": {"tokens": "tokens.txt", "token": "abc"}, "populations": [{"password": "pw"}]}
+    assert redact(data) == {"llm": {"name": "openai", "api_key": "***", "api_key_env": "OPENAI_API_KEY", "api_key_file": "keys.txt"},
+                            "platform": {"tokens": "tokens.txt", "token": "***"}, "populations": [{"password": "***"}]}
+
+
+def test_logs_redact_secret_fields_only():
+    from townsquare.logs import redact_secrets
+
+    out = redact_secrets(None, None, {"event": "x", "api_key": "sk-1", "prompt_tokens": 12, "token": "t", "tokens_file": "f"})
+    assert out == {"event": "x", "api_key": "***", "prompt_tokens": 12, "token": "***", "tokens_file": "f"}
