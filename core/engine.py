@@ -105,7 +105,7 @@ class Simulation:
                 personas = await personas
             if len(personas) != cfg.count:
                 raise ComponentError(f"populations[{p}].personas: source {pop.personas.spec.name!r} gave {len(personas)} personas, expected {cfg.count}")
-            levels = self._activity_levels(cfg.count, p)
+            levels = self._activity_levels(cfg.count, p, cfg.activity or self.model.activity)
             width = max(4, len(str(cfg.count)))
             for k, persona in enumerate(personas):
                 agent = Agent(
@@ -141,8 +141,7 @@ class Simulation:
                 return authors
         return None
 
-    def _activity_levels(self, count: int, population_index: int) -> np.ndarray:
-        activity = self.model.activity
+    def _activity_levels(self, count: int, population_index: int, activity: Any) -> np.ndarray:
         if activity.model == "always":
             return np.full(count, np.inf)
         rng = np.random.default_rng([self.model.seed, 3, population_index])

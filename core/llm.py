@@ -30,13 +30,17 @@ class LLMRequest:
     """Everything that determines an answer, plus who asked and why (for accounting).
 
     ``labels``: the answer must be one of these (a decision). ``json_schema``: the answer must
-    be JSON of this shape. ``purpose`` names the decision (``like``, ``post``, ``plan``...) and,
+    be JSON of this shape. ``answer_prefixes``: the answer starts with one of these, and a
+    prefix ending in ``:`` goes on in free text (Zhou et al.'s comment decision: ``no comment``
+    or ``Comment content: ...``); a model that follows the prompt needs nothing more, a base
+    model is held to it by its provider. ``purpose`` names the decision (``like``, ``post``, ``plan``...) and,
     with ``agent_id``, is used for accounting only: :meth:`cache_key` leaves both out.
     """
 
     messages: tuple[Message, ...]
     labels: tuple[str, ...] | None = None
     json_schema: dict[str, Any] | None = None
+    answer_prefixes: tuple[str, ...] | None = None
     max_tokens: int = 256
     temperature: float = 0.7
     purpose: str = "text"
@@ -49,6 +53,7 @@ class LLMRequest:
             "messages": [asdict(m) for m in self.messages],
             "labels": list(self.labels) if self.labels else None,
             "json_schema": self.json_schema,
+            "answer_prefixes": list(self.answer_prefixes) if self.answer_prefixes else None,
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
         }

@@ -35,13 +35,44 @@ ENV_DISABLE = "TOWNSQUARE_DISABLE_PLUGINS"
 ENV_NO_AUTOLOAD = "TOWNSQUARE_DISABLE_PLUGIN_AUTOLOAD"
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
+    # platforms and feeds
     "townsquare.platforms.in_memory",
+    "townsquare.platforms.mastodon",
     "townsquare.recommenders.chronological",
     "townsquare.recommenders.random_feed",
+    "townsquare.recommenders.mastodon_digest",
+    # personas, embeddings, the no-LLM baseline, metrics
     "townsquare.plugins.persona_files",
     "townsquare.plugins.hash_embedder",
     "townsquare.plugins.embedding_baseline",
     "townsquare.plugins.activity_metrics",
+    # LLM layer: providers, embedders, the middleware chain and its commands
+    "townsquare.plugins.llm_openai",
+    "townsquare.plugins.llm_langchain",
+    "townsquare.plugins.llm_local",
+    "townsquare.plugins.embedder_minilm",
+    "townsquare.plugins.embedder_openai",
+    "townsquare.plugins.llm_cache",
+    "townsquare.plugins.llm_budget",
+    "townsquare.plugins.llm_retry",
+    "townsquare.plugins.llm_concurrency",
+    "townsquare.plugins.llm_commands",
+    # Zhou et al.'s social-media agent
+    "townsquare.plugins.social_agent.personachat_personas",
+    "townsquare.plugins.social_agent.synthetic_personas",
+    "townsquare.plugins.social_agent.persona_dynamic",
+    "townsquare.plugins.social_agent.full_persona",
+    "townsquare.plugins.social_agent.knowledge_boundary",
+    "townsquare.plugins.social_agent.unbounded_knowledge",
+    "townsquare.plugins.social_agent.no_knowledge",
+    "townsquare.plugins.social_agent.hotpotqa_knowledge",
+    "townsquare.plugins.social_agent.social_policy",
+    "townsquare.plugins.social_agent.combined_policy",
+    "townsquare.plugins.social_agent.activity_plan",
+    "townsquare.plugins.social_agent.action_memory",
+    "townsquare.plugins.social_agent.follow_reflection",
+    # reports
+    "townsquare.plugins.run_report",
 )
 
 

@@ -76,6 +76,8 @@ class PopulationConfig(_Strict):
     start_round: int = Field(0, ge=0)
     end_round: int | None = Field(None, ge=0)
     feed_stages: list[FeedStage] = Field(default_factory=list)
+    #: this population's activity model, instead of the scenario's [activity]
+    activity: ActivityConfig | None = None
     #: per-plugin settings for this population only, merged over [plugins.NAME]
     config: dict[str, dict[str, Any]] = Field(default_factory=dict)
 

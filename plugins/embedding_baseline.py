@@ -55,6 +55,8 @@ class EmbeddingBaselineConfig(BaseModel):
     reblog_threshold: float = Field(0.15, ge=-1.0, le=1.0)
     follow_threshold: float = Field(0.20, ge=-1.0, le=1.0)
     post_probability: float = Field(0.3, ge=0.0, le=1.0)
+    #: posts written when the agent posts (Zhou §4.1's initial agents publish 7 each at once)
+    posts_per_step: int = Field(1, ge=1)
     content_file: str | None = Field(None, description="one post per line; relative to the scenario's folder")
 
 
@@ -111,7 +113,7 @@ class EmbeddingBaseline:
                     actions.append(Action(me, "follow", target_agent=author, detail=detail))
         if cfg.post_probability > 0 and ctx.rng.random() < cfg.post_probability:
             pool = self.content or ctx.agent.persona.sentences
-            if pool:
+            for _ in range(cfg.posts_per_step if pool else 0):
                 actions.append(Action(me, "post", text=pool[int(ctx.rng.integers(len(pool)))]))
         return actions
 

@@ -163,3 +163,12 @@ def test_registration():
     assert isinstance(spec.factory(None, BuildContext(services=None, seed=0)), EmbeddingBaseline)
     with pytest.raises(Exception):
         EmbeddingBaselineConfig(post_probability=1.5)
+
+
+def test_posts_per_step(make_plugins, write_scenario, run_scenario):
+    from helpers import read_table, scenario_text
+
+    text = scenario_text(rounds=1, extra="[plugins.embedding_baseline]\npost_probability = 1.0\nposts_per_step = 7\n")
+    run_dir, _ = run_scenario(write_scenario(text))
+    authors = [row[1] for row in read_table(run_dir.path, "posts")]
+    assert authors == ["users-0001"] * 7 + ["users-0002"] * 7 + ["users-0003"] * 7

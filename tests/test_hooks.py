@@ -245,5 +245,5 @@ def test_hook_townsquare_register_llm_middleware(make_plugins, write_scenario, r
     extra = "[plugins.scripted]\npolicy_post_probability = 1.0\n"
     run_dir, _ = run_scenario(write_scenario(scenario_text(rounds=1, count=1, policy="scripted_feed", llm=True, extra=extra)), plugins=plugins)
     assert seen == ["outer", "inner"]
-    rows = [r["component"] for r in run_dir.read_manifest()["slot_table"] if r["slot"] == "llm_middleware"]
+    rows = [r["component"] for r in run_dir.read_manifest()["slot_table"] if r["slot"] == "llm_middleware" and r["plugin"] == "chain"]
     assert rows == ["outer", "inner"]

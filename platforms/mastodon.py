@@ -1,0 +1,307 @@
+"""The Mastodon platform: the kernel's platform protocol over a real Mastodon REST API.
+
+A scenario switches to it with one line (``[platform] name = "mastodon"`` plus ``base_url``);
+agents then post, reply, favourite, reblog and follow as accounts on that server, beside
+whoever else is there. Zhou et al. ran their sandbox on Mastodon the same way (through
+Mastodon.py). The pieces, one per module:
+
+- :mod:`.mastodon_client`: Mastodon.py clients, thread pools, retries, rate limits;
+- :mod:`.mastodon_accounts`: tokens file / environment / API sign-up, and the token store;
+- :mod:`.mastodon_journal`: the exactly-once journal in the run directory;
+- :mod:`.mastodon_writes`: applying a round's actions (serial or parallel);
+- :mod:`.mastodon_feed`: timelines, ranking candidates, search, posts;
+- :mod:`.mastodon_profiles`: profiles, followers, following;
+- :mod:`.mastodon_state`: local ids and what is checkpointed;
+- :mod:`.mastodon_entities`: parsing Status / Account / Relationship;
+- :mod:`.mastodon_cleanup`: ``townsquare mastodon cleanup RUN_DIR``.
+
+Posts default to ``private`` (followers only): a study should not broadcast machine-written
+posts to a server's public timelines unless it means to. Accounts are flagged as bots.
+See ``docs/mastodon.md`` for running a study on your own instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+import numpy as np
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from townsquare import hookimpl
+from townsquare.actions import Action, ActionResult
+from townsquare.errors import UsageError
+from townsquare.platform import AccountView, PostView
+from townsquare.specs import PlatformSpec
+
+from .mastodon_accounts import TokenStore, default_token_store, load_credentials, sign_up, token_store_path, username_for
+from .mastodon_client import RemoteError, Transport
+from .mastodon_entities import parse_account
+from .mastodon_feed import Feeds
+from .mastodon_journal import JOURNAL_NAME, Journal
+from .mastodon_profiles import Profiles
+from .mastodon_state import LocalState
+from .mastodon_writes import Writer
+
+log = structlog.get_logger("townsquare.platforms.mastodon")
+
+class MastodonConfig(BaseModel):
+    """``[platform]`` settings of the Mastodon platform."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(min_length=1)
+    #: a file of access tokens (see :mod:`.mastodon_accounts`); None: ``tokens_env`` or API sign-up
+    tokens: str | None = None
+    #: an environment variable holding the tokens (newline or comma separated)
+    tokens_env: str | None = None
+    #: folder for sign-up tokens (outside the run directory); default $XDG_STATE_HOME/townsquare/mastodon
+    token_store: str | None = None
+    visibility: Literal["private", "unlisted", "public", "direct"] = "private"
+    bot: bool = True
+    update_profile: bool = True
+    #: appended to every profile bio, e.g. a line naming the study and a contact
+    note_suffix: str = ""
+    home_source: Literal["all", "following"] = "all"
+    include_public: bool = True
+    candidate_window: int = Field(500, gt=0)
+    window_hours: float = Field(48.0, gt=0)
+    page_size: int = Field(40, gt=0, le=40)
+    max_pages: int = Field(10, gt=0)
+    write_parallelism: int = Field(1, ge=1, le=32)
+    read_parallelism: int = Field(4, ge=1, le=32)
+    request_timeout: float = Field(30.0, gt=0)
+    max_retries: int = Field(5, ge=0)
+    backoff_base: float = Field(0.5, ge=0)
+    backoff_cap: float = Field(30.0, ge=0)
+    ratelimit_method: Literal["pace", "wait", "throw"] = "pace"
+    max_ratelimit_wait: float = Field(300.0, ge=0)
+    #: Mastodon's own per-account limits, counted here in wall-clock time (0 disables)
+    status_cap: int = Field(300, ge=0)
+    status_cap_hours: float = Field(3.0, gt=0)
+    follow_cap: int = Field(400, ge=0)
+    follow_cap_hours: float = Field(24.0, gt=0)
+    signup_email_domain: str = "example.com"
+    username_prefix: str = Field("ts", pattern=r"^[a-z0-9_]{0,10}$")
+    app_name: str = "townsquare"
+
+
+@dataclass
+class AgentAccount:
+    remote_id: str
+    acct: str
+    token: str = field(repr=False)
+
+
+class MastodonPlatform:
+    """The platform protocol over Mastodon. ``run_dir`` holds the journal (in memory if None)."""
+
+    def __init__(self, config: MastodonConfig, recommender: Any = None, run_dir: str | None = None, base_dir: str = ".",
+                 transport: Transport | None = None):
+        self.config = config
+        self.recommender = recommender
+        self.journal = Journal(Path(run_dir) / JOURNAL_NAME if run_dir else None)
+        self.transport = transport or Transport(
+            config.base_url, request_timeout=config.request_timeout, max_retries=config.max_retries,
+            backoff_base=config.backoff_base, backoff_cap=config.backoff_cap, max_ratelimit_wait=config.max_ratelimit_wait,
+            ratelimit_method=config.ratelimit_method, read_parallelism=config.read_parallelism,
+            write_parallelism=config.write_parallelism,
+        )
+        self.journal.set_meta("base_url", config.base_url)
+        tokens = str((Path(base_dir) / config.tokens).resolve()) if config.tokens else None
+        self.credentials = load_credentials(tokens, config.tokens_env, base_dir)
+        self.store = None
+        if not self.credentials.configured:
+            folder = str(Path(config.token_store).expanduser().resolve()) if config.token_store else self.journal.meta("token_store")
+            if folder is None and run_dir:
+                # Remembered, so a resume from another shell (another $XDG_STATE_HOME) finds it.
+                folder = str(default_token_store())
+                self.journal.set_meta("token_store", folder)
+            path = token_store_path(folder, config.base_url, self.journal.run_key) if folder and run_dir else None
+            self.store = TokenStore(path)
+        self.state = LocalState()
+        self.rng = np.random.default_rng(0)
+        self.accounts: dict[str, AgentAccount] = {}
+        self.agent_of_remote: dict[str, str] = {}
+        self._order: dict[str, int] = {}
+        self._round: int | None = None
+        self._position = 0
+        self._reconciled = False
+        self._ready_lock = asyncio.Lock()
+        self.writer = Writer(self)
+        self.feeds = Feeds(self)
+        self.profiles = Profiles(self)
+
+    async def _ready(self) -> None:
+        """Before the first read or write: settle what a crash left in flight."""
+        if self._reconciled:
+            return
+        async with self._ready_lock:
+            if not self._reconciled:
+                await self.writer.reconcile()
+                self._reconciled = True
+
+    def any_token(self) -> str | None:
+        return next(iter(self.accounts.values())).token if self.accounts else None
+
+    # ------------------------------------------------------------------ accounts
+
+    async def register_account(self, agent_id: str, display_name: str, bio: str) -> AccountView:
+        """Bind an agent to its account (tokens file, or sign-up) and set its profile. On a
+        resumed run the journal already knows the account: no request unless the profile changed."""
+        index = self._order.setdefault(agent_id, len(self._order))
+        known = self.journal.account(agent_id)
+        token = await self._token(agent_id, index, known)
+        try:
+            known = await self._bind(agent_id, token, known, display_name, bio)
+        except RemoteError as exc:
+            where = f"the {self.credentials.source} entry {index + 1}" if self.credentials.configured else "its sign-up token"
+            raise UsageError(f"mastodon: cannot set up the account of {agent_id} ({where}) at {self.config.base_url}: {exc}") from None
+        self.accounts[agent_id] = AgentAccount(known["remote_id"], known["acct"], token)
+        self.agent_of_remote[known["remote_id"]] = agent_id
+        log.debug("mastodon.account", agent=agent_id, acct=known["acct"], remote_id=known["remote_id"])
+        return AccountView(agent_id, known["acct"], display_name, bio)
+
+    async def _bind(self, agent_id: str, token: str, known: dict[str, Any] | None, display_name: str, bio: str) -> dict[str, Any]:
+        if known is None:
+            me = parse_account(await self.transport.read(token, lambda c: c.me(), f"verify the account of {agent_id}"))
+            source = self.credentials.source if self.credentials.configured else "signup"
+            self.journal.put_account(agent_id, me.id, me.username, me.acct, source, None, self._order[agent_id])
+            known = self.journal.account(agent_id)
+        assert known is not None
+        note = (bio + ("\n\n" + self.config.note_suffix if self.config.note_suffix else "")).strip()
+        profile = hashlib.sha256(repr((display_name, note, self.config.bot)).encode()).hexdigest()[:16]
+        if self.config.update_profile and known["profile"] != profile:
+            await self.transport.write(
+                token, lambda c: c.account_update_credentials(display_name=display_name[:30], note=note[:500], bot=self.config.bot),
+                f"set the profile of {agent_id}",
+            )
+            self.journal.put_account(agent_id, known["remote_id"], known["username"], known["acct"], known["source"], profile,
+                                     known["index"])
+        return known
+
+    async def _token(self, agent_id: str, index: int, known: dict[str, Any] | None) -> str:
+        if self.credentials.configured:
+            token = self.credentials.token_for(agent_id, index)
+            if token is None:
+                raise UsageError(f"mastodon: no token for agent {agent_id} (agent number {index + 1}; "
+                                 f"the {self.credentials.source} holds {len(self.credentials)})")
+            return token
+        assert self.store is not None
+        token = self.store.tokens.get(agent_id)
+        if token is not None:
+            return token
+        if known is not None:
+            raise UsageError(f"mastodon: the sign-up token of {agent_id} ({known['acct']}) is not in {self.store.path}; "
+                             "was the token store moved or deleted?")
+        username = username_for(agent_id, self.journal.run_key, self.config.username_prefix)
+        store, config, transport = self.store, self.config, self.transport
+        log.info("mastodon.sign_up", agent=agent_id, username=username)
+        return await transport.run_read(lambda: sign_up(transport, store, agent_id, username, config.signup_email_domain, config.app_name))
+
+    async def profile(self, agent_id: str) -> AccountView | None:
+        await self._ready()
+        return await self.profiles.profile(agent_id)
+
+    async def followers(self, agent_id: str) -> list[str]:
+        await self._ready()
+        return await self.profiles.relations(agent_id, "followers")
+
+    async def following(self, agent_id: str) -> list[str]:
+        await self._ready()
+        return await self.profiles.relations(agent_id, "following")
+
+    # ------------------------------------------------------------------ writes
+
+    async def apply(self, action: Action, round: int, now: str) -> ActionResult:
+        """One action; its journal key is its position among this round's ``apply`` calls."""
+        if round != self._round:
+            self._round, self._position = round, 0
+        position, self._position = self._position, self._position + 1
+        await self._ready()
+        try:
+            (result,) = await self.writer.apply([action], round, now, position)
+        finally:
+            self.feeds.invalidate()
+        self._applied(round)
+        return result
+
+    async def apply_batch(self, actions: Sequence[Action], round: int, now: str) -> list[ActionResult]:
+        """A round's actions in apply order; answers in the same order (see :mod:`.mastodon_writes`)."""
+        self._round, self._position = round, len(actions)
+        await self._ready()
+        try:
+            results = await self.writer.apply(list(actions), round, now, 0)
+        finally:
+            self.feeds.invalidate()  # whatever reached the server changed it
+        self._applied(round)
+        return results
+
+    def _applied(self, round: int) -> None:
+        self.state.applied_round = max(self.state.applied_round, round)
+        self.feeds.invalidate()
+
+    # ------------------------------------------------------------------ reads
+
+    async def home_timeline(self, viewer: str, limit: int, *, rng: Any = None, author_filter: set[str] | None = None) -> list[PostView]:
+        """The viewer's unread candidates (see :mod:`.mastodon_feed`), ranked by the recommender."""
+        await self._ready()
+        return await self.feeds.home_timeline(viewer, limit, rng, author_filter)
+
+    async def public_timeline(self, limit: int) -> list[PostView]:
+        await self._ready()
+        return await self.feeds.public_timeline(limit)
+
+    async def search(self, query: str, limit: int) -> list[PostView]:
+        await self._ready()
+        return await self.feeds.search(query, limit)
+
+    async def get_post(self, post_id: str) -> PostView | None:
+        await self._ready()
+        return await self.feeds.get_post(post_id)
+
+    # ------------------------------------------------------------------ state
+
+    def get_state(self) -> dict[str, Any]:
+        return {"local": self.state.get_state(), "rng": self.rng.bit_generator.state}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.state.set_state(state.get("local", {}))
+        if "rng" in state:
+            self.rng.bit_generator.state = state["rng"]
+        self._round = None
+        self.feeds.invalidate()
+
+    async def aclose(self) -> None:
+        self.transport.close()
+        self.journal.close()
+
+
+def build_mastodon(config: MastodonConfig, ctx: Any) -> MastodonPlatform:
+    services = getattr(ctx, "services", None)
+    return MastodonPlatform(config, recommender=getattr(services, "recommender", None), run_dir=getattr(services, "run_dir", None),
+                            base_dir=getattr(ctx, "base_dir", ".") or ".")
+
+
+@hookimpl
+def townsquare_register_platforms():
+    return [
+        PlatformSpec(
+            "mastodon", build_mastodon, config_model=MastodonConfig, priority=0,
+            description="a Mastodon server through Mastodon.py (pip install -e \".[mastodon]\")",
+        )
+    ]
+
+
+@hookimpl
+def townsquare_register_commands(cli):
+    from .mastodon_cleanup import register
+
+    register(cli)
+
+
+__all__ = ["MastodonConfig", "MastodonPlatform", "RemoteError", "build_mastodon"]

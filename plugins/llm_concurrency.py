@@ -1,0 +1,48 @@
+"""The LLM concurrency limit (order 40): at most ``limit`` calls in flight, run-wide.
+
+One semaphore shared by every agent; ``[plugins.llm_concurrency] limit`` defaults to the
+scenario's ``engine.concurrency``. ``peak`` is the most calls seen in flight at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from townsquare import hookimpl
+from townsquare.llm import Handler, LLMRequest, LLMResponse
+from townsquare.specs import LLMMiddlewareSpec
+
+
+class ConcurrencyConfig(BaseModel):
+    """``[plugins.llm_concurrency]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int | None = Field(None, gt=0)
+
+
+class LLMConcurrency:
+    def __init__(self, config: ConcurrencyConfig, ctx: Any):
+        scenario = getattr(ctx, "scenario", None)
+        self.limit = config.limit or (scenario.engine.concurrency if scenario is not None else 64)
+        self._slots = asyncio.Semaphore(self.limit)
+        self.active = 0
+        self.peak = 0
+
+    async def __call__(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
+        async with self._slots:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+            try:
+                return await call_next(request)
+            finally:
+                self.active -= 1
+
+
+@hookimpl
+def townsquare_register_llm_middleware():
+    return [LLMMiddlewareSpec("llm_concurrency", LLMConcurrency, config_model=ConcurrencyConfig, order=40,
+                              description="at most N LLM calls in flight, run-wide")]

@@ -1,0 +1,10 @@
+"""The run report behind ``townsquare report RUN`` (the command is registered by
+:mod:`townsquare.plugins.run_report`).
+
+* :mod:`.tables`: queries over ``events.sqlite`` and the manifest;
+* :mod:`.text_metrics`: distinct-1/2 (Li et al., 2016);
+* :mod:`.similarity`: persona similarity of engaged vs browsed-only posts (Zhou et al. Table 1);
+* :mod:`.figures`: the plots (matplotlib, Agg);
+* :mod:`.html`: the self-contained page;
+* :mod:`.build`: the sections, put together.
+"""

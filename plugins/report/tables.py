@@ -1,0 +1,207 @@
+"""What the report reads from a run directory: the manifest and queries over ``events.sqlite``.
+
+Every function takes an open :class:`sqlite3.Connection` and returns plain Python data (no
+plotting here), so tests can check the numbers one by one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from townsquare.errors import UsageError
+from townsquare.persona import Persona
+from townsquare.rundir import RunDir
+
+#: Action kinds in the order the report lists them (the paper's order, then the rest).
+KIND_ORDER = ("browse", "like", "reblog", "comment", "post", "follow", "unfollow")
+
+
+@dataclass
+class Run:
+    path: Path
+    manifest: dict[str, Any]
+    db: sqlite3.Connection
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def open_run(path: str | Path) -> Run:
+    """A run directory's manifest and trace; a one-line UsageError when it is not one."""
+    run_dir = RunDir.open(path)
+    if not run_dir.events_path.is_file():
+        raise UsageError(f"{path}: not a run directory (no events.sqlite)")
+    manifest = run_dir.read_manifest()
+    db = sqlite3.connect(f"file:{run_dir.events_path}?mode=ro", uri=True)
+    try:
+        db.execute("SELECT 1 FROM agents LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise UsageError(f"{run_dir.events_path}: not a townsquare trace ({exc})") from None
+    return Run(run_dir.path, manifest, db)
+
+
+# --------------------------------------------------------------------------- agents and posts
+
+
+@dataclass
+class AgentRow:
+    agent_id: str
+    name: str
+    population: str
+    persona: Persona
+
+
+def agents(db: sqlite3.Connection) -> list[AgentRow]:
+    rows = db.execute("SELECT agent_id, name, population, persona FROM agents ORDER BY idx").fetchall()
+    out = []
+    for agent_id, name, population, persona in rows:
+        try:
+            data = json.loads(persona) if persona else {"name": name}
+        except json.JSONDecodeError:
+            data = {"name": name}
+        out.append(AgentRow(agent_id, name, population, Persona.from_dict({"name": name, **data})))
+    return out
+
+
+def post_texts(db: sqlite3.Connection, comments: bool) -> list[str]:
+    """Texts of top-level posts (``comments=False``) or of comments (posts with ``reply_to``)."""
+    where = "reply_to IS NOT NULL" if comments else "reply_to IS NULL"
+    return [t for (t,) in db.execute(f"SELECT text FROM posts WHERE {where} ORDER BY round, rowid") if t]
+
+
+def posts_by_id(db: sqlite3.Connection) -> dict[str, tuple[str, str]]:
+    """post id -> (author id, text)."""
+    return {pid: (author, text or "") for pid, author, text in db.execute("SELECT post_id, author_id, text FROM posts")}
+
+
+# --------------------------------------------------------------------------- followers
+
+
+def follower_counts(db: sqlite3.Connection, agent_ids: list[str]) -> dict[str, int]:
+    """Followers of each agent at the end of the run: the ``follows`` table replayed in order
+    (a follow adds the edge follower -> followee, an unfollow removes it). Agents nobody
+    follows count 0."""
+    edges: set[tuple[str, str]] = set()
+    for follower, followee, kind in db.execute("SELECT follower, followee, kind FROM follows ORDER BY seq"):
+        if kind == "follow":
+            edges.add((follower, followee))
+        elif kind == "unfollow":
+            edges.discard((follower, followee))
+    counts = dict.fromkeys(agent_ids, 0)
+    for _, followee in edges:
+        counts[followee] = counts.get(followee, 0) + 1
+    return counts
+
+
+def follow_events(db: sqlite3.Connection) -> Counter:
+    return Counter(kind for (kind,) in db.execute("SELECT kind FROM follows"))
+
+
+# --------------------------------------------------------------------------- actions
+
+
+def rounds_played(db: sqlite3.Connection) -> list[tuple[int, str]]:
+    """(round, simulated time) of every finished round."""
+    return [(int(r), t) for r, t in db.execute("SELECT round, sim_time FROM rounds ORDER BY round")]
+
+
+def actions_per_round(db: sqlite3.Connection) -> dict[str, dict[int, int]]:
+    """kind -> round -> number of actions the platform accepted."""
+    out: dict[str, dict[int, int]] = defaultdict(dict)
+    for kind, r, n in db.execute("SELECT kind, round, COUNT(*) FROM actions WHERE ok = 1 GROUP BY kind, round"):
+        out[kind][int(r)] = int(n)
+    return dict(out)
+
+
+def action_totals(db: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Per kind: accepted and refused actions, in :data:`KIND_ORDER` (unknown kinds last)."""
+    rows = db.execute("SELECT kind, SUM(ok = 1), SUM(ok = 0) FROM actions GROUP BY kind").fetchall()
+    found = {kind: (int(ok or 0), int(bad or 0)) for kind, ok, bad in rows}
+    order = [k for k in KIND_ORDER if k in found] + sorted(set(found) - set(KIND_ORDER))
+    return [{"kind": k, "ok": found[k][0], "refused": found[k][1]} for k in order]
+
+
+def engagement(db: sqlite3.Connection) -> dict[str, dict[str, set[str]]]:
+    """agent -> {"browse": posts it was shown, "like"/"reblog"/"comment": posts it acted on}.
+
+    Only accepted actions count; ``browse`` actions carry their posts as a JSON list in
+    ``post_ids``."""
+    out: dict[str, dict[str, set[str]]] = defaultdict(lambda: {k: set() for k in ("browse", "like", "reblog", "comment")})
+    query = "SELECT agent_id, kind, target_post, post_ids FROM actions WHERE ok = 1 AND kind IN ('browse','like','reblog','comment')"
+    for agent, kind, target, post_ids in db.execute(query):
+        if kind == "browse":
+            try:
+                out[agent]["browse"].update(str(p) for p in json.loads(post_ids or "[]"))
+            except json.JSONDecodeError:
+                continue
+        elif target:
+            out[agent][kind].add(target)
+    return dict(out)
+
+
+def own_posts(db: sqlite3.Connection) -> dict[str, list[str]]:
+    """agent -> texts of its top-level posts."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for author, text in db.execute("SELECT author_id, text FROM posts WHERE reply_to IS NULL ORDER BY round, rowid"):
+        if text:
+            out[author].append(text)
+    return dict(out)
+
+
+# --------------------------------------------------------------------------- LLM calls
+
+#: ``parse_failure`` rows record an unusable answer, not an extra request to the provider.
+NOT_A_CALL = ("parse_failure",)
+
+
+def llm_status_counts(db: sqlite3.Connection) -> dict[str, int]:
+    return {s: int(n) for s, n in db.execute("SELECT status, COUNT(*) FROM llm_calls GROUP BY status ORDER BY status")}
+
+
+def llm_totals(db: sqlite3.Connection) -> dict[str, Any]:
+    calls, prompt, completion, cost, latency = db.execute(
+        "SELECT COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cost), AVG(latency_ms) FROM llm_calls "
+        "WHERE status NOT IN (%s)" % ",".join("?" * len(NOT_A_CALL)), NOT_A_CALL).fetchone()
+    return {"calls": int(calls), "prompt_tokens": int(prompt or 0), "completion_tokens": int(completion or 0),
+            "cost": cost, "mean_latency_ms": latency}
+
+
+def llm_by_purpose(db: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Per purpose: calls, tokens, cost, mean latency and the status counts."""
+    rows = db.execute(
+        "SELECT COALESCE(purpose, '-'), status, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cost), "
+        "SUM(latency_ms) FROM llm_calls GROUP BY 1, 2").fetchall()
+    out: dict[str, dict[str, Any]] = {}
+    for purpose, status, n, prompt, completion, cost, latency in rows:
+        row = out.setdefault(purpose, {"purpose": purpose, "calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                       "cost": None, "latency_ms": 0.0, "statuses": {}})
+        row["statuses"][status] = int(n)
+        if status in NOT_A_CALL:
+            continue
+        row["calls"] += int(n)
+        row["prompt_tokens"] += int(prompt or 0)
+        row["completion_tokens"] += int(completion or 0)
+        row["latency_ms"] += float(latency or 0.0)
+        if cost is not None:
+            row["cost"] = (row["cost"] or 0.0) + float(cost)
+    for row in out.values():
+        row["mean_latency_ms"] = row.pop("latency_ms") / row["calls"] if row["calls"] else None
+    return sorted(out.values(), key=lambda r: (-r["calls"], r["purpose"]))
+
+
+def llm_per_round(db: sqlite3.Connection) -> dict[str, dict[int, tuple[int, int]]]:
+    """purpose -> round -> (calls, prompt + completion tokens). Round -1: calls made while the
+    run was built (persona enrichment, say)."""
+    out: dict[str, dict[int, tuple[int, int]]] = defaultdict(dict)
+    rows = db.execute(
+        "SELECT COALESCE(purpose, '-'), round, COUNT(*), SUM(COALESCE(prompt_tokens, 0) + COALESCE(completion_tokens, 0)) "
+        "FROM llm_calls WHERE status NOT IN (%s) GROUP BY 1, 2" % ",".join("?" * len(NOT_A_CALL)), NOT_A_CALL)
+    for purpose, r, n, tokens in rows:
+        out[purpose][int(r)] = (int(n), int(tokens or 0))
+    return dict(out)

@@ -1,0 +1,37 @@
+"""Persona knowledge ``no_knowledge``: no outside knowledge (Zhou et al. appendix G, "w/o KB").
+
+Posts are then written from the persona alone (the paper's table 10 prompt rather than
+table 9). Needs no knowledge source.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from townsquare import hookimpl
+from townsquare.specs import PersonaComponentSpec
+
+
+class NoKnowledge:
+    """Adopts nothing, asks nothing."""
+
+    async def knowledge_for(self, ctx: Any, topic: str) -> list[Any]:
+        return []
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        pass
+
+
+def build_no_knowledge(config: None, ctx: Any) -> NoKnowledge:
+    return NoKnowledge()
+
+
+@hookimpl
+def townsquare_register_persona_components():
+    return [
+        PersonaComponentSpec("no_knowledge", build_no_knowledge, persona_kind="knowledge",
+                             description="no outside knowledge (Zhou appendix G, w/o KB)"),
+    ]

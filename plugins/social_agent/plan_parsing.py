@@ -1,0 +1,325 @@
+"""Zhou et al.'s activity plan (§3.1.3, appendix table 11) as data: parsing, the fallback plan,
+time windows and action quotas. Not a plugin; ``activity_plan`` builds on it.
+
+The plan is six lines in the paper's format::
+
+    Browsing time period: 19:00-21:30
+    Probability of liking: 30%
+    Probability of forwarding: 10%
+    Probability of commenting: 5%
+    Posting time period: day 3-18:00-20:00
+    Frequency of posting: 4 times per week
+
+:func:`parse_plan` reads it strictly: one regex per line (case-insensitive; markdown ``**`` and
+list bullets are ignored, a trailing full stop is allowed), every line required, ranges checked
+(percentages 0-100, ``HH`` 0-23 and ``MM`` 0-59 with ``24:00`` allowed as an end, a window
+with start = end is empty and rejected, ``day`` 1-7, a weekly frequency from 0 to a cap).
+A window whose end is before its start runs past midnight (``22:00-01:00``).
+
+Where the paper is silent, we choose:
+
+* "day x" is the x-th day of the simulated week. Simulated weeks are counted from midnight of
+  the day the clock starts (``clock.start``), so day 1 is the first simulated day; with the
+  default start (Monday 2024-01-01) day x is also the ISO weekday. ``activity_plan`` can
+  instead read the posting period as a daily one (``post_days = "daily"``).
+* A round takes part in a window when the round's time span ``[now, now + minutes_per_round)``
+  overlaps it, so a window shorter than a round is not missed.
+* Probabilities become quotas per browse session (one active round's feed):
+  ``quota = floor(p / 100 * posts browsed + 0.5)`` (half up: 30% of 10 posts is 3 likes, 25% of
+  10 is 3). The paper says only that it converts the probabilities into numbers of actions
+  (§3.1.3); the agent never exceeds them.
+* The weekly posts are spread evenly over the rounds of the week's posting windows, in order:
+  slot ``i`` of ``n`` gets ``floor((i + 1) f / n) - floor(i f / n)`` of the ``f`` posts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+MINUTES_PER_DAY = 24 * 60
+
+
+class PlanFormatError(ValueError):
+    """A plan answer that does not fit the format; ``problems`` says what is wrong, per line."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Window:
+    """A daily time window in minutes after midnight: ``start`` in [0, 1440), ``end`` in
+    (0, 1440]; ``end <= start`` means it runs past midnight."""
+
+    start: int
+    end: int
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start if self.end > self.start else self.end + MINUTES_PER_DAY - self.start
+
+    def text(self) -> str:
+        return f"{_clock(self.start)}-{_clock(self.end)}"
+
+
+def _clock(minutes: int) -> str:
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A parsed plan. Probabilities are percentages (0-100)."""
+
+    browse: Window
+    like: float
+    forward: float
+    comment: float
+    post_day: int
+    post: Window
+    posts_per_week: int
+
+    def text(self) -> str:
+        """The plan in the paper's format."""
+        return "\n".join([
+            f"Browsing time period: {self.browse.text()}",
+            f"Probability of liking: {self.like:g}%",
+            f"Probability of forwarding: {self.forward:g}%",
+            f"Probability of commenting: {self.comment:g}%",
+            f"Posting time period: day {self.post_day}-{self.post.text()}",
+            f"Frequency of posting: {self.posts_per_week} times per week",
+        ])
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+        return cls(
+            browse=Window(**data["browse"]), like=float(data["like"]), forward=float(data["forward"]),
+            comment=float(data["comment"]), post_day=int(data["post_day"]), post=Window(**data["post"]),
+            posts_per_week=int(data["posts_per_week"]),
+        )
+
+
+# --------------------------------------------------------------------------- parsing
+
+_TIME = r"(\d{1,2}):(\d{2})"
+_DASH = r"\s*[-\u2013\u2014~]\s*"
+_END = r"\s*\.?\s*$"
+_PERCENT = r"(\d{1,3}(?:\.\d+)?)\s*%"
+_LINES = {
+    "browse": re.compile(rf"^browsing time period\s*:\s*{_TIME}{_DASH}{_TIME}{_END}", re.I | re.M),
+    "like": re.compile(rf"^probability of liking\s*:\s*{_PERCENT}{_END}", re.I | re.M),
+    "forward": re.compile(rf"^probability of forwarding\s*:\s*{_PERCENT}{_END}", re.I | re.M),
+    "comment": re.compile(rf"^probability of commenting\s*:\s*{_PERCENT}{_END}", re.I | re.M),
+    "post": re.compile(rf"^posting time period\s*:\s*day\s*(\d{{1,2}}){_DASH}{_TIME}{_DASH}{_TIME}{_END}", re.I | re.M),
+    "frequency": re.compile(rf"^frequency of posting\s*:\s*(\d{{1,4}})\s*times?\s*(?:per|a|/)\s*week{_END}", re.I | re.M),
+}
+_LABELS = {
+    "browse": "Browsing time period", "like": "Probability of liking", "forward": "Probability of forwarding",
+    "comment": "Probability of commenting", "post": "Posting time period", "frequency": "Frequency of posting",
+}
+_BULLET = re.compile(r"^[ \t]*(?:[-*\u2022]|\d+[.)])[ \t]+", re.M)
+
+
+def _minutes(hours: str, minutes: str, *, end: bool) -> int | None:
+    h, m = int(hours), int(minutes)
+    if end and h == 24 and m == 0:
+        return MINUTES_PER_DAY
+    if 0 <= h <= 23 and 0 <= m <= 59:
+        return h * 60 + m
+    return None
+
+
+def _window(groups: tuple[str, ...], label: str, problems: list[str]) -> Window | None:
+    start = _minutes(groups[0], groups[1], end=False)
+    end = _minutes(groups[2], groups[3], end=True)
+    if start is None or end is None:
+        problems.append(f"{label}: {groups[0]}:{groups[1]}-{groups[2]}:{groups[3]} is not a valid time period")
+        return None
+    if start == end % MINUTES_PER_DAY:
+        problems.append(f"{label}: the period is empty")
+        return None
+    return Window(start, end)
+
+
+def parse_plan(text: str, max_posts_per_week: int = 70) -> Plan:
+    """The plan in ``text``; raises :class:`PlanFormatError` listing every problem."""
+    cleaned = _BULLET.sub("", text.replace("**", "").replace("\r", ""))
+    found: dict[str, tuple[str, ...]] = {}
+    problems: list[str] = []
+    for key, pattern in _LINES.items():
+        match = pattern.search(cleaned)
+        if match is None:
+            problems.append(f"no line '{_LABELS[key]}: ...' in the expected format")
+        else:
+            found[key] = match.groups()
+    if problems:
+        raise PlanFormatError(problems)
+    browse = _window(found["browse"], _LABELS["browse"], problems)
+    percents = {}
+    for key in ("like", "forward", "comment"):
+        value = float(found[key][0])
+        if not 0 <= value <= 100:
+            problems.append(f"{_LABELS[key]}: {value:g}% is outside 0-100%")
+        percents[key] = value
+    day = int(found["post"][0])
+    if not 1 <= day <= 7:
+        problems.append(f"{_LABELS['post']}: day {day} is not a day of the week (1-7)")
+    post = _window(found["post"][1:], _LABELS["post"], problems)
+    frequency = int(found["frequency"][0])
+    if frequency > max_posts_per_week:
+        problems.append(f"{_LABELS['frequency']}: {frequency} is more than {max_posts_per_week} times per week")
+    if problems or browse is None or post is None:
+        raise PlanFormatError(problems)
+    return Plan(browse, percents["like"], percents["forward"], percents["comment"], day, post, frequency)
+
+
+# --------------------------------------------------------------------------- activity and fallback
+
+
+def activity_fraction(level: float) -> float:
+    """The activity level shown to the plan prompt, in (0, 1] ("full activity level is 1").
+
+    The kernel reads an agent's Pareto level ``x`` as its expected number of sessions per
+    simulated day (a Poisson process; see ``townsquare.activity``). We show the chance that
+    the agent has at least one session in a day, ``1 - exp(-x)``: 0.63 at x = 1 (the default
+    x_min), 0.86 at x = 2, 0.95 at x = 3, 1 for ``activity.model = "always"`` (x = inf). Values
+    are clipped to [0.01, 1] so the prompt never reads 0. The paper feeds a level in (0, 1]
+    without saying how it maps its Pareto draw there (§3.2.3, table 11).
+    """
+    if math.isnan(level):
+        return 0.01
+    if math.isinf(level):
+        return 1.0 if level > 0 else 0.01
+    return min(1.0, max(0.01, 1.0 - math.exp(-max(level, 0.0))))
+
+
+def _half_up(value: float) -> int:
+    return int(math.floor(value + 0.5))
+
+
+def fallback_plan(activity: float) -> Plan:
+    """The plan used when the model's answer cannot be read even after one repair request:
+    derived from the activity fraction ``a`` alone, so it is deterministic.
+
+    Browse from 20:00 for ``1 + round(3a)`` hours; like, forward, comment with ``round(30a)``,
+    ``round(10a)``, ``round(5a)`` percent; post ``max(1, round(7a))`` times a week on day 1,
+    18:00-20:00. (Our numbers: the paper has no fallback.)
+    """
+    a = min(1.0, max(0.0, activity))
+    hours = 1 + _half_up(3 * a)
+    browse = Window(20 * 60, min(MINUTES_PER_DAY, 20 * 60 + hours * 60))
+    return Plan(browse, float(_half_up(30 * a)), float(_half_up(10 * a)), float(_half_up(5 * a)), 1,
+                Window(18 * 60, 20 * 60), max(1, _half_up(7 * a)))
+
+
+def quota(percent: float, posts: int, rng: Any = None) -> int:
+    """How many of ``posts`` browsed posts may get an action done with ``percent`` probability
+    (Zhou §3.1.3: "we convert the action probability into the number of actions").
+
+    The paper does not say how a fractional number of actions rounds. With ``rng`` (the agent's
+    generator) it rounds stochastically: ``floor(x)`` plus one with probability ``x - floor(x)``,
+    so the expected number is exactly ``percent / 100 * posts``. A fixed rounding would make
+    every probability under ``1 / (2 * posts)`` impossible (10% of a 4-post feed: never).
+    Without ``rng``: half up, ``floor(x + 0.5)`` (30% of 10 -> 3, 35% of 10 -> 4).
+    """
+    exact = percent * posts / 100  # integer arithmetic first, so 35% of 10 is exactly 3.5
+    if rng is None:
+        return max(0, _half_up(exact))
+    whole = math.floor(exact)
+    return max(0, whole + int(rng.random() < exact - whole))
+
+
+# --------------------------------------------------------------------------- windows in simulated time
+
+
+def _occurrences(window: Window, first_day: int, last_day: int, day0: datetime):
+    """(day index, start, end) of the window on days ``first_day..last_day``."""
+    for day in range(first_day, last_day + 1):
+        start = day0 + timedelta(days=day, minutes=window.start)
+        yield day, start, start + timedelta(minutes=window.length)
+
+
+def _day_index(moment: datetime, day0: datetime) -> int:
+    return (moment - day0) // timedelta(days=1)
+
+
+def in_window(window: Window, now: datetime, minutes_per_round: int) -> bool:
+    """True when the round ``[now, now + minutes_per_round)`` overlaps the window on some day."""
+    end = now + timedelta(minutes=minutes_per_round)
+    day0 = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    last = _day_index(end, day0)
+    return any(start < end and now < stop for _, start, stop in _occurrences(window, -1, last, day0))
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The simulated clock as a component sees it: ``start`` is round 0's time."""
+
+    start: datetime
+    minutes_per_round: int
+
+    @classmethod
+    def from_step(cls, now: datetime, round: int, minutes_per_round: int) -> "Clock":
+        return cls(now - timedelta(minutes=round * minutes_per_round), minutes_per_round)
+
+    @property
+    def day0(self) -> datetime:
+        return self.start.replace(hour=0, minute=0, second=0, microsecond=0)
+
+    def round_at(self, moment: datetime) -> float:
+        return (moment - self.start) / timedelta(minutes=self.minutes_per_round)
+
+    def rounds_overlapping(self, start: datetime, end: datetime) -> range:
+        """Rounds whose span overlaps ``[start, end)`` (round numbers may be negative)."""
+        first = math.floor(self.round_at(start))
+        last = math.ceil(self.round_at(end)) - 1
+        return range(first, last + 1)
+
+
+def posts_in_round(plan: Plan, clock: Clock, round: int, daily: bool = False) -> int:
+    """Posts due in ``round``: the week's ``plan.posts_per_week`` spread over the rounds of that
+    week's posting windows (one window on day ``plan.post_day`` of each simulated week, or one
+    every day when ``daily``)."""
+    if plan.posts_per_week <= 0:
+        return 0
+    m = clock.minutes_per_round
+    begin = clock.start + timedelta(minutes=round * m)
+    day0 = clock.day0
+    first, last = _day_index(begin, day0) - 1, _day_index(begin + timedelta(minutes=m), day0)
+    due = 0
+    weeks_done = set()
+    for day, start, stop in _occurrences(plan.post, first, last, day0):
+        if not (daily or day % 7 == plan.post_day - 1) or not (start < begin + timedelta(minutes=m) and begin < stop):
+            continue
+        week = day // 7
+        if week in weeks_done:
+            continue
+        weeks_done.add(week)
+        days = range(7 * week, 7 * week + 7) if daily else [7 * week + plan.post_day - 1]
+        slots = sorted({r for d in days for _, s, e in _occurrences(plan.post, d, d, day0) for r in clock.rounds_overlapping(s, e)})
+        i, n, f = slots.index(round), len(slots), plan.posts_per_week
+        due += (i + 1) * f // n - i * f // n
+    return due
+
+
+@dataclass(frozen=True)
+class PlanSession:
+    """What the plan says about one round, as a policy reads it."""
+
+    browse: bool
+    posts_due: int
+    like: float = 100.0
+    forward: float = 100.0
+    comment: float = 100.0
+
+    def quota(self, kind: str, posts: int, rng: Any = None) -> int:
+        """The most ``kind`` actions (like, reblog, comment) on ``posts`` browsed posts."""
+        percent = {"like": self.like, "reblog": self.forward, "comment": self.comment}[kind]
+        return quota(percent, posts, rng)

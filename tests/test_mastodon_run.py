@@ -1,0 +1,258 @@
+"""The Mastodon platform end to end, over real HTTP: the CLI runs scenarios against a
+mastodon-mock server on 127.0.0.1 (``--set platform.name=mastodon --set platform.base_url=...``,
+accounts by API sign-up), and afterwards the server's counts equal the export's; a run
+SIGKILLed mid-apply and resumed leaves no duplicate on the server and exports what an
+uninterrupted run exports; no token reaches the run directory or the output."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mastodon")
+pytest.importorskip("mastodon_mock")
+
+from helpers import ROOT  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+from mastodon_server import MockMastodon  # noqa: E402
+
+from townsquare.export import export_run  # noqa: E402
+
+PLUGINS = ["-p", "townsquare.platforms.mastodon", "-p", "mastodon_test_plugin"]
+
+PERSONAS = """
+[[populations]]
+name = "users"
+count = {count}
+slots = {{ policy = "{policy}" }}
+[populations.personas]
+name = "inline"
+items = [
+  {{ name = "Ada", sentences = ["I love hiking in the mountains.", "I cook vegan food."] }},
+  {{ name = "Bo", sentences = ["I play jazz piano at night.", "Mountains and hiking relax me."] }},
+  {{ name = "Cy", sentences = ["I follow football every weekend.", "I cook spicy food for friends."] }},
+]
+"""
+
+
+def scenario(tmp_path: Path, policy: str = "mastodon_chatty", rounds: int = 3, count: int = 4, extra: str = "") -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(f'name = "m"\nseed = 7\nrounds = {rounds}\n[activity]\nmodel = "always"\n{extra}'
+                    + PERSONAS.format(count=count, policy=policy))
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with MockMastodon(tmp_path_factory.mktemp("mastodon-mock")) as srv:
+        yield srv
+
+
+@pytest.fixture
+def mock(server):
+    server.reset()
+    return server
+
+
+def cli(*args: str, state: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "support"), "XDG_STATE_HOME": str(state), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "townsquare.cli", *args], capture_output=True, text=True, env=full_env, timeout=300)
+
+
+def run(tmp_path: Path, mock: MockMastodon, out: str, *extra: str, env: dict[str, str] | None = None,
+        scenario_path: Path | None = None) -> subprocess.CompletedProcess:
+    path = scenario_path or scenario(tmp_path)
+    return cli("run", str(path), "--out", str(tmp_path / out), *PLUGINS, "--set", "platform.name=mastodon",
+               "--set", f"platform.base_url={mock.url}", *extra, state=tmp_path / "state", env=env)
+
+
+def tables(run_dir: Path) -> dict[str, list[dict[str, str]]]:
+    import csv
+
+    out = run_dir.parent / f"export-{run_dir.name}"
+    export_run(run_dir / "events.sqlite", "csv", out)
+    result = {}
+    for path in sorted(out.glob("*.csv")):
+        with open(path, newline="") as fh:
+            result[path.stem] = list(csv.DictReader(fh))
+    return result
+
+
+def without_remote_ids(data: dict[str, list[dict[str, str]]]) -> dict[str, list[dict[str, str]]]:
+    return {table: [{k: v for k, v in row.items() if k not in ("remote_id", "latency_ms")} for row in rows]
+            for table, rows in data.items()}
+
+
+def journal_accounts(run_dir: Path) -> dict[str, str]:
+    db = sqlite3.connect(run_dir / "mastodon_journal.sqlite")
+    try:
+        return dict(db.execute("SELECT agent_id, remote_id FROM accounts"))
+    finally:
+        db.close()
+
+
+def assert_server_matches_export(mock: MockMastodon, run_dir: Path) -> dict[str, int]:
+    """Statuses, favourites, reblogs, replies and follows on the server equal the export's."""
+    data = tables(run_dir)
+    ok = Counter(row["kind"] for row in data["actions"] if row["ok"] == "1")
+    client = mock.client("mock_token")  # the mock's seeded account; it does not enforce visibility on GET
+    statuses = [client.status(row["remote_id"]) for row in data["posts"]]
+    assert len({row["remote_id"] for row in data["posts"]}) == len(data["posts"])
+    assert mock.stats()["status_count"] == ok["post"] + ok["comment"] + ok["reblog"]
+    assert sum(s.favourites_count for s in statuses) == ok["like"]
+    assert sum(s.reblogs_count for s in statuses) == ok["reblog"]
+    assert sum(s.replies_count for s in statuses) == ok["comment"]
+    accounts = journal_accounts(run_dir)
+    agent_of = {remote: agent for agent, remote in accounts.items()}
+    edges = set()
+    for agent, remote in accounts.items():
+        for account in client.fetch_remaining(client.account_following(remote, limit=80)):
+            edges.add((agent, agent_of[str(account.id)]))
+    expected = set()
+    for row in data["follows"]:
+        edge = (row["follower"], row["followee"])
+        (expected.add if row["kind"] == "follow" else expected.discard)(edge)
+    assert edges == expected
+    for row, status in zip(data["posts"], statuses):
+        assert status.visibility == "private"  # the default: followers only
+        if row["reply_to"]:
+            parent = next(p for p in data["posts"] if p["post_id"] == row["reply_to"])
+            assert str(status.in_reply_to_id) == parent["remote_id"]
+    return dict(ok)
+
+
+def tokens_of(state: Path) -> list[str]:
+    tokens = []
+    for path in (state / "townsquare" / "mastodon").glob("*.tokens"):
+        assert path.stat().st_mode & 0o777 == 0o600
+        for line in path.read_text().splitlines():
+            fields = line.split("\t")
+            tokens += fields[1:] if fields[0] != "@app" else fields[2:]
+    return tokens
+
+
+def assert_no_token_leaks(tokens: list[str], run_dir: Path, outputs: list[str]) -> None:
+    assert tokens
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert any(p.name == "mastodon_journal.sqlite" for p in files)
+    for token in tokens:
+        needle = token.encode()
+        for path in files:
+            assert needle not in path.read_bytes(), f"a token appears in {path}"
+        for text in outputs:
+            assert token not in text, "a token appears in the output"
+
+
+# --------------------------------------------------------------------------- tests
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(server, tmp_path_factory):
+    """An uninterrupted run of the chatty scenario (serial writes), checked against the server."""
+    server.reset()
+    tmp = tmp_path_factory.mktemp("whole")
+    result = run(tmp, server, "whole", env={"TOWNSQUARE_LOG_LEVEL": "debug"})  # the most talkative logs
+    assert result.returncode == 0, result.stderr
+    counts = assert_server_matches_export(server, tmp / "whole")
+    return {"tables": without_remote_ids(tables(tmp / "whole")), "counts": counts, "dir": tmp, "result": result}
+
+
+def test_run_against_mastodon_mock_counts_match_export(uninterrupted):
+    counts, tmp = uninterrupted["counts"], uninterrupted["dir"]
+    assert counts["post"] and counts["like"] and counts["reblog"] and counts["comment"] and counts["follow"]
+    assert json.loads((tmp / "whole" / "manifest.json").read_text())["status"] == "finished"
+    result = uninterrupted["result"]
+    assert_no_token_leaks(tokens_of(tmp / "state"), tmp / "whole", [result.stdout, result.stderr])
+
+
+@pytest.mark.parametrize("kill,parallelism", [("2:3:lost", 1), ("1:3:after", 4)])
+def test_killed_mid_apply_then_resumed_leaves_no_duplicates(tmp_path, server, uninterrupted, kill, parallelism):
+    server.reset()
+    options = ["--set", f"platform.write_parallelism={parallelism}"]
+    killed = run(tmp_path, server, "killed", *options, env={"MASTODON_KILL": kill})
+    assert killed.returncode == -9, killed.stderr
+    kill_round = int(kill.split(":")[0])
+    db = sqlite3.connect(tmp_path / "killed" / "mastodon_journal.sqlite")
+    states = dict(db.execute("SELECT state, COUNT(*) FROM writes WHERE round = ? GROUP BY state", (kill_round,)).fetchall())
+    db.close()
+    assert states.get("done", 0) >= 2  # writes of the killed round had reached the server
+    if kill.endswith("lost"):
+        assert states.get("intent") == 1  # the one whose answer died with the process
+
+    resumed = cli("resume", str(tmp_path / "killed"), state=tmp_path / "state")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_server_matches_export(server, tmp_path / "killed")
+    assert without_remote_ids(tables(tmp_path / "killed")) == uninterrupted["tables"]
+    tokens = tokens_of(tmp_path / "state")
+    assert_no_token_leaks(tokens, tmp_path / "killed", [killed.stdout, killed.stderr, resumed.stdout, resumed.stderr])
+
+
+def test_tokens_file_accounts_and_resume(tmp_path, mock):
+    """Operator-provisioned accounts from a tokens file (AGENT_ID TOKEN lines). The manifest
+    keeps the file's path (a reference, not a secret); a resumed run reads the file again."""
+    tokens = []
+    lines = []
+    for k in range(1, 4):
+        made = mock._request("POST", "/api/v1/_mock/dev_user", {"username": f"op_user{k}", "display_name": f"Op {k}"})
+        tokens.append(made["access_token"])
+        lines.append(f"users-{k:04d}\t{made['access_token']}")
+    (tmp_path / "tokens.txt").write_text("# provisioned by the operator\n" + "\n".join(lines) + "\n")
+    path = scenario(tmp_path, policy="embedding_baseline", rounds=2, count=3,
+                    extra="[engine]\ncheckpoint_every = 1\n[plugins.embedding_baseline]\npost_probability = 0.9\n")
+    first = run(tmp_path, mock, "r", "--set", f"platform.tokens={tmp_path / 'tokens.txt'}", "--set", "platform.visibility=unlisted",
+                scenario_path=path)
+    assert first.returncode == 0, first.stderr
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["scenario"]["platform"]["tokens"] == str(tmp_path / "tokens.txt")
+    accounts = journal_accounts(tmp_path / "r")
+    me = mock.client(tokens[0]).me()
+    assert accounts["users-0001"] == str(me.id) and me.bot and me.display_name == "Ada"
+    counts = assert_server_matches_export_visibility(mock, tmp_path / "r", "unlisted")
+    assert counts["post"]
+    again = cli("resume", str(tmp_path / "r"), "--set", "rounds=3", state=tmp_path / "state")
+    assert again.returncode == 0, again.stderr
+    assert json.loads((tmp_path / "r" / "manifest.json").read_text())["rounds_completed"] == 3
+    assert not (tmp_path / "state").exists()  # nothing signed up, nothing stored
+    assert_no_token_leaks(tokens, tmp_path / "r", [first.stdout, first.stderr, again.stdout, again.stderr])
+
+
+def assert_server_matches_export_visibility(mock: MockMastodon, run_dir: Path, visibility: str) -> Counter:
+    data = tables(run_dir)
+    ok = Counter(row["kind"] for row in data["actions"] if row["ok"] == "1")
+    client = mock.client("mock_token")
+    assert {client.status(row["remote_id"]).visibility for row in data["posts"]} <= {visibility}
+    assert mock.stats()["status_count"] == ok["post"] + ok["comment"] + ok["reblog"]
+    return ok
+
+
+def test_llm_policy_run_with_digest_ranking(tmp_path, mock):
+    """The test-only LLM policy (scripted model) over Mastodon, feeds ranked by the digest score."""
+    extra = '[llm]\nname = "scripted"\n[recommender]\nname = "mastodon_digest"\n[plugins.scripted]\npolicy_post_probability = 0.6\n'
+    path = scenario(tmp_path, policy="scripted_feed", rounds=3, count=3, extra=extra)
+    result = run(tmp_path, mock, "llm", "-p", "townsquare.testing.scripted", "-p", "townsquare.recommenders.mastodon_digest",
+                 scenario_path=path)
+    assert result.returncode == 0, result.stderr
+    counts = assert_server_matches_export(mock, tmp_path / "llm")
+    assert counts["like"] and counts["post"]
+
+
+QUICKSTART = ROOT / "examples" / "quickstart.toml"
+
+
+@pytest.mark.skipif(not QUICKSTART.exists(), reason="examples/quickstart.toml is not there yet")
+def test_quickstart_runs_on_mastodon_mock_with_two_settings(tmp_path, mock):
+    """The issue's acceptance run: the quickstart with only the platform switched."""
+    result = cli("run", str(QUICKSTART), "--out", str(tmp_path / "quick"), "-p", "townsquare.platforms.mastodon",
+                 "--set", "platform.name=mastodon", "--set", f"platform.base_url={mock.url}", state=tmp_path / "state")
+    assert result.returncode == 0, result.stderr
+    counts = assert_server_matches_export(mock, tmp_path / "quick")
+    assert counts.get("post")
+    assert_no_token_leaks(tokens_of(tmp_path / "state"), tmp_path / "quick", [result.stdout, result.stderr])

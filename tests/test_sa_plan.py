@@ -1,0 +1,208 @@
+"""Zhou §3.1.3 activity plan: strict parsing, fallback, windows, quotas, posting schedule."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from datetime import datetime, timedelta
+
+import pytest
+
+from test_sa_policy_world import HIKER, PLAN, PLAN_REPAIR, START, World, scripted
+from townsquare.components import BuildContext
+from townsquare.plugins.social_agent import activity_plan
+from townsquare.plugins.social_agent.activity_plan import ActivityPlanConfig, build_activity_plan
+from townsquare.plugins.social_agent.plan_parsing import (Clock, Plan, PlanFormatError, PlanSession, Window, activity_fraction,
+                                                          fallback_plan, in_window, parse_plan, posts_in_round, quota)
+
+GOOD = """Browsing time period: 19:00-21:30
+Probability of liking: 30%
+Probability of forwarding: 10%
+Probability of commenting: 5%
+Posting time period: day 3-18:00-20:00
+Frequency of posting: 4 times per week"""
+
+
+def test_well_formed_plan():
+    plan = parse_plan(GOOD)
+    assert plan == Plan(Window(19 * 60, 21 * 60 + 30), 30.0, 10.0, 5.0, 3, Window(18 * 60, 20 * 60), 4)
+    assert plan.text() == GOOD
+    assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+
+
+def test_plan_with_preamble_bullets_and_bold():
+    text = "Here is my plan:\n\n- **Browsing time period:** 22:00–01:00\n* Probability of liking: 12.5%\n" \
+           "3. Probability of forwarding: 0%\nProbability of commenting: 100 %.\n" \
+           "Posting time period: Day 7 - 23:00 - 24:00\nfrequency of posting: 1 time per week\nThanks!"
+    plan = parse_plan(text)
+    assert (plan.browse, plan.like, plan.forward, plan.comment) == (Window(22 * 60, 60), 12.5, 0.0, 100.0)
+    assert (plan.post_day, plan.post, plan.posts_per_week) == (7, Window(23 * 60, 24 * 60), 1)
+    assert plan.browse.length == 180
+
+
+@pytest.mark.parametrize("replace, problem", [
+    (("Probability of liking: 30%", ""), "no line 'Probability of liking: ...'"),
+    (("30%", "130%"), "130% is outside 0-100%"),
+    (("19:00-21:30", "25:00-21:30"), "25:00-21:30 is not a valid time period"),
+    (("19:00-21:30", "19:00-19:75"), "not a valid time period"),
+    (("19:00-21:30", "19:00-19:00"), "the period is empty"),
+    (("day 3", "day 8"), "day 8 is not a day of the week"),
+    (("day 3-", "day three-"), "no line 'Posting time period: ...'"),
+    (("4 times", "-1 times"), "no line 'Frequency of posting: ...'"),
+    (("4 times", "400 times"), "400 is more than 70 times per week"),
+    (("Probability of liking: 30%", "Probability of liking: often"), "no line 'Probability of liking"),
+    (("10%", "10"), "no line 'Probability of forwarding"),
+])
+def test_malformed_plans_are_rejected(replace, problem):
+    with pytest.raises(PlanFormatError) as info:
+        parse_plan(GOOD.replace(*replace))
+    assert problem in str(info.value)
+
+
+def test_activity_fraction_mapping():
+    assert activity_fraction(1.0) == pytest.approx(1 - math.exp(-1))  # 0.632
+    assert round(activity_fraction(2.0), 3) == 0.865
+    assert activity_fraction(math.inf) == 1.0
+    assert activity_fraction(0.0) == 0.01 and activity_fraction(-3) == 0.01
+    assert 0 < activity_fraction(0.001) <= 1
+
+
+def test_fallback_plan_from_activity():
+    assert fallback_plan(1.0).text().splitlines() == [
+        "Browsing time period: 20:00-24:00", "Probability of liking: 30%", "Probability of forwarding: 10%",
+        "Probability of commenting: 5%", "Posting time period: day 1-18:00-20:00", "Frequency of posting: 7 times per week"]
+    low = fallback_plan(activity_fraction(1.0))  # a = 0.632
+    assert (low.browse, low.like, low.forward, low.comment, low.posts_per_week) == (Window(1200, 1380), 19.0, 6.0, 3.0, 4)
+    assert parse_plan(low.text()) == low
+
+
+@pytest.mark.parametrize("percent, posts, expected", [
+    (30, 10, 3), (25, 10, 3), (35, 10, 4), (5, 9, 0), (5, 10, 1), (0, 10, 0), (100, 7, 7), (12.5, 8, 1), (50, 0, 0),
+])
+def test_quotas_from_probabilities(percent, posts, expected):
+    assert quota(percent, posts) == expected
+
+
+def test_session_quotas():
+    session = PlanSession(browse=True, posts_due=0, like=30, forward=10, comment=5)
+    assert [session.quota(k, 10) for k in ("like", "reblog", "comment")] == [3, 1, 1]
+    assert [session.quota(k, 4) for k in ("like", "reblog", "comment")] == [1, 0, 0]
+
+
+def at(hour, minute=0, day=1):
+    return START.replace(hour=hour, minute=minute) + timedelta(days=day - 1)
+
+
+def test_browse_window_membership():
+    evening = Window(19 * 60, 21 * 60 + 30)
+    hourly = {h: in_window(evening, at(h), 60) for h in (18, 19, 20, 21, 22)}
+    assert hourly == {18: False, 19: True, 20: True, 21: True, 22: False}  # 21:00-22:00 overlaps 21:00-21:30
+    assert not in_window(evening, at(21, 30), 30) and in_window(evening, at(21, 0), 30)
+    night = Window(22 * 60, 60)  # past midnight
+    assert [in_window(night, at(h), 60) for h in (21, 22, 23, 0, 1)] == [False, True, True, True, False]
+    assert in_window(night, at(0, 30, day=2), 15)
+    short = Window(19 * 60 + 15, 19 * 60 + 45)  # shorter than a round: still met once a day
+    assert [in_window(short, at(h), 60) for h in (18, 19, 20)] == [False, True, False]
+    assert in_window(Window(0, 1440), at(13), 60)
+
+
+def plan_with(post_day=1, window=Window(18 * 60, 20 * 60), per_week=4):
+    return Plan(Window(19 * 60, 20 * 60), 30, 10, 5, post_day, window, per_week)
+
+
+def test_weekly_posts_spread_over_the_posting_window():
+    clock = Clock(START, 60)  # round 0 = Monday 08:00; 18:00 is round 10
+    due = {r: posts_in_round(plan_with(), clock, r) for r in range(0, 24 * 14)}
+    assert {r: n for r, n in due.items() if n} == {10: 2, 11: 2, 178: 2, 179: 2}  # day 1 of weeks 1 and 2
+    assert posts_in_round(plan_with(per_week=3), clock, 10) == 1 and posts_in_round(plan_with(per_week=3), clock, 11) == 2
+    assert posts_in_round(plan_with(per_week=0), clock, 10) == 0
+    # day 3 = Wednesday of the first simulated week: rounds 58, 59
+    assert {r for r in range(200) if posts_in_round(plan_with(post_day=3), clock, r)} == {58, 59}
+    # a window running past midnight belongs to the day it starts on
+    late = {r: posts_in_round(plan_with(window=Window(23 * 60, 60), per_week=3), clock, r) for r in range(24 * 7)}
+    assert {r: n for r, n in late.items() if n} == {15: 1, 16: 2}  # 23:00 and 00:00
+
+
+def test_daily_posting_mode_spreads_over_seven_days():
+    clock = Clock(START, 60)
+    due = {r: posts_in_round(plan_with(per_week=7), clock, r, daily=True) for r in range(24 * 7)}
+    assert sum(due.values()) == 7
+    assert {r for r, n in due.items() if n} == {11 + 24 * d for d in range(7)}  # 19:00 each day
+    assert sum(posts_in_round(plan_with(per_week=3), clock, r, daily=True) for r in range(24 * 7)) == 3
+
+
+def test_clock_start_mid_week_counts_weeks_from_the_start_day():
+    # Thursday 2024-01-04 10:00 is round 0: day 1 is that Thursday
+    clock = Clock(datetime(2024, 1, 4, 10), 30)
+    rounds = [r for r in range(48 * 8) if posts_in_round(plan_with(per_week=4), clock, r)]
+    assert rounds == [16, 17, 18, 19, 16 + 48 * 7, 17 + 48 * 7, 18 + 48 * 7, 19 + 48 * 7]
+    assert Clock.from_step(datetime(2024, 1, 4, 18), 16, 30) == clock
+
+
+# --------------------------------------------------------------------------- the planner component
+
+
+def planner_world(rules, activity=1.0, **config):
+    world = World([HIKER], scripted(rules), activity=activity)
+    (agent,) = world.agents
+    ctx = BuildContext(services=None, seed=0, agent=agent)
+    agent.components["planner"] = build_activity_plan(ActivityPlanConfig(**config), ctx)
+    return world, agent, agent.components["planner"]
+
+
+def test_planner_parses_the_model_plan_and_decides_activity():
+    world, agent, planner = planner_world({PLAN: GOOD.replace("day 3", "day 1")})
+    active = {r: asyncio.run(planner.is_active(world.ctx(agent, r))) for r in range(24)}
+    # 08:00 + r hours: posting 18:00-20:00 (rounds 10, 11), browsing 19:00-21:30 (rounds 11-13)
+    assert [r for r, on in active.items() if on] == [10, 11, 12, 13]
+    assert world.recorder.purposes() == ["plan"]  # made once
+    assert planner.get_state()["source"] == "llm"
+    prompt = world.recorder.requests[0].messages[-1].content
+    assert "Your activity level is 0.63" in prompt and "I love hiking in the mountains." in prompt
+    session = asyncio.run(planner.session(world.ctx(agent, 10)))
+    assert session == PlanSession(browse=False, posts_due=2, like=30, forward=10, comment=5)
+
+
+def test_planner_repairs_once_then_falls_back():
+    world, agent, planner = planner_world({PLAN: "I browse in the evening, mostly.", PLAN_REPAIR: GOOD})
+    asyncio.run(planner.is_active(world.ctx(agent, 0)))
+    assert planner.get_state()["source"] == "llm_repaired" and planner.plan == parse_plan(GOOD)
+    repair = world.recorder.requests[1]
+    assert repair.purpose == "plan.repair" and "no line 'Browsing time period: ...'" in repair.messages[-1].content
+
+    world, agent, planner = planner_world({PLAN: "no idea", PLAN_REPAIR: "still no idea"}, activity=math.inf)
+    failures = []
+    world.llm.on_parse_failure = lambda request, answer: failures.append((request.purpose, answer))
+    asyncio.run(planner.is_active(world.ctx(agent, 0)))
+    state = planner.get_state()
+    assert state["source"] == "fallback" and planner.plan == fallback_plan(1.0)
+    assert world.recorder.purposes() == ["plan", "plan.repair"]
+    assert failures == [("plan", "still no idea")]  # recorded in llm_calls as a parse_failure
+
+
+def test_planner_state_round_trips():
+    world, agent, planner = planner_world({PLAN: GOOD})
+    assert planner.get_state()["plan"] is None
+    asyncio.run(planner.is_active(world.ctx(agent, 0)))
+    state = json.loads(json.dumps(planner.get_state()))
+    _, _, other = planner_world({PLAN: "unused"})
+    other.set_state(state)
+    assert other.get_state() == planner.get_state() and other.plan == planner.plan
+
+
+def test_registration():
+    (spec,) = activity_plan.townsquare_register_planners()
+    assert (spec.name, spec.priority, spec.needs_llm, spec.slot) == ("activity_plan", 100, True, "planner")
+
+
+def test_stochastic_quota_keeps_the_expected_count():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    draws = [quota(10, 4, rng) for _ in range(20_000)]  # 10% of a 4-post feed: 0.4 actions expected
+    assert set(draws) == {0, 1}
+    assert sum(draws) / len(draws) == pytest.approx(0.4, abs=0.01)
+    assert [quota(30, 10, rng) for _ in range(50)] == [3] * 50  # whole numbers are exact
+    a, b = np.random.default_rng(7), np.random.default_rng(7)
+    assert [quota(35, 10, a) for _ in range(20)] == [quota(35, 10, b) for _ in range(20)]  # reproducible
