@@ -16,7 +16,7 @@ pytest.importorskip("mastodon_mock")
 from helpers import ROOT  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from mastodon_server import MockMastodon, make_platform as make, register_agents as register  # noqa: E402
+from mastodon_server import make_platform as make, mock, register_agents as register, server  # noqa: E402,F401
 
 from townsquare.actions import Action  # noqa: E402
 from townsquare.errors import UsageError  # noqa: E402
@@ -27,16 +27,6 @@ from townsquare.platforms.mastodon_journal import fingerprint  # noqa: E402
 NOW = "2024-01-01T08:00:00"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with MockMastodon(tmp_path_factory.mktemp("mastodon-mock")) as srv:
-        yield srv
-
-
-@pytest.fixture
-def mock(server):
-    server.reset()
-    return server
 AGENTS = ("a-1", "a-2", "a-3")
 
 

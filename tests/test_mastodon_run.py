@@ -24,7 +24,7 @@ pytest.importorskip("mastodon_mock")
 from helpers import ROOT  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from mastodon_server import MockMastodon  # noqa: E402
+from mastodon_server import MockMastodon, mock, server  # noqa: E402,F401
 
 from townsquare.export import export_run  # noqa: E402
 
@@ -50,18 +50,6 @@ def scenario(tmp_path: Path, policy: str = "mastodon_chatty", rounds: int = 3, c
     path.write_text(f'name = "m"\nseed = 7\nrounds = {rounds}\n[activity]\nmodel = "always"\n{extra}'
                     + PERSONAS.format(count=count, policy=policy))
     return path
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with MockMastodon(tmp_path_factory.mktemp("mastodon-mock")) as srv:
-        yield srv
-
-
-@pytest.fixture
-def mock(server):
-    server.reset()
-    return server
 
 
 def cli(*args: str, state: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -125,20 +125,13 @@ def _build_ctx(slots=None, knowledge=None):
                         scenario=scenario, population="users")
 
 
-def test_missing_source_explicit_is_one_line_auto_adopts_nothing():
-    with pytest.raises(UsageError, match=r"population 'users': persona.knowledge = 'knowledge_boundary' needs a knowledge "
+def test_building_without_a_source_is_one_line():
+    """The resolver never builds these without a knowledge source; built by hand, one line."""
+    with pytest.raises(UsageError, match=r"^persona.knowledge = 'knowledge_boundary' needs a knowledge "
                                          r"source: add a \[knowledge\] table"):
         build_knowledge_boundary(None, _build_ctx({"persona.knowledge": "knowledge_boundary"}))
     with pytest.raises(UsageError, match="'unbounded_knowledge' needs a knowledge source"):
         build_unbounded_knowledge(None, _build_ctx({"persona.knowledge": "unbounded_knowledge"}))
-    with pytest.raises(UsageError):
-        build_knowledge_boundary(None, _build_ctx(None))  # no scenario known: strict
-    component = build_knowledge_boundary(None, _build_ctx({}))  # auto-chosen: builds
-    ctx = make_ctx(None)
-    assert ctx.services.extras == {}
-    assert asyncio.run(component.knowledge_for(ctx, "t")) == asyncio.run(component.knowledge_for(ctx, "u")) == []
-    assert ctx.services.extras == {"knowledge_boundary.warned": True}  # warned once per run, when asked
-    assert component.get_state()["queries"] == 0
 
 
 def test_in_a_run(write_scenario, run_scenario, make_plugins):
@@ -154,7 +147,7 @@ count = 2
 slots = { policy = "embedding_baseline" SLOT }
 personas = { name = "inline", items = [{ name = "A", sentences = ["I like jazz."] }] }
 """
-    run_scenario(write_scenario(text.replace("SLOT", "")), plugins=plugins)  # auto: runs, adopts nothing
+    run_scenario(write_scenario(text.replace("SLOT", "")), plugins=plugins)  # the baseline uses no knowledge slot
     with pytest.raises(UsageError, match="needs a knowledge source"):
         run_scenario(write_scenario(text.replace("SLOT", ', "persona.knowledge" = "knowledge_boundary"')), plugins=plugins)
     run_scenario(write_scenario(text.replace("SLOT", ', "persona.knowledge" = "no_knowledge"')), plugins=plugins)

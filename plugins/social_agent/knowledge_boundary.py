@@ -16,10 +16,9 @@ embedder for ``hotpotqa``, where the paper used ColBERT). A persona without a "k
 attribute is compared with its sentences.
 
 The component counts what it retrieved, adopted and rejected (``get_state``; the report
-uses it). With no ``[knowledge]`` table, a population that names this component stops the
-run at build time with one line; when it only fills the slot by ``auto`` it adopts nothing
-and warns once per run, the first time a policy asks it for knowledge (scenarios whose
-policy never asks, like the embedding baseline, hear nothing).
+uses it). It needs the run's knowledge source (``needs_knowledge``): without a ``[knowledge]``
+table the kernel fills the slot with a component that needs none, and a scenario that names
+this one stops with one line.
 """
 
 from __future__ import annotations
@@ -57,9 +56,8 @@ class RetrievedKnowledge:
 
     name = "retrieved_knowledge"
 
-    def __init__(self, k: int, available: bool = True):
+    def __init__(self, k: int):
         self.k = k
-        self.available = available  # False: no knowledge source in the run (auto-chosen)
         self.queries = 0
         self.retrieved = 0
         self.adopted = 0
@@ -69,15 +67,7 @@ class RetrievedKnowledge:
         return item
 
     async def knowledge_for(self, ctx: Any, topic: str) -> list[Any]:
-        source = ctx.services.knowledge
-        if source is None or not self.available:
-            extras = ctx.services.extras
-            if not extras.get(f"{self.name}.warned"):  # once per run, and only when knowledge is asked for
-                extras[f"{self.name}.warned"] = True
-                log.warning("knowledge.no_source", component=self.name, slot=SLOT,
-                            message="no [knowledge] table in this run: no outside knowledge is adopted")
-            return []
-        items = await source.search(topic, self.k)
+        items = await ctx.services.knowledge.search(topic, self.k)
         reference = S.knowledge_text(ctx.agent.persona)
         kept = [a for a in (self.adopt(item, reference) for item in items) if a is not None]
         self.queries += 1
@@ -101,9 +91,9 @@ class KnowledgeBoundary(RetrievedKnowledge):
 
     name = "knowledge_boundary"
 
-    def __init__(self, config: KnowledgeBoundaryConfig | None = None, available: bool = True):
+    def __init__(self, config: KnowledgeBoundaryConfig | None = None):
         self.config = config or KnowledgeBoundaryConfig()
-        super().__init__(self.config.k, available)
+        super().__init__(self.config.k)
 
     def adopt(self, item: Any, reference: str) -> Any | None:
         similarity = tfidf_cosine(item.text, reference)
@@ -112,27 +102,18 @@ class KnowledgeBoundary(RetrievedKnowledge):
         return None
 
 
-def source_available(ctx: Any, component: str) -> bool:
-    """Whether the run has a knowledge source. Without one: a :class:`UsageError` when the
-    population names ``component`` explicitly (or no scenario is known), else False (the
-    component warns once, when knowledge is first asked for)."""
+def require_source(ctx: Any, component: str) -> None:
+    """One line when a knowledge component is built for a run without a knowledge source (the
+    scenario resolver prevents it; this guards direct use)."""
     services = getattr(ctx, "services", None)
-    if services is not None and services.knowledge is not None:
-        return True
-    explicit = True
-    scenario, population = getattr(ctx, "scenario", None), getattr(ctx, "population", None)
-    if scenario is not None:
-        pop = next((p for p in scenario.populations if p.name == population), None)
-        explicit = pop is not None and pop.slots.get(SLOT) == component
-    if explicit:
-        where = f"population {population!r}: " if population else ""
-        raise UsageError(f"{where}{SLOT} = {component!r} needs a knowledge source: add a [knowledge] table "
+    if services is None or services.knowledge is None:
+        raise UsageError(f"{SLOT} = {component!r} needs a knowledge source: add a [knowledge] table "
                          '(e.g. name = "hotpotqa", path = "...") or choose no_knowledge')
-    return False
 
 
 def build_knowledge_boundary(config: KnowledgeBoundaryConfig | None, ctx: Any) -> KnowledgeBoundary:
-    return KnowledgeBoundary(config, source_available(ctx, "knowledge_boundary"))
+    require_source(ctx, "knowledge_boundary")
+    return KnowledgeBoundary(config)
 
 
 @hookimpl

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare import hookimpl
 from townsquare.specs import PersonaComponentSpec
 
-from .knowledge_boundary import RetrievedKnowledge, source_available
+from .knowledge_boundary import RetrievedKnowledge, require_source
 
 
 class UnboundedKnowledgeConfig(BaseModel):
@@ -34,7 +34,8 @@ class UnboundedKnowledge(RetrievedKnowledge):
 
 def build_unbounded_knowledge(config: UnboundedKnowledgeConfig | None, ctx: Any) -> UnboundedKnowledge:
     config = config or UnboundedKnowledgeConfig()
-    return UnboundedKnowledge(config.k, source_available(ctx, "unbounded_knowledge"))
+    require_source(ctx, "unbounded_knowledge")
+    return UnboundedKnowledge(config.k)
 
 
 @hookimpl

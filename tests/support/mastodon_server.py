@@ -21,6 +21,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -126,3 +128,18 @@ def make_platform(mock: MockMastodon, folder: Path, **settings: Any) -> Any:
 async def register_agents(platform: Any, agents: tuple[str, ...] = ("a-1", "a-2", "a-3")) -> None:
     for agent in agents:
         await platform.register_account(agent, agent.upper(), f"bio of {agent}")
+
+
+# --------------------------------------------------------------------------- fixtures (import them into a test module)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with MockMastodon(tmp_path_factory.mktemp("mastodon-mock")) as srv:
+        yield srv
+
+
+@pytest.fixture
+def mock(server):
+    server.reset()
+    return server
