@@ -73,6 +73,8 @@ class Simulation:
         self.totals = {"rounds": 0, "actions": 0, "posts": 0, "llm_calls": 0, "active": 0}
         self._llm_rows: list[tuple[int, int, tuple]] = []
         self._record_llm = True
+        # called for every LLM call: skip pluggy's dispatch when no plugin listens
+        self._llm_observers = bool(self.hook.townsquare_on_llm_call.get_hookimpls())
 
     # ------------------------------------------------------------------ building
 
@@ -176,7 +178,8 @@ class Simulation:
             row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
                    call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost, call.error)
             self._llm_rows.append((order, len(self._llm_rows), row))
-        self.hook.townsquare_on_llm_call(run=self.info, call=call)
+        if self._llm_observers:
+            self.hook.townsquare_on_llm_call(run=self.info, call=call)
 
     # ------------------------------------------------------------------ state
 

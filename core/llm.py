@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Protocol, Sequence, runtime_checkable
 
 
@@ -50,7 +50,7 @@ class LLMRequest:
         """A stable digest of the request content and the model that answers it."""
         payload = {
             "model": model,
-            "messages": [asdict(m) for m in self.messages],
+            "messages": [[m.role, m.content] for m in self.messages],
             "labels": list(self.labels) if self.labels else None,
             "json_schema": self.json_schema,
             "answer_prefixes": list(self.answer_prefixes) if self.answer_prefixes else None,
@@ -241,14 +241,15 @@ class LLMClient:
         return await self._handler(request)
 
     async def text(self, prompt: str | Sequence[Message], *, purpose: str = "text", **options: Any) -> str:
-        response = await self.complete(LLMRequest(messages=_messages(prompt), purpose=purpose, **options))
+        response = await self.complete(LLMRequest(messages=_messages(prompt), purpose=purpose, agent_id=self.agent_id, **options))
         return response.text
 
     async def choose(self, prompt: str | Sequence[Message], labels: Sequence[str], *, purpose: str, default: str, **options: Any) -> str:
         """One of ``labels``. A malformed answer gets one repair request; if that fails too the
         call returns ``default``: whatever a model writes, the result is in the label set."""
         messages = _messages(prompt)
-        request = LLMRequest(messages=messages, labels=tuple(labels), purpose=purpose, max_tokens=options.pop("max_tokens", 8), **options)
+        request = LLMRequest(messages=messages, labels=tuple(labels), purpose=purpose, max_tokens=options.pop("max_tokens", 8),
+                             agent_id=self.agent_id, **options)
         answer = (await self.complete(request)).text
         try:
             return match_label(answer, labels)
@@ -269,7 +270,7 @@ class LLMClient:
         """JSON parsed from the answer (and checked by ``validate`` if given, which may raise
         ``ValueError``); one repair request, then ``default``."""
         messages = _messages(prompt)
-        request = LLMRequest(messages=messages, json_schema=schema, purpose=purpose, **options)
+        request = LLMRequest(messages=messages, json_schema=schema, purpose=purpose, agent_id=self.agent_id, **options)
         answer = (await self.complete(request)).text
         for attempt in range(2):
             try:

@@ -5,8 +5,11 @@ An answer is keyed by the full request (:meth:`townsquare.llm.LLMRequest.cache_k
 scenario's ``[llm]`` name and model), the agent that asked, and how many times that agent
 asked exactly this before (``n``). One agent's calls are sequential, so a replay asks the same
 ``(agent, key, n)`` in the same order and gets the same sampled answers, identical prompts
-included. Each answer is committed as it arrives (write-through), so a killed run keeps what
-it paid for.
+included. Answers are written as they arrive and committed in groups (at most
+:data:`GROUP_SECONDS` or :data:`GROUP_ROWS` apart, and at every checkpoint), so a killed run
+keeps what it paid for but the last fraction of a second; those calls are asked again when
+the discarded round replays. A cache file that starts empty (a new run) is never searched:
+an agent's occurrence counter only grows, so a new run cannot hit its own answers.
 
 Within a run the cache is a journal. Rows are marked committed when the engine takes a
 checkpoint (``get_state``); on resume the counters restart from the committed rows up to the
@@ -25,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,10 @@ from townsquare.specs import LLMMiddlewareSpec
 log = structlog.get_logger("townsquare.plugins.llm_cache")
 
 CACHE_FILE = "llm_cache.sqlite"
+
+#: Group commit: answers are committed at most this many seconds, or rows, apart.
+GROUP_SECONDS = 0.1
+GROUP_ROWS = 256
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -82,6 +90,10 @@ class ResponseStore:
         self.counters: dict[tuple[str, str], int] = {}
         #: counters restart from committed rows up to this round (None: a fresh start at 0)
         self.through: int | None = None
+        #: False while nothing was there to find (a new file): lookups are skipped
+        self.searchable = self.db.execute("SELECT 1 FROM responses LIMIT 1").fetchone() is not None
+        self._pending = 0
+        self._opened = 0.0
 
     def next_n(self, agent: str, key: str) -> int:
         n = self.counters.get((agent, key))
@@ -95,6 +107,8 @@ class ResponseStore:
         return n
 
     def get(self, agent: str, key: str, n: int) -> tuple[int, LLMResponse] | None:
+        if not self.searchable:
+            return None
         row = self.db.execute(
             "SELECT rowid, text, prompt_tokens, completion_tokens, model, provider, latency_ms, meta FROM responses"
             " WHERE agent=? AND key=? AND n=?", (agent, key, n)).fetchone()
@@ -104,17 +118,30 @@ class ResponseStore:
                                    provider=row[5], latency_ms=row[6] or 0.0, meta=json.loads(row[7] or "{}"))
 
     def put(self, agent: str, key: str, n: int, round: int, purpose: str, response: LLMResponse) -> int:
+        if not self._pending:
+            self.db.execute("BEGIN")
+            self._opened = time.monotonic()
+        self._pending += 1
         cursor = self.db.execute(
             "INSERT OR REPLACE INTO responses (agent, key, n, round, purpose, text, prompt_tokens, completion_tokens,"
             " model, provider, latency_ms, meta) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (agent, key, n, round, purpose, response.text, response.prompt_tokens, response.completion_tokens,
-             response.model, response.provider, response.latency_ms, json.dumps(response.meta, default=str)))
+             response.model, response.provider, response.latency_ms, json.dumps(response.meta, default=str) if response.meta else None))
+        if self._pending >= GROUP_ROWS or time.monotonic() - self._opened >= GROUP_SECONDS:
+            self.flush()
         return cursor.lastrowid
+
+    def flush(self) -> None:
+        """Commit the answers written since the last commit."""
+        if self._pending:
+            self.db.execute("COMMIT")
+            self._pending = 0
 
     def touch(self, rowid: int, round: int) -> None:
         self.db.execute("UPDATE responses SET round=? WHERE rowid=?", (round, rowid))
 
     def commit(self, rowids: list[int]) -> None:
+        self.flush()
         for start in range(0, len(rowids), 500):
             chunk = rowids[start:start + 500]
             self.db.execute(f"UPDATE responses SET committed=1 WHERE rowid IN ({','.join('?' * len(chunk))})", chunk)
@@ -134,6 +161,8 @@ class ResponseStore:
         self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?,?)", values.items())
 
     def close(self) -> None:
+        if not self.readonly:
+            self.flush()
         self.db.close()
 
 
@@ -201,6 +230,8 @@ class LLMCache:
                 self._idle.set()
             while stopped and self._in_flight:
                 await self._idle.wait()
+            if stopped and self.store is not None:
+                self.store.flush()  # the paid answers of the calls that landed are kept
 
     def get_state(self) -> dict[str, Any]:
         """The checkpoint is the commit point: answers used so far count on resume."""

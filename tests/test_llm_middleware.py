@@ -115,11 +115,26 @@ def test_cache_disabled_passes_through(tmp_path):
     assert not (tmp_path / CACHE_FILE).exists()
 
 
-def test_cache_writes_through_each_answer(tmp_path):
+def test_cache_commits_answers_in_groups(tmp_path, monkeypatch):
+    import time
+
+    from townsquare.plugins import llm_cache
+
+    def stored():
+        return sqlite3.connect(tmp_path / CACHE_FILE).execute("SELECT agent, n, round, committed, text FROM responses").fetchall()
+
+    monkeypatch.setattr(llm_cache, "GROUP_ROWS", 2)
+    monkeypatch.setattr(llm_cache, "GROUP_SECONDS", 0.2)
     chain = cache_chain(tmp_path, Sampler())
     ask(chain, "p")
-    rows = sqlite3.connect(tmp_path / CACHE_FILE).execute("SELECT agent, n, round, committed, text FROM responses").fetchall()
-    assert rows == [("users-0001", 0, 0, 0, "p#1")]  # readable by another process before any checkpoint
+    assert stored() == []  # the group is still open
+    ask(chain, "q")
+    # a full group is committed: readable by another process before any checkpoint
+    assert stored() == [("users-0001", 0, 0, 0, "p#1"), ("users-0001", 0, 0, 0, "q#2")]
+    ask(chain, "r")
+    time.sleep(0.25)
+    ask(chain, "s")  # the group window has passed: committed
+    assert [row[4] for row in stored()] == ["p#1", "q#2", "r#3", "s#4"]
 
 
 def test_a_stop_waits_for_calls_in_flight_to_land_in_the_cache(tmp_path):
