@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("mastodon")
 pytest.importorskip("mastodon_mock")
 
-from helpers import ROOT  # noqa: E402
+from helpers import PERSONAS, ROOT  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 from mastodon_server import MockMastodon, mock, server  # noqa: E402,F401
@@ -30,25 +30,10 @@ from townsquare.export import export_run  # noqa: E402
 
 PLUGINS = ["-p", "townsquare.platforms.mastodon", "-p", "mastodon_test_plugin"]
 
-PERSONAS = """
-[[populations]]
-name = "users"
-count = {count}
-slots = {{ policy = "{policy}" }}
-[populations.personas]
-name = "inline"
-items = [
-  {{ name = "Ada", sentences = ["I love hiking in the mountains.", "I cook vegan food."] }},
-  {{ name = "Bo", sentences = ["I play jazz piano at night.", "Mountains and hiking relax me."] }},
-  {{ name = "Cy", sentences = ["I follow football every weekend.", "I cook spicy food for friends."] }},
-]
-"""
-
-
 def scenario(tmp_path: Path, policy: str = "mastodon_chatty", rounds: int = 3, count: int = 4, extra: str = "") -> Path:
     path = tmp_path / "s.toml"
     path.write_text(f'name = "m"\nseed = 7\nrounds = {rounds}\n[activity]\nmodel = "always"\n{extra}'
-                    + PERSONAS.format(count=count, policy=policy))
+                    + PERSONAS.format(count=count, policy=policy))  # the shared test personas
     return path
 
 
