@@ -89,7 +89,6 @@ class Services:
     llm: "LLMClient | None" = None
     knowledge: "KnowledgeSource | None" = None
     run_dir: str | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

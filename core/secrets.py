@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from .errors import UsageError
+from .files import read_user_text
 
 
 #: Names of settings that would hold a secret value itself. Settings that say where a secret
@@ -27,10 +28,7 @@ def is_secret_key(name: str) -> bool:
 def read_secret_file(path: str | Path, base_dir: str = ".", what: str = "secret") -> list[str]:
     """All secrets in a file, in order. A missing or empty file is one clear error."""
     full = Path(path) if Path(path).is_absolute() else Path(base_dir) / path
-    try:
-        lines = full.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UsageError(f"{full}: cannot read {what} file ({exc.strerror})") from None
+    lines = read_user_text(full, f"{what} file").splitlines()
     values = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
     if not values:
         raise UsageError(f"{full}: no {what} in file")

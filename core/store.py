@@ -121,11 +121,6 @@ class EventStore:
         cursor = self.db.execute(f"SELECT * FROM {table} ORDER BY {order}")
         return [d[0] for d in cursor.description], iter(cursor)
 
-    def actions_in_round(self, round: int) -> list[dict[str, Any]]:
-        cursor = self.db.execute("SELECT * FROM actions WHERE round = ? ORDER BY seq", (round,))
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row)) for row in cursor]
-
     def last_round(self) -> int | None:
         value = self.db.execute("SELECT MAX(round) FROM rounds").fetchone()[0]
         return None if value is None else int(value)

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare import hookimpl
 from townsquare.actions import Action
 from townsquare.errors import UsageError
+from townsquare.files import read_user_text
 from townsquare.specs import PolicySpec
 
 log = structlog.get_logger("townsquare.plugins.embedding_baseline")
@@ -63,12 +64,7 @@ class EmbeddingBaselineConfig(BaseModel):
 @lru_cache(maxsize=8)
 def _read_lines(path: str) -> tuple[str, ...]:
     # Cached: the factory runs once per agent and 10k agents should not reread one file.
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such content file (plugins.embedding_baseline.content_file)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read content file: {exc}") from None
+    text = read_user_text(path, "content file (plugins.embedding_baseline.content_file)")
     lines = tuple(line.strip() for line in text.splitlines() if line.strip())
     if not lines:
         raise UsageError(f"{path}: content file has no lines")

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare import hookimpl
 from townsquare.errors import UsageError
+from townsquare.files import read_user_text
 from townsquare.persona import Persona, cycle_personas
 from townsquare.specs import PersonaSourceSpec
 
@@ -64,12 +65,7 @@ class ListPersonas:
 
 def read_jsonl(path: Path) -> list[Persona]:
     """Parse a persona file; any problem is a one-line :class:`UsageError` naming the line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such persona file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read persona file: {exc}") from None
+    text = read_user_text(path, "persona file")
     personas = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

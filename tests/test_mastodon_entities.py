@@ -112,7 +112,7 @@ def test_credentials_from_file_and_environment(tmp_path, monkeypatch):
     monkeypatch.delenv("MASTO_TOKENS")
     with pytest.raises(UsageError, match="MASTO_TOKENS"):
         load_credentials(None, "MASTO_TOKENS", str(tmp_path))
-    with pytest.raises(UsageError, match="cannot read"):
+    with pytest.raises(UsageError, match="missing.txt: no such Mastodon access token file"):
         load_credentials("missing.txt", None, str(tmp_path))
     assert not load_credentials(None, None, ".").configured
 

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare import hookimpl
 from townsquare.errors import UsageError
+from townsquare.files import read_user_text
 from townsquare.knowledge import KnowledgeItem
 from townsquare.specs import KnowledgeSourceSpec
 
@@ -61,12 +62,9 @@ def item_text(record: dict[str, Any]) -> str:
 
 def read_hotpotqa(path: Path, limit: int | None = None) -> list[dict[str, str]]:
     """The records of a HotpotQA-format file; a problem is one line naming the file."""
+    text = read_user_text(path, "HotpotQA file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such HotpotQA file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read HotpotQA file: {exc}") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(data, list):

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare import hookimpl
 from townsquare.errors import UsageError
+from townsquare.files import read_user_text
 from townsquare.persona import Persona, cycle_personas
 from townsquare.specs import PersonaSourceSpec
 
@@ -72,12 +73,7 @@ def read_personachat(path: str, column: str = "both") -> tuple[tuple[str, ...], 
     suffix = file.suffix.lower()
     if suffix not in (".csv", ".json"):
         raise UsageError(f"{path}: expected a .csv (Synthetic-Persona-Chat) or .json (list of {{\"sentences\": [...]}}) file")
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such Personachat file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read Personachat file: {exc}") from None
+    text = read_user_text(file, "Personachat file")
     sets = _from_csv(text, path, column) if suffix == ".csv" else _from_json(text, path)
     unique = tuple(dict.fromkeys(s for s in sets if s))
     if not unique:
