@@ -105,7 +105,7 @@ def classify(exc: BaseException, endpoint: str | None = None) -> LLMFault | None
         return LLMFault(_status_kind(status, exc), _message(exc), status=status, endpoint=where, error=error)
     names = [cls.__name__ for cls in type(exc).__mro__]
     if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)) or status is not None or any(
-            "Decod" in n or "Validation" in n or "Protocol" in n for n in names[:3]):
+            "Decod" in n or "Validation" in n for n in names[:3]):
         # status < 400 with an exception: the SDK could not read a 200 (APIResponseValidationError)
         return LLMFault("bad_body", _message(exc), status=status, endpoint=where, error=error)
     if isinstance(exc, TimeoutError) or any("Timeout" in n for n in names):
@@ -132,7 +132,7 @@ def _status_kind(status: int, exc: BaseException) -> str:
         return "auth"
     if status == 404:
         return "not_found"
-    if status in (400, 413, 422) and _TOO_LONG.search(str(exc)):
+    if status in (400, 413, 422) and _TOO_LONG.search(f"{exc} {_message(exc)} {getattr(exc, 'code', '')}"):
         return "too_long"
     return "rejected"
 
@@ -212,13 +212,12 @@ def _message(exc: BaseException) -> str:
 
 
 def _endpoint(exc: BaseException) -> str | None:
-    request = getattr(exc, "request", None)
-    url = getattr(request, "url", None)
-    if url is None:
-        return None
-    try:
+    try:  # httpx raises RuntimeError for an error without its request
+        url = getattr(getattr(exc, "request", None), "url", None)
+        if url is None:
+            return None
         return str(url.copy_with(query=None)) if hasattr(url, "copy_with") else str(url)
-    except Exception:  # noqa: BLE001 - an odd URL object: say nothing rather than fail
+    except Exception:  # noqa: BLE001 - an odd request or URL object: say nothing rather than fail
         return None
 
 

@@ -25,9 +25,9 @@ EXPECTED = {
 }
 
 
-def call(server: FaultServer, coro_fn, **config):
+def call(server: FaultServer, coro_fn, timeout_s: float = 0.5):
     async def go():
-        provider = OpenAIProvider(OpenAIConfig(base_url=server.base_url, model="m", api_key_env="", timeout_s=0.5, **config),
+        provider = OpenAIProvider(OpenAIConfig(base_url=server.base_url, model="m", api_key_env="", timeout_s=timeout_s),
                                   build_context())
         chain = build_chain(provider)
         try:
@@ -61,14 +61,15 @@ def test_each_fault_is_classified(fault):
 
 def test_slow_headers_within_the_timeout_are_just_slow():
     with FaultServer(rate_slow_headers=1.0, slow_s=0.05) as server:
-        answer, records = call(server, lambda llm: llm.choose(LIKE, ["like", "skip"], purpose="like", default="skip"))
+        answer, records = call(server, lambda llm: llm.choose(LIKE, ["like", "skip"], purpose="like", default="skip"),
+                               timeout_s=30)
     assert answer in ("like", "skip") and [r.status for r in records] == ["ok"]
 
 
 @pytest.mark.parametrize("fault,kind", [("binary", "binary"), ("garbage", None)])
 def test_text_that_is_no_text_never_becomes_content(fault, kind):
     with FaultServer(**{f"rate_{fault}": 1.0}) as server:
-        answer, records = call(server, lambda llm: llm.text("Write a post about mountains", purpose="post"))
+        answer, records = call(server, lambda llm: llm.text("Write a post about mountains", purpose="post"), timeout_s=30)
     if kind is None:  # gibberish is still text: only a decision can tell it is wrong
         assert answer and [r.status for r in records] == ["ok"]
     else:
@@ -80,7 +81,7 @@ def test_text_that_is_no_text_never_becomes_content(fault, kind):
 def test_a_cut_off_post_is_still_a_post():
     # finish_reason "length" on free text is a long answer, not a fault
     with FaultServer(rate_truncated=1.0) as server:
-        answer, records = call(server, lambda llm: llm.text("Write a post about mountains", purpose="post"))
+        answer, records = call(server, lambda llm: llm.text("Write a post about mountains", purpose="post"), timeout_s=30)
     assert answer and [r.status for r in records] == ["ok"]
 
 
