@@ -71,6 +71,8 @@ class LLMFault(TownsquareError):
     def __init__(self, kind: str, detail: str, *, status: int | None = None, endpoint: str | None = None,
                  response: Any = None, error: str | None = None):
         self.kind, self.detail, self.status, self.endpoint, self.response = kind, one_line(detail), status, endpoint, response
+        #: the provider's exception this fault classifies (None when the fault was raised as such)
+        self.original: BaseException | None = None
         #: the original error as ``Type: message`` (what ``llm_calls.error`` shows)
         self.error = error or f"{kind}: {self.detail}"
         super().__init__(self.error)
@@ -92,10 +94,18 @@ class LLMFatal(RunStopped):
 
 
 def classify(exc: BaseException, endpoint: str | None = None) -> LLMFault | None:
-    """The :class:`LLMFault` for a provider exception, or None when it is not one (see the
-    module docstring). ``endpoint`` is used when the exception does not say where it came from."""
+    """The :class:`LLMFault` for a provider exception (the exception as its ``original``), or
+    None when it is not one (see the module docstring). ``endpoint`` is used when the
+    exception does not say where it came from."""
     if isinstance(exc, LLMFault):
         return exc
+    fault = _classify(exc, endpoint)
+    if fault is not None:
+        fault.original = exc
+    return fault
+
+
+def _classify(exc: BaseException, endpoint: str | None) -> LLMFault | None:
     if isinstance(exc, TownsquareError) or not isinstance(exc, Exception):
         return None
     error = one_line(f"{type(exc).__name__}: {exc}")[:500]
@@ -168,7 +178,8 @@ def status_code(exc: BaseException) -> int | None:
 def retry_after(exc: BaseException, now: float) -> float | None:
     """Seconds the server asked to wait (``retry-after-ms``, ``retry-after``: seconds or an HTTP
     date), or None."""
-    exc = exc.__cause__ if isinstance(exc, LLMFault) and exc.__cause__ is not None else exc
+    if isinstance(exc, LLMFault):
+        exc = exc.original or exc
     headers = getattr(getattr(exc, "response", None), "headers", None)
     if not headers:
         return None
