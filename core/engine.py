@@ -267,8 +267,9 @@ class Simulation:
             stopped = _stop_reason(exc)
             self.store.discard_pending()
             # Failed attempts of the discarded round happened: they keep their rows (the
-            # replayed round gets its answers from the cache and does not repeat them).
-            self._write_llm_rows([item for item in self._llm_rows if item[2][5] == "error"])
+            # replayed round gets its answers from the cache and does not repeat them). A stop
+            # while building keeps every row: a resume builds again without recording.
+            self._write_llm_rows(self._llm_rows if not started else [item for item in self._llm_rows if item[2][5] == "error"])
             self._llm_rows.clear()
             log.warning("run.stopped", reason=stopped, last_round=last_done)
         summary = RunSummary(
