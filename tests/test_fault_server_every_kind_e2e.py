@@ -102,6 +102,20 @@ def quiet(stderr: str) -> bool:
 
 
 @pytest.mark.slow
+def test_a_body_cut_off_on_20_percent_of_calls_is_survived_and_counted(tmp_path):
+    """The issue's crash: a 200 whose JSON body is cut off made the OpenAI SDK raise
+    json.JSONDecodeError through the whole run."""
+    with FaultServer(rate_body_truncated=0.2, seed=2) as server:
+        (tmp_path / "s.toml").write_text(scenario(server.base_url, "social_agent_combined"))
+        result = cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "run"), "--quiet", env=KEY)
+        served = dict(server.counts)
+    assert result.returncode == 0, result.stderr
+    assert quiet(result.stderr), result.stderr
+    assert served["body_truncated"] > 5
+    assert_faults_counted(llm_calls(tmp_path / "run"), served)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["social_agent", "social_agent_combined"])
 def test_a_run_under_20_percent_of_every_fault_finishes_and_counts_them(tmp_path, policy):
     config = FaultConfig.every_kind(0.2, seed=3, hang_s=2, slow_s=0.05, retry_after_s=0)
