@@ -13,8 +13,12 @@ Each round, on a simulated clock (``clock.minutes_per_round``, default 60):
 4. Metrics are measured, ``on_round_end`` fires, the round's rows are committed in one
    transaction and the checkpoint is written (see :mod:`townsquare.rundir`).
 
-A :class:`~townsquare.errors.RunStopped` raised during a round (a budget reached) discards the
-unfinished round and ends the run cleanly at the last checkpoint.
+A :class:`~townsquare.errors.RunStopped` raised during a round (a budget reached, an LLM
+endpoint that refuses or keeps failing), an LLM fault no middleware handled, or Ctrl-C discards
+the unfinished round and ends the run cleanly at the last checkpoint: new LLM calls are refused,
+the calls in flight land first (their paid answers go to the response cache), the failed
+attempts of the round keep their ``llm_calls`` rows, and every component, middleware and
+provider is closed, as on every other exit.
 """
 
 from __future__ import annotations
