@@ -20,6 +20,7 @@ from . import __version__, logs
 from .errors import RunStopped, UsageError
 from .export import FORMATS, export_run
 from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
+from .secrets import redact_text
 
 log = structlog.get_logger("townsquare.cli")
 
@@ -108,7 +109,10 @@ def build_cli(plugins: Plugins) -> click.Group:
         """Write the tables agents, posts, actions, follows, llm_calls and metrics."""
         from .rundir import RunDir
 
-        for path in export_run(RunDir.open(run_dir).events_path, fmt, Path(out)):
+        run = RunDir.open(run_dir)
+        if not run.events_path.is_file():
+            raise UsageError(f"{run_dir}: no events.sqlite yet (the run has not started): nothing to export")
+        for path in export_run(run.events_path, fmt, Path(out)):
             click.echo(str(path))
 
     @cli.command("plugins")
@@ -194,7 +198,7 @@ def format_slot_table(rows: list[dict[str, str]]) -> str:
 
 def _report(path: Path, summary) -> None:
     counts = ", ".join(f"{kind} {n}" for kind, n in sorted(summary.counts.items()))
-    state = f"stopped: {summary.stopped}" if summary.stopped else "finished"
+    state = f"stopped: {redact_text(summary.stopped)}" if summary.stopped else "finished"
     click.echo(f"{state}: {path} — {summary.rounds_completed} rounds, {summary.actions} actions ({counts}), {summary.llm_calls} LLM calls", err=True)
     if summary.stopped:
         click.echo(f"continue with: townsquare resume {path}", err=True)
@@ -214,9 +218,14 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=argv, prog_name="townsquare", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        # one line like every other input error, with where to look for help
+        command = exc.ctx.command_path if exc.ctx is not None else "townsquare"
+        click.echo(f"error: {redact_text(exc.format_message())} (see: {command} --help)", err=True)
+        sys.exit(2)
     except click.ClickException as exc:
-        exc.show()
-        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+        click.echo(f"error: {redact_text(exc.format_message())}", err=True)
+        sys.exit(exc.exit_code)
     except click.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
@@ -225,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     except UsageError as exc:
         if early["debug"]:
             raise
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {redact_text(str(exc))}", err=True)
         sys.exit(exc.exit_code)
 
 

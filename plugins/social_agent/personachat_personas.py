@@ -67,13 +67,14 @@ class PersonachatConfig(BaseModel):
 
 
 @lru_cache(maxsize=8)
-def read_personachat(path: str, column: str = "both") -> tuple[tuple[str, ...], ...]:
-    """The distinct persona sentence sets of a Personachat file, in file order."""
+def read_personachat(path: str, column: str = "both", max_mb: float | None = None) -> tuple[tuple[str, ...], ...]:
+    """The distinct persona sentence sets of a Personachat file, in file order (``max_mb``: the
+    scenario's ``limits.max_persona_file_mb``)."""
     file = Path(path)
     suffix = file.suffix.lower()
     if suffix not in (".csv", ".json"):
         raise UsageError(f"{path}: expected a .csv (Synthetic-Persona-Chat) or .json (list of {{\"sentences\": [...]}}) file")
-    text = read_user_text(file, "Personachat file")
+    text = read_user_text(file, "Personachat file", max_mb=max_mb, limit_name="limits.max_persona_file_mb")
     sets = _from_csv(text, path, column) if suffix == ".csv" else _from_json(text, path)
     unique = tuple(dict.fromkeys(s for s in sets if s))
     if not unique:
@@ -170,7 +171,8 @@ def _resolve(config: PersonachatConfig | None, ctx: Any, source: str) -> tuple[P
     path = Path(config.path)
     if not path.is_absolute():
         path = Path(getattr(ctx, "base_dir", ".") or ".") / path
-    read_personachat(str(path), config.column)  # fail at build time, naming the file
+    limits = getattr(getattr(ctx, "scenario", None), "limits", None)
+    read_personachat(str(path), config.column, limits.max_persona_file_mb if limits else None)  # fail at build time, naming the file
     return config, path
 
 
