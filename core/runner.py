@@ -125,7 +125,9 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
     ``overrides`` change the scenario from here on (a raised budget, say). The run directory
     is locked first and left untouched until every input has been checked."""
     overrides = list(overrides)
-    with RunDir.open(path).lock():
+    run_dir = RunDir.open(path)
+    run_dir.read_manifest()  # a broken manifest is reported before anything is locked
+    with run_dir.lock():
         run_dir, scenario, plugins = load_run(path, plugins, overrides=overrides)
 
         def mark_running() -> None:
