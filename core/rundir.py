@@ -83,7 +83,7 @@ class RunLock:
         handle.write(json.dumps({
             "pid": os.getpid(), "host": socket.gethostname(),
             "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "command": " ".join(sys.argv[:3]),
+            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:3]]) if sys.argv else "",
         }) + "\n")
         handle.flush()
         self._file = handle

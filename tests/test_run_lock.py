@@ -210,3 +210,19 @@ def test_a_killed_run_leaves_a_lock_that_resume_takes_over(scenario, tmp_path):
     reference = cli("run", str(scenario), "--out", str(tmp_path / "ref"), *GATE, "--quiet")
     assert reference.returncode == 0, reference.stderr
     assert tables(tmp_path / "d") == tables(tmp_path / "ref")
+
+
+def test_replay_waits_for_nobody_and_touches_nothing(tmp_path):
+    """``replay`` of a run that another process holds (a ``resume``, say) is refused; once
+    the lock is free the replay runs and is identical."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(scenario_text(rounds=2, count=3, policy="scripted_feed", llm=True))
+    made = cli("run", str(scenario), "--out", str(tmp_path / "d"), "-p", "townsquare.testing.scripted", "--quiet")
+    assert made.returncode == 0, made.stderr
+    with RunDir(tmp_path / "d").lock():
+        before = digest(tmp_path / "d")
+        refused = cli("replay", str(tmp_path / "d"), "--out", str(tmp_path / "again"))
+        refused_by(refused.stderr, refused.returncode, os.getpid())
+        assert digest(tmp_path / "d") == before and not (tmp_path / "again").exists()
+    replayed = cli("replay", str(tmp_path / "d"), "--out", str(tmp_path / "again"))
+    assert replayed.returncode == 0 and "replay identical" in replayed.stderr, replayed.stderr
