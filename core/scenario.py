@@ -68,6 +68,12 @@ class LimitsConfig(_Strict):
     max_name_length: int = Field(200, gt=0)
 
 
+def limits_of(ctx: Any) -> LimitsConfig:
+    """The ``[limits]`` of the scenario a component is built for (a ``BuildContext``); the
+    defaults when it is built outside a run."""
+    return getattr(getattr(ctx, "scenario", None), "limits", None) or LimitsConfig()
+
+
 class EngineConfig(_Strict):
     concurrency: int = Field(64, gt=0)
     checkpoint_every: int = Field(1, gt=0)

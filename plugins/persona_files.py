@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare import hookimpl
 from townsquare.errors import UsageError
 from townsquare.files import read_user_text
-from townsquare.scenario import LimitsConfig
+from townsquare.scenario import LimitsConfig, limits_of
 from townsquare.persona import Persona, cycle_personas, name_problem
 from townsquare.specs import PersonaSourceSpec
 
@@ -114,15 +114,11 @@ def checked(persona: Persona, where: str, limits: Any) -> Persona:
 def build_inline(config: PersonaFilesConfig | None, ctx: Any) -> ListPersonas:
     if config is None or config.items is None:
         raise UsageError("personas: the inline source needs items = [{name = ..., sentences = [...]}]")
-    limits = _limits(ctx)
+    limits = limits_of(ctx)
     personas = [checked(Persona(name=item.name, sentences=list(item.sentences), fields=dict(item.fields)), f"personas.items[{i}]", limits)
                 for i, item in enumerate(config.items)]
     return ListPersonas(personas, "personas.items")
 
-
-def _limits(ctx: Any) -> Any:
-    """The scenario's ``[limits]`` (defaults when a component is built outside a run)."""
-    return getattr(getattr(ctx, "scenario", None), "limits", None) or LimitsConfig()
 
 
 def build_jsonl(config: PersonaFilesConfig | None, ctx: Any) -> ListPersonas:
@@ -131,7 +127,7 @@ def build_jsonl(config: PersonaFilesConfig | None, ctx: Any) -> ListPersonas:
     path = Path(config.path)
     if not path.is_absolute():
         path = Path(getattr(ctx, "base_dir", ".") or ".") / path
-    personas = read_jsonl(path, _limits(ctx))
+    personas = read_jsonl(path, limits_of(ctx))
     log.debug("personas.loaded", path=str(path), count=len(personas))
     return ListPersonas(personas, str(path))
 
