@@ -16,7 +16,9 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from structlog.testing import capture_logs
@@ -51,6 +53,22 @@ def wait_reached(gate: Path, proc: subprocess.Popen) -> None:
             proc.kill()
             pytest.fail("the gated run never reached its gate")
         time.sleep(0.02)
+
+
+@contextmanager
+def held_mid_run(gate: Path, *args: str) -> Iterator[subprocess.Popen]:
+    """A CLI command held at the start of round 2 for the ``with`` body, then let go; it must
+    then end with status 0."""
+    proc = start(*args, RUN_GATE=str(gate), RUN_GATE_ROUND="2")
+    try:
+        wait_reached(gate, proc)
+        yield proc
+        gate.touch()
+        _, err = proc.communicate(timeout=REACH_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
 
 
 def digest(folder: Path) -> dict[str, str]:
@@ -142,21 +160,12 @@ def test_run_run_and_resume_while_a_run_is_alive_are_refused(scenario, tmp_path)
     naming the first process, nothing changed; the first run then ends as if alone."""
     reference = cli("run", str(scenario), "--out", str(tmp_path / "ref"), *GATE, "--quiet")
     assert reference.returncode == 0, reference.stderr
-    gate = tmp_path / "gate"
-    first = start("run", str(scenario), "--out", str(tmp_path / "d"), *GATE, "--quiet", RUN_GATE=str(gate), RUN_GATE_ROUND="2")
-    try:
-        wait_reached(gate, first)
+    with held_mid_run(tmp_path / "gate", "run", str(scenario), "--out", str(tmp_path / "d"), *GATE, "--quiet") as first:
         before = digest(tmp_path / "d")
         for args in (["run", str(scenario), "--out", str(tmp_path / "d")], ["resume", str(tmp_path / "d")]):
             second = cli(*args)
             refused_by(second.stderr, second.returncode, first.pid)
             assert digest(tmp_path / "d") == before
-        gate.touch()
-        out, err = first.communicate(timeout=REACH_S)
-    finally:
-        if first.poll() is None:
-            first.kill()
-    assert first.returncode == 0, err
     assert json.loads((tmp_path / "d" / "manifest.json").read_text())["status"] == "finished"
     assert tables(tmp_path / "d") == tables(tmp_path / "ref")
 
@@ -169,20 +178,11 @@ def test_two_concurrent_resumes_of_one_run(scenario, tmp_path):
     alone = cli("resume", str(tmp_path / "alone"), "--set", "rounds=4", "--quiet")
     assert alone.returncode == 0, alone.stderr
 
-    gate = tmp_path / "gate"
-    first = start("resume", str(tmp_path / "d"), "--set", "rounds=4", "--quiet", RUN_GATE=str(gate), RUN_GATE_ROUND="2")
-    try:
-        wait_reached(gate, first)
+    with held_mid_run(tmp_path / "gate", "resume", str(tmp_path / "d"), "--set", "rounds=4", "--quiet") as first:
         before = digest(tmp_path / "d")
         second = cli("resume", str(tmp_path / "d"), "--set", "rounds=4", "--quiet")
         refused_by(second.stderr, second.returncode, first.pid)
         assert digest(tmp_path / "d") == before
-        gate.touch()
-        _, err = first.communicate(timeout=REACH_S)
-    finally:
-        if first.poll() is None:
-            first.kill()
-    assert first.returncode == 0, err
     assert tables(tmp_path / "d") == tables(tmp_path / "alone")
 
 
