@@ -29,13 +29,19 @@ def redact(value: Any) -> Any:
     return value
 
 
+def redact_override(override: str) -> str:
+    """``--set llm.api_key=sk-...`` as ``llm.api_key=***`` for the manifest."""
+    key = override.split("=", 1)[0]
+    return key + "=***" if is_secret_key(key.rsplit(".", 1)[-1]) else override
+
+
 def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[str], plugin_options: list[str]) -> dict[str, Any]:
     return {
         "townsquare_version": __version__,
         "name": scenario.model.name,
         "source": scenario.source,
         "base_dir": scenario.base_dir,
-        "overrides": [o if not is_secret_key(o.split("=", 1)[0].rsplit(".", 1)[-1]) else o.split("=", 1)[0] + "=***" for o in overrides],
+        "overrides": [redact_override(o) for o in overrides],
         "plugin_options": plugin_options,
         "seed": scenario.model.seed,
         "rounds": scenario.model.rounds,
@@ -133,8 +139,8 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
         def mark_running() -> None:
             manifest = run_dir.read_manifest()
             if overrides:
-                manifest["scenario"] = scenario.data
-                manifest["overrides"] = manifest.get("overrides", []) + overrides
+                manifest["scenario"] = redact(scenario.data)
+                manifest["overrides"] = manifest.get("overrides", []) + [redact_override(o) for o in overrides]
             run_dir.write_manifest({**manifest, "status": "running"})
 
         return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options, resume=True, on_built=mark_running)
