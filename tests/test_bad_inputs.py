@@ -124,6 +124,10 @@ RUN_CASES = [
      "nokey.txt: no such llm openai API key"),
     ("key-file-empty", (scenario_text(rounds=2, extra='[llm]\nname = "openai"\nmodel = "m"\napi_key_file = "keys.txt"\n'),
                         {"keys.txt": "# no key yet\n"}), [], "keys.txt: no llm openai API key for the default endpoint in file"),
+    ("synthetic-ages-reversed",
+     scenario_text(rounds=2).split("[[populations]]")[0]
+     + f'[[populations]]\nname = "users"\ncount = 2\n{POLICY}\npersonas = {{ name = "synthetic", min_age = 50, max_age = 20 }}\n',
+     [], "max_age: value error, max_age 20 is below min_age 50"),
     ("seed-abc", scenario_text(), ["--seed", "abc"], "Invalid value for '--seed': 'abc' is not a valid integer"),
     ("seed-option-negative", scenario_text(), ["--seed", "-1"], "seed: input should be greater than or equal to 0"),
     ("bad-override", scenario_text(), ["--set", "populations.0.count=lots"], "populations[0].count: input should be a valid integer"),
