@@ -236,6 +236,15 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo(f"error: {redact_text(str(exc))}", err=True)
         sys.exit(exc.exit_code)
+    except Exception:
+        # a bug, not a user error: the traceback is shown, with any known secret scrubbed
+        # (an exception may quote a server that echoed the API key)
+        if early["debug"]:
+            raise
+        import traceback
+
+        click.echo(redact_text(traceback.format_exc()).rstrip(), err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -101,3 +101,21 @@ def test_manifest_and_logs_redact_known_secrets(tmp_path, capsys):
     entries = [json.loads(line) for line in err.splitlines()]
     assert entries[0]["error"] == "echo ***" and entries[0]["api_key"] == "***"
     assert "boom ***" in entries[1]["exception"]
+
+
+def test_an_unexpected_error_shows_its_traceback_without_the_secret(monkeypatch, capsys):
+    """A bug still shows its traceback (exit 1), but a known secret quoted in it is scrubbed."""
+    from townsquare import cli
+
+    remember_secret("traceback-secret-4")
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("server said: traceback-secret-4 is not valid")
+
+    monkeypatch.setattr(cli, "build_cli", broken)
+    with pytest.raises(SystemExit) as info:
+        cli.main(["plugins"])
+    err = capsys.readouterr().err
+    assert info.value.code == 1
+    assert "Traceback" in err and "RuntimeError: server said: *** is not valid" in err
+    assert "traceback-secret-4" not in err
