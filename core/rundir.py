@@ -39,7 +39,7 @@ from typing import Any, Iterator
 import structlog
 
 from . import state as state_codec
-from .errors import UsageError
+from .errors import RunStopped, UsageError
 from .secrets import redact_text
 
 log = structlog.get_logger("townsquare.rundir")
@@ -130,7 +130,8 @@ class RunDir:
         ``runs/<name>`` (``-2``, ``-3``... appended when that exists), so an earlier run is
         never overwritten. When the body fails before it sets ``started`` (a persona file
         found broken while building, say), what was made is removed again: no half-made
-        directory is left behind."""
+        directory is left behind. A clean stop (:class:`RunStopped`) or Ctrl-C keeps it,
+        resumable."""
         path, made = _make_run_path(out, name)
         run = cls(path)
         with run.lock():
@@ -139,6 +140,8 @@ class RunDir:
             try:
                 (path / "checkpoints").mkdir()
                 yield run
+            except RunStopped:
+                raise  # a clean stop while building (an LLM outage, a budget): kept for resume
             except Exception:
                 if not run.started:
                     run._discard(made)

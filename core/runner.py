@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from . import __version__
 from .engine import Progress, Simulation
-from .errors import UsageError
+from .errors import RunStopped, UsageError
 from .lifecycle import RunSummary
 from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
 from .rundir import RunDir, environment
@@ -95,7 +95,13 @@ def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_read
             on_ready(scenario, run_dir)
 
     simulation = Simulation(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
-    return asyncio.run(simulation.run(resume=resume))
+    try:
+        return asyncio.run(simulation.run(resume=resume))
+    except RunStopped as exc:
+        # stopped while building (persona enrichment met an outage or a budget): say so in the
+        # manifest, as a stop during a round does
+        run_dir.update_manifest(status="stopped", stop_reason=exc.reason)
+        raise
 
 
 def llm_overrides(spec: str | None) -> list[str]:

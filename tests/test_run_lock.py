@@ -226,3 +226,22 @@ def test_replay_waits_for_nobody_and_touches_nothing(tmp_path):
         assert digest(tmp_path / "d") == before and not (tmp_path / "again").exists()
     replayed = cli("replay", str(tmp_path / "d"), "--out", str(tmp_path / "again"))
     assert replayed.returncode == 0 and "replay identical" in replayed.stderr, replayed.stderr
+
+
+def test_a_clean_stop_while_building_keeps_the_directory_for_resume(tmp_path, monkeypatch):
+    """A budget or outage met while personas are built is not an input error: the directory
+    stays, marked stopped with the reason."""
+    from townsquare.errors import RunStopped
+    from townsquare.runner import start_run
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(scenario_text(rounds=2))
+
+    def outage(*_args, **_kwargs):
+        raise RunStopped("LLM endpoint unavailable while building")
+
+    monkeypatch.setattr("townsquare.engine.Simulation.build", outage)
+    with pytest.raises(RunStopped):
+        start_run(scenario, out=tmp_path / "d")
+    manifest = json.loads((tmp_path / "d" / "manifest.json").read_text())
+    assert manifest["status"] == "stopped" and manifest["stop_reason"] == "LLM endpoint unavailable while building"
