@@ -168,8 +168,6 @@ class RunDir:
     @classmethod
     def open(cls, path: str | Path) -> "RunDir":
         run = cls(path)
-        if not run.path.is_dir():
-            raise UsageError(f"{path}: no such run directory")
         if not (run.path / "manifest.json").is_file():
             raise UsageError(f"{path}: not a run directory (no manifest.json)")
         return run
