@@ -9,7 +9,7 @@ import pytest
 
 from ga_planning_world import START, ListMemory, World, by_purpose
 from helpers import read_table, scenario_text
-from townsquare.api import Action, BuildContext, Persona, PolicySpec, UsageError, hookimpl
+from townsquare.api import Action, BuildContext, MemoryRecord, Persona, PolicySpec, UsageError, hookimpl
 from townsquare.plugins.generative_agents.planning import day_plan
 from townsquare.plugins.generative_agents.planning.day_plan import FALLBACK_DAY, DayPlanConfig, build_day_plan
 from townsquare.plugins.generative_agents.planning.schedule import (Chunk, Stroke, chunks_from_strokes, clock_text, fit_durations,
@@ -203,8 +203,7 @@ def test_summary_is_refreshed_once_per_simulated_day_with_yesterdays_plan():
 def test_summary_recalls_each_aspect_and_falls_back_to_the_persona():
     world, agent, planner = planner_world(GOOD)
     memory = agent.components["memory.stream"]
-    run(memory.remember(world.ctx(agent, 0), [ __import__("townsquare.api", fromlist=["MemoryRecord"]).MemoryRecord(
-        "Eddy's occupation: composing a piece for class")]))
+    run(memory.remember(world.ctx(agent, 0), [MemoryRecord("Eddy's occupation: composing a piece for class")]))
     run(planner.describe(world.ctx(agent, 0)))
     prompts = [r.messages[-1].content for r in world.recorder.requests if r.purpose == "summary"]
     assert "current daily occupation" in prompts[1] and "1. Eddy's occupation: composing a piece for class" in prompts[1]
