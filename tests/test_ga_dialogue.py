@@ -10,7 +10,8 @@ import json
 import pytest
 
 from ga_planning_world import ListMemory, World, by_purpose
-from townsquare.api import Action, MemoryRecord, Persona, UsageError
+from helpers import read_table, scenario_text
+from townsquare.api import Action, MemoryRecord, MemorySpec, Persona, PolicySpec, UsageError, hookimpl
 from townsquare.plugins.generative_agents.dialogue.conversation import (Conversation, ConversationConfig, Dialogue, Transcript,
                                                                         Turn, is_repeat)
 from townsquare.plugins.generative_agents.dialogue.reply_threads import ReplyThreads
@@ -223,3 +224,63 @@ def test_no_conversation_with_oneself_or_when_declined():
     post = run(world.platform.get_post("p1"))
     assert run(threads[a.id].start(world.ctx(a), post)) == []  # own post
     assert run(threads[b.id].start(world.ctx(b), post)) == [] and threads[b.id].threads == {}
+
+
+# --------------------------------------------------------------------------- in a run
+
+
+class Chatty:
+    """A test policy that reads its feed, answers conversations and starts one on the first post
+    by someone else: the ReplyThreads helper as a policy uses it. Also a list memory stream."""
+
+    plugin_name = "chatty"
+
+    class Policy:
+        def __init__(self, config, ctx):
+            self.threads = ReplyThreads(ConversationConfig(max_turns=4))
+
+        async def step(self, ctx):
+            feed = await ctx.home_timeline(20)
+            actions = [Action(ctx.agent.id, "browse", post_ids=tuple(p.id for p in feed))] if feed else []
+            actions += await self.threads.answer(ctx, feed)
+            for post in feed:
+                if post.reply_to is None:
+                    actions += await self.threads.start(ctx, post)
+                    break
+            if ctx.round == 0 and ctx.agent.index == 0:
+                actions.append(Action(ctx.agent.id, "post", text="Anyone up for a hike on Saturday?"))
+            return actions
+
+        async def on_applied(self, ctx, applied):
+            await self.threads.on_applied(ctx, applied)
+
+        def get_state(self):
+            return self.threads.get_state()
+
+        def set_state(self, state):
+            self.threads.set_state(state)
+
+    @hookimpl
+    def townsquare_register_policies(self):
+        return [PolicySpec("chatty", self.Policy, uses={"memory.stream": "list_memory"})]
+
+    @hookimpl
+    def townsquare_register_memory(self):
+        return [MemorySpec("list_memory", lambda config, ctx: ListMemory(), memory_kind="stream")]
+
+
+def test_two_agents_of_a_run_talk_in_a_reply_thread(make_plugins, write_scenario, run_scenario):
+    rules = ('[plugins.scripted]\nrules = { "start a conversation with" = "yes", '
+             '"say next to" = """{"utterance": "Count me in!", "end": false}""" }\n')
+    path = write_scenario(scenario_text(rounds=4, count=2, policy="chatty", llm=True, extra=rules))
+    run_dir, summary = run_scenario(path, plugins=make_plugins(Chatty(), enable=["townsquare.testing.scripted"]))
+    assert summary.rounds_completed == 4
+    comments = [row for row in read_table(run_dir.path, "actions") if "comment" in row]
+    # Bo opens on Ada's post in round 1; Ada's answer repeats Bo's line (the scripted model says the same
+    # thing every time), so it is dropped and the conversation is over for her; Bo, unanswered, waits
+    assert len(comments) == 1 and "users-0002" in comments[0]
+    _, state = run_dir.latest_checkpoint()
+    memories = {agent: s.get("components", s)["memory.stream"]["records"] for agent, s in state["agents"].items()}
+    chats = {agent: [r for r in records if r["kind"] == "chat"] for agent, records in memories.items()}
+    assert [c["meta"]["ended"] for c in chats["users-0001"]] == ["repeat"]
+    assert chats["users-0001"][0]["text"].endswith("Bo: Count me in!")
