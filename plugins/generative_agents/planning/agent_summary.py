@@ -9,8 +9,9 @@ paragraphs, each answering one question from what the agent remembers:
 
 For each, the agent's memory is asked for the ``k`` records that best match the question
 (through :func:`townsquare.api.agent_memory`, so any memory design serves; see
-:func:`memory_of`) and one LLM call condenses them. With no memory slot filled, or nothing remembered yet, the persona's sentences stand in
-for the memories (the paper seeds each agent's memory with them). The summary is cached and
+:func:`memory_of`) and one LLM call condenses them. With no memory slot filled, or nothing
+remembered yet, the persona's sentences stand in for the memories (the paper seeds each
+agent's memory with them). The summary is cached and
 refreshed once per simulated day (the paper caches it; it does not say how often it is redone,
 we chose daily as the issue asks), so a day costs three calls per agent.
 

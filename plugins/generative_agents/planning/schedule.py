@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 MINUTES_PER_DAY = 24 * 60
+#: the longest text kept for one item (a stroke, an hour, an action): prompts that show a plan stay bounded
+TEXT_CHARS = 200
 
 _MARK = r"(?:\d{1,2}[.)]|[-*\u2022])"
 _INLINE_ITEM = re.compile(r"(?:(?<=^)|(?<=[\s,;:]))(\d{1,2})\)\s+")
@@ -154,7 +156,7 @@ def parse_strokes(text: str) -> list[Stroke]:
     strokes = []
     for item in _items(text):
         match = _TIME.search(item)
-        strokes.append(Stroke(item.rstrip("."), clock_minutes(match) if match else None))
+        strokes.append(Stroke(item.rstrip(".")[:TEXT_CHARS], clock_minutes(match) if match else None))
     return strokes
 
 
@@ -169,7 +171,7 @@ def parse_chunks(text: str, chunk_minutes: int = 60, min_minutes: int = 5) -> li
         if match is None:
             continue
         start = clock_minutes(match)
-        activity = line[match.end():].strip().rstrip(".")
+        activity = line[match.end():].strip().rstrip(".")[:TEXT_CHARS]
         if start is None or start >= MINUTES_PER_DAY or not activity:
             continue
         timed.setdefault(start, activity)
@@ -208,6 +210,7 @@ def parse_actions(text: str) -> list[tuple[str, int]]:
         action = (item[:match.start()] + " " + item[match.end():]).strip(" :-\u2013\u2014,;.()")
         action = re.sub(r"\s+", " ", action)
         if action:
+            action = action[:TEXT_CHARS]
             found.append((action, int(match.group(1) or match.group(2))))
     return found
 
