@@ -361,3 +361,17 @@ def test_memory_tiers_without_the_whole_protocol_are_left_out():
     agent.components["memory.short_term"] = Log()
     run(planner.is_active(world.ctx(agent, 0)))
     assert agent.components["memory.stream"].records[0].kind == "plan"
+
+
+def test_prompts_built_from_memory_stay_bounded_however_much_is_remembered():
+    answers = dict(GOOD, **{"react": "no", "react.context": "context"})
+    world, agent, planner = planner_world(answers)
+    memory = agent.components["memory.stream"]
+    run(memory.remember(world.ctx(agent, 0), [MemoryRecord(f"Eddy's core characteristics note {i}: " + "x" * 300)
+                                             for i in range(2000)]))
+    run(planner.is_active(world.ctx(agent, 0)))
+    run(planner.react(world.ctx(agent, 0), "Eddy's core characteristics are discussed online"))
+    sizes = {r.purpose: len(r.messages[-1].content) for r in world.recorder.requests}
+    template = max(len(t) for t in planner.prompts.values())
+    assert sizes["summary"] <= 1200 + template and sizes["react.context"] <= 1200 + 100 + template
+    assert sizes["plan.day"] < 3 * 1200 + template  # the summary's three parts are cut to memory_chars / 2 each
