@@ -166,7 +166,6 @@ class DayPlanner:
         strokes, source = parse_strokes(answer), "llm"
         if len(strokes) < cfg.fewest_strokes:
             repair = fill(self.prompts["day_plan_repair"], count=len(strokes), fewest=cfg.fewest_strokes, most=cfg.most_strokes)
-
             answer = await llm.text((Message("user", prompt), Message("assistant", answer), Message("user", repair)),
                                     purpose="plan.day.repair", max_tokens=cfg.max_tokens)
             strokes, source = parse_strokes(answer), "llm_repaired"
