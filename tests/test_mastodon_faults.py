@@ -112,7 +112,7 @@ def test_an_outage_stops_the_run_and_a_resume_sends_what_never_arrived(mock, tmp
         checkpoint = json.loads(json.dumps(platform.get_state()))
         done = await platform.apply(actions[0], 0, NOW)
         mock.fault({"match": {"methods": ["POST"], "path": "/api/v1/statuses"}, "effect": {"type": "status", "status": 503}})
-        with pytest.raises(RunStopped, match="mastodon server unreachable"):
+        with pytest.raises(RunStopped, match=r"mastodon server http://127.0.0.1:\d+ unreachable .post by a-2: gave up after 3 tries: HTTP 503"):
             await platform.apply(actions[1], 0, NOW)
         await platform.aclose()
         return checkpoint, done
