@@ -198,7 +198,9 @@ def _report(path: Path, summary) -> None:
     click.echo(f"{state}: {path} — {summary.rounds_completed} rounds, {summary.actions} actions ({counts}), {summary.llm_calls} LLM calls", err=True)
     if summary.stopped:
         click.echo(f"continue with: townsquare resume {path}", err=True)
-        raise RunStopped(summary.stopped)
+        stop = RunStopped(summary.stopped)
+        stop.reported = True  # type: ignore[attr-defined]
+        raise stop
     click.echo(f"tables for notebooks: townsquare export {path} --format csv --out {path}/export", err=True)
 
 
@@ -221,6 +223,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("aborted", err=True)
         sys.exit(130)
     except RunStopped as exc:
+        if not getattr(exc, "reported", False):  # stopped before its first round (while building)
+            click.echo(f"stopped: {exc.reason}", err=True)
         sys.exit(exc.exit_code)
     except UsageError as exc:
         if early["debug"]:

@@ -223,7 +223,11 @@ class Simulation:
             name=self.model.name, run_dir=str(self.run_dir.path), seed=self.model.seed, rounds=self.model.rounds,
             start_round=0, slot_table=self.scenario.slot_table(), scenario=self.scenario.data,
         )
-        await self.build()
+        try:
+            await self.build()
+        except RunStopped as exc:  # a platform that cannot set up its accounts, say: resumable
+            self.run_dir.update_manifest(status="stopped", stop_reason=exc.reason)
+            raise
         self.store.add_agents(self._agent_rows)
         if resume:
             checkpoint = self.run_dir.latest_checkpoint()

@@ -164,7 +164,9 @@ class MastodonPlatform:
         try:
             await self.transport.read(None, lambda c: c.instance_v1(), "read the instance (GET /api/v1/instance)")
         except RemoteError as exc:
-            raise self.transport.stop(RemoteError(f"not a Mastodon API: {exc}", exc.status, exc.transient, True)) from None
+            if not exc.transient:  # an answer, but not the API's: a wrong base_url
+                exc = RemoteError(f"not a Mastodon API: {exc}", exc.status, fatal=True)
+            raise self.transport.stop(exc) from None
         self._probed = True
 
     def any_token(self) -> str | None:
