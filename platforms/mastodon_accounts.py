@@ -183,12 +183,16 @@ def sign_up(transport: Any, store: TokenStore, agent_id: str, username: str, ema
     """
     m = transport.m
     if store.app is None:
-        client_id, client_secret = transport.retrying(
-            lambda: m.Mastodon.create_app(app_name, scopes=SCOPES, api_base_url=transport.base_url,
-                                          request_timeout=transport.request_timeout, session=transport.session,
-                                          user_agent=transport.user_agent),
-            "register the sign-up app",
-        )
+        def register_app() -> tuple[str, str]:
+            try:
+                return m.Mastodon.create_app(app_name, scopes=SCOPES, api_base_url=transport.base_url,
+                                             request_timeout=transport.request_timeout, session=transport.session,
+                                             user_agent=transport.user_agent)
+            except (KeyError, TypeError):  # an error body (a 429, a 5xx) where the app should be
+                raise m.MastodonAPIError("Mastodon API returned error", transport.last_status() or 0, "",
+                                         "no app in the answer") from None
+
+        client_id, client_secret = transport.retrying(register_app, "register the sign-up app")
         store.put_app(client_id, client_secret)
     client_id, client_secret = store.app
     app = transport.new_client(client_id=client_id, client_secret=client_secret)

@@ -187,18 +187,21 @@ def test_faults_before_the_server_on_sign_up_are_retried(mock, proxy, tmp_path):
     """HTML 502s, resets and 429s (with and without Retry-After) on the app, OAuth and sign-up
     requests: every agent ends with exactly one account."""
     proxy.retry_after = 0
-    proxy.configure({"html_502": 0.08, "reset": 0.08, "ratelimit": 0.08, "ratelimit_bare": 0.08},
-                    only=["POST /api/v1/apps", "POST /oauth/token", "POST /api/v1/accounts", "GET /api/v1/instance*"])
 
     async def go():
         platform = make(proxy, tmp_path, max_retries=10, backoff_cap=0.2)
-        await register(platform, ("a-1", "a-2", "a-3"))
+        proxy.configure({"ratelimit": 1.0}, only=["POST /api/v1/apps"], limit=1)  # a JSON 429 where the app should be
+        await register(platform, ("a-1",))
+        proxy.configure({"html_502": 0.08, "reset": 0.08, "ratelimit": 0.08, "ratelimit_bare": 0.08},
+                        only=["POST /oauth/token", "POST /api/v1/accounts", "GET /api/v1/instance*", "GET /api/v1/accounts/*",
+                              "PATCH /api/v1/accounts/update_credentials"])
+        await register(platform, ("a-2", "a-3", "a-4"))
         await platform.aclose()
         return platform
 
     platform = asyncio.run(go())
     assert set(proxy.counts) == {"html_502", "reset", "ratelimit", "ratelimit_bare"}
-    assert accounts_on(mock) == 3 and len({a.remote_id for a in platform.accounts.values()}) == 3
+    assert accounts_on(mock) == 4 and len({a.remote_id for a in platform.accounts.values()}) == 4
 
 
 def test_a_refused_token_stops_cleanly_without_echoing_it(mock, tmp_path):
