@@ -329,3 +329,21 @@ def test_cleanup_undoes_the_runs_writes(mock, tmp_path):
     assert done == {"statuses deleted": 3, "reblogs undone": 1, "favourites undone": 2, "follows undone": 2}
     assert mock.stats()["status_count"] == 0
     assert "tootctl accounts delete" in lines[-1]
+
+
+def test_cleanup_under_an_outage_stops_with_one_line_then_carries_on(mock, tmp_path):
+    from townsquare.platforms.mastodon_cleanup import cleanup
+
+    async def go():
+        platform = make(mock, tmp_path)
+        await register(platform)
+        await platform.apply_batch(ROUND_0, 0, NOW)
+        await platform.aclose()
+
+    asyncio.run(go())
+    mock.fault({"match": {"methods": ["DELETE"], "path": "/api/v1/statuses/*"}, "effect": {"type": "status", "status": 503}})
+    with pytest.raises(RunStopped, match=r"cleanup stopped after undoing 0 writes: mastodon server http://\S+: .*gave up after 6 tries"):
+        cleanup(tmp_path / "run", echo=lambda line: None)
+    mock._request("DELETE", "/api/v1/_mock/faults")
+    assert cleanup(tmp_path / "run", echo=lambda line: None) == {"statuses deleted": 2}
+    assert mock.stats()["status_count"] == 0
