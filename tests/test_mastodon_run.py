@@ -252,3 +252,17 @@ def test_quickstart_runs_on_mastodon_mock_with_two_settings(tmp_path, mock):
     counts = assert_server_matches_export(mock, tmp_path / "quick")
     assert counts.get("post") and counts.get("follow")
     assert_no_token_leaks(tokens_of(tmp_path / "state"), tmp_path / "quick", [result.stdout, result.stderr])
+
+
+def test_a_refused_token_stops_the_run_with_one_line_and_exit_3(tmp_path, mock):
+    """A fatal answer while the accounts are set up: exit 3, one line naming the server and
+    the status, no traceback, the token nowhere, the manifest marked stopped (resumable)."""
+    (tmp_path / "tokens.txt").write_text("users-0001 not-a-valid-token-0123456789\n")
+    path = scenario(tmp_path, policy="embedding_baseline", rounds=1, count=1)
+    result = run(tmp_path, mock, "r", "--set", f"platform.tokens={tmp_path / 'tokens.txt'}", scenario_path=path)
+    assert result.returncode == 3, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"stopped: mastodon server {mock.url} refused (HTTP 401): cannot set up the account of users-0001")
+    assert "Traceback" not in result.stderr and "not-a-valid-token" not in result.stderr + result.stdout
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["status"] == "stopped" and "HTTP 401" in manifest["stop_reason"]
