@@ -165,6 +165,29 @@ def test_a_lost_sign_up_answer_is_recovered_with_one_account(mock, proxy, tmp_pa
     assert accounts_on(mock) == 2 and mock.stats()["status_count"] == 1
 
 
+def test_a_sign_up_lost_by_a_stopped_run_is_recovered_on_resume(mock, proxy, tmp_path):
+    """The answer is lost and the retries run out (the run stops); the resumed run finds the
+    account its predecessor made, by the username and password stored before the request."""
+    from townsquare.errors import RunStopped
+
+    proxy.password_grant = True
+    proxy.configure({"html_502_after": 1.0}, only=["POST /api/v1/accounts"], limit=1)
+    first = make(proxy, tmp_path, max_retries=0)
+    with pytest.raises(RunStopped, match="unreachable"):
+        asyncio.run(register(first, ("a-1",)))
+    asyncio.run(first.aclose())
+    assert accounts_on(mock) == 1
+
+    async def resumed():
+        platform = make(proxy, tmp_path)
+        await register(platform, ("a-1",))
+        await platform.aclose()
+        return platform.accounts["a-1"]
+
+    account = asyncio.run(resumed())
+    assert accounts_on(mock) == 1 and str(mock.client(account.token).me().id) == account.remote_id
+
+
 def test_a_lost_sign_up_answer_without_password_logins_stops_naming_the_account(mock, proxy, tmp_path):
     """Mastodon 4.4+ (as mastodon-mock) refuses password logins: the token of an account whose
     sign-up answer was lost cannot be had. No second account: a clean stop that names it."""
