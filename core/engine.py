@@ -226,7 +226,7 @@ class Simulation:
             name=self.model.name, run_dir=str(self.run_dir.path), seed=self.model.seed, rounds=self.model.rounds,
             start_round=0, slot_table=self.scenario.slot_table(), scenario=self.scenario.data,
         )
-        await self.build()
+        await self.build()  # a RunStopped here (accounts cannot be set up) is marked by the runner
         if self.on_built is not None:
             self.on_built()
         self.store.add_agents(self._agent_rows)
