@@ -34,6 +34,11 @@ def bounded(records: Sequence[MemoryRecord], k: int, max_chars: int) -> list[Mem
     return kept
 
 
+def newest_bounded(records: Sequence[MemoryRecord], k: int, max_chars: int) -> list[MemoryRecord]:
+    """Like :func:`bounded` for records oldest first: the newest ones are kept, order kept."""
+    return bounded(list(records)[::-1], k, max_chars)[::-1]
+
+
 def memory_lines(records: Sequence[MemoryRecord], k: int, max_chars: int, numbered: bool = False,
                  empty: str = "(nothing)") -> str:
     """The records as lines (``- text`` or ``1. text``) within the budget."""
