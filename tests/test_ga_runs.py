@@ -92,3 +92,26 @@ def test_zhous_agent_with_the_stream(make_plugins, write_scenario, run_scenario)
     observed = [r for state in agent_states(run_dir, "memory.stream").values() for r in state["records"]
                 if r["kind"] == "observation" and r["meta"].get("post_id")]
     assert observed and all(" posted: " in r["text"] for r in observed)
+
+
+def test_export_writes_the_memories_table(make_plugins, write_scenario, run_scenario, tmp_path):
+    import csv
+    import json
+
+    from townsquare.export import export_run
+
+    run_dir, _ = run_scenario(example(write_scenario), plugins=make_plugins(enable=[SCRIPTED]))
+    written = export_run(run_dir.events_path, "csv", tmp_path / "export")
+    assert tmp_path / "export" / "memories.csv" in written
+    with open(tmp_path / "export" / "memories.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["agent", "slot", "id", "kind", "text", "created", "importance", "evidence"]
+    _, state = run_dir.latest_checkpoint()
+    expected = sum(len(saved["components"]["memory.stream"]["records"]) for saved in state["agents"].values())
+    assert len(rows) == expected
+    reflections = [r for r in rows if r["kind"] == "reflection"]
+    assert reflections
+    by_key = {(r["agent"], r["id"]): r for r in rows}
+    for row in reflections:
+        evidence = json.loads(row["evidence"])
+        assert evidence and all((row["agent"], e) in by_key for e in evidence)
