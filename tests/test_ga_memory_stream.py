@@ -1,5 +1,5 @@
 """Park et al.'s memory stream (§4.1): importance 1-10 from the LLM cached per text, numpy
-storage grown by doubling, recall through the retrieval slot, seeds split at semicolons,
+storage grown by half its size, recall through the retrieval slot, seeds split at semicolons,
 state round-trip."""
 
 from __future__ import annotations
@@ -56,14 +56,14 @@ def test_no_llm_gives_the_default_importance():
     assert stream.records[0].importance == 4.0
 
 
-def test_arrays_grow_by_doubling():
+def test_arrays_grow_by_half_their_size():
     stream = MemoryStream(MemoryStreamConfig(seed_memories=False, initial_capacity=4))
     ctx = make_ctx()
     capacities = []
     for i in range(9):
         run(stream.remember(ctx, [MemoryRecord(f"event number {i}", importance=1)]))
         capacities.append(stream._vectors.shape[0])
-    assert capacities == [4, 4, 4, 4, 8, 8, 8, 8, 16]
+    assert capacities == [4, 4, 4, 4, 6, 6, 9, 9, 9]
     assert stream._vectors.dtype == np.float32 and len(stream) == 9
 
 

@@ -13,7 +13,8 @@ a text, a creation time, a last-access time and an importance.
 - **Embeddings**: the run's embedder (``ctx.embedder``, shared and cached), computed once per
   record at ``remember`` time.
 - **Storage**: per agent, numpy arrays (float32 vectors, importance, created and last-access
-  times in hours) that grow by doubling, so ``remember`` is amortised O(1); records keep no
+  times in hours) that grow by half their size when full, so ``remember`` is amortised O(1)
+  and the spare rows stay under a third of the array; records keep no
   embedding of their own (the vectors live in the array).
 - **Recall**: cosine relevance of every record to the query (one matrix-vector product), scored
   by the ``memory.retrieval`` slot (:mod:`.park_retrieval`) or by relevance alone when it is
@@ -59,7 +60,7 @@ class MemoryStreamConfig(BaseModel):
     seed_memories: bool = Field(True, description="the persona split at semicolons as first memories (Park §3.1)")
     memory_chars: int = Field(600, gt=0, description="longest memory text shown in the importance prompt")
     importance_cache: int = Field(4096, ge=0, description="texts whose rating is kept (per agent)")
-    initial_capacity: int = Field(64, gt=0, description="rows allocated at first; the arrays double when full")
+    initial_capacity: int = Field(64, gt=0, description="rows allocated at first; the arrays grow by half when full")
     prompts_file: str | None = None
 
 
@@ -116,7 +117,7 @@ class MemoryStream:
         capacity = self._vectors.shape[0]
         if need <= capacity:
             return
-        new = max(need, 2 * capacity, self.config.initial_capacity)
+        new = max(need, capacity + capacity // 2, self.config.initial_capacity)
         vectors = np.zeros((new, dim), dtype=np.float32)
         vectors[: self._n] = self._vectors[: self._n]
         self._vectors = vectors
@@ -176,12 +177,15 @@ class MemoryStream:
         records = [r for r in records if r.text.strip()]
         if not records:
             return []
-        vectors = await ctx.embedder.embed([r.text for r in records])
-        # ratings of distinct texts run concurrently; equal texts share one (the cache)
-        unrated = [r for r in records if r.importance <= 0]
-        distinct = list(dict.fromkeys(r.text for r in unrated))
-        by_text = dict(zip(distinct, await asyncio.gather(*(self.rate(ctx, r) for r in
-                                                            {r.text: r for r in unrated}.values()))))
+        if len(records) == 1:  # the common case, without a batch's bookkeeping
+            vectors = [await ctx.embedder.embed_one(records[0].text)]
+        else:
+            vectors = await ctx.embedder.embed([r.text for r in records])
+        unrated = {r.text: r for r in records if r.importance <= 0}
+        if unrated:
+            # distinct texts are rated concurrently; equal texts share one rating
+            ratings = await asyncio.gather(*(self.rate(ctx, r) for r in unrated.values()))
+            by_text = dict(zip(unrated, ratings))
         for record, vector in zip(records, vectors):
             record.id = record.id or f"m{self._n}"
             record.created = record.created or ctx.now
@@ -189,7 +193,6 @@ class MemoryStream:
             if record.importance <= 0:
                 record.importance = by_text[record.text]
             self.append(record, vector)
-        log.debug("memory.remembered", agent=ctx.agent.id, count=len(records), total=self._n)
         return records
 
     async def remember(self, ctx: Any, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
