@@ -125,6 +125,10 @@ rules = { "most salient high-level questions" = "1. What do I enjoy?\\n2. Who do
         wall = time.perf_counter() - start
         db = sqlite3.connect(run_dir.events_path)
         per_round = dict(db.execute("SELECT round, AVG(prompt_tokens) FROM llm_calls GROUP BY round").fetchall())
+        mix = {r: {p: (n, mean) for p, n, mean in db.execute(
+            "SELECT purpose, COUNT(*), AVG(prompt_tokens) FROM llm_calls WHERE round = ? GROUP BY purpose", (r,))}
+            for r in (5, rounds - 1)}
+        most = db.execute("SELECT MAX(prompt_tokens) FROM llm_calls").fetchone()[0]
         purposes = db.execute(
             "SELECT purpose, AVG(CASE WHEN round <= 10 THEN prompt_tokens END), AVG(CASE WHEN round >= ? THEN prompt_tokens END), "
             "MAX(prompt_tokens) FROM llm_calls GROUP BY purpose ORDER BY purpose", (rounds - 10,)).fetchall()
@@ -132,7 +136,19 @@ rules = { "most salient high-level questions" = "1. What do I enjoy?\\n2. Who do
         _, state = run_dir.latest_checkpoint()
         db.close()
     memories = [len(saved["components"]["memory.stream"]["records"]) for saved in state["agents"].values()]
-    return {"per_round": per_round, "purposes": purposes, "calls": calls, "wall": wall, "memories": memories}
+    return {"per_round": per_round, "purposes": purposes, "calls": calls, "wall": wall, "memories": memories,
+            "mix": mix, "max": most}
+
+
+def same_mix_ratio(mix: dict, early_round: int, late_round: int) -> float:
+    """Late over early mean tokens per call, weighting both by the early round's mix of call
+    purposes (the raw means also move when the mix moves: cached importance ratings, say)."""
+    early, late = mix[early_round], mix[late_round]
+    shared = [p for p in early if p in late]
+    calls = sum(early[p][0] for p in shared)
+    if not calls:
+        return float("nan")
+    return sum(early[p][0] * late[p][1] for p in shared) / sum(early[p][0] * early[p][1] for p in shared)
 
 
 def main() -> int:
@@ -159,6 +175,10 @@ def main() -> int:
     ratio = late / early if early else float("nan")
     print(f"prompt tokens per call   round 5: {early:.0f}   round {last + 1}: {late:.0f}   ratio {ratio:.2f} "
           f"(budget <= 1.1 and <= 1500)")
+    print(f"  same mix of call purposes as round 5: ratio {same_mix_ratio(result['mix'], 5, last):.2f}; "
+          f"largest prompt of the run: {result['max']} tokens")
+    for r in (5, last):
+        print(f"  round {r + 1 if r == last else r}: " + ", ".join(f"{p} {n} x {m:.0f}" for p, (n, m) in sorted(result["mix"][r].items())))
     print(f"  run: {result['calls']} LLM calls in {result['wall']:.1f} s; memories per agent at the end: {result['memories']}")
     print(f"  {'purpose':<28} {'rounds 0-10':>12} {'last 10':>10} {'max':>6}")
     for purpose, first, final, most in result["purposes"]:
