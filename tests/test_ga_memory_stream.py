@@ -120,3 +120,10 @@ def test_mismatched_state_is_refused():
     stream = MemoryStream()
     with pytest.raises(ValueError, match="memory_stream"):
         stream.set_state({"records": [MemoryRecord("x").to_dict()], "vectors": np.zeros((0, 3), dtype=np.float32)})
+
+
+def test_the_stream_keeps_its_own_copies():
+    handed = MemoryRecord("kept by a tier before the stream", importance=2)
+    stream = MemoryStream(MemoryStreamConfig(seed_memories=False))
+    run(stream.remember(make_ctx(), [handed]))
+    assert handed.id == "" and handed.created is None and stream.records[0].id == "m0"

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Sequence
 
@@ -174,7 +175,8 @@ class MemoryStream:
             await self._store(ctx, seeds)
 
     async def _store(self, ctx: Any, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
-        records = [r for r in records if r.text.strip()]
+        # the stream keeps its own copies: a tier before it may hold the same objects
+        records = [replace(r) for r in records if r.text.strip()]
         if not records:
             return []
         if len(records) == 1:  # the common case, without a batch's bookkeeping
