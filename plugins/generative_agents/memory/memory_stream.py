@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import MemoryRecord, MemorySpec, hookimpl, retrieval_of
 
-from ..prompts import fill, prompt_group
+from ..prompts import fill, prompt_group, prompts_for
 from .memory_text import cut
 from .sim_hours import hours
 
@@ -274,7 +274,7 @@ class MemoryStream:
 
 def build_memory_stream(config: MemoryStreamConfig | None, ctx: Any) -> MemoryStream:
     config = config or MemoryStreamConfig()
-    return MemoryStream(config, prompt_group("memory", REQUIRED, config.prompts_file, getattr(ctx, "base_dir", ".") or "."))
+    return MemoryStream(config, prompts_for("memory", REQUIRED, config, ctx))
 
 
 @hookimpl

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare.api import Action, MemoryRecord, PolicySpec, agent_memory, hookimpl
 
 from ..memory.memory_text import cut, memory_lines, newest_bounded
-from ..prompts import fill, prompt_group
+from ..prompts import fill, prompt_group, prompts_for
 
 log = structlog.get_logger("townsquare.plugins.generative_agents.generative_agent")
 
@@ -155,7 +155,7 @@ class GenerativeAgent:
 
 def build_generative_agent(config: GenerativeAgentConfig | None, ctx: Any) -> GenerativeAgent:
     config = config or GenerativeAgentConfig()
-    return GenerativeAgent(config, prompt_group("policy", REQUIRED, config.prompts_file, getattr(ctx, "base_dir", ".") or "."))
+    return GenerativeAgent(config, prompts_for("policy", REQUIRED, config, ctx))
 
 
 @hookimpl

@@ -58,6 +58,12 @@ def prompt_group(group: str, required: Mapping[str, frozenset[str]], override_fi
     return prompts
 
 
+def prompts_for(group: str, required: Mapping[str, frozenset[str]], config: Any, ctx: Any) -> dict[str, str]:
+    """:func:`prompt_group` with a component's ``prompts_file`` setting, relative to the
+    scenario's folder (what every factory here does)."""
+    return prompt_group(group, required, config.prompts_file, getattr(ctx, "base_dir", ".") or ".")
+
+
 def fill(template: str, **values: Any) -> str:
     """``template`` with each ``{name}`` in ``values`` replaced, in one pass (a memory that
     contains ``{persona}`` stays as written; other braces are left alone)."""

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare.api import MemoryRecord, ReflectorSpec, agent_memory, hookimpl
 
 from ..memory.memory_text import bounded, memory_lines, newest_bounded
-from ..prompts import fill, prompt_group
+from ..prompts import fill, prompt_group, prompts_for
 
 log = structlog.get_logger("townsquare.plugins.generative_agents.park_reflection")
 
@@ -150,7 +150,7 @@ class ParkReflection:
 
 def build_park_reflection(config: ParkReflectionConfig | None, ctx: Any) -> ParkReflection:
     config = config or ParkReflectionConfig()
-    return ParkReflection(config, prompt_group("reflection", REQUIRED, config.prompts_file, getattr(ctx, "base_dir", ".") or "."))
+    return ParkReflection(config, prompts_for("reflection", REQUIRED, config, ctx))
 
 
 @hookimpl
