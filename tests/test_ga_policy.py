@@ -132,3 +132,5 @@ def test_runs_with_zhous_action_memory():
     assert "- I liked a1's post: I love jazz piano at night" in first
     records = memory.since(T0 - timedelta(hours=1))
     assert [r.kind for r in records] == ["action"] * 3 and records[1].id == "a1"
+    assert records[1].text == "I liked a1's post: I love jazz piano at night" and records[1].created == T0
+    assert memory.since(T0) == []  # strictly after

@@ -180,8 +180,11 @@ class ActionMemory:
         return [records[i] for i in order]
 
     def since(self, when: datetime | None) -> list[MemoryRecord]:
-        records = [self.as_record(e) for e in self.entries]
-        return [r for r in records if when is None or (r.created is not None and r.created > when)]
+        if when is None:
+            return [self.as_record(e) for e in self.entries]
+        # ISO times of one clock compare as strings: only the newer entries become records
+        cut = when.isoformat()
+        return [self.as_record(e) for e in self.entries if (e.get("created") or "") > cut]
 
     # ------------------------------------------------------------------ state
 
