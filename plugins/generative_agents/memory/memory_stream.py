@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import MemoryRecord, MemorySpec, hookimpl, retrieval_of
 
-from ..prompts import fill, prompt_group, prompts_for
+from ..prompt_files import fill, load_prompts, prompts_for
 from .memory_text import cut
 from .sim_hours import hours
 
@@ -93,7 +93,7 @@ class MemoryStream:
 
     def __init__(self, config: MemoryStreamConfig | None = None, prompts: dict[str, str] | None = None):
         self.config = config or MemoryStreamConfig()
-        self.prompts = prompts or prompt_group("memory", REQUIRED)
+        self.prompts = prompts or load_prompts("memory", REQUIRED)
         self.records: list[MemoryRecord] = []
         self.seeded = False
         self._n = 0

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare.api import Action, MemoryRecord, PolicySpec, agent_memory, hookimpl
 
 from ..memory.memory_text import cut, memory_lines, newest_bounded
-from ..prompts import fill, prompt_group, prompts_for
+from ..prompt_files import fill, load_prompts, prompts_for
 
 log = structlog.get_logger("townsquare.plugins.generative_agents.generative_agent")
 
@@ -73,7 +73,7 @@ class GenerativeAgentConfig(BaseModel):
 class GenerativeAgent:
     def __init__(self, config: GenerativeAgentConfig | None = None, prompts: dict[str, str] | None = None):
         self.config = config or GenerativeAgentConfig()
-        self.prompts = prompts or prompt_group("policy", REQUIRED)
+        self.prompts = prompts or load_prompts("policy", REQUIRED)
         self.counts = {label: 0 for label in DECISION_LABELS} | {"posts": 0}
 
     def _about(self, ctx: Any) -> dict[str, str]:

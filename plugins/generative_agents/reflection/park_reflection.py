@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare.api import MemoryRecord, ReflectorSpec, agent_memory, hookimpl
 
 from ..memory.memory_text import bounded, memory_lines, newest_bounded
-from ..prompts import fill, prompt_group, prompts_for
+from ..prompt_files import fill, load_prompts, prompts_for
 
 log = structlog.get_logger("townsquare.plugins.generative_agents.park_reflection")
 
@@ -92,7 +92,7 @@ def parse_insights(answer: str, statements: list[MemoryRecord], count: int) -> l
 class ParkReflection:
     def __init__(self, config: ParkReflectionConfig | None = None, prompts: dict[str, str] | None = None):
         self.config = config or ParkReflectionConfig()
-        self.prompts = prompts or prompt_group("reflection", REQUIRED)
+        self.prompts = prompts or load_prompts("reflection", REQUIRED)
         self.last: datetime | None = None
         self.reflections = 0
 

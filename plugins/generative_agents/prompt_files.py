@@ -1,6 +1,6 @@
 """The generative agents' prompts, kept as data (STYLE.md, convention 12).
 
-Each TOML file here maps a prompt name to a template with ``{placeholders}``. The words are
+Each ``prompts/<group>.toml`` maps a prompt name to a template with ``{placeholders}``. The words are
 ours; the structure (inputs and output format) follows Park et al. and their appendix. A study
 swaps any template with a TOML file of its own (``prompts_file`` in a component's settings);
 each replacement must keep the placeholders the code fills, or the run stops at build time with
@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from townsquare.api import UsageError
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent / "prompts"
 _FIELD = re.compile(r"\{(\w+)\}")
 
 
@@ -37,7 +37,7 @@ def _read_override(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path}: invalid TOML ({exc})") from None
 
 
-def prompt_group(group: str, required: Mapping[str, frozenset[str]], override_file: str | None = None,
+def load_prompts(group: str, required: Mapping[str, frozenset[str]], override_file: str | None = None,
                  base_dir: str = ".") -> dict[str, str]:
     """The ``group`` templates (``prompts/<group>.toml``), those in ``override_file`` replacing
     them, each checked for the placeholders ``required`` names."""
@@ -59,9 +59,9 @@ def prompt_group(group: str, required: Mapping[str, frozenset[str]], override_fi
 
 
 def prompts_for(group: str, required: Mapping[str, frozenset[str]], config: Any, ctx: Any) -> dict[str, str]:
-    """:func:`prompt_group` with a component's ``prompts_file`` setting, relative to the
+    """:func:`load_prompts` with a component's ``prompts_file`` setting, relative to the
     scenario's folder (what every factory here does)."""
-    return prompt_group(group, required, config.prompts_file, getattr(ctx, "base_dir", ".") or ".")
+    return load_prompts(group, required, config.prompts_file, getattr(ctx, "base_dir", ".") or ".")
 
 
 def fill(template: str, **values: Any) -> str:
