@@ -13,6 +13,8 @@ active:
    ``like`` / ``reblog`` / ``comment`` / ``ignore`` (``LLMClient.choose``: one repair request,
    then ``ignore``). A comment's text is then written from the same inputs. The agent's own
    actions are remembered as ``action`` records ("I liked a3's post: ...").
+   When the planner offers ``react`` (Park's ``day_plan``), the first ``react_posts`` posts are
+   put to it: react or continue, and a re-plan of the rest of the day on a reaction (§4.3.1).
 3. **Post**: with probability ``post_probability`` it writes one post from today's plan (the
    ``plan`` records created since midnight, which a planner stores in the memory) and what it
    recalls for that plan (or for its persona when it has no plan).
@@ -50,6 +52,7 @@ PARK_SLOTS: dict[str, str | None] = {
     "memory.stream": "memory_stream",
     "memory.retrieval": "park_retrieval",
     "reflector": "park_reflection",
+    "planner": "day_plan",
 }
 
 
@@ -64,6 +67,8 @@ class GenerativeAgentConfig(BaseModel):
     persona_chars: int = Field(600, gt=0, description="persona text shown, at most")
     plan_chars: int = Field(600, gt=0, description="today's plan shown, at most")
     max_chars: int = Field(500, gt=0, description="longest post or comment (and post shown)")
+    react_posts: int = Field(1, ge=0, description="feed posts per step the planner is asked to react to "
+                             "(Park §4.3.1, react or continue the plan; each is one decision); 0: never")
     post_probability: float = Field(0.3, ge=0.0, le=1.0, description="chance to write a post per active step")
     comment_max_tokens: int = Field(150, gt=0)
     post_max_tokens: int = Field(200, gt=0)
@@ -113,6 +118,10 @@ class GenerativeAgent:
                     MemoryRecord(f"{p.author_id} posted: {cut(p.text, cfg.max_chars)}", kind="observation",
                                  meta={"post_id": p.id, "author_id": p.author_id}) for p in feed
                 ])
+        planner = ctx.agent.components.get("planner")
+        if cfg.react_posts and hasattr(planner, "react"):
+            for post in feed[:cfg.react_posts]:
+                await planner.react(ctx, f"{post.author_id} posted: {cut(post.text, cfg.max_chars)}", about=post.author_id)
         for post in feed:
             values = {**about, "author": post.author_id, "post": cut(post.text, cfg.max_chars),
                       "memories": await self._recall(ctx, memory, post.text, skip_post=post.id)}
