@@ -72,6 +72,11 @@ class PersonaKnowledge(Component, Protocol):
     async def knowledge_for(self, ctx: "StepContext", topic: str) -> list[Any]: ...
 
 
+# Memory slots (memory.sensory, memory.short_term, memory.long_term, memory.stream) and the
+# retrieval scorer (memory.retrieval) share one contract, kept in townsquare.memory.
+from .memory import Memory, MemoryRecord, MemoryRetrieval  # noqa: E402  (re-exported)
+
+
 class ObservesResults(Protocol):
     """Optional for any component: told what the platform answered to its agent's actions."""
 

@@ -40,10 +40,11 @@ from .embedding import EmbeddingCache
 from .errors import ComponentError, RunStopped
 from .lifecycle import RunInfo, RunSummary
 from .llm import Accounting, LLMCallRecord, LLMClient, compose
-from .llm_faults import LLMFault
+from .llm_faults import LLMFatal, LLMFault
 from .metrics import RoundView
 from .rundir import RunDir
 from .scenario import ResolvedScenario
+from .secrets import redact_text
 from .specs import AGENT_SLOTS
 from .store import EventStore, dumps_detail
 
@@ -64,6 +65,7 @@ class Simulation:
         progress: Progress | None = None,
         llm_middleware: list[Any] | None = None,
         llm_provider: Any | None = None,
+        on_built: Callable[[], None] | None = None,
     ):
         self.scenario = scenario
         self.model = scenario.model
@@ -73,6 +75,7 @@ class Simulation:
         self.progress = progress
         self.llm_middleware = list(llm_middleware or [])
         self.llm_provider = llm_provider
+        self.on_built = on_built  # the runner's cue: every input was read and checked
         self.round = -1
         self.agents: list[Agent] = []
         self.totals = {"rounds": 0, "actions": 0, "posts": 0, "llm_calls": 0, "active": 0}
@@ -182,7 +185,8 @@ class Simulation:
         if self._record_llm:
             order = self._order.get(call.agent_id or "", -1) if hasattr(self, "_order") else -1
             row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
-                   call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost, call.error, call.kind)
+                   call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost,
+                   call.error and redact_text(call.error), call.kind)
             self._llm_rows.append((order, len(self._llm_rows), row))
         if self._llm_observers:
             self.hook.townsquare_on_llm_call(run=self.info, call=call)
@@ -225,8 +229,10 @@ class Simulation:
         """Play the scenario's rounds (from the last checkpoint when ``resume``).
 
         A stop (a :class:`~townsquare.errors.RunStopped`, an LLM fault no link handled, Ctrl-C)
-        during building or a round ends the run cleanly at its last checkpoint. Whatever the
-        exit, a bug's traceback included, every component, middleware and provider is closed."""
+        during a round ends the run cleanly at its last checkpoint; one while building raises
+        :class:`~townsquare.errors.RunStopped` (an LLM fault becomes
+        :class:`~townsquare.llm_faults.LLMFatal`) for the runner to mark. Whatever the exit, a
+        bug's traceback included, every component, middleware and provider is closed."""
         self._record_llm = not resume
         self.info = RunInfo(
             name=self.model.name, run_dir=str(self.run_dir.path), seed=self.model.seed, rounds=self.model.rounds,
@@ -244,6 +250,17 @@ class Simulation:
         last_done = -1
         try:
             await self.build()
+        except (RunStopped, LLMFault) as exc:
+            # stopped while building (persona enrichment met an outage or a budget): the runner
+            # marks the manifest; the calls made keep their rows, a resume builds again unrecorded
+            if hasattr(self, "store"):
+                self._write_llm_rows(self._llm_rows)
+            if isinstance(exc, RunStopped):
+                raise
+            raise LLMFatal(_stop_reason(exc)) from exc
+        if self.on_built is not None:
+            self.on_built()
+        try:
             self.store.add_agents(self._agent_rows)
             if resume:
                 checkpoint = self.run_dir.latest_checkpoint()
@@ -266,14 +283,11 @@ class Simulation:
                 await self.play_round(r)
                 last_done = r
         except (RunStopped, LLMFault, KeyboardInterrupt, asyncio.CancelledError) as exc:
-            if not hasattr(self, "store"):
-                raise
             stopped = _stop_reason(exc)
             self.store.discard_pending()
             # Failed attempts of the discarded round happened: they keep their rows (the
-            # replayed round gets its answers from the cache and does not repeat them). A stop
-            # while building keeps every row: a resume builds again without recording.
-            self._write_llm_rows(self._llm_rows if not started else [item for item in self._llm_rows if item[2][5] == "error"])
+            # replayed round gets its answers from the cache and does not repeat them).
+            self._write_llm_rows([item for item in self._llm_rows if item[2][5] == "error"])
             self._llm_rows.clear()
             log.warning("run.stopped", reason=stopped, last_round=last_done)
         summary = RunSummary(
