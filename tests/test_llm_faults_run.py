@@ -16,7 +16,7 @@ import pytest
 
 from helpers import scenario_text
 from townsquare.llm import LLMRequest, LLMResponse
-from townsquare.runner import resume_run, start_run
+from townsquare.runner import new_manifest, resume_run, start_run
 from townsquare.testing.scripted import ScriptedLLM
 
 SCRIPTED = "townsquare.testing.scripted"
@@ -127,7 +127,7 @@ def test_no_unclosed_or_never_awaited_warnings_on_any_exit(scenario, make_plugin
         plugins = make_plugins(enable=[SCRIPTED])
         loaded = load_scenario(scenario, [], plugins)
         run_dir = RunDir.create(out, loaded.model.name)
-        run_dir.write_manifest({"status": "running"})
+        run_dir.write_manifest(new_manifest(loaded, plugins, [], []))
 
         def progress(round, totals):
             if round == 1:
