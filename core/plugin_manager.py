@@ -71,6 +71,11 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.social_agent.activity_plan",
     "townsquare.plugins.social_agent.action_memory",
     "townsquare.plugins.social_agent.follow_reflection",
+    # RecAgent (Wang et al.): memory tiers, reflection, profiles, policy; the recsys platform
+    "townsquare.plugins.recagent.memory.sensory_memory",
+    "townsquare.plugins.recagent.memory.short_term_memory",
+    "townsquare.plugins.recagent.memory.long_term_memory",
+    "townsquare.plugins.recagent.memory.recagent_reflection",
     # reports
     "townsquare.plugins.run_report",
 )
