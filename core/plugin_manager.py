@@ -72,6 +72,9 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.social_agent.action_memory",
     "townsquare.plugins.social_agent.follow_reflection",
     # RecAgent (Wang et al.): memory tiers, reflection, profiles, policy; the recsys platform
+    "townsquare.platforms.recsys",
+    "townsquare.recommenders.item_random",
+    "townsquare.recommenders.item_popularity",
     "townsquare.plugins.recagent.memory.sensory_memory",
     "townsquare.plugins.recagent.memory.short_term_memory",
     "townsquare.plugins.recagent.memory.long_term_memory",
