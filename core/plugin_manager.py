@@ -79,6 +79,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.recagent.memory.short_term_memory",
     "townsquare.plugins.recagent.memory.long_term_memory",
     "townsquare.plugins.recagent.memory.recagent_reflection",
+    "townsquare.plugins.recagent.recagent_profiles",
     # reports
     "townsquare.plugins.run_report",
 )

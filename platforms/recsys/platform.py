@@ -66,9 +66,16 @@ class RecsysPlatform:
         return account
 
     def friends(self, agent_id: str) -> list[str]:
-        """Ids of the agents whose display names are in this agent's persona ``friends`` field."""
+        """Ids of this agent's friends: the agents whose persona ``id`` is in its persona's
+        ``friend_ids`` or, without those, whose display name is in its ``friends``."""
         agent = self.members.get(agent_id)
-        names = set(agent.persona.fields.get("friends") or ()) if agent is not None else set()
+        if agent is None:
+            return []
+        ids = agent.persona.fields.get("friend_ids")
+        if ids is not None:
+            wanted = {str(i) for i in ids}
+            return [m.id for m in self.members.values() if str(m.persona.fields.get("id")) in wanted and m.id != agent_id]
+        names = set(agent.persona.fields.get("friends") or ())
         return [a.id for a in self.accounts.values() if a.display_name in names and a.id != agent_id]
 
     async def followers(self, agent_id: str) -> list[str]:
