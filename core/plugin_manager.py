@@ -80,6 +80,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.recagent.memory.long_term_memory",
     "townsquare.plugins.recagent.memory.recagent_reflection",
     "townsquare.plugins.recagent.recagent_profiles",
+    "townsquare.plugins.recagent.recagent_policy",
     # reports
     "townsquare.plugins.run_report",
 )

@@ -1,0 +1,127 @@
+"""The RecAgent policy on the recsys platform: a small run with the scripted model exercises
+the recommender flow (pages, watch with feeling and rating, search, leave), chats and
+broadcasts between friends, the memory chain, ablations of each tier and determinism."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from helpers import ROOT
+from townsquare.platforms.recsys import RECSYS_ACTIONS
+
+DATA = ROOT / "tests" / "data" / "recsys"
+RULES = {
+    "high-level insight": "This person enjoys tense thrillers.",
+    "rate how important": '{"sentence": "Something happened at the movies.", "importance": 6}',
+    "one or two sentences": "Have you seen <Heat (1995)>? It is great. [END]",
+    "Share your personal feelings": "Tense and stylish.",
+    "would you rate it": "8",
+    "search box": "sci-fi",
+    "message that all your friends": "Everyone should watch <Heat (1995)>!",
+}
+
+
+def scenario(rounds=4, extra=""):
+    rules = ", ".join(f'"{k}" = {json.dumps(v)}' for k, v in RULES.items())
+    return f"""
+name = "recagent-test"
+seed = 3
+rounds = {rounds}
+[activity]
+model = "always"
+[llm]
+name = "scripted"
+[plugins.scripted]
+rules = {{ {rules} }}
+[platform]
+name = "recsys"
+catalogue = "movielens"
+path = "{DATA / 'ml-mini'}"
+[recommender]
+name = "item_popularity"
+{extra}
+[[populations]]
+name = "users"
+count = 3
+slots = {{ policy = "recagent_policy" }}
+[populations.personas]
+name = "recagent_csv"
+path = "{DATA / 'user.csv'}"
+relationships = "{DATA / 'relationship.csv'}"
+"""
+
+
+def actions(run_dir):
+    db = sqlite3.connect(run_dir.path / "events.sqlite")
+    try:
+        return db.execute("SELECT round, agent_id, kind, target_post, target_agent, text, ok, error, detail FROM actions ORDER BY seq").fetchall()
+    finally:
+        db.close()
+
+
+def test_recagent_run_on_recsys(make_plugins, write_scenario, run_scenario):
+    run_dir, summary = run_scenario(write_scenario(scenario()))
+    assert summary.rounds_completed == 4 and summary.stopped is None
+    rows = actions(run_dir)
+    kinds = {r[2] for r in rows}
+    assert kinds <= RECSYS_ACTIONS and {"enter", "recommend", "leave"} <= kinds
+    assert all(r[6] == 1 for r in rows), [r for r in rows if not r[6]]
+    watches = [r for r in rows if r[2] == "watch"]
+    assert watches and all(r[5] == "Tense and stylish." and json.loads(r[8])["rating"] == 8 for r in watches)
+    social = [r for r in rows if r[2] in ("chat", "broadcast")]
+    assert social and all(json.loads(r[8])["items"] == ["2"] for r in social)
+    chats = [r for r in rows if r[2] == "chat"]
+    for chat in chats:  # one line, then [END]; partners are friends from the relationship file
+        assert chat[5] == "[" + {"users-0001": "Dana Reed", "users-0002": "Omar Hale", "users-0003": "Lia Park"}[chat[1]] + "]: Have you seen <Heat (1995)>? It is great."
+        assert (chat[1], chat[4]) in {("users-0001", "users-0002"), ("users-0002", "users-0001"), ("users-0002", "users-0003"), ("users-0003", "users-0002")}
+    _, state = run_dir.latest_checkpoint()
+    agent = state["agents"]["users-0002"]["components"]
+    assert set(agent) == {"memory.sensory", "memory.short_term", "memory.long_term", "reflector", "policy"}
+    # identical compressed sentences enhance each other: records reach long-term memory with insights,
+    # and reflection merges the identical ones
+    long_term = agent["memory.long_term"]
+    assert any(r["kind"] == "insight" for r in long_term["records"])
+    assert all(r["meta"]["from"].startswith("st") for r in long_term["records"] if r["kind"] != "reflection")
+    assert long_term["merged"] > 0 and long_term["reflections"] > 0
+    assert all("records" in agent[slot] for slot in ("memory.sensory", "memory.short_term", "memory.long_term"))
+
+
+def test_same_seed_same_actions(write_scenario, run_scenario):
+    path = write_scenario(scenario(rounds=3))
+    first, _ = run_scenario(path)
+    second, _ = run_scenario(path)
+    assert actions(first) == actions(second)
+
+
+@pytest.mark.parametrize("plugin,empty", [("sensory_memory", "memory.sensory"), ("short_term_memory", "memory.short_term"),
+                                          ("long_term_memory", "memory.long_term"), ("recagent_reflection", "reflector")])
+def test_each_memory_tier_ablated(plugin, empty, make_plugins, write_scenario, run_scenario):
+    plugins = make_plugins(disable=[plugin], enable=["townsquare.testing.scripted"])
+    run_dir, summary = run_scenario(write_scenario(scenario(rounds=2)), plugins=plugins)
+    assert summary.rounds_completed == 2
+    manifest = json.loads((run_dir.path / "manifest.json").read_text())
+    slots = {row["slot"]: row["component"] for row in manifest["slot_table"] if row["scope"] == "users"}
+    assert slots[empty] == "-"  # left empty: no other design's component stands in
+    assert all(r[6] == 1 for r in actions(run_dir))
+
+
+def test_social_policy_never_gets_a_recagent_tier(make_plugins, write_scenario):
+    from townsquare.scenario import load_scenario
+
+    from helpers import scenario_text
+
+    plugins = make_plugins(disable=["action_memory", "follow_reflection"], enable=["townsquare.testing.scripted"])
+    resolved = load_scenario(write_scenario(scenario_text(policy="social_agent", llm=True)), [], plugins)
+    assert "memory.short_term" not in resolved.populations[0].slots and "reflector" not in resolved.populations[0].slots
+
+
+def test_recagent_policy_needs_the_recsys_platform(write_scenario, run_scenario):
+    from helpers import scenario_text
+
+    from townsquare.api import ComponentError
+
+    with pytest.raises(ComponentError, match="needs the platform 'recsys'"):
+        run_scenario(write_scenario(scenario_text(rounds=1, count=1, policy="recagent_policy", llm=True)))
