@@ -125,3 +125,26 @@ def test_recagent_policy_needs_the_recsys_platform(write_scenario, run_scenario)
 
     with pytest.raises(ComponentError, match="needs the platform 'recsys'"):
         run_scenario(write_scenario(scenario_text(rounds=1, count=1, policy="recagent_policy", llm=True)))
+
+
+def test_example_scenario_runs_on_fixtures(make_plugins, tmp_path):
+    """examples/recagent.toml, pointed at the test fixtures and shortened, with the scripted model."""
+    from townsquare.runner import start_run
+
+    overrides = [f"platform.path={DATA / 'ml-mini'}", f"populations.0.personas.path={DATA / 'user.csv'}",
+                 f"populations.0.personas.relationships={DATA / 'relationship.csv'}", "populations.0.count=3",
+                 "rounds=2", "llm.name=scripted", "activity.model=always"]
+    plugins = make_plugins(enable=["townsquare.testing.scripted"])
+    run_dir, summary = start_run(ROOT / "examples" / "recagent.toml", overrides=overrides, plugins=plugins, out=tmp_path / "run")
+    assert summary.rounds_completed == 2 and {r[2] for r in actions(run_dir)} <= RECSYS_ACTIONS
+
+
+def test_export_writes_watches_ratings_and_chats(write_scenario, run_scenario, tmp_path):
+    from townsquare.export import export_run
+
+    run_dir, _ = run_scenario(write_scenario(scenario(rounds=3)))
+    [path] = export_run(run_dir.path / "events.sqlite", "jsonl", tmp_path / "out", tables=("actions",))
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    watch = next(r for r in rows if r["kind"] == "watch")
+    assert watch["target_post"] in {str(n) for n in range(1, 9)} and json.loads(watch["detail"])["rating"] == 8 and watch["text"]
+    assert any(r["kind"] in ("chat", "broadcast") and "<Heat (1995)>" in r["text"] for r in rows)
