@@ -16,7 +16,7 @@ from .components import (
 )
 from .embedding import Embedder, EmbeddingCache, normalize_rows
 from .errors import ComponentError, PluginError, RunStopped, ScenarioError, TownsquareError, UsageError
-from .files import read_user_text
+from .files import read_user_csv, read_user_text
 from .items import Item, ItemInteractions, ItemRecommender
 from .knowledge import KnowledgeItem, KnowledgeSource
 from .lifecycle import RunInfo, RunSummary
@@ -42,5 +42,5 @@ __all__ = [
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
     "PluginError", "Policy", "PolicySpec", "PostView", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "cycle_personas", "hookimpl", "normalize_rows", "platform_actions", "read_user_text", "retrieval_of",
+    "UsageError", "agent_memory", "cycle_personas", "hookimpl", "normalize_rows", "platform_actions", "read_user_csv", "read_user_text", "retrieval_of",
 ]

@@ -46,7 +46,7 @@ def test_bad_profile_files_stop_with_one_line(tmp_path):
     bad.write_text("id,name,age,traits,status,feature\n0,Al,3,,cook,Lurker\n")
     with pytest.raises(UsageError, match=r"unknown feature 'Lurker'"):
         read_profiles(bad)
-    with pytest.raises(UsageError, match=r"no such file"):
+    with pytest.raises(UsageError, match=r"absent.csv: no such profile file"):
         read_profiles(tmp_path / "absent.csv")
     with pytest.raises(UsageError, match=r"missing column 'user_2'"):
         (tmp_path / "r.csv").write_text("user_1,relationship\n")

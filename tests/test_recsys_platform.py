@@ -61,7 +61,7 @@ def test_bad_catalogue_files_stop_with_one_line(tmp_path):
     (bad / "movies.csv").write_text("movieId,name\n1,x\n")
     with pytest.raises(UsageError, match=r"movies.csv: missing column 'title'"):
         load_movielens(bad)
-    with pytest.raises(UsageError, match=r"cannot read"):
+    with pytest.raises(UsageError, match=r"no such catalogue file"):
         load_movielens(tmp_path / "absent")
     with pytest.raises(UsageError, match=r"platform.path: catalogue 'movielens' needs a path"):
         load_catalogue(RecsysConfig(catalogue="movielens"))

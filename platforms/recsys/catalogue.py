@@ -11,13 +11,12 @@ Bad input stops with one line naming the file and the field.
 
 from __future__ import annotations
 
-import csv
 import re
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from townsquare.api import Item, UsageError
+from townsquare.api import Item, UsageError, read_user_csv
 
 NO_GENRE = "(no genres listed)"
 #: words that follow a category in a profile's interests ("sci-fi movies")
@@ -84,17 +83,7 @@ def _plain_title(text: str) -> str:
 
 
 def _rows(path: Path, required: Iterable[str]) -> list[dict[str, str]]:
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in required if c not in (reader.fieldnames or [])]
-            if missing:
-                raise UsageError(f"{path}: missing column {missing[0]!r}")
-            return list(reader)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise UsageError(f"{path}: not a readable CSV file ({exc})") from None
+    return read_user_csv(path, required, "catalogue file")
 
 
 def _genres(value: str) -> tuple[str, ...]:

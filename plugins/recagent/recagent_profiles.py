@@ -27,7 +27,6 @@ All three share :class:`RecAgentProfilesConfig` (the kernel allows one config pe
 
 from __future__ import annotations
 
-import csv
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, Persona, PersonaSourceSpec, UsageError, cycle_personas, hookimpl
+from townsquare.api import BuildContext, Persona, PersonaSourceSpec, UsageError, cycle_personas, hookimpl, read_user_csv
 
 from .prompts import fill, load_prompts
 
@@ -64,17 +63,7 @@ def _resolve(path: str, base_dir: str) -> Path:
 
 
 def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in required if c not in (reader.fieldnames or [])]
-            if missing:
-                raise UsageError(f"{path}: missing column {missing[0]!r}")
-            return list(reader)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise UsageError(f"{path}: cannot read ({exc})") from None
+    return read_user_csv(path, required, "profile file")
 
 
 def _split(value: str | None, sep: str = ",") -> list[str]:
