@@ -148,3 +148,29 @@ def test_export_writes_watches_ratings_and_chats(write_scenario, run_scenario, t
     watch = next(r for r in rows if r["kind"] == "watch")
     assert watch["target_post"] in {str(n) for n in range(1, 9)} and json.loads(watch["detail"])["rating"] == 8 and watch["text"]
     assert any(r["kind"] in ("chat", "broadcast") and "<Heat (1995)>" in r["text"] for r in rows)
+
+
+def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
+    """Every RecAgent component's state (memory tiers, policy, platform) survives a checkpoint."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.toml"
+    path.write_text(scenario(rounds=4))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "support")}
+    args = [sys.executable, "-m", "townsquare.cli"]
+    plugins = ["-p", "townsquare.testing.scripted", "-p", "kill_switch"]
+    whole = subprocess.run([*args, "run", str(path), "--out", str(tmp_path / "whole"), *plugins], capture_output=True, text=True, env=env)
+    assert whole.returncode == 0, whole.stderr
+    killed = subprocess.run([*args, "run", str(path), "--out", str(tmp_path / "killed"), *plugins], capture_output=True, text=True,
+                            env={**env, "KILL_AT_ROUND": "2", "KILL_DURING": "action"})
+    assert killed.returncode == -9, killed.stderr
+    resumed = subprocess.run([*args, "resume", str(tmp_path / "killed")], capture_output=True, text=True, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+
+    class Dir:
+        def __init__(self, p):
+            self.path = p
+
+    assert actions(Dir(tmp_path / "killed")) == actions(Dir(tmp_path / "whole"))
