@@ -30,12 +30,12 @@ class Person:
         return self.answers.pop(0)
 
 
-def setup(answers, fields=None):
+def setup(answers, fields=None, rules=None):
     platform = RecsysPlatform(load_movielens(MINI), ItemPopularity())
     persona = Persona("Ada", fields=fields or {"age": 30, "career": "pilot", "interests": ["sci-fi movies"], "features": ["Critic"],
                                                "friends": ["Bo"]})
     long_term = LongTermMemory()
-    ctx = make_ctx(topics=("heat", "blade"), name="Ada", platform=platform, components={"memory.long_term": long_term})
+    ctx = make_ctx(topics=("heat", "blade"), rules=rules, name="Ada", platform=platform, components={"memory.long_term": long_term})
     ctx.agent.persona = persona
     bo = Agent("u-2", 1, "u", Persona("Bo", fields={"friends": ["Ada"]}), 1.0, np.random.default_rng(1))
     policy = RecAgentPolicy(None, BuildContext(services=ctx.services, seed=0, agent=ctx.agent))
@@ -80,3 +80,17 @@ def test_chat_with_a_person_on_one_side_and_heard_of_items():
     # Bo hears of the item when he reads his inbox
     run(ctx.platform.apply(action, 0, "t"))
     assert ctx.platform.inbox("u-2")[0]["items"] == ["4"]
+
+
+def test_llm_profile_filter_runs_once_per_behaviour_and_is_kept():
+    from townsquare.plugins.recagent.recagent_policy import RecAgentPolicyConfig
+
+    ctx, policy = setup(["recommender", "next page", "leave", "recommender", "leave"],
+                        rules={"Rewrite the profile": "You fly planes and love sci-fi."})
+    policy.config = RecAgentPolicyConfig(profile_filter="llm")
+    run(policy.step(ctx))
+    run(policy.step(ctx))
+    filters = [c for c in ctx.calls if c.purpose == "recagent.profile_filter"]
+    assert len(filters) == 2 and set(policy.filtered) == {"Ada|activity", "Ada|recommender"}
+    assert "About you: You fly planes and love sci-fi." in policy.decider.seen[1].prompt
+    assert policy.get_state()["filtered"]["Ada|recommender"] == "You fly planes and love sci-fi."

@@ -20,7 +20,7 @@ from townsquare.api import Action, Agent, Memory, StepContext, agent_memory
 
 from .choices import Choice
 from .prompts import fill
-from .unified_prompt import render_memories, render_profile
+from .unified_prompt import render_memories
 
 END = "[END]"
 _TITLE = re.compile(r"<([^<>]{1,200})>")
@@ -59,10 +59,10 @@ async def chat(policy: Any, ctx: StepContext, partner_id: str, known_items: str,
         speaker, other, _, other_memory, items = sides[t % 2]
         transcript = "\n".join(f"[{who}]: {line}" for who, line in turns) or "(nobody has spoken yet)"
         instruction = fill(prompts["chat_turn"], other=other.persona.name,
-                           other_profile=render_profile(other.persona, config.profile_fields["social"]),
+                           other_profile=await policy.profile(ctx, "social", other.persona),
                            other_memory=other_memory.replace("\n", " "), transcript=transcript, known_items=items)
         prompt = fill(prompts["frame"], name=speaker.persona.name,
-                      profile=render_profile(speaker.persona, config.profile_fields["social"]),
+                      profile=await policy.profile(ctx, "social", speaker.persona),
                       memory=sides[t % 2][2], context=f"It is {ctx.now:%A, %H:%M}. {speaker.persona.name} is chatting with {other.persona.name}.",
                       instruction=instruction)
         if speaker is me:

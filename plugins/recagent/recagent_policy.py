@@ -25,7 +25,7 @@ are disabled are skipped, never replaced by another design's component (``stand_
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,7 +35,7 @@ from townsquare.api import Action, BuildContext, ComponentError, MemoryRecord, P
 from . import chat as social
 from .choices import Choice, LLMDecider
 from .prompts import fill, load_prompts
-from .unified_prompt import memory_tiers, unified_prompt
+from .unified_prompt import memory_tiers, render_profile, unified_prompt
 
 log = structlog.get_logger("townsquare.plugins.recagent.policy")
 
@@ -44,7 +44,13 @@ REQUIRED = {
     "activity": frozenset(), "page": frozenset({"items", "heard_of", "labels"}), "search_query": frozenset(),
     "feeling": frozenset({"item"}), "rating": frozenset({"item", "feeling"}), "social": frozenset(),
     "partner": frozenset({"friends"}), "chat_turn": frozenset({"other", "other_profile", "other_memory", "transcript", "known_items"}),
-    "broadcast": frozenset({"known_items"}),
+    "broadcast": frozenset({"known_items"}), "profile_filter": frozenset({"name", "profile", "behaviour"}),
+}
+#: what each behaviour is, for the LLM profile filter
+BEHAVIOURS = {
+    "activity": "deciding what to do with some free time",
+    "recommender": "choosing, watching and rating movies in a movie recommender system",
+    "social": "chatting with friends and posting messages to them",
 }
 DEFAULT_FIELDS = {
     "activity": ["age", "gender", "traits", "interests", "features"],
@@ -64,6 +70,7 @@ class RecAgentPolicyConfig(BaseModel):
     turn_cap: int = Field(8, ge=2, description="lines per chat at most")
     recall_k: int = Field(5, ge=0, description="records asked of each memory tier per prompt (long-term caps at its N)")
     partner_memories: int = Field(5, ge=0, description="the chat partner's recent memories shown")
+    profile_filter: Literal["fields", "llm"] = Field("fields", description="fields: keep profile_fields; llm: the LLM keeps what matters (the paper)")
     profile_fields: dict[str, list[str]] = Field(default_factory=lambda: {k: list(v) for k, v in DEFAULT_FIELDS.items()})
     prompts_file: str | None = None
 
@@ -79,6 +86,7 @@ class RecAgentPolicy:
         self.heard_of: dict[str, str] = {}  # item id -> who told (agent id)
         self.inbox_seen = 0
         self.seeded = False
+        self.filtered: dict[str, str] = {}  # "agent name|behaviour" -> profile text kept by the LLM filter
         platform = ctx.services.platform if ctx.services is not None else None
         if platform is None or not hasattr(platform, "join"):
             raise ComponentError("recagent_policy needs the platform 'recsys': add [platform] name = \"recsys\"")
@@ -94,9 +102,24 @@ class RecAgentPolicy:
     async def read_memory(self, ctx: StepContext, query: str) -> list[MemoryRecord]:
         return await memory_tiers(ctx).recall(ctx, query, self.config.recall_k) if self.config.recall_k else []
 
+    async def profile(self, ctx: StepContext, behaviour: str, persona: Any = None) -> str:
+        """``persona``'s profile (the agent's by default) filtered to ``behaviour``."""
+        persona = persona or ctx.agent.persona
+        fields = self.config.profile_fields[behaviour]
+        if self.config.profile_filter == "fields":
+            return render_profile(persona, fields)
+        key = f"{persona.name}|{behaviour}"
+        if key not in self.filtered:
+            full = render_profile(persona, sorted(persona.fields)) if persona.fields else " ".join(persona.sentences)
+            answer = await ctx.require_llm("recagent_policy").text(
+                fill(self.prompts["profile_filter"], name=persona.name, profile=full, behaviour=BEHAVIOURS[behaviour]),
+                purpose="recagent.profile_filter")
+            self.filtered[key] = " ".join(answer.split()) or render_profile(persona, fields)
+        return self.filtered[key]
+
     async def prompt(self, ctx: StepContext, behaviour: str, query: str, where: str, instruction: str) -> str:
-        fields = self.config.profile_fields["social" if behaviour in ("social", "broadcast") else behaviour]
-        return await unified_prompt(ctx, self.prompts, fields, query, self.config.recall_k, where, instruction)
+        profile = await self.profile(ctx, "social" if behaviour in ("social", "broadcast") else behaviour)
+        return await unified_prompt(ctx, self.prompts, profile, query, self.config.recall_k, where, instruction)
 
     def titles(self, ctx: StepContext, ids: Any) -> str:
         names = [f"<{ctx.platform.item(i).title}>" for i in ids if ctx.platform.item(i) is not None]
@@ -237,12 +260,13 @@ class RecAgentPolicy:
     # ------------------------------------------------------------------ state
 
     def get_state(self) -> dict[str, Any]:
-        return {"heard_of": dict(self.heard_of), "inbox_seen": self.inbox_seen, "seeded": self.seeded}
+        return {"heard_of": dict(self.heard_of), "inbox_seen": self.inbox_seen, "seeded": self.seeded, "filtered": dict(self.filtered)}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.heard_of = dict(state.get("heard_of", {}))
         self.inbox_seen = int(state.get("inbox_seen", 0))
         self.seeded = bool(state.get("seeded", False))
+        self.filtered = dict(state.get("filtered", {}))
 
 
 @hookimpl

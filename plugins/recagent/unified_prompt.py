@@ -4,9 +4,10 @@ Not a plugin.
 Every prompt joins (1) the profile filtered to the behaviour, (2) the memories read for it
 (the agent's memory chain: top-N long-term records for the query plus all short-term ones),
 (3) the context (simulated time and the agent's situation) and (4) the behaviour's
-instruction. The paper filters the profile with an extra ChatGPT call per behaviour; we
-filter by field, with the fields each behaviour keeps a setting of the policy
-(``profile_fields``), which saves one LLM call per decision.
+instruction. The paper filters the profile with ChatGPT for each behaviour; the policy does
+that too with ``profile_filter = "llm"`` (once per agent and behaviour: a profile does not
+change, so the filtered text is kept in the policy's state), or by default keeps, per
+behaviour, the fields its ``profile_fields`` setting lists (no LLM call).
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ def situation(ctx: StepContext, where: str) -> str:
     return f"It is {ctx.now:%A, %H:%M} (round {ctx.round}). {where}"
 
 
-async def unified_prompt(ctx: StepContext, prompts: dict[str, str], profile_fields: Sequence[str], query: str, k: int,
+async def unified_prompt(ctx: StepContext, prompts: dict[str, str], profile: str, query: str, k: int,
                          where: str, instruction: str) -> str:
     records = await memory_tiers(ctx).recall(ctx, query, k) if k > 0 else []
-    return fill(prompts["frame"], name=ctx.agent.persona.name, profile=render_profile(ctx.agent.persona, profile_fields),
+    return fill(prompts["frame"], name=ctx.agent.persona.name, profile=profile,
                 memory=render_memories(records), context=situation(ctx, where), instruction=instruction)
