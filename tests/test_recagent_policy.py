@@ -174,3 +174,19 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path):
             self.path = p
 
     assert actions(Dir(tmp_path / "killed")) == actions(Dir(tmp_path / "whole"))
+
+
+def test_report_shows_watches_by_genre_and_a_chat_sample(write_scenario, run_scenario, tmp_path):
+    import re
+
+    from townsquare.plugins.report.build import build_report
+
+    run_dir, _ = run_scenario(write_scenario(scenario(rounds=3)))
+    path, _ = build_report(run_dir.path, tmp_path / "report.html", with_similarity=False)
+    page = path.read_text()
+    assert 'id="recsys"' in page and 'alt="watches by genre"' in page
+    rows = [r for r in actions(run_dir) if r[2] == "watch"]
+    genres = [g for r in rows for g in json.loads(r[8])["genres"]]
+    top = max(set(genres), key=lambda g: (genres.count(g), g))
+    assert re.search(rf"<td>{top}</td><td class=\"num\">{genres.count(top)}</td>", page)
+    assert "Have you seen &lt;Heat (1995)&gt;? It is great." in page or "Everyone should watch &lt;Heat (1995)&gt;!" in page

@@ -210,7 +210,8 @@ class RecAgentPolicy:
         rating = int(await self.decider.decide(ctx, Choice("rating", prompt, RATINGS, default="5")))
         self.heard_of.pop(item.id, None)
         await self.observe(ctx, f"{name} watched <{item.title}> and felt: {feeling} {name} rated it {rating}/10.", item=item.id)
-        return Action(ctx.agent.id, "watch", target_post=item.id, text=feeling, detail={"rating": rating, "title": item.title})
+        detail = {"rating": rating, "title": item.title, "genres": list(item.genres)}
+        return Action(ctx.agent.id, "watch", target_post=item.id, text=feeling, detail=detail)
 
     async def search(self, ctx: StepContext, actions: list[Action], items: list[Any]) -> list[Any]:
         name = ctx.agent.persona.name
