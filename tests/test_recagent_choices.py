@@ -75,8 +75,8 @@ def test_prompts_have_four_parts_with_the_profile_filtered_per_behaviour():
 def test_chat_with_a_person_on_one_side_and_heard_of_items():
     ctx, policy = setup(["social", "chat", "Have you seen <Blade Runner (1982)>? [END]"])
     [action] = run(policy.step(ctx))
-    assert action.kind == "chat" and action.target_agent == "u-2" and action.detail == {"turns": 1, "ended": True, "items": ["4"]}
-    assert action.text == "[Ada]: Have you seen <Blade Runner (1982)>?"
+    assert action.kind == "chat" and action.target_agent == "u-2" and action.detail == {"turns": 1, "ended": True, "items": ["4"], "unknown_items": ["4"]}
+    assert action.text == "[Ada]: Have you seen <Blade Runner (1982)>?"  # Ada never watched nor heard of it
     # Bo hears of the item when he reads his inbox
     run(ctx.platform.apply(action, 0, "t"))
     assert ctx.platform.inbox("u-2")[0]["items"] == ["4"]
@@ -94,3 +94,11 @@ def test_llm_profile_filter_runs_once_per_behaviour_and_is_kept():
     assert len(filters) == 2 and set(policy.filtered) == {"Ada|activity", "Ada|recommender"}
     assert "About you: You fly planes and love sci-fi." in policy.decider.seen[1].prompt
     assert policy.get_state()["filtered"]["Ada|recommender"] == "You fly planes and love sci-fi."
+
+
+def test_items_heard_of_may_be_mentioned():
+    ctx, policy = setup(["social", "chat", "Bo told me about <Blade Runner (1982)>. [END]"])
+    policy.heard_of["4"] = "u-2"
+    [action] = run(policy.step(ctx))
+    assert action.detail["items"] == ["4"] and action.detail["unknown_items"] == []
+    assert "<Blade Runner (1982)>" in policy.decider.seen[-1].prompt  # offered as a known item

@@ -43,8 +43,12 @@ def partner_memories(partner: Agent, before: Any, count: int) -> str:
     return render_memories(records[-count:])
 
 
-async def chat(policy: Any, ctx: StepContext, partner_id: str, known_items: str, partner_items: str) -> Action:
+async def chat(policy: Any, ctx: StepContext, partner_id: str, known_ids: list[str], partner_ids: list[str]) -> Action:
+    """The chat between the agent and ``partner_id``; ``known_ids`` and ``partner_ids`` are the
+    items each side watched or heard of. Items a speaker names without knowing them are kept in
+    ``detail["unknown_items"]`` (the prompt forbids it; the count shows how well a model obeys)."""
     platform = ctx.platform
+    known_items, partner_items = policy.titles(ctx, known_ids), policy.titles(ctx, partner_ids)
     me, partner = ctx.agent, platform.members[partner_id]
     config, prompts = policy.config, policy.prompts
     my_memory = render_memories(await policy.read_memory(ctx, f"{partner.persona.name} {known_items}"))
@@ -53,6 +57,8 @@ async def chat(policy: Any, ctx: StepContext, partner_id: str, known_items: str,
         (me, partner, my_memory, their_memory, known_items),
         (partner, me, their_memory, my_memory, partner_items),
     ]
+    allowed = [set(known_ids), set(partner_ids)]
+    unknown: list[str] = []
     turns: list[tuple[str, str]] = []
     ended = False
     for t in range(config.turn_cap):
@@ -73,11 +79,13 @@ async def chat(policy: Any, ctx: StepContext, partner_id: str, known_items: str,
         line = line.replace(END, "").strip()
         if line:
             turns.append((speaker.persona.name, line))
+            unknown += [i for i in mentioned_items(platform, line) if i not in allowed[t % 2] and i not in unknown]
+            allowed[(t + 1) % 2].update(mentioned_items(platform, line))  # the listener has now heard of them
         if ended:
             break
     text = "\n".join(f"[{who}]: {line}" for who, line in turns)
     return Action(me.id, "chat", target_agent=partner_id, text=text,
-                  detail={"turns": len(turns), "ended": ended, "items": mentioned_items(platform, text)})
+                  detail={"turns": len(turns), "ended": ended, "items": mentioned_items(platform, text), "unknown_items": unknown})
 
 
 async def broadcast(policy: Any, ctx: StepContext, known_items: str) -> Action | None:

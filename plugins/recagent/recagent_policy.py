@@ -125,9 +125,9 @@ class RecAgentPolicy:
         names = [f"<{ctx.platform.item(i).title}>" for i in ids if ctx.platform.item(i) is not None]
         return ", ".join(names) or "none"
 
-    def known_items(self, ctx: StepContext, agent_id: str, heard_of: Any) -> str:
-        watched = [i.id for i in ctx.platform.watched(agent_id)]
-        return self.titles(ctx, dict.fromkeys([*watched, *heard_of]))
+    def known_items(self, ctx: StepContext, agent_id: str, heard_of: Any) -> list[str]:
+        """Ids of the items ``agent_id`` watched or heard of, the only ones it may talk about."""
+        return list(dict.fromkeys([*(i.id for i in ctx.platform.watched(agent_id)), *heard_of]))
 
     # ------------------------------------------------------------------ the step
 
@@ -252,7 +252,7 @@ class RecAgentPolicy:
             await self.observe(ctx, f"{name} chatted with {platform.members[partner].persona.name}:\n{action.text}", kind="chat",
                                partner=partner, items=action.detail["items"])
             return [action]
-        action = await social.broadcast(self, ctx, known)
+        action = await social.broadcast(self, ctx, self.titles(ctx, known))
         if action is None:
             return []
         await self.observe(ctx, f"{name} posted to friends: {action.text}", kind="chat", items=action.detail["items"])
