@@ -16,7 +16,8 @@ from .components import (
 )
 from .embedding import Embedder, EmbeddingCache, normalize_rows
 from .errors import ComponentError, PluginError, RunStopped, ScenarioError, TownsquareError, UsageError
-from .files import read_user_text
+from .files import read_user_csv, read_user_text
+from .items import Item, ItemInteractions, ItemRecommender
 from .knowledge import KnowledgeItem, KnowledgeSource
 from .lifecycle import RunInfo, RunSummary
 from .llm import Handler, LLMCallRecord, LLMClient, LLMProvider, LLMRequest, LLMResponse, Message, ParseFailure
@@ -24,7 +25,7 @@ from .markers import hookimpl
 from .memory import MEMORY_TIERS, Memory, MemoryChain, MemoryRecord, MemoryRetrieval, agent_memory, retrieval_of
 from .metrics import Metric, RoundView
 from .persona import Persona, PersonaSource, cycle_personas
-from .platform import AccountView, Platform, PostView
+from .platform import AccountView, Platform, PostView, platform_actions
 from .specs import (
     AGENT_SLOTS, ComponentSpec, EmbedderSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
     MetricSpec, PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec,
@@ -34,12 +35,12 @@ from .specs import (
 __all__ = [
     "AGENT_SLOTS", "MEMORY_TIERS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
     "AccountView", "Action", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
-    "Embedder", "EmbedderSpec", "EmbeddingCache", "Handler", "KnowledgeItem", "KnowledgeSource",
+    "Embedder", "EmbedderSpec", "EmbeddingCache", "Handler", "Item", "ItemInteractions", "ItemRecommender", "KnowledgeItem", "KnowledgeSource",
     "KnowledgeSourceSpec", "LLMCallRecord", "LLMClient", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec",
     "LLMRequest", "LLMResponse", "Memory", "MemoryChain", "MemoryRecord", "MemoryRetrieval", "MemorySpec", "Message",
     "Metric", "MetricSpec", "ObservesResults", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
     "PluginError", "Policy", "PolicySpec", "PostView", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "cycle_personas", "hookimpl", "normalize_rows", "read_user_text", "retrieval_of",
+    "UsageError", "agent_memory", "cycle_personas", "hookimpl", "normalize_rows", "platform_actions", "read_user_csv", "read_user_text", "retrieval_of",
 ]

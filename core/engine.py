@@ -34,6 +34,7 @@ import numpy as np
 import structlog
 
 from .actions import Action, ActionResult
+from .platform import platform_actions
 from .activity import active_probability, sample_activity
 from .components import Agent, BuildContext, Services, StepContext
 from .embedding import EmbeddingCache
@@ -337,6 +338,7 @@ class Simulation:
         present = [a for a in self.agents if a.present(r)]
         semaphore = asyncio.Semaphore(self.model.engine.concurrency)
         minutes = self.model.clock.minutes_per_round
+        accepted = platform_actions(self.platform)
 
         async def turn(agent: Agent) -> tuple[bool, list[Action]]:
             async with semaphore:
@@ -356,6 +358,9 @@ class Simulation:
                 for action in actions:
                     if not isinstance(action, Action) or action.agent_id != agent.id:
                         raise ComponentError(f"agent {agent.id}: a component returned {action!r}, not an Action of this agent")
+                    if action.kind not in accepted:
+                        raise ComponentError(f"agent {agent.id}: action kind {action.kind!r} is not accepted by platform "
+                                             f"{self.scenario.platform.spec.name!r} (accepts: {', '.join(sorted(accepted))})")
                 return active, actions
 
         tasks = [asyncio.ensure_future(turn(a)) for a in present]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
+from typing import Iterable
 
 from .errors import UsageError
 
@@ -20,4 +22,20 @@ def read_user_text(path: str | Path, what: str, max_mb: float | None = None, lim
     except FileNotFoundError:
         raise UsageError(f"{path}: no such {what}") from None
     except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read {what}: {exc}") from None
+
+
+def read_user_csv(path: str | Path, required: Iterable[str], what: str = "CSV file") -> list[dict[str, str]]:
+    """The rows of the CSV file ``path`` as dicts; a missing file, a missing ``required``
+    column or an unreadable file is one :class:`UsageError` line naming the file."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in required if c not in (reader.fieldnames or [])]
+            if missing:
+                raise UsageError(f"{path}: missing column {missing[0]!r}")
+            return list(reader)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such {what}") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UsageError(f"{path}: cannot read {what}: {exc}") from None

@@ -77,6 +77,16 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.generative_agents.memory.park_retrieval",
     "townsquare.plugins.generative_agents.reflection.park_reflection",
     "townsquare.plugins.generative_agents.policy.generative_agent",
+    # RecAgent (Wang et al.): memory tiers, reflection, profiles, policy; the recsys platform
+    "townsquare.platforms.recsys",
+    "townsquare.recommenders.item_random",
+    "townsquare.recommenders.item_popularity",
+    "townsquare.plugins.recagent.memory.sensory_memory",
+    "townsquare.plugins.recagent.memory.short_term_memory",
+    "townsquare.plugins.recagent.memory.long_term_memory",
+    "townsquare.plugins.recagent.memory.recagent_reflection",
+    "townsquare.plugins.recagent.recagent_profiles",
+    "townsquare.plugins.recagent.recagent_policy",
     # reports
     "townsquare.plugins.run_report",
 )

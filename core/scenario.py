@@ -425,7 +425,9 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
                 # (or when it needs a knowledge source and the scenario has none)
                 preferred = uses.get(slot)
                 candidates = [registry.by_slot.get(slot, {}).get(preferred)] if preferred else []
-                candidates += sorted(registry.by_slot.get(slot, {}).values(), key=lambda c: (-c.priority, c.name))
+                if not preferred or getattr(policy_spec, "stand_ins", True):
+                    candidates += sorted((c for c in registry.by_slot.get(slot, {}).values() if c.stand_in or slot in pop.slots),
+                                         key=lambda c: (-c.priority, c.name))
                 spec = next((c for c in candidates if c is not None and (model.knowledge is not None or not c.needs_knowledge)), None)
             else:
                 spec = None

@@ -51,6 +51,9 @@ class ComponentSpec:
     #: slot filled automatically falls back to a component that does not, and naming this
     #: component explicitly is an error.
     needs_knowledge: bool = False
+    #: False: built for one design only (RecAgent's memory tiers), so never chosen as the
+    #: fallback for another policy's disabled preferred component; named or preferred, it is used.
+    stand_in: bool = True
     plugin: str = field(default="", compare=False)
 
     #: The kind of component; each subclass sets it. Names are unique within a kind.
@@ -131,6 +134,9 @@ class PolicySpec(ComponentSpec):
     """
 
     uses: dict[str, str | None] = field(default_factory=dict)
+    #: False: a preferred component that is disabled leaves its slot empty instead of falling
+    #: back (RecAgent's "w/o short": ``-p no:short_term_memory`` must not bring in another tier).
+    stand_ins: bool = True
     kind: ClassVar[str] = "policy"
 
 
