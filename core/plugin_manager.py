@@ -169,6 +169,7 @@ def make_plugin_manager(
             plugin = importer()
             pm.register(plugin, name=name)
         except Exception as exc:  # a broken plugin must not take the others down
+            _unregister(pm, name)
             _fail(info, exc, strict)
             return
         info.hooks = sorted(impl.name for impl in pm.get_hookcallers(plugin) or ())
@@ -191,18 +192,9 @@ def make_plugin_manager(
         load(canonical_name(option), "module", option, version, lambda m=option: importlib.import_module(m))
 
     for name, obj in extra_plugins:
-        info = PluginInfo(name=name, source="inline", module=getattr(obj, "__name__", repr(obj)), version="")
-        infos[name] = info
-        if name in blocked:
-            info.status = "disabled"
-            continue
-        pm.register(obj, name=name)
-        info.hooks = sorted(impl.name for impl in pm.get_hookcallers(obj) or ())
+        load(name, "inline", getattr(obj, "__name__", type(obj).__name__), "", lambda o=obj: o)
 
-    try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as exc:
-        raise PluginError(f"plugin {pm.get_name(exc.plugin)!r}: {exc}") from exc
+    _reject_unknown_hooks(pm, infos, strict)
 
     for name in blocked - set(infos):
         # A disabled name nobody provides is most often a typo: say so, but do not fail.
@@ -212,12 +204,32 @@ def make_plugin_manager(
     return Plugins(pm=pm, infos=infos, registry=registry, enabled=tuple(enable), disabled=tuple(sorted(blocked)))
 
 
+def _reject_unknown_hooks(pm: pluggy.PluginManager, infos: dict[str, PluginInfo], strict: bool) -> None:
+    """``check_pending`` per plugin: a plugin with a ``townsquare_*`` function that is no hook
+    (a misspelt name) fails alone, instead of taking every other plugin down with it."""
+    for hook_name, caller in list(vars(pm.hook).items()):
+        if getattr(caller, "spec", True) is not None or not hook_name.startswith(f"{PROJECT_NAME}_"):
+            continue
+        for impl in caller.get_hookimpls():
+            info = infos.get(impl.plugin_name)
+            if info is None or info.status != "loaded":
+                continue
+            error = PluginError(f"{hook_name} is not a townsquare hook (misspelt? see docs/reference.md)")
+            _fail(info, error, strict)
+            _unregister(pm, impl.plugin_name)
+
+
+def _unregister(pm: pluggy.PluginManager, name: str) -> None:
+    if pm.get_plugin(name) is not None:
+        pm.unregister(name=name)
+
+
 def _fail(info: PluginInfo, exc: BaseException, strict: bool) -> None:
     info.status = "failed"
     info.error = f"{type(exc).__name__}: {exc}"
     if strict:
         raise PluginError(f"plugin {info.name!r} failed to load: {info.error}") from exc
-    log.warning("plugin.failed", plugin=info.name, error=info.error)
+    log.warning("plugin.failed", plugin=info.name, error=info.error, skipped="--strict-plugins makes this fatal")
 
 
 def _own_version() -> str:
@@ -232,25 +244,83 @@ def _dist_version(ep: metadata.EntryPoint) -> str:
 
 
 class ComponentRegistry:
-    """Components by slot and name, with the plugin that provides each."""
+    """Components by slot and name, with the plugin that provides each, and where each
+    component's settings live in a scenario.
+
+    Settings scheme: a plugin whose components share one config model (or that has one
+    component with a model) reads ``[plugins.NAME]``. A plugin whose components have
+    *different* config models reads one subtable per component, ``[plugins.NAME.COMPONENT]``
+    (and ``populations[i].config.NAME.COMPONENT``). A component's own table (``[recommender]``,
+    ``[platform]``, ``[llm]``...) is merged over either.
+    """
 
     def __init__(self) -> None:
         self.by_slot: dict[str, dict[str, ComponentSpec]] = {}
+        #: plugin -> its one config model (plugins whose components share one)
         self.plugin_config_models: dict[str, type] = {}
+        #: plugin -> {component name -> config model} (plugins with per-component settings)
+        self.component_config_models: dict[str, dict[str, type]] = {}
 
     def add(self, spec: ComponentSpec) -> None:
-        slot = self.by_slot.setdefault(spec.slot, {})
-        other = slot.get(spec.name)
-        if other is not None:
-            raise PluginError(
-                f"component {spec.name!r} ({spec.slot}) is registered by both plugin {other.plugin!r} and plugin {spec.plugin!r}"
-            )
-        slot[spec.name] = spec
-        if spec.config_model is not None:
-            known = self.plugin_config_models.get(spec.plugin)
-            if known is not None and known is not spec.config_model:
-                raise PluginError(f"plugin {spec.plugin!r} registers components with different config models; use one")
-            self.plugin_config_models[spec.plugin] = spec.config_model
+        self.add_plugin([spec])
+
+    def add_plugin(self, specs: list[ComponentSpec]) -> None:
+        """Add one plugin's records, all or none: a clash raises before anything is added."""
+        for i, spec in enumerate(specs):
+            other = self.by_slot.get(spec.slot, {}).get(spec.name) or next(
+                (s for s in specs[:i] if (s.slot, s.name) == (spec.slot, spec.name)), None)
+            if other is not None:
+                raise PluginError(
+                    f"component {spec.name!r} ({spec.slot}) is registered by both plugin {other.plugin!r} and plugin {spec.plugin!r}"
+                )
+        for spec in specs:
+            self.by_slot.setdefault(spec.slot, {})[spec.name] = spec
+        for plugin in {spec.plugin for spec in specs}:
+            mine = [s for slot in self.by_slot.values() for s in slot.values() if s.plugin == plugin and s.config_model is not None]
+            models = {s.name: s.config_model for s in mine}
+            if len(set(models.values())) <= 1:
+                if models:
+                    self.plugin_config_models[plugin] = next(iter(models.values()))
+                continue
+            if len(models) < len(mine):
+                clash = next(s.name for s in mine if sum(o.name == s.name for o in mine) > 1)
+                for spec in specs:
+                    self.by_slot[spec.slot].pop(spec.name, None)
+                raise PluginError(f"plugin {plugin!r} has two components named {clash!r} with different config models: "
+                                  f"their [plugins.{plugin}.{clash}] settings would clash; rename one")
+            self.plugin_config_models.pop(plugin, None)
+            self.component_config_models[plugin] = models
+
+    def section_key(self, spec: ComponentSpec) -> str:
+        """Where ``spec``'s settings live: ``plugins.NAME`` or ``plugins.NAME.COMPONENT``."""
+        if spec.plugin in self.component_config_models:
+            return f"plugins.{spec.plugin}.{spec.name}"
+        return f"plugins.{spec.plugin}"
+
+    def settings_for(self, spec: ComponentSpec, sections: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """``spec``'s settings out of a ``{plugin: table}`` mapping (``[plugins]`` or a
+        population's ``config``), following the scheme in the class docstring."""
+        table = sections.get(spec.plugin) or {}
+        if spec.plugin in self.component_config_models:
+            return dict(table.get(spec.name) or {})
+        return dict(table)
+
+    def check_section(self, plugin: str, section: dict[str, Any]) -> str | None:
+        """What is wrong with ``[plugins.PLUGIN]`` (None: nothing): a plugin without a config
+        model takes no settings; a plugin with per-component settings takes only component
+        subtables."""
+        if not section:
+            return None
+        per_component = self.component_config_models.get(plugin)
+        if per_component is not None:
+            stray = [key for key, value in section.items() if key not in per_component or not isinstance(value, dict)]
+            if stray:
+                return (f"plugin {plugin!r} has per-component settings: {stray[0]!r} is not one of its components "
+                        f"(write [plugins.{plugin}.COMPONENT] with COMPONENT one of: {', '.join(sorted(per_component))})")
+            return None
+        if plugin not in self.plugin_config_models:
+            return f"plugin {plugin!r} takes no configuration"
+        return None
 
     def names(self, slot: str) -> list[str]:
         return sorted(self.by_slot.get(slot, {}))
@@ -270,25 +340,36 @@ class ComponentRegistry:
             return None
         return max(specs, key=lambda s: (s.priority, s.name))
 
+    def provider_of(self, name: str) -> ComponentSpec | None:
+        """The component called ``name`` in any slot (the first by slot name), or None."""
+        return next((slot[name] for _, slot in sorted(self.by_slot.items()) if name in slot), None)
+
 
 def collect_components(pm: pluggy.PluginManager, infos: dict[str, PluginInfo], strict: bool) -> ComponentRegistry:
+    """Ask every loaded plugin for its records, one plugin at a time: a plugin whose
+    registration raises, returns the wrong record type or clashes with an earlier plugin is
+    reported and skipped (unregistered, so none of its hooks fire); the others go on."""
     registry = ComponentRegistry()
-    for hook_name, spec_type in REGISTRATION_HOOKS.items():
+    per_plugin: dict[str, list[tuple[str, Any]]] = {}
+    for hook_name in REGISTRATION_HOOKS:
         for impl in getattr(pm.hook, hook_name).get_hookimpls():
-            info = infos.get(impl.plugin_name)
-            if info is None or info.status != "loaded":
-                continue
-            try:
-                records = impl.function() or []
-                for record in records:
+            per_plugin.setdefault(impl.plugin_name, []).append((hook_name, impl))
+    for name, info in infos.items():
+        if info.status != "loaded" or name not in per_plugin:
+            continue
+        try:
+            records: list[ComponentSpec] = []
+            for hook_name, impl in per_plugin[name]:
+                spec_type = REGISTRATION_HOOKS[hook_name]
+                for record in impl.function() or []:
                     if not isinstance(record, spec_type):
                         raise PluginError(f"{hook_name} returned {type(record).__name__}, expected {spec_type.__name__}")
-                    record.plugin = impl.plugin_name
-            except Exception as exc:
-                _fail(info, exc, strict)
-                pm.unregister(name=impl.plugin_name)
-                continue
-            for record in records:
-                registry.add(record)
-                info.components.append({"slot": record.slot, "name": record.name, "priority": record.priority})
+                    record.plugin = name
+                    records.append(record)
+            registry.add_plugin(records)
+        except Exception as exc:
+            _fail(info, exc, strict)
+            _unregister(pm, name)
+            continue
+        info.components = [{"slot": r.slot, "name": r.name, "priority": r.priority} for r in records]
     return registry
