@@ -112,6 +112,7 @@ class Plugins:
     registry: "ComponentRegistry"
     enabled: tuple[str, ...] = ()
     disabled: tuple[str, ...] = ()
+    strict: bool = False
 
     @property
     def hook(self):
@@ -119,6 +120,25 @@ class Plugins:
 
     def versions(self) -> dict[str, str]:
         return {name: info.version for name, info in self.infos.items() if info.status == "loaded"}
+
+    def call_each(self, hook_name: str, **kwargs: Any) -> list[Any]:
+        """Call ``hook_name`` plugin by plugin (for hooks run outside a simulation, such as
+        ``townsquare_register_commands``): a plugin whose implementation raises is reported and
+        skipped like one that fails to import (``strict`` re-raises), the others still run."""
+        results = []
+        for impl in reversed(getattr(self.pm.hook, hook_name).get_hookimpls()):
+            try:
+                result = impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+            except Exception as exc:
+                info = self.infos[impl.plugin_name]
+                _fail(info, exc, self.strict)
+                _unregister(self.pm, impl.plugin_name)
+                self.registry.remove_plugin(impl.plugin_name)
+                info.components = []
+                continue
+            if result is not None:
+                results.append(result)
+        return results
 
 
 def parse_plugin_options(options: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -196,12 +216,18 @@ def make_plugin_manager(
 
     _reject_unknown_hooks(pm, infos, strict)
 
-    for name in blocked - set(infos):
+    registry = collect_components(pm, infos, strict)
+    registry.inactive = {name: info.status for name, info in infos.items() if info.status != "loaded"}
+    for name in sorted(blocked - set(infos)):
+        component = registry.provider_of(name)
+        if component is not None:
+            # -p no:COMPONENT would leave the plugin loaded and the component in use: refuse.
+            raise PluginError(f"-p no:{name}: {name!r} is a {component.slot} component of plugin {component.plugin!r}, "
+                              f"not a plugin; disable the plugin with -p no:{component.plugin}, or choose another "
+                              f"{component.slot} in the scenario")
         # A disabled name nobody provides is most often a typo: say so, but do not fail.
         log.warning("plugin.unknown_disabled", plugin=name)
-
-    registry = collect_components(pm, infos, strict)
-    return Plugins(pm=pm, infos=infos, registry=registry, enabled=tuple(enable), disabled=tuple(sorted(blocked)))
+    return Plugins(pm=pm, infos=infos, registry=registry, enabled=tuple(enable), disabled=tuple(sorted(blocked)), strict=strict)
 
 
 def _reject_unknown_hooks(pm: pluggy.PluginManager, infos: dict[str, PluginInfo], strict: bool) -> None:
@@ -260,6 +286,8 @@ class ComponentRegistry:
         self.plugin_config_models: dict[str, type] = {}
         #: plugin -> {component name -> config model} (plugins with per-component settings)
         self.component_config_models: dict[str, dict[str, type]] = {}
+        #: plugin -> "disabled" | "failed", for plugins that provide nothing in this run
+        self.inactive: dict[str, str] = {}
 
     def add(self, spec: ComponentSpec) -> None:
         self.add_plugin([spec])
@@ -322,6 +350,14 @@ class ComponentRegistry:
             return f"plugin {plugin!r} takes no configuration"
         return None
 
+    def remove_plugin(self, plugin: str) -> None:
+        for slot in self.by_slot.values():
+            for name in [n for n, spec in slot.items() if spec.plugin == plugin]:
+                del slot[name]
+        self.plugin_config_models.pop(plugin, None)
+        self.component_config_models.pop(plugin, None)
+        self.inactive[plugin] = "failed"
+
     def names(self, slot: str) -> list[str]:
         return sorted(self.by_slot.get(slot, {}))
 
@@ -330,8 +366,17 @@ class ComponentRegistry:
         if spec is None:
             choices = ", ".join(self.names(slot)) or "none installed"
             prefix = f"{where}: " if where else ""
-            raise ComponentError(f"{prefix}unknown {slot} {name!r} (choose from: {choices})")
+            raise ComponentError(f"{prefix}unknown {slot} {name!r} (choose from: {choices}){self.inactive_hint(name)}")
         return spec
+
+    def inactive_hint(self, name: str) -> str:
+        """Why a component may be missing: its plugin of the same name is disabled or failed,
+        or the list of plugins that are."""
+        if name in self.inactive:
+            return f"; plugin {name!r} is {self.inactive[name]}"
+        if self.inactive:
+            return f"; disabled or failed plugins: {', '.join(sorted(self.inactive))}"
+        return ""
 
     def auto(self, slot: str) -> ComponentSpec | None:
         """The highest-priority implementer of ``slot`` (ties broken by name), or None."""

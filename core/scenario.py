@@ -286,10 +286,8 @@ def _pick_slot(registry: Any, plugins: Any, source: str, key: str, slot: str, wa
         return spec
     try:
         return registry.get(slot, wanted)
-    except ComponentError as exc:
-        disabled = [n for n, info in plugins.infos.items() if info.status != "loaded"]
-        hint = f"; disabled or failed plugins: {', '.join(disabled)}" if disabled else ""
-        raise ScenarioError(source, f"{key}.slots.{slot}", f"{exc}{hint}") from None
+    except ComponentError as exc:  # the message says which plugins are disabled or failed
+        raise ScenarioError(source, f"{key}.slots.{slot}", str(exc)) from None
 
 
 def load_scenario(path: str | Path, overrides: list[str], plugins: Any, seed: int | None = None) -> ResolvedScenario:

@@ -51,6 +51,11 @@ class ComponentSpec:
     #: slot filled automatically falls back to a component that does not, and naming this
     #: component explicitly is an error.
     needs_knowledge: bool = False
+    #: What this component needs of its sibling slots beyond their slot protocol:
+    #: ``{slot: (Protocol, ...)}``. Checked when the agent is built: a filled slot whose
+    #: component lacks a method is an error naming both; an empty slot turns the feature off
+    #: (logged once as ``slot.feature_off``). See :mod:`townsquare.slots`.
+    requires: dict[str, tuple[type, ...]] = field(default_factory=dict)
     plugin: str = field(default="", compare=False)
 
     #: The kind of component; each subclass sets it. Names are unique within a kind.

@@ -54,4 +54,4 @@ def test_disabled_with_p_no(installed, tmp_path):
     out = cli("run", str(scenario), "--out", str(tmp_path / "r"), "-p", "no:loudmouth")
     assert out.returncode == 2
     assert "populations[0].slots.policy: unknown policy 'loudmouth'" in out.stderr
-    assert "disabled or failed plugins: loudmouth" in out.stderr
+    assert "plugin 'loudmouth' is disabled" in out.stderr

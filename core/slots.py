@@ -1,0 +1,161 @@
+"""Slot protocols, checked when a run is built, and the lifecycle calls components may observe.
+
+Every slot has a declared protocol (:data:`SLOT_PROTOCOLS`). When the engine builds a
+component it checks the object against its slot's protocol and against what the components
+beside it *require* of their siblings (``ComponentSpec.requires``: Zhou et al.'s policy needs
+``memory.short_term`` to be a :class:`~townsquare.components.DuplicateCheck` and an
+:class:`~townsquare.components.EngagementLog`). A missing method is one line naming the
+component, its plugin, the slot and the method, exit status 2, before the first round::
+
+    populations[0] (users): component 'my_memory' (plugin 'mymem') in slot memory.short_term
+    lacks post_similarity() of DuplicateCheck, which policy 'social_agent' requires
+
+A required slot left empty (``memory.short_term = "none"``, an ablation) is allowed: the
+feature that needs it is off, and the run says so once per population (``slot.feature_off``).
+
+Memory tiers are checked for the state round-trip only: the :class:`~townsquare.memory.Memory`
+contract is required of them by the components that read the tiers through
+``agent_memory`` (declare ``requires={"memory.stream": (Memory,)}``), since not every tier
+design is a record store yet.
+
+Lifecycle: a run-wide component (platform, recommender, metric, LLM middleware) or an agent
+component that defines ``on_round_start(round, now)`` (plain or ``async``) is called at the
+start of every round, after the ``townsquare_on_round_start`` hook, with the round number and
+the round's simulated time as a ``datetime``. An age-based recommender reads ``now`` there
+instead of from a global.
+"""
+
+from __future__ import annotations
+
+import inspect
+from datetime import datetime
+from typing import Any, Iterable
+
+import structlog
+
+from .components import (
+    Component, PersonaContext, PersonaKnowledge, Planner, Policy, Reflector,
+)
+from .errors import ComponentError
+from .memory import MEMORY_TIERS, MemoryRetrieval
+from .metrics import Metric
+from .platform import Platform
+from .recommender import Recommender
+
+log = structlog.get_logger("townsquare.slots")
+
+#: slot -> the protocol every component in it implements
+SLOT_PROTOCOLS: dict[str, type] = {
+    "persona.context": PersonaContext,
+    "persona.knowledge": PersonaKnowledge,
+    **{tier: Component for tier in MEMORY_TIERS},
+    "memory.retrieval": MemoryRetrieval,
+    "planner": Planner,
+    "reflector": Reflector,
+    "policy": Policy,
+    "platform": Platform,
+    "recommender": Recommender,
+    "metric": Metric,
+}
+
+_PROTOCOL_BASES = {"Protocol", "Generic", "object"}
+_members_cache: dict[type, tuple[str, ...]] = {}
+
+
+def protocol_members(protocol: type) -> tuple[str, ...]:
+    """The public methods and attributes a protocol declares, its bases' included, in
+    declaration order."""
+    cached = _members_cache.get(protocol)
+    if cached is not None:
+        return cached
+    names: dict[str, None] = {}
+    for klass in reversed(protocol.__mro__):
+        if klass.__name__ in _PROTOCOL_BASES or not getattr(klass, "_is_protocol", False):
+            continue
+        for name in (*getattr(klass, "__annotations__", {}), *vars(klass)):
+            if not name.startswith("_"):
+                names[name] = None
+    _members_cache[protocol] = tuple(names)
+    return _members_cache[protocol]
+
+
+def missing_members(component: Any, protocol: type) -> list[str]:
+    """The members of ``protocol`` that ``component`` lacks (a method must be callable)."""
+    missing = []
+    for name in protocol_members(protocol):
+        if not hasattr(component, name):
+            missing.append(name)
+        elif inspect.isfunction(inspect.getattr_static(protocol, name, None)) and not callable(getattr(component, name)):
+            missing.append(name)
+    return missing
+
+
+def _describe(name: str, plugin: str) -> str:
+    return f"component {name!r} (plugin {plugin!r})" if plugin else f"component {name!r}"
+
+
+def check_component(component: Any, slot: str, spec: Any, where: str = "", protocols: Iterable[type] = ()) -> None:
+    """Raise :class:`ComponentError` when ``component`` (built from ``spec`` for ``slot``)
+    lacks a method of its slot's protocol or of ``protocols``."""
+    prefix = f"{where}: " if where else ""
+    for protocol in (SLOT_PROTOCOLS.get(slot, Component), *protocols):
+        missing = missing_members(component, protocol)
+        if missing:
+            raise ComponentError(
+                f"{prefix}{_describe(spec.name, spec.plugin)} in slot {slot} lacks {missing[0]}() of {protocol.__name__}"
+            )
+
+
+def check_agent(agent: Any, choices: dict[str, Any], where: str, noted: set | None = None) -> None:
+    """Check an agent's built components: each against its slot's protocol, and each slot
+    against what the other components' specs ``require`` of it. ``choices`` maps slot ->
+    the scenario's choice (``.spec``). Empty required slots are logged once per ``noted`` set."""
+    for slot, component in agent.components.items():
+        check_component(component, slot, choices[slot].spec, where)
+    for slot, choice in choices.items():
+        for needed_slot, protocols in (getattr(choice.spec, "requires", None) or {}).items():
+            target = agent.components.get(needed_slot)
+            if target is None:
+                key = (where, slot, needed_slot)
+                if noted is not None and key not in noted:
+                    noted.add(key)
+                    log.warning("slot.feature_off", where=where, component=choice.spec.name, slot=needed_slot,
+                                needs=", ".join(p.__name__ for p in protocols))
+                continue
+            for protocol in protocols:
+                missing = missing_members(target, protocol)
+                if missing:
+                    needed = choices[needed_slot].spec
+                    raise ComponentError(
+                        f"{where}: {_describe(needed.name, needed.plugin)} in slot {needed_slot} lacks {missing[0]}() "
+                        f"of {protocol.__name__}, which {slot} {choice.spec.name!r} requires"
+                    )
+
+
+def check_run_wide(scenario: Any, services: Any, metrics: list[tuple[str, Any]]) -> None:
+    """Check the run-wide components (platform, recommender, metrics) against their slots."""
+    check_component(services.platform, "platform", scenario.platform.spec, "platform")
+    check_component(services.recommender, "recommender", scenario.recommender.spec, "recommender")
+    for choice, (_, metric) in zip(scenario.metrics, metrics):
+        check_component(metric, "metric", choice.spec, "metrics")
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def round_observers(components: Iterable[Any]) -> list[Any]:
+    """The bound ``on_round_start`` methods of ``components`` that define one."""
+    found = []
+    for component in components:
+        method = getattr(component, "on_round_start", None)
+        if callable(method):
+            found.append(method)
+    return found
+
+
+async def notify_round_start(observers: Iterable[Any], round: int, now: datetime) -> None:
+    """Call every observer's ``on_round_start(round, now)`` (awaiting coroutine ones), in order."""
+    for observer in observers:
+        result = observer(round, now)
+        if inspect.isawaitable(result):
+            await result
