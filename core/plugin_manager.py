@@ -306,9 +306,9 @@ class ComponentRegistry:
         for plugin in {spec.plugin for spec in specs}:
             mine = [s for slot in self.by_slot.values() for s in slot.values() if s.plugin == plugin and s.config_model is not None]
             models = {s.name: s.config_model for s in mine}
-            if len(set(models.values())) <= 1:
-                if models:
-                    self.plugin_config_models[plugin] = next(iter(models.values()))
+            if len({s.config_model for s in mine}) <= 1:
+                if mine:
+                    self.plugin_config_models[plugin] = mine[0].config_model
                 continue
             if len(models) < len(mine):
                 clash = next(s.name for s in mine if sum(o.name == s.name for o in mine) > 1)

@@ -108,6 +108,20 @@ MULTI = """
 """
 
 
+#: A command written without ``common_options``: ``-p`` still works after its name.
+HELLO = """
+    import click
+    from townsquare.api import hookimpl
+
+    @hookimpl
+    def townsquare_register_commands(cli):
+        @cli.command("hello")
+        @click.option("--loud", is_flag=True)
+        def hello(loud):
+            click.echo("HELLO" if loud else "hello")
+"""
+
+
 def install(site: Path, name: str, source: str) -> None:
     """Install package ``ts_NAME`` as distribution ``townsquare-NAME`` with entry point NAME."""
     package = site / f"ts_{name}"
@@ -125,6 +139,7 @@ def site(tmp_path_factory) -> Path:
     for name, source in BROKEN.items():
         install(site, name, source)
     install(site, "multi", MULTI)
+    install(site, "hello", HELLO)
     return site
 
 
@@ -195,3 +210,16 @@ def test_a_broken_plugin_disabled_with_p_no_is_quiet(site):
     assert out.returncode == 0, out.stderr
     assert "plugin.failed" not in out.stderr
     assert "multi 0.1.0" in out.stdout
+
+
+def test_p_works_on_every_command_and_before_the_command(site):
+    out = cli(site, "hello", "--loud", "-p", "no:badcmd", "--strict-plugins", "-p", "no:noimport", "-p", "no:badreg",
+              "-p", "no:typo", "-p", "no:dupe")
+    assert (out.returncode, out.stdout, out.stderr) == (0, "HELLO\n", "")
+    out = cli(site, "-p", "no:random_feed", "plugins", "--all")
+    assert out.returncode == 0, out.stderr
+    assert "random_feed 0.1.0 (builtin: townsquare.recommenders.random_feed) [disabled]" in out.stdout
+    out = cli(site, "plugins", "-p", "no:random")
+    assert out.returncode == 2
+    assert out.stderr.endswith("error: -p no:random: 'random' is a recommender component of plugin 'random_feed', not a plugin; "
+                               "disable the plugin with -p no:random_feed, or choose another recommender in the scenario\n")
