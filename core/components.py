@@ -29,6 +29,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @runtime_checkable
 class Component(Protocol):
+    """Every component, in every slot: its state as JSON-ready data (numpy arrays are fine),
+    and back. ``set_state(get_state())`` must restore it exactly: checkpoints, ``resume`` and
+    ``branch`` rely on it."""
+
     def get_state(self) -> dict[str, Any]: ...
 
     def set_state(self, state: dict[str, Any]) -> None: ...
