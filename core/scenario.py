@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ComponentError, ScenarioError
+from .slots import check_resolved
 from .specs import AGENT_SLOTS, REQUIRED_AGENT_SLOTS, ComponentSpec
 
 
@@ -402,8 +403,10 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
         links = sorted(registry.by_slot.get("llm_middleware", {}).values(), key=lambda s: (s.order, s.name))
         middleware = [Choice("llm_middleware", spec, config_for(spec, registry.section_key(spec), {})) for spec in links]
 
-    return ResolvedScenario(
+    resolved = ResolvedScenario(
         model=model, source=source, base_dir=base_dir, data=data,
         platform=platform, recommender=recommender, embedder=embedder, llm=llm, knowledge=knowledge,
         metrics=metrics, populations=populations, llm_middleware=middleware, llm_auto=llm_auto,
     )
+    check_resolved(resolved)  # slot protocols of class factories, before anything is written
+    return resolved

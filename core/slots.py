@@ -80,9 +80,15 @@ def protocol_members(protocol: type) -> tuple[str, ...]:
 
 
 def missing_members(component: Any, protocol: type) -> list[str]:
-    """The members of ``protocol`` that ``component`` lacks (a method must be callable)."""
+    """The members of ``protocol`` that ``component`` lacks (a method must be callable).
+    ``component`` may be a class: then only methods and properties are checked (instance
+    attributes appear only once it is built)."""
     missing = []
+    is_class = inspect.isclass(component)
     for name in protocol_members(protocol):
+        if is_class and not (inspect.isfunction(inspect.getattr_static(protocol, name, None))
+                             or isinstance(inspect.getattr_static(protocol, name, None), property)):
+            continue
         if not hasattr(component, name):
             missing.append(name)
         elif inspect.isfunction(inspect.getattr_static(protocol, name, None)) and not callable(getattr(component, name)):
@@ -122,14 +128,38 @@ def check_agent(agent: Any, choices: dict[str, Any], where: str, noted: set | No
                     log.warning("slot.feature_off", where=where, component=choice.spec.name, slot=needed_slot,
                                 needs=", ".join(p.__name__ for p in protocols))
                 continue
-            for protocol in protocols:
-                missing = missing_members(target, protocol)
-                if missing:
-                    needed = choices[needed_slot].spec
-                    raise ComponentError(
-                        f"{where}: {_describe(needed.name, needed.plugin)} in slot {needed_slot} lacks {missing[0]}() "
-                        f"of {protocol.__name__}, which {slot} {choice.spec.name!r} requires"
-                    )
+            _check_required(target, choices[needed_slot].spec, needed_slot, protocols, slot, choice.spec, where)
+
+
+def check_resolved(scenario: Any) -> None:
+    """Check the components a resolved scenario will build whose factory is a class, before
+    anything is built or written: the same errors as at build time, only earlier. Components
+    built by factory functions are checked when they are built."""
+    for i, pop in enumerate(scenario.populations):
+        where = f"populations[{i}] ({pop.config.name})"
+        classes = {slot: choice.spec.factory for slot, choice in pop.slots.items() if inspect.isclass(choice.spec.factory)}
+        for slot, cls in classes.items():
+            check_component(cls, slot, pop.slots[slot].spec, where)
+        for slot, choice in pop.slots.items():
+            for needed_slot, protocols in (getattr(choice.spec, "requires", None) or {}).items():
+                if needed_slot in classes:
+                    _check_required(classes[needed_slot], pop.slots[needed_slot].spec, needed_slot, protocols, slot, choice.spec, where)
+    for key, choice in (("platform", scenario.platform), ("recommender", scenario.recommender)):
+        if inspect.isclass(choice.spec.factory):
+            check_component(choice.spec.factory, key, choice.spec, key)
+    for choice in scenario.metrics:
+        if inspect.isclass(choice.spec.factory):
+            check_component(choice.spec.factory, "metric", choice.spec, "metrics")
+
+
+def _check_required(target: Any, spec: Any, slot: str, protocols: Iterable[type], by_slot: str, by_spec: Any, where: str) -> None:
+    for protocol in protocols:
+        missing = missing_members(target, protocol)
+        if missing:
+            raise ComponentError(
+                f"{where}: {_describe(spec.name, spec.plugin)} in slot {slot} lacks {missing[0]}() "
+                f"of {protocol.__name__}, which {by_slot} {by_spec.name!r} requires"
+            )
 
 
 def check_run_wide(scenario: Any, services: Any, metrics: list[tuple[str, Any]]) -> None:

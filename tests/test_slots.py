@@ -214,3 +214,41 @@ def test_age_decay_ranks_by_simulated_age():
     fresh = PostView("p4", "d", "w", round=19, created_at="2024-01-02T03:00:00", likes=0)
     old_liked = PostView("p5", "e", "v", round=0, created_at="2024-01-01T08:00:00", likes=5)
     assert [p.id for p in rec.rank("v", [old_liked, fresh], 2, None)] == ["p4", "p5"]
+
+
+class NoStepClass(NoStep):
+    def __init__(self, config, ctx):
+        pass
+
+
+def test_a_class_factory_is_checked_before_the_run_directory_is_made(make_plugins, write_scenario, run_scenario, tmp_path):
+    plugin = _plugin("nostepcls", townsquare_register_policies=[PolicySpec("nostep_cls", NoStepClass)])
+    with pytest.raises(ComponentError, match=r"^populations\[0\] \(users\): component 'nostep_cls' \(plugin 'nostepcls'\) "
+                                             r"in slot policy lacks step\(\) of Policy$"):
+        run_scenario(write_scenario(scenario_text(rounds=1, policy="nostep_cls")), plugins=make_plugins(plugin), out=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_cli_prints_one_line_and_exits_2(tmp_path):
+    import subprocess
+    import sys
+
+    module = tmp_path / "nostep_cli_plugin.py"
+    module.write_text(
+        "from townsquare.api import PolicySpec, hookimpl\n"
+        "class NoStep:\n"
+        "    def __init__(self, config, ctx): pass\n"
+        "    def get_state(self): return {}\n"
+        "    def set_state(self, state): pass\n"
+        "@hookimpl\n"
+        "def townsquare_register_policies():\n"
+        "    return [PolicySpec('nostep_cli', NoStep)]\n")
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(scenario_text(rounds=1, policy="nostep_cli"))
+    out = subprocess.run([sys.executable, "-m", "townsquare.cli", "run", str(scenario), "--out", str(tmp_path / "r"),
+                          "-p", "nostep_cli_plugin"], capture_output=True, text=True, cwd=tmp_path,
+                         env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1] == (
+        "error: populations[0] (users): component 'nostep_cli' (plugin 'nostep_cli_plugin') in slot policy lacks step() of Policy")
+    assert not (tmp_path / "r").exists()
