@@ -253,6 +253,7 @@ def _unregister(pm: pluggy.PluginManager, name: str) -> None:
 def _fail(info: PluginInfo, exc: BaseException, strict: bool) -> None:
     info.status = "failed"
     info.error = f"{type(exc).__name__}: {exc}"
+    info.hooks, info.components = [], []
     if strict:
         raise PluginError(f"plugin {info.name!r} failed to load: {info.error}") from exc
     log.warning("plugin.failed", plugin=info.name, error=info.error, skipped="--strict-plugins makes this fatal")

@@ -185,6 +185,10 @@ def test_a_failing_command_registration_is_skipped(make_plugins):
         strict.call_each("townsquare_register_commands", cli=seen)
 
 
+def _build(config, ctx):
+    return config
+
+
 class _A(BaseModel):
     a: int = 1
 
@@ -224,13 +228,13 @@ def test_same_name_in_two_slots_with_different_models_fails_the_plugin(make_plug
     assert "x9" not in plugins.registry.names("policy") and "x9" not in plugins.registry.names("metric")
 
 
-def test_per_component_settings_reach_each_component_and_populations_override(make_plugins, write_scenario):
+def test_per_component_settings_reach_each_component(make_plugins, write_scenario):
     from townsquare.scenario import load_scenario
 
     from helpers import scenario_text
 
-    module = _module("two2", townsquare_register_recommenders=hookimpl(lambda: [RecommenderSpec("r2", object, config_model=_A)]),
-                     townsquare_register_metrics=hookimpl(lambda: [MetricSpec("m2", object, config_model=_B)]))
+    module = _module("two2", townsquare_register_recommenders=hookimpl(lambda: [RecommenderSpec("r2", _build, config_model=_A)]),
+                     townsquare_register_metrics=hookimpl(lambda: [MetricSpec("m2", _build, config_model=_B)]))
     text = scenario_text(rounds=1, top='metrics = ["m2"]', extra='[recommender]\nname = "r2"\n[plugins.two2.r2]\na = 3\n[plugins.two2.m2]\nb = 4\n')
     scenario = load_scenario(write_scenario(text), [], make_plugins(module))
     assert scenario.recommender.config.a == 3 and scenario.metrics[0].config.b == 4
