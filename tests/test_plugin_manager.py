@@ -197,31 +197,34 @@ class _B(BaseModel):
     b: int = 2
 
 
+def _policy_and_metric(make_plugins, plugin: str, policy_model: type, metric_model: type, **options):
+    """A plugin ``plugin`` with a policy ``{plugin}_p`` and a metric ``{plugin}_m``."""
+    module = _module(plugin, townsquare_register_policies=hookimpl(lambda: [PolicySpec(f"{plugin}_p", _build, config_model=policy_model)]),
+                     townsquare_register_metrics=hookimpl(lambda: [MetricSpec(f"{plugin}_m", _build, config_model=metric_model)]))
+    return make_plugins(module, **options)
+
+
 def test_components_with_one_model_share_the_plugin_section(make_plugins):
-    module = _module("shared", townsquare_register_policies=hookimpl(lambda: [PolicySpec("s1", object, config_model=_A)]),
-                     townsquare_register_metrics=hookimpl(lambda: [MetricSpec("s2", object, config_model=_A)]))
-    registry = make_plugins(module).registry
-    spec = registry.get("metric", "s2")
+    registry = _policy_and_metric(make_plugins, "shared", _A, _A).registry
+    spec = registry.get("metric", "shared_m")
     assert registry.section_key(spec) == "plugins.shared"
     assert registry.settings_for(spec, {"shared": {"a": 5}}) == {"a": 5}
     assert registry.check_section("shared", {"a": 5}) is None
 
 
 def test_components_with_different_models_get_a_section_each(make_plugins):
-    module = _module("two", townsquare_register_policies=hookimpl(lambda: [PolicySpec("t1", object, config_model=_A)]),
-                     townsquare_register_metrics=hookimpl(lambda: [MetricSpec("t2", object, config_model=_B)]))
-    registry = make_plugins(module).registry
-    spec = registry.get("metric", "t2")
-    assert registry.section_key(spec) == "plugins.two.t2"
-    assert registry.settings_for(spec, {"two": {"t1": {"a": 5}, "t2": {"b": 7}}}) == {"b": 7}
-    assert registry.check_section("two", {"t1": {"a": 5}}) is None
+    registry = _policy_and_metric(make_plugins, "two", _A, _B).registry
+    spec = registry.get("metric", "two_m")
+    assert registry.section_key(spec) == "plugins.two.two_m"
+    assert registry.settings_for(spec, {"two": {"two_p": {"a": 5}, "two_m": {"b": 7}}}) == {"b": 7}
+    assert registry.check_section("two", {"two_p": {"a": 5}}) is None
     assert "'a' is not one of its components" in registry.check_section("two", {"a": 5})
     assert registry.check_section("chronological", {"x": 1}) == "plugin 'chronological' takes no configuration"
 
 
 def test_same_name_in_two_slots_with_different_models_fails_the_plugin(make_plugins):
-    module = _module("samename", townsquare_register_policies=hookimpl(lambda: [PolicySpec("x9", object, config_model=_A)]),
-                     townsquare_register_metrics=hookimpl(lambda: [MetricSpec("x9", object, config_model=_B)]))
+    module = _module("samename", townsquare_register_policies=hookimpl(lambda: [PolicySpec("x9", _build, config_model=_A)]),
+                     townsquare_register_metrics=hookimpl(lambda: [MetricSpec("x9", _build, config_model=_B)]))
     plugins = make_plugins(module, strict=False)
     assert plugins.infos["samename"].status == "failed"
     assert "two components named 'x9' with different config models" in plugins.infos["samename"].error
