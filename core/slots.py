@@ -27,6 +27,7 @@ instead of from a global.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from datetime import datetime
 from typing import Any, Iterable
@@ -79,15 +80,40 @@ def protocol_members(protocol: type) -> tuple[str, ...]:
     return _members_cache[protocol]
 
 
+_class_cache: dict[tuple[type, type], list[str]] = {}
+
+
 def missing_members(component: Any, protocol: type) -> list[str]:
     """The members of ``protocol`` that ``component`` lacks (a method must be callable).
     ``component`` may be a class: then only methods and properties are checked (instance
     attributes appear only once it is built)."""
+    if not inspect.isclass(component):
+        # An agent's components share a few classes: check the class once, and the instance
+        # itself only where the class falls short (a method set in __init__, a plain attribute).
+        key = (type(component), protocol)
+        if key not in _class_cache:
+            _class_cache[key] = _missing(type(component), protocol)
+        if not _class_cache[key] and _methods_only(protocol):
+            return []
+    return _missing(component, protocol)
+
+
+@functools.lru_cache(maxsize=None)
+def _methods_only(protocol: type) -> bool:
+    """True when every member of ``protocol`` is a method or property (a class can answer)."""
+    return all(_is_method(protocol, name) for name in protocol_members(protocol))
+
+
+def _is_method(protocol: type, name: str) -> bool:
+    declared = inspect.getattr_static(protocol, name, None)
+    return inspect.isfunction(declared) or isinstance(declared, property)
+
+
+def _missing(component: Any, protocol: type) -> list[str]:
     missing = []
     is_class = inspect.isclass(component)
     for name in protocol_members(protocol):
-        if is_class and not (inspect.isfunction(inspect.getattr_static(protocol, name, None))
-                             or isinstance(inspect.getattr_static(protocol, name, None), property)):
+        if is_class and not _is_method(protocol, name):
             continue
         if not hasattr(component, name):
             missing.append(name)
