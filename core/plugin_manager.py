@@ -7,8 +7,14 @@ the last part of its dotted path. The same name works in ``-p no:NAME``,
 ``TOWNSQUARE_DISABLE_PLUGINS``, the manifest and ``townsquare plugins``.
 
 Blocking happens before import: a disabled plugin's module is never imported. A plugin that
-fails to import or register is reported with its name and skipped; ``strict=True``
-(``--strict-plugins``) makes that fatal.
+fails to import, misspells a hook, whose registration raises, returns the wrong record or
+clashes with an earlier plugin's component name is reported with one warning naming it and
+skipped as a whole (none of its components is registered, none of its hooks fires); every
+other plugin and every command go on. ``strict=True`` (``--strict-plugins``) makes it fatal.
+``-p no:NAME`` takes plugin names: a component name there is an error naming its plugin.
+
+Settings: see :class:`ComponentRegistry` (``[plugins.NAME]``, or ``[plugins.NAME.COMPONENT]``
+for a plugin whose components have different config models).
 """
 
 from __future__ import annotations
