@@ -257,13 +257,19 @@ def _unregister(pm: pluggy.PluginManager, name: str) -> None:
         pm.unregister(name=name)
 
 
+#: (plugin, error) pairs already reported in this process
+_reported: set[tuple[str, str]] = set()
+
+
 def _fail(info: PluginInfo, exc: BaseException, strict: bool) -> None:
     info.status = "failed"
     info.error = f"{type(exc).__name__}: {exc}"
     info.hooks, info.components = [], []
     if strict:
         raise PluginError(f"plugin {info.name!r} failed to load: {info.error}") from exc
-    log.warning("plugin.failed", plugin=info.name, error=info.error, skipped="--strict-plugins makes this fatal")
+    if (info.name, info.error) not in _reported:  # resume/replay load the plugins again: warn once
+        _reported.add((info.name, info.error))
+        log.warning("plugin.failed", plugin=info.name, error=info.error, skipped="--strict-plugins makes this fatal")
 
 
 def _own_version() -> str:

@@ -223,3 +223,13 @@ def test_p_works_on_every_command_and_before_the_command(site):
     assert out.returncode == 2
     assert out.stderr.endswith("error: -p no:random: 'random' is a recommender component of plugin 'random_feed', not a plugin; "
                                "disable the plugin with -p no:random_feed, or choose another recommender in the scenario\n")
+
+
+def test_resume_reports_a_broken_plugin_once(site, tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(scenario_text(rounds=1))
+    assert cli(site, "run", str(scenario), "--out", str(tmp_path / "r"), "--quiet").returncode == 0
+    out = cli(site, "resume", str(tmp_path / "r"), "--quiet")
+    assert out.returncode == 0, out.stderr
+    for name in BROKEN:
+        assert len(warning_lines(out.stderr, name)) == 1, (name, out.stderr)
