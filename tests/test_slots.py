@@ -9,7 +9,7 @@ import pytest
 
 from helpers import read_table, scenario_text
 from townsquare.api import (
-    SLOT_PROTOCOLS, AGENT_SLOTS, DuplicateCheck, EngagementLog, MemorySpec, MetricSpec, PolicySpec, RecommenderSpec,
+    AGENT_SLOTS, SLOT_PROTOCOLS, DuplicateCheck, EngagementLog, MemorySpec, PolicySpec, RecommenderSpec,
     hookimpl,
 )
 from townsquare.errors import ComponentError
