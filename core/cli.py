@@ -20,6 +20,7 @@ from . import __version__, logs
 from .errors import RunStopped, UsageError
 from .export import FORMATS, export_run
 from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
+from .secrets import redact_text
 
 log = structlog.get_logger("townsquare.cli")
 
@@ -125,7 +126,10 @@ def build_cli(plugins: Plugins) -> click.Group:
         """Write the tables agents, posts, actions, follows, llm_calls and metrics."""
         from .rundir import RunDir
 
-        for path in export_run(RunDir.open(run_dir).events_path, fmt, Path(out)):
+        run = RunDir.open(run_dir)
+        if not run.events_path.is_file():
+            raise UsageError(f"{run_dir}: no events.sqlite yet (the run has not started): nothing to export")
+        for path in export_run(run.events_path, fmt, Path(out)):
             click.echo(str(path))
 
     @cli.command("plugins")
@@ -211,11 +215,13 @@ def format_slot_table(rows: list[dict[str, str]]) -> str:
 
 def _report(path: Path, summary) -> None:
     counts = ", ".join(f"{kind} {n}" for kind, n in sorted(summary.counts.items()))
-    state = f"stopped: {summary.stopped}" if summary.stopped else "finished"
+    state = f"stopped: {redact_text(summary.stopped)}" if summary.stopped else "finished"
     click.echo(f"{state}: {path} — {summary.rounds_completed} rounds, {summary.actions} actions ({counts}), {summary.llm_calls} LLM calls", err=True)
     if summary.stopped:
         click.echo(f"continue with: townsquare resume {path}", err=True)
-        raise RunStopped(summary.stopped)
+        stop = RunStopped(summary.stopped)
+        stop.reported = True  # type: ignore[attr-defined]
+        raise stop
     click.echo(f"tables for notebooks: townsquare export {path} --format csv --out {path}/export", err=True)
 
 
@@ -232,19 +238,35 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=argv, prog_name="townsquare", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        # one line like every other input error, with where to look for help
+        command = exc.ctx.command_path if exc.ctx is not None else "townsquare"
+        click.echo(f"error: {redact_text(exc.format_message())} (see: {command} --help)", err=True)
+        sys.exit(2)
     except click.ClickException as exc:
-        exc.show()
-        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+        click.echo(f"error: {redact_text(exc.format_message())}", err=True)
+        sys.exit(exc.exit_code)
     except click.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
     except RunStopped as exc:
+        if not getattr(exc, "reported", False):  # stopped while building: nothing printed it yet
+            click.echo(f"stopped: {redact_text(exc.reason)}", err=True)
         sys.exit(exc.exit_code)
     except UsageError as exc:
         if early["debug"]:
             raise
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {redact_text(str(exc))}", err=True)
         sys.exit(exc.exit_code)
+    except Exception:
+        # a bug, not a user error: the traceback is shown, with any known secret scrubbed
+        # (an exception may quote a server that echoed the API key)
+        if early["debug"]:
+            raise
+        import traceback
+
+        click.echo(redact_text(traceback.format_exc()).rstrip(), err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

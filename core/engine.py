@@ -39,6 +39,7 @@ from .llm import Accounting, LLMCallRecord, LLMClient, compose
 from .metrics import RoundView
 from .rundir import RunDir
 from .scenario import ResolvedScenario
+from .secrets import redact_text
 from .slots import check_agent, check_run_wide, notify_round_start, round_observers
 from .specs import AGENT_SLOTS
 from .store import EventStore, dumps_detail
@@ -60,6 +61,7 @@ class Simulation:
         progress: Progress | None = None,
         llm_middleware: list[Any] | None = None,
         llm_provider: Any | None = None,
+        on_built: Callable[[], None] | None = None,
     ):
         self.scenario = scenario
         self.model = scenario.model
@@ -69,6 +71,7 @@ class Simulation:
         self.progress = progress
         self.llm_middleware = list(llm_middleware or [])
         self.llm_provider = llm_provider
+        self.on_built = on_built  # the runner's cue: every input was read and checked
         self.round = -1
         self.agents: list[Agent] = []
         self.totals = {"rounds": 0, "actions": 0, "posts": 0, "llm_calls": 0, "active": 0}
@@ -182,7 +185,7 @@ class Simulation:
         if self._record_llm:
             order = self._order.get(call.agent_id or "", -1) if hasattr(self, "_order") else -1
             row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
-                   call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost, call.error)
+                   call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost, call.error and redact_text(call.error))
             self._llm_rows.append((order, len(self._llm_rows), row))
         if self._llm_observers:
             self.hook.townsquare_on_llm_call(run=self.info, call=call)
@@ -230,6 +233,8 @@ class Simulation:
             start_round=0, slot_table=self.scenario.slot_table(), scenario=self.scenario.data,
         )
         await self.build()
+        if self.on_built is not None:
+            self.on_built()
         self.store.add_agents(self._agent_rows)
         if resume:
             checkpoint = self.run_dir.latest_checkpoint()

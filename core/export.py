@@ -20,14 +20,22 @@ def export_run(events_path: Path, fmt: str, out_dir: Path, tables: tuple[str, ..
             import pyarrow  # noqa: F401
         except ImportError:
             raise UsageError("--format parquet needs pyarrow: pip install 'townsquare[parquet]'") from None
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if not Path(events_path).is_file():
+        raise UsageError(f"{events_path}: no such file (nothing to export)")  # never create an empty database
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot create the folder: {exc.strerror}") from None
     store = EventStore(events_path)
     written = []
     try:
         for table in tables:
             columns, rows = store.rows(table)
             path = out_dir / f"{table}.{fmt}"
-            _WRITERS[fmt](path, columns, rows)
+            try:
+                _WRITERS[fmt](path, columns, rows)
+            except OSError as exc:
+                raise UsageError(f"--out {out_dir}: cannot write {path.name}: {exc.strerror}") from None
             written.append(path)
     finally:
         store.close()

@@ -7,10 +7,15 @@ from pathlib import Path
 from .errors import UsageError
 
 
-def read_user_text(path: str | Path, what: str) -> str:
-    """The text of ``path``; a missing or unreadable file is one :class:`UsageError` line that
-    names the file and says what it should have been (``what``: "persona file", ...)."""
+def read_user_text(path: str | Path, what: str, max_mb: float | None = None, limit_name: str = "") -> str:
+    """The text of ``path``; a missing, unreadable or (with ``max_mb``) oversized file is one
+    :class:`UsageError` line that names the file and says what it should have been (``what``:
+    "persona file", ...; ``limit_name``: the setting that raises ``max_mb``)."""
     try:
+        if max_mb is not None:
+            size = Path(path).stat().st_size
+            if size > max_mb * 2**20:
+                raise UsageError(f"{path}: {what} is {size / 2**20:.1f} MB, above {limit_name or 'the limit'} = {max_mb:g} MB")
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such {what}") from None

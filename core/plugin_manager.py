@@ -78,6 +78,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.social_agent.activity_plan",
     "townsquare.plugins.social_agent.action_memory",
     "townsquare.plugins.social_agent.follow_reflection",
+    # Park et al.'s generative agents
+    "townsquare.plugins.generative_agents.planning.day_plan",
     # reports
     "townsquare.plugins.run_report",
 )

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ComponentError, ScenarioError
+from .persona import name_problem
 from .slots import check_resolved
 from .specs import AGENT_SLOTS, REQUIRED_AGENT_SLOTS, ComponentSpec
 
@@ -53,6 +54,27 @@ class ActivityConfig(_Strict):
     x_min: float = Field(1.0, gt=0)
 
 
+class LimitsConfig(_Strict):
+    """Upper bounds on sizes, so a typo (``count = 1000000000``) is an error at once instead of
+    a MemoryError minutes later. Raise them here when a study really is that large."""
+
+    max_agents: int = Field(100_000, gt=0)
+    max_rounds: int = Field(100_000, gt=0)
+    #: persona files (JSON Lines, Personachat) larger than this many MB are refused
+    max_persona_file_mb: float = Field(100.0, gt=0)
+    #: one persona's sentences and fields, as JSON, longer than this are refused (a persona is
+    #: put into prompts; a 20 MB one is a mistake, not a character)
+    max_persona_chars: int = Field(20_000, gt=0)
+    #: persona and population names longer than this are refused
+    max_name_length: int = Field(200, gt=0)
+
+
+def limits_of(ctx: Any) -> LimitsConfig:
+    """The ``[limits]`` of the scenario a component is built for (a ``BuildContext``); the
+    defaults when it is built outside a run."""
+    return getattr(getattr(ctx, "scenario", None), "limits", None) or LimitsConfig()
+
+
 class EngineConfig(_Strict):
     concurrency: int = Field(64, gt=0)
     checkpoint_every: int = Field(1, gt=0)
@@ -71,7 +93,7 @@ class FeedStage(_Strict):
 
 class PopulationConfig(_Strict):
     name: str
-    count: int = Field(ge=0)
+    count: int = Field(ge=1)
     personas: ComponentTable
     slots: dict[str, str] = Field(default_factory=dict)
     start_round: int = Field(0, ge=0)
@@ -101,8 +123,9 @@ class PopulationConfig(_Strict):
 
 class ScenarioModel(_Strict):
     name: str = "run"
-    seed: int = 0
+    seed: int = Field(0, ge=0, lt=2**63)
     rounds: int = Field(gt=0)
+    limits: LimitsConfig = LimitsConfig()
     clock: ClockConfig = ClockConfig()
     activity: ActivityConfig = ActivityConfig()
     engine: EngineConfig = EngineConfig()
@@ -129,6 +152,8 @@ def read_scenario(path: str | Path) -> dict[str, Any]:
         raise ScenarioError(str(path), "", "no such file") from None
     except OSError as exc:
         raise ScenarioError(str(path), "", f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(str(path), "", f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -172,9 +197,34 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
 
 def validate_scenario(data: dict[str, Any], source: str) -> ScenarioModel:
     try:
-        return ScenarioModel.model_validate(data)
+        model = ScenarioModel.model_validate(data)
     except ValidationError as exc:
         raise _first_error(exc, source, ScenarioModel) from None
+    check_bounds(model, source)
+    return model
+
+
+def check_bounds(model: ScenarioModel, source: str) -> None:
+    """Sizes within ``[limits]`` and round ranges that make sense, each a one-line error."""
+    limits = model.limits
+    raise_it = "raise it in the scenario's [limits] table if you mean it"
+    if model.rounds > limits.max_rounds:
+        raise ScenarioError(source, "rounds", f"{model.rounds} is above limits.max_rounds = {limits.max_rounds} ({raise_it})")
+    total = sum(pop.count for pop in model.populations)
+    if total > limits.max_agents:
+        raise ScenarioError(source, "populations", f"{total} agents in all is above limits.max_agents = {limits.max_agents} ({raise_it})")
+    for i, pop in enumerate(model.populations):
+        key = f"populations[{i}]"
+        problem = name_problem(pop.name, limits.max_name_length)
+        if problem:
+            raise ScenarioError(source, f"{key}.name", problem)
+        spans = [(key, pop.start_round, pop.end_round)]
+        spans += [(f"{key}.feed_stages[{s}]", st.start_round, st.end_round) for s, st in enumerate(pop.feed_stages)]
+        for where, start, end in spans:
+            if start >= model.rounds:
+                raise ScenarioError(source, f"{where}.start_round", f"{start} is past the last round ({model.rounds - 1}; rounds count from 0)")
+            if end is not None and end <= start:
+                raise ScenarioError(source, f"{where}.end_round", f"{end} is not after start_round {start} (end_round is exclusive)")
 
 
 def _first_error(exc: ValidationError, source: str, model: type[BaseModel] | None = None, prefix: str = "") -> ScenarioError:

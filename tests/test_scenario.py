@@ -62,7 +62,7 @@ BAD = [
     ("bad plugin setting", lambda t: t + "\n[plugins.embedding_baseline]\nlike_threshold = \"high\"\n", "s.toml: plugins.embedding_baseline.like_threshold: input should be a valid number"),
     ("unknown slot", lambda t: t.replace('policy = "embedding_baseline"', 'policy = "embedding_baseline", mood = "x"'), "s.toml: populations[0].slots.mood: unknown slot"),
     ("bad toml", lambda t: t + "\n[[[", "s.toml: invalid TOML"),
-    ("wrong population type", lambda t: t.replace("count = 3", "count = -1"), "s.toml: populations[0].count: input should be greater than or equal to 0"),
+    ("wrong population type", lambda t: t.replace("count = 3", "count = -1"), "s.toml: populations[0].count: input should be greater than or equal to 1"),
 ]
 
 
