@@ -1,4 +1,5 @@
-"""``townsquare export``: the run's tables as CSV, JSON lines or Parquet, for notebooks."""
+"""``townsquare export``: the run's tables as CSV, JSON lines or Parquet, for notebooks, and the
+agents' memories (:mod:`townsquare.memory_export`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from pathlib import Path
 
 from .errors import UsageError
+from .memory_export import MEMORY_TABLE, memory_rows
 from .store import EXPORT_TABLES, EventStore
 
 FORMATS = ("csv", "jsonl", "parquet")
@@ -37,6 +39,9 @@ def export_run(events_path: Path, fmt: str, out_dir: Path, tables: tuple[str, ..
             except OSError as exc:
                 raise UsageError(f"--out {out_dir}: cannot write {path.name}: {exc.strerror}") from None
             written.append(path)
+        columns, rows = memory_rows(events_path.parent)  # from the newest checkpoint
+        written.append(out_dir / f"{MEMORY_TABLE}.{fmt}")
+        _WRITERS[fmt](written[-1], columns, rows)
     finally:
         store.close()
     return written

@@ -27,6 +27,17 @@ def redact_secrets(_logger, _name, event_dict):
     return event_dict
 
 
+class _Stderr:
+    """Whatever ``sys.stderr`` is when a line is written (a test runner or click's CliRunner may
+    swap it and close the old one after the logger was configured)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure(json_lines: bool = False, level: str = "info") -> None:
     renderer = structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     structlog.configure(
@@ -39,6 +50,6 @@ def configure(json_lines: bool = False, level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),
         cache_logger_on_first_use=False,
     )

@@ -78,8 +78,12 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.social_agent.activity_plan",
     "townsquare.plugins.social_agent.action_memory",
     "townsquare.plugins.social_agent.follow_reflection",
-    # Park et al.'s generative agents
+    # Park et al.'s generative agents: memory stream, retrieval, reflection, planning, social policy
     "townsquare.plugins.generative_agents.planning.day_plan",
+    "townsquare.plugins.generative_agents.memory.memory_stream",
+    "townsquare.plugins.generative_agents.memory.park_retrieval",
+    "townsquare.plugins.generative_agents.reflection.park_reflection",
+    "townsquare.plugins.generative_agents.policy.generative_agent",
     # reports
     "townsquare.plugins.run_report",
 )

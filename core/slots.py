@@ -13,10 +13,9 @@ component, its plugin, the slot and the method, exit status 2, before the first 
 A required slot left empty (``memory.short_term = "none"``, an ablation) is allowed: the
 feature that needs it is off, and the run says so once per population (``slot.feature_off``).
 
-Memory tiers are checked for the state round-trip only: the :class:`~townsquare.memory.Memory`
-contract is required of them by the components that read the tiers through
-``agent_memory`` (declare ``requires={"memory.stream": (Memory,)}``), since not every tier
-design is a record store yet.
+Every memory tier implements :class:`~townsquare.memory.Memory` (remember, recall, since), so
+any policy that reads the tiers through ``agent_memory`` runs with any memory design; what a
+policy needs beyond that (Zhou's duplicate check) it declares in ``requires``.
 
 Lifecycle: a run-wide component (platform, recommender, metric, LLM middleware) or an agent
 component that defines ``on_round_start(round, now)`` (plain or ``async``) is called at the
@@ -34,11 +33,9 @@ from typing import Any, Iterable
 
 import structlog
 
-from .components import (
-    Component, PersonaContext, PersonaKnowledge, Planner, Policy, Reflector,
-)
+from .components import Component, PersonaContext, PersonaKnowledge, Planner, Policy, Reflector
 from .errors import ComponentError
-from .memory import MEMORY_TIERS, MemoryRetrieval
+from .memory import MEMORY_TIERS, Memory, MemoryRetrieval
 from .metrics import Metric
 from .platform import Platform
 from .recommender import Recommender
@@ -49,7 +46,7 @@ log = structlog.get_logger("townsquare.slots")
 SLOT_PROTOCOLS: dict[str, type] = {
     "persona.context": PersonaContext,
     "persona.knowledge": PersonaKnowledge,
-    **{tier: Component for tier in MEMORY_TIERS},
+    **{tier: Memory for tier in MEMORY_TIERS},
     "memory.retrieval": MemoryRetrieval,
     "planner": Planner,
     "reflector": Reflector,

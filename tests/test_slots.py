@@ -74,7 +74,17 @@ def test_a_recommender_missing_rank_stops_the_run(make_plugins, write_scenario, 
 
 
 class PlainShortTerm(NoStep):
-    """A short-term memory without the duplicate check Zhou et al.'s policy needs."""
+    """A short-term memory (the Memory protocol) without the duplicate check Zhou et al.'s
+    policy needs."""
+
+    async def remember(self, ctx, records):
+        return list(records)
+
+    async def recall(self, ctx, query, k):
+        return []
+
+    def since(self, when):
+        return []
 
     def remember_posts(self, posts):
         pass
@@ -107,11 +117,26 @@ def test_a_short_term_memory_without_the_duplicate_check_fails_loudly(make_plugi
         run_scenario(write_scenario(_zhou("plain_short_term")), plugins=plugins)
 
 
+class NoRecall(NoStep):
+    async def remember(self, ctx, records):
+        return []
+
+
+def test_a_memory_tier_missing_recall_stops_the_run(make_plugins, write_scenario, run_scenario):
+    plugin = _plugin("norecall", townsquare_register_memory=[
+        MemorySpec("no_recall", lambda config, ctx: NoRecall(), memory_kind="stream")])
+    text = scenario_text(rounds=1).replace('slots = { policy = "embedding_baseline" }',
+                                           'slots = { policy = "embedding_baseline", "memory.stream" = "no_recall" }')
+    with pytest.raises(ComponentError, match=r"component 'no_recall' \(plugin 'norecall'\) in slot memory.stream lacks recall\(\) of Memory$"):
+        run_scenario(write_scenario(text), plugins=make_plugins(plugin))
+
+
 def test_the_paper_memory_satisfies_what_the_policy_requires():
     from townsquare.plugins.social_agent.action_memory import ActionMemory
 
     memory = ActionMemory()
     assert missing_members(memory, DuplicateCheck) == [] and missing_members(memory, EngagementLog) == []
+    assert missing_members(memory, SLOT_PROTOCOLS["memory.short_term"]) == []
 
 
 def test_no_short_term_memory_turns_the_feature_off_and_says_so(make_plugins, write_scenario, run_scenario):

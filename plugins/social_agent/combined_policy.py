@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from townsquare import hookimpl
+from townsquare.llm import not_text
 from townsquare.specs import PolicySpec
 
 from .action_prompts import fill
@@ -57,6 +58,8 @@ def validate_decision(value: Any, kinds: tuple[str, ...]) -> Decision:
     comment = value.get("comment") if "comment" in kinds else None
     if comment is not None and not isinstance(comment, str):
         raise ValueError("'comment' must be null or a string")
+    if comment and not_text(comment) == "binary":  # garbage never becomes content
+        raise ValueError("'comment' is not readable text")
     comment = (comment or "").strip()
     if comment.lower().rstrip(".!") in ("", "no comment", "none", "null"):
         comment = None

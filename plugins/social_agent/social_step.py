@@ -30,7 +30,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.actions import Action
-from townsquare.api import DuplicateCheck, EngagementLog
+from townsquare.api import DuplicateCheck, EngagementLog, MemoryRecord, agent_memory
 
 from .action_prompts import action_prompts
 from .persona_access import persona_text
@@ -113,6 +113,12 @@ class SocialAgentBase:
                 memory = ctx.agent.components.get("memory.short_term")
                 if memory is not None and hasattr(memory, "remember_posts"):
                     memory.remember_posts(feed)
+                # the browsed posts as observations for any memory design (a stream keeps them;
+                # Zhou's action memory passes them on and records the actions themselves)
+                chain = agent_memory(ctx.agent)
+                if chain:
+                    await chain.remember(ctx, [MemoryRecord(f"{p.author_id} posted: {p.text}", kind="observation",
+                                                            meta={"post_id": p.id, "author_id": p.author_id}) for p in feed])
                 left = {k: session.quota(k, len(feed), ctx.rng) if session else len(feed) for k in DECISIONS}
                 self.counts["sessions"] += 1
                 for post in feed:
