@@ -59,12 +59,29 @@ def common_options(func):
     return func
 
 
+def _accept_plugin_options(group: click.Group) -> None:
+    """Give every command (third-party ones included) the options ``_early_options`` already
+    applied, so ``-p``/``--strict-plugins`` work after any command name."""
+    wanted = common_options(lambda **_: None).__click_params__
+    for command in group.commands.values():
+        have = {param.name for param in command.params}
+        missing = [param for param in wanted if param.name not in have]
+        if not missing or command.callback is None:
+            continue
+        command.params.extend(missing)
+        callback, dropped = command.callback, {param.name for param in missing}
+        command.callback = lambda *a, _cb=callback, _drop=dropped, **kw: _cb(*a, **{k: v for k, v in kw.items() if k not in _drop})
+
+
 def build_cli(plugins: Plugins) -> click.Group:
     @click.group(context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, prog_name="townsquare")
     @click.option("--debug", is_flag=True, help="Show tracebacks.")
     @click.option("--log-json", is_flag=True, help="Log JSON lines to stderr.")
-    def cli(debug: bool, log_json: bool) -> None:
+    @click.option("-p", "--plugin", "plugin_options", multiple=True, metavar="NAME",
+                  help="Load plugin NAME (entry-point name or module path); -p no:NAME disables it.")
+    @click.option("--strict-plugins", is_flag=True, help="Fail when any plugin fails to load.")
+    def cli(debug: bool, log_json: bool, **_: Any) -> None:
         """Simulate social-media users with LLM persona agents."""
 
     @cli.command()
@@ -216,7 +233,8 @@ def main(argv: list[str] | None = None) -> None:
         enable, disable = parse_plugin_options(early["plugins"])
         plugins = make_plugin_manager(enable=enable, disable=disable, strict=early["strict"])
         cli = build_cli(plugins)
-        plugins.hook.townsquare_register_commands(cli=cli)
+        plugins.call_each("townsquare_register_commands", cli=cli)  # a command plugin that raises is skipped
+        _accept_plugin_options(cli)
         cli.main(args=argv, prog_name="townsquare", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -46,6 +46,7 @@ from .metrics import RoundView
 from .rundir import RunDir
 from .scenario import ResolvedScenario
 from .secrets import redact_text
+from .slots import check_agent, check_run_wide, notify_round_start, round_observers
 from .specs import AGENT_SLOTS
 from .store import EventStore, dumps_detail
 
@@ -105,6 +106,8 @@ class Simulation:
         services.platform = scenario.platform.spec.factory(scenario.platform.config, ctx(services))
         self.platform = services.platform
         self.metrics = [(m.spec.name, m.spec.factory(m.config, ctx(services))) for m in scenario.metrics]
+        check_run_wide(scenario, services, self.metrics)
+        noted: set = set()
 
         index = 0
         agent_rows = []
@@ -128,6 +131,7 @@ class Simulation:
                     choice = pop.slots.get(slot)
                     if choice is not None:
                         agent.components[slot] = choice.spec.factory(choice.config, ctx(services, agent=agent, population=cfg.name))
+                check_agent(agent, pop.slots, f"populations[{p}] ({cfg.name})", noted)
                 await self.platform.register_account(agent.id, persona.name, " ".join(persona.sentences[:2]))
                 self.agents.append(agent)
                 # field order is kept: Persona.text follows it, and the report rebuilds the text
@@ -135,6 +139,8 @@ class Simulation:
                 agent_rows.append((agent.id, index, cfg.name, persona.name, persona_json, agent.activity, cfg.start_round, cfg.end_round))
                 index += 1
         self._order = {agent.id: agent.index for agent in self.agents}
+        self._round_observers = round_observers([services.platform, services.recommender, *(m for _, m in self.metrics),
+                                                 *self.llm_middleware, *(c for a in self.agents for c in a.components.values())])
         self._agent_rows = agent_rows
         members: dict[str, list[str]] = {}
         for agent in self.agents:
@@ -334,6 +340,7 @@ class Simulation:
         now_iso = self.now(r)
         now = self.model.clock.start + timedelta(minutes=r * self.model.clock.minutes_per_round)
         self.hook.townsquare_on_round_start(run=self.info, round=r, now=now_iso)
+        await notify_round_start(self._round_observers, r, now)
 
         present = [a for a in self.agents if a.present(r)]
         semaphore = asyncio.Semaphore(self.model.engine.concurrency)

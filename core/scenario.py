@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ComponentError, ScenarioError
 from .persona import name_problem
+from .slots import check_resolved
 from .specs import AGENT_SLOTS, REQUIRED_AGENT_SLOTS, ComponentSpec
 
 
@@ -336,10 +337,8 @@ def _pick_slot(registry: Any, plugins: Any, source: str, key: str, slot: str, wa
         return spec
     try:
         return registry.get(slot, wanted)
-    except ComponentError as exc:
-        disabled = [n for n, info in plugins.infos.items() if info.status != "loaded"]
-        hint = f"; disabled or failed plugins: {', '.join(disabled)}" if disabled else ""
-        raise ScenarioError(source, f"{key}.slots.{slot}", f"{exc}{hint}") from None
+    except ComponentError as exc:  # the message says which plugins are disabled or failed
+        raise ScenarioError(source, f"{key}.slots.{slot}", str(exc)) from None
 
 
 def load_scenario(path: str | Path, overrides: list[str], plugins: Any, seed: int | None = None) -> ResolvedScenario:
@@ -359,17 +358,18 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
         info = plugins.infos.get(name)
         if info is None:
             raise ScenarioError(source, f"plugins.{name}", f"no plugin named {name!r} is installed (installed: {', '.join(sorted(plugins.infos))})")
-        if info.status == "loaded" and section and name not in registry.plugin_config_models:
-            raise ScenarioError(source, f"plugins.{name}", f"plugin {name!r} takes no configuration")
+        problem = registry.check_section(name, section) if info.status == "loaded" else None
+        if problem:
+            raise ScenarioError(source, f"plugins.{name}", problem)
 
     def config_for(spec: ComponentSpec, key: str, settings: dict[str, Any], population: PopulationConfig | None = None) -> Any:
-        local = population.config.get(spec.plugin, {}) if population else {}
-        merged = {**plugin_sections.get(spec.plugin, {}), **local, **settings}
+        local = registry.settings_for(spec, population.config) if population else {}
+        merged = {**registry.settings_for(spec, plugin_sections), **local, **settings}
         if spec.config_model is None:
             if settings:
                 raise ScenarioError(source, f"{key}.{next(iter(settings))}", f"{spec.slot} {spec.name!r} takes no settings")
             return None
-        section = f"plugins.{spec.plugin}" if not settings else key
+        section = registry.section_key(spec) if not settings else key
         try:
             return spec.config_model.model_validate(merged)
         except ValidationError as exc:
@@ -432,7 +432,7 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
             else:
                 spec = None
             if spec is not None:
-                slots[slot] = Choice(slot, spec, config_for(spec, f"plugins.{spec.plugin}", {}, pop))
+                slots[slot] = Choice(slot, spec, config_for(spec, registry.section_key(spec), {}, pop))
         names = {p.name for p in model.populations}
         for s_i, stage in enumerate(pop.feed_stages):
             unknown_authors = [a for a in stage.authors if a not in names]
@@ -453,10 +453,12 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
     middleware = []
     if llm is not None:
         links = sorted(registry.by_slot.get("llm_middleware", {}).values(), key=lambda s: (s.order, s.name))
-        middleware = [Choice("llm_middleware", spec, config_for(spec, f"plugins.{spec.plugin}", {})) for spec in links]
+        middleware = [Choice("llm_middleware", spec, config_for(spec, registry.section_key(spec), {})) for spec in links]
 
-    return ResolvedScenario(
+    resolved = ResolvedScenario(
         model=model, source=source, base_dir=base_dir, data=data,
         platform=platform, recommender=recommender, embedder=embedder, llm=llm, knowledge=knowledge,
         metrics=metrics, populations=populations, llm_middleware=middleware, llm_auto=llm_auto,
     )
+    check_resolved(resolved)  # slot protocols of class factories, before anything is written
+    return resolved

@@ -106,6 +106,12 @@ def test_bad_override_syntax(write_scenario, plugins):
         load_scenario(write_scenario(scenario_text()), ["rounds5"], plugins)
 
 
+def _never_built(config, ctx):
+    """A factory for resolve-only tests (a class such as ``object`` would be checked against
+    its slot's protocol when the scenario is resolved)."""
+    raise AssertionError("resolve-only test: components are never built")
+
+
 def test_unnamed_slots_follow_what_the_policy_uses(make_plugins, write_scenario):
     import types
 
@@ -118,9 +124,9 @@ def test_unnamed_slots_follow_what_the_policy_uses(make_plugins, write_scenario)
         return module
 
     planners = [
-        plugin("plan_a", "townsquare_register_planners", [PlannerSpec("plan_a", object, priority=1000)]),
-        plugin("plan_b", "townsquare_register_planners", [PlannerSpec("plan_b", object, priority=0)]),
-        plugin("planful", "townsquare_register_policies", [PolicySpec("planful", object, uses={"planner": "plan_b"})]),
+        plugin("plan_a", "townsquare_register_planners", [PlannerSpec("plan_a", _never_built, priority=1000)]),
+        plugin("plan_b", "townsquare_register_planners", [PlannerSpec("plan_b", _never_built, priority=0)]),
+        plugin("planful", "townsquare_register_policies", [PolicySpec("planful", _never_built, uses={"planner": "plan_b"})]),
     ]
     text = scenario_text()
     path = write_scenario(text)
@@ -148,11 +154,11 @@ def test_components_that_need_knowledge(make_plugins, write_scenario):
 
     module = types.SimpleNamespace(
         townsquare_register_persona_components=hookimpl(lambda: [
-            PersonaComponentSpec("bounded", object, persona_kind="knowledge", priority=100, needs_knowledge=True),
-            PersonaComponentSpec("nothing", object, persona_kind="knowledge", priority=10),
+            PersonaComponentSpec("bounded", _never_built, persona_kind="knowledge", priority=100, needs_knowledge=True),
+            PersonaComponentSpec("nothing", _never_built, persona_kind="knowledge", priority=10),
         ]),
-        townsquare_register_policies=hookimpl(lambda: [PolicySpec("knower", object, uses={"persona.knowledge": "bounded"})]),
-        townsquare_register_knowledge_sources=hookimpl(lambda: [KnowledgeSourceSpec("kb", object)]),
+        townsquare_register_policies=hookimpl(lambda: [PolicySpec("knower", _never_built, uses={"persona.knowledge": "bounded"})]),
+        townsquare_register_knowledge_sources=hookimpl(lambda: [KnowledgeSourceSpec("kb", _never_built)]),
     )
     module.plugin_name = "knowing"
     plugins = make_plugins(module)

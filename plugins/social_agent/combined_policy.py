@@ -27,7 +27,7 @@ from townsquare.llm import not_text
 from townsquare.specs import PolicySpec
 
 from .action_prompts import fill
-from .social_step import ZHOU_SLOTS, Decision, SocialAgentBase, SocialAgentConfig, load_prompts_for
+from .social_step import ZHOU_REQUIRES, ZHOU_SLOTS, Decision, SocialAgentBase, SocialAgentConfig, load_prompts_for
 
 _FIELD_TEXT = {
     "like": '"like": true or false (whether you like the post)',
@@ -92,7 +92,7 @@ def townsquare_register_policies():
     return [
         PolicySpec(
             "social_agent_combined", build_combined, config_model=SocialAgentConfig, needs_llm=True, priority=50,
-            uses=ZHOU_SLOTS,
+            uses=ZHOU_SLOTS, requires=ZHOU_REQUIRES,
             description="like, reblog and comment decided in one JSON call per post (fewer calls than social_agent)",
         )
     ]

@@ -30,7 +30,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.actions import Action
-from townsquare.api import MemoryRecord, agent_memory
+from townsquare.api import DuplicateCheck, EngagementLog, MemoryRecord, agent_memory
 
 from .action_prompts import action_prompts
 from .persona_access import persona_text
@@ -48,6 +48,11 @@ ZHOU_SLOTS: dict[str, str | None] = {
     "planner": "activity_plan",
     "reflector": "follow_reflection",
 }
+
+#: What the policy needs of those slots beyond their slot protocol, checked when an agent is
+#: built: a replacement short-term memory must offer both, or the run stops naming the method;
+#: with memory.short_term = "none" the duplicate check is off (logged as slot.feature_off).
+ZHOU_REQUIRES: dict[str, tuple[type, ...]] = {"memory.short_term": (DuplicateCheck, EngagementLog)}
 
 #: The three decisions per browsed post, in the order they are taken.
 DECISIONS = ("like", "reblog", "comment")
