@@ -38,6 +38,7 @@ from .errors import ComponentError
 from .memory import MEMORY_TIERS, Memory, MemoryRetrieval
 from .metrics import Metric
 from .platform import Platform
+from .items import ItemRecommender
 from .recommender import Recommender
 
 log = structlog.get_logger("townsquare.slots")
@@ -55,6 +56,10 @@ SLOT_PROTOCOLS: dict[str, type] = {
     "recommender": Recommender,
     "metric": Metric,
 }
+
+#: slot -> other protocols a component may implement instead (a recommender ranks posts on a
+#: social platform or items on the ``recsys`` platform)
+SLOT_ALTERNATIVES: dict[str, tuple[type, ...]] = {"recommender": (ItemRecommender,)}
 
 _PROTOCOL_BASES = {"Protocol", "Generic", "object"}
 _members_cache: dict[type, tuple[str, ...]] = {}
@@ -129,6 +134,9 @@ def check_component(component: Any, slot: str, spec: Any, where: str = "", proto
     prefix = f"{where}: " if where else ""
     for protocol in (SLOT_PROTOCOLS.get(slot, Component), *protocols):
         missing = missing_members(component, protocol)
+        if missing and protocol is SLOT_PROTOCOLS.get(slot) and any(
+                not missing_members(component, other) for other in SLOT_ALTERNATIVES.get(slot, ())):
+            continue
         if missing:
             raise ComponentError(
                 f"{prefix}{_describe(spec.name, spec.plugin)} in slot {slot} lacks {missing[0]}() of {protocol.__name__}"
