@@ -27,11 +27,11 @@ TARGET = 0.9
 
 
 async def bench(base_url: str, concurrency: int, per_worker: int, run_dir: str) -> tuple[int, float, float]:
-    from townsquare.plugins.llm_budget import BudgetConfig, LLMBudget
-    from townsquare.plugins.llm_cache import CacheConfig, LLMCache
-    from townsquare.plugins.llm_concurrency import ConcurrencyConfig, LLMConcurrency
-    from townsquare.plugins.llm_openai import OpenAIConfig, OpenAIProvider
-    from townsquare.plugins.llm_retry import LLMRetry, RetryConfig
+    from townsquare.plugins.llm.llm_budget import BudgetConfig, LLMBudget
+    from townsquare.plugins.llm.llm_cache import CacheConfig, LLMCache
+    from townsquare.plugins.llm.llm_concurrency import ConcurrencyConfig, LLMConcurrency
+    from townsquare.plugins.llm.openai import OpenAIConfig, OpenAIProvider
+    from townsquare.plugins.llm.llm_retry import LLMRetry, RetryConfig
     from townsquare.testing.llm_chain import build_chain, build_context
 
     ctx = build_context(run_dir, concurrency=concurrency)

@@ -32,6 +32,7 @@ import structlog
 from . import hookspecs
 from .errors import PluginError
 from .markers import PROJECT_NAME
+from .plugin_names import current_plugin_name
 from .registry import ComponentRegistry
 from .specs import REGISTRATION_HOOKS, ComponentSpec
 
@@ -46,38 +47,38 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.platforms.in_memory",
     "townsquare.platforms.mastodon",
     "townsquare.recommenders.chronological",
-    "townsquare.recommenders.random_feed",
+    "townsquare.recommenders.random",
     "townsquare.recommenders.mastodon_digest",
     # personas, embeddings, the no-LLM baseline, metrics
-    "townsquare.plugins.persona_files",
-    "townsquare.plugins.hash_embedder",
-    "townsquare.plugins.embedding_baseline",
-    "townsquare.plugins.activity_metrics",
+    "townsquare.plugins.personas.persona_files",
+    "townsquare.plugins.embedders.hash",
+    "townsquare.plugins.baselines.embedding_baseline",
+    "townsquare.plugins.report.activity",
     # LLM layer: providers, embedders, the middleware chain and its commands
-    "townsquare.plugins.llm_openai",
-    "townsquare.plugins.llm_langchain",
-    "townsquare.plugins.llm_local",
-    "townsquare.plugins.embedder_minilm",
-    "townsquare.plugins.embedder_openai",
-    "townsquare.plugins.llm_cache",
-    "townsquare.plugins.llm_budget",
-    "townsquare.plugins.llm_retry",
-    "townsquare.plugins.llm_concurrency",
-    "townsquare.plugins.llm_commands",
+    "townsquare.plugins.llm.openai",
+    "townsquare.plugins.llm.langchain",
+    "townsquare.plugins.llm.local",
+    "townsquare.plugins.embedders.minilm",
+    "townsquare.plugins.embedders.openai_embedder",
+    "townsquare.plugins.llm.llm_cache",
+    "townsquare.plugins.llm.llm_budget",
+    "townsquare.plugins.llm.llm_retry",
+    "townsquare.plugins.llm.llm_concurrency",
+    "townsquare.plugins.llm.llm_commands",
     # Zhou et al.'s social-media agent
-    "townsquare.plugins.social_agent.personachat_personas",
-    "townsquare.plugins.social_agent.synthetic_personas",
-    "townsquare.plugins.social_agent.persona_dynamic",
-    "townsquare.plugins.social_agent.full_persona",
-    "townsquare.plugins.social_agent.knowledge_boundary",
-    "townsquare.plugins.social_agent.unbounded_knowledge",
-    "townsquare.plugins.social_agent.no_knowledge",
-    "townsquare.plugins.social_agent.hotpotqa_knowledge",
-    "townsquare.plugins.social_agent.social_policy",
-    "townsquare.plugins.social_agent.combined_policy",
-    "townsquare.plugins.social_agent.activity_plan",
-    "townsquare.plugins.social_agent.action_memory",
-    "townsquare.plugins.social_agent.follow_reflection",
+    "townsquare.plugins.social_agent.persona.personachat_personas",
+    "townsquare.plugins.social_agent.persona.synthetic",
+    "townsquare.plugins.social_agent.persona.dynamic_persona",
+    "townsquare.plugins.social_agent.persona.full_persona",
+    "townsquare.plugins.social_agent.knowledge.knowledge_boundary",
+    "townsquare.plugins.social_agent.knowledge.unbounded_knowledge",
+    "townsquare.plugins.social_agent.knowledge.no_knowledge",
+    "townsquare.plugins.social_agent.knowledge.hotpotqa",
+    "townsquare.plugins.social_agent.actions.social_agent",
+    "townsquare.plugins.social_agent.actions.social_agent_combined",
+    "townsquare.plugins.social_agent.planning.activity_plan",
+    "townsquare.plugins.social_agent.memory.action_memory",
+    "townsquare.plugins.social_agent.reflection.follow_reflection",
     # Park et al.'s generative agents: memory stream, retrieval, reflection, planning, social policy
     "townsquare.plugins.generative_agents.planning.day_plan",
     "townsquare.plugins.generative_agents.memory.memory_stream",
@@ -95,7 +96,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.recagent.recagent_profiles",
     "townsquare.plugins.recagent.recagent_policy",
     # reports
-    "townsquare.plugins.run_report",
+    "townsquare.plugins.report.run_report",
 )
 
 
@@ -190,8 +191,9 @@ def make_plugin_manager(
     module paths. ``extra_plugins`` are ``(name, object)`` pairs registered as they are (the
     testing kit's inline plugins).
     """
-    enable = list(enable)
-    env_disabled = [n.strip() for n in os.environ.get(ENV_DISABLE, "").split(",") if n.strip()]
+    enable = [current_plugin_name(n) for n in enable]
+    disable = [current_plugin_name(n) for n in disable]
+    env_disabled = [current_plugin_name(n.strip()) for n in os.environ.get(ENV_DISABLE, "").split(",") if n.strip()]
     blocked = set(disable) | (set(env_disabled) - set(enable))
     if autoload is None:
         autoload = os.environ.get(ENV_NO_AUTOLOAD, "").strip() in ("", "0", "false", "no")

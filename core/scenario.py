@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ComponentError, ScenarioError
 from .persona import name_problem
+from .plugin_names import renamed_sections
 from .slots import check_resolved
 from .specs import AGENT_SLOTS, REQUIRED_AGENT_SLOTS, ComponentSpec
 
@@ -341,6 +342,19 @@ def _pick_slot(registry: Any, plugins: Any, source: str, key: str, slot: str, wa
         raise ScenarioError(source, f"{key}.slots.{slot}", str(exc)) from None
 
 
+def _current_names(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with renamed plugins' old names in ``[plugins.OLD]`` and ``config.OLD`` replaced."""
+    data = dict(data)
+    if isinstance(data.get("plugins"), dict):
+        data["plugins"] = renamed_sections(data["plugins"])
+    if isinstance(data.get("populations"), list):
+        data["populations"] = [
+            {**pop, "config": renamed_sections(pop["config"])} if isinstance(pop, dict) and isinstance(pop.get("config"), dict) else pop
+            for pop in data["populations"]
+        ]
+    return data
+
+
 def load_scenario(path: str | Path, overrides: list[str], plugins: Any, seed: int | None = None) -> ResolvedScenario:
     """Read, override, validate and resolve a scenario against the loaded plugins."""
     source = str(path)
@@ -351,7 +365,7 @@ def load_scenario(path: str | Path, overrides: list[str], plugins: Any, seed: in
 
 
 def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> ResolvedScenario:
-    model = validate_scenario(data, source)
+    model = validate_scenario(_current_names(data), source)
     registry = plugins.registry
     plugin_sections = dict(model.plugins)
     for name, section in plugin_sections.items():

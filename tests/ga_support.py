@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from townsquare.api import EmbeddingCache, Persona
-from townsquare.plugins.hash_embedder import HashEmbedder
+from townsquare.plugins.embedders.hash import HashEmbedder
 
 T0 = datetime(2024, 1, 1, 8, 0)
 

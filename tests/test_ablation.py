@@ -39,10 +39,10 @@ items = [
 SOLE_PROVIDERS = {
     "in_memory": "plugins.mastodon.base_url: missing required key",  # auto falls to mastodon, which needs a server
     "persona_files": "populations[0].personas.name: unknown persona_source 'inline'",
-    "hotpotqa_knowledge": "knowledge.name: unknown knowledge 'hotpotqa'",
+    "hotpotqa": "knowledge.name: unknown knowledge 'hotpotqa'",
 }
 #: plugins whose fallback may be unavailable in this environment (an optional extra)
-MAYBE = {"hash_embedder": "embedder 'minilm'"}
+MAYBE = {"hash": "embedder 'minilm'"}
 
 
 @pytest.mark.parametrize("plugin", [canonical_name(m) for m in DEFAULT_PLUGINS])
@@ -77,9 +77,9 @@ def test_full_scenario_uses_the_paper_components(make_plugins, write_scenario, r
 
 
 @pytest.mark.parametrize("plugin,fallback", [
-    ("persona_dynamic", ("persona.context", "full_persona")),
+    ("dynamic_persona", ("persona.context", "full_persona")),
     ("knowledge_boundary", ("persona.knowledge", "unbounded_knowledge")),
-    ("social_policy", ("policy", "social_agent_combined")),
+    ("social_agent", ("policy", "social_agent_combined")),
     ("chronological", ("recommender", "random")),
 ])
 def test_paper_ablations_fall_back_as_documented(plugin, fallback, make_plugins, write_scenario, run_scenario):

@@ -12,8 +12,8 @@ from townsquare.components import Agent, BuildContext
 from townsquare.metrics import Metric, RoundView
 from townsquare.persona import Persona
 from townsquare.platforms.in_memory import InMemoryPlatform
-from townsquare.plugins import activity_metrics
-from townsquare.plugins.activity_metrics import ActivityMetric, gini
+from townsquare.plugins.report import activity
+from townsquare.plugins.report.activity import ActivityMetric, gini
 
 
 @pytest.mark.parametrize("values, expected", [
@@ -65,7 +65,7 @@ def test_empty_round():
 
 
 def test_registration_and_state():
-    (spec,) = activity_metrics.townsquare_register_metrics()
+    (spec,) = activity.townsquare_register_metrics()
     assert (spec.name, spec.priority) == ("activity", 100)
     metric = spec.factory(None, BuildContext(services=None, seed=0))
     assert isinstance(metric, Metric)

@@ -118,7 +118,7 @@ RUN_CASES = [
     ("knowledge-file-missing", scenario_text(rounds=2, extra='[knowledge]\nname = "hotpotqa"\npath = "missing.json"\n'), [],
      "missing.json: no such HotpotQA file"),
     ("prompts-file-missing",
-     scenario_text(rounds=2, policy="social_agent", llm=True, extra='[plugins.social_policy]\nprompts_file = "missing.toml"\n'),
+     scenario_text(rounds=2, policy="social_agent", llm=True, extra='[plugins.social_agent]\nprompts_file = "missing.toml"\n'),
      SCRIPTED, "missing.toml"),
     ("key-file-missing", scenario_text(rounds=2, extra='[llm]\nname = "openai"\nmodel = "m"\napi_key_file = "nokey.txt"\n'), [],
      "nokey.txt: no such llm openai API key"),

@@ -216,13 +216,13 @@ def test_p_works_on_every_command_and_before_the_command(site):
     out = cli(site, "hello", "--loud", "-p", "no:badcmd", "--strict-plugins", "-p", "no:noimport", "-p", "no:badreg",
               "-p", "no:typo", "-p", "no:dupe")
     assert (out.returncode, out.stdout, out.stderr) == (0, "HELLO\n", "")
-    out = cli(site, "-p", "no:random_feed", "plugins", "--all")
+    out = cli(site, "-p", "no:random", "plugins", "--all")
     assert out.returncode == 0, out.stderr
-    assert "random_feed 0.1.0 (builtin: townsquare.recommenders.random_feed) [disabled]" in out.stdout
-    out = cli(site, "plugins", "-p", "no:random")
+    assert "random 0.1.0 (builtin: townsquare.recommenders.random) [disabled]" in out.stdout
+    out = cli(site, "plugins", "-p", "no:inline")
     assert out.returncode == 2
-    assert out.stderr.endswith("error: -p no:random: 'random' is a recommender component of plugin 'random_feed', not a plugin; "
-                               "disable the plugin with -p no:random_feed, or choose another recommender in the scenario\n")
+    assert out.stderr.endswith("error: -p no:inline: 'inline' is a persona_source component of plugin 'persona_files', not a plugin; "
+                               "disable the plugin with -p no:persona_files, or choose another persona_source in the scenario\n")
 
 
 def test_resume_reports_a_broken_plugin_once(site, tmp_path):

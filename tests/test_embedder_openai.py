@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from townsquare.errors import RunStopped, UsageError
-from townsquare.plugins.embedder_openai import EmbedderUnavailable, OpenAIEmbedderConfig, build_openai_embedder
+from townsquare.plugins.embedders.openai_embedder import EmbedderUnavailable, OpenAIEmbedderConfig, build_openai_embedder
 from townsquare.testing.fault_server import FaultConfig, FaultServer
 
 
@@ -207,4 +207,4 @@ def test_key_rules(monkeypatch, tmp_path):
 
 def test_registered(make_plugins):
     spec = make_plugins().registry.get("embedder", "openai")
-    assert spec.plugin == "embedder_openai" and spec.config_model is OpenAIEmbedderConfig
+    assert spec.plugin == "openai_embedder" and spec.config_model is OpenAIEmbedderConfig

@@ -17,9 +17,9 @@ from townsquare.embedding import EmbeddingCache
 from townsquare.errors import UsageError
 from townsquare.persona import Persona, cycle_personas
 from townsquare.platforms.in_memory import InMemoryPlatform
-from townsquare.plugins import embedding_baseline
-from townsquare.plugins.embedding_baseline import EmbeddingBaseline, EmbeddingBaselineConfig, build_embedding_baseline
-from townsquare.plugins.hash_embedder import HashEmbedder
+from townsquare.plugins.baselines import embedding_baseline
+from townsquare.plugins.baselines.embedding_baseline import EmbeddingBaseline, EmbeddingBaselineConfig, build_embedding_baseline
+from townsquare.plugins.embedders.hash import HashEmbedder
 from townsquare.recommenders.chronological import Chronological
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

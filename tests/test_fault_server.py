@@ -13,7 +13,7 @@ import urllib.request
 import openai
 import pytest
 
-from townsquare.plugins.llm_openai import OpenAIConfig, OpenAIProvider
+from townsquare.plugins.llm.openai import OpenAIConfig, OpenAIProvider
 from townsquare.testing.fault_server import FaultServer
 from townsquare.testing.llm_chain import build_context
 

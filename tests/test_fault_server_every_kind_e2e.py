@@ -61,14 +61,14 @@ end_round = 1
 activity = {{ model = "always" }}
 personas = {{ name = "synthetic" }}
 slots = {{ policy = "{policy}", planner = "none", reflector = "none" }}
-config = {{ social_policy = {{ browse = false, initial_posts = 2 }} }}
+config = {{ social_agent = {{ browse = false, initial_posts = 2 }} }}
 [[populations]]
 name = "regular"
 count = 4
 activity = {{ model = "always" }}
 personas = {{ name = "synthetic" }}
 slots = {{ policy = "{policy}" }}
-[plugins.social_policy]
+[plugins.social_agent]
 feed_size = 3
 comment_max_tokens = 60
 post_max_tokens = 120

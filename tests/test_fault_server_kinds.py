@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from townsquare.llm_faults import FATAL, RETRYABLE, LLMFault
-from townsquare.plugins.llm_openai import OpenAIConfig, OpenAIProvider
+from townsquare.plugins.llm.openai import OpenAIConfig, OpenAIProvider
 from townsquare.testing.fault_server import ANSWER_FAULTS, FAULTS, FATAL_FAULTS, TRANSPORT_FAULTS, FaultConfig, FaultServer
 from townsquare.testing.llm_chain import build_chain, build_context
 

@@ -18,7 +18,7 @@ from townsquare.plugins.generative_agents.memory.park_retrieval import ParkRetri
 from townsquare.plugins.generative_agents.policy.generative_agent import (
     DECISION_LABELS, GenerativeAgent, GenerativeAgentConfig,
 )
-from townsquare.plugins.social_agent.action_memory import ActionMemory
+from townsquare.plugins.social_agent.memory.action_memory import ActionMemory
 
 FEED = [PostView("p1", "a1", "I love jazz piano at night", 0, ""), PostView("p2", "a2", "The football final was wild", 0, ""),
         PostView("p3", "a3", "Selling my old bike", 0, "")]

@@ -85,7 +85,7 @@ def test_generative_agent_with_zhous_memory(make_plugins, write_scenario, run_sc
 
 def test_zhous_agent_with_the_stream(make_plugins, write_scenario, run_scenario):
     swap = 'slots = { policy = "social_agent", "memory.stream" = "memory_stream", planner = "none", "persona.knowledge" = "none" }'
-    path = example(write_scenario, rounds=3, extra="[plugins.social_policy]\ninitial_posts = 1\n")
+    path = example(write_scenario, rounds=3, extra="[plugins.social_agent]\ninitial_posts = 1\n")
     path.write_text(path.read_text().replace('slots = { policy = "generative_agent" }', swap))
     run_dir, summary = run_scenario(path, plugins=make_plugins(enable=[SCRIPTED]))
     assert summary.rounds_completed == 3

@@ -11,8 +11,8 @@ import pytest
 
 from test_sa_policy import COMBINED, POST, TOPICS, FixedPlanner, browse_step, policy, scripted
 from test_sa_policy_world import HIKER, World
-from townsquare.plugins.social_agent.combined_policy import CombinedSocialAgentPolicy, validate_decision
-from townsquare.plugins.social_agent.plan_parsing import PlanSession
+from townsquare.plugins.social_agent.actions.social_agent_combined import CombinedSocialAgentPolicy, validate_decision
+from townsquare.plugins.social_agent.planning.plan_parsing import PlanSession
 
 BINARY = "\x00\x01\x02\x1b[2J\x00"
 

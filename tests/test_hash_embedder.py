@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 from townsquare.components import BuildContext
 from townsquare.embedding import Embedder, EmbeddingCache
-from townsquare.plugins import hash_embedder
-from townsquare.plugins.hash_embedder import HashEmbedder, HashEmbedderConfig
+from townsquare.plugins.embedders import hash as hash_embedder
+from townsquare.plugins.embedders.hash import HashEmbedder, HashEmbedderConfig
 
 
 def embed(texts, **config):
@@ -55,7 +55,7 @@ def test_fixed_values_do_not_depend_on_the_process():
 
 
 def test_stable_under_another_hash_seed():
-    code = ("import asyncio; from townsquare.plugins.hash_embedder import HashEmbedder; "
+    code = ("import asyncio; from townsquare.plugins.embedders.hash import HashEmbedder; "
             "v = asyncio.run(HashEmbedder().embed(['Jazz music, jazz!']))[0]; "
             "print([int(i) for i in v.nonzero()[0]], round(float(v[131]), 6))")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}

@@ -13,7 +13,7 @@ from townsquare.components import BuildContext, Services
 from townsquare.platforms import in_memory
 from townsquare.platforms.in_memory import InMemoryConfig, InMemoryPlatform
 from townsquare.recommenders.chronological import Chronological
-from townsquare.recommenders.random_feed import RandomFeed
+from townsquare.recommenders.random import RandomFeed
 
 
 def run(coro):

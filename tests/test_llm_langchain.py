@@ -10,7 +10,7 @@ import pytest
 
 from townsquare.errors import UsageError
 from townsquare.llm import LLMClient, LLMRequest, Message
-from townsquare.plugins.llm_langchain import LangChainConfig, build_langchain_llm, import_class, reply_text, reply_usage
+from townsquare.plugins.llm.langchain import LangChainConfig, build_langchain_llm, import_class, reply_text, reply_usage
 
 pytest.importorskip("langchain_core", reason="needs the [langchain] extra (langchain-core)")
 
@@ -156,4 +156,4 @@ def test_missing_langchain_core_is_one_line(monkeypatch):
 
 def test_registered(make_plugins):
     spec = make_plugins().registry.get("llm", "langchain")
-    assert spec.plugin == "llm_langchain" and spec.config_model is LangChainConfig and spec.priority == 0
+    assert spec.plugin == "langchain" and spec.config_model is LangChainConfig and spec.priority == 0

@@ -17,12 +17,12 @@ from helpers import read_table, scenario_text
 
 from townsquare.errors import UsageError
 from townsquare.llm import LLMClient, LLMRequest, Message
-from townsquare.plugins import llm_local
-from townsquare.plugins.base_model_prompts import (
+from townsquare.plugins.llm import local
+from townsquare.plugins.llm.base_model_prompts import (
     PROMPT_BOOKS, TEXT_STOP, clean_text, describe_schema, fit_prompt, label_continuations, label_probabilities, pick_label,
     render_parts, render_prompt, request_kind, required_everywhere,
 )
-from townsquare.plugins.llm_local import LocalLLMConfig, build_local_llm, packaged_model_path, request_seed
+from townsquare.plugins.llm.local import LocalLLMConfig, build_local_llm, packaged_model_path, request_seed
 
 PERSONA = Message("system", "You are Ana, 27, a software engineer in Lyon who loves hiking.")
 
@@ -200,7 +200,7 @@ def test_missing_llama_cpp_is_one_line_with_both_ways_out(monkeypatch):
 
 
 def test_model_path_resolves_against_the_scenario_folder(monkeypatch, tmp_path):
-    monkeypatch.setattr(llm_local, "import_llama", lambda: types.SimpleNamespace())
+    monkeypatch.setattr(local, "import_llama", lambda: types.SimpleNamespace())
     ctx = types.SimpleNamespace(seed=5, base_dir=str(tmp_path))
     with pytest.raises(UsageError, match="is not a file"):
         build_local_llm(LocalLLMConfig(model_path="models/m.gguf"), ctx)
@@ -272,7 +272,7 @@ def test_missing_model_package_names_the_install(monkeypatch):
 def test_registered_as_the_automatic_provider(make_plugins):
     plugins = make_plugins()
     spec = plugins.registry.get("llm", "local")
-    assert spec.plugin == "llm_local" and spec.priority == 100 and spec.config_model is LocalLLMConfig
+    assert spec.plugin == "local" and spec.priority == 100 and spec.config_model is LocalLLMConfig
     assert plugins.registry.auto("llm").name == "local"
 
 
@@ -291,7 +291,7 @@ class NeedsLLMPolicy:
 
 AUTO_SCENARIO = scenario_text(rounds=2, count=2, policy="feed_needs_llm",
                               extra="[plugins.needs_llm_policy]\npolicy_post_probability = 1.0\n"
-                                    "[plugins.llm_local]\nmax_tokens = 24\n")
+                                    "[plugins.local]\nmax_tokens = 24\n")
 
 
 def test_a_scenario_without_llm_table_gets_the_local_model(make_plugins, write_scenario):
@@ -300,7 +300,7 @@ def test_a_scenario_without_llm_table_gets_the_local_model(make_plugins, write_s
 
     scenario = load_scenario(write_scenario(AUTO_SCENARIO), [], make_plugins(NeedsLLMPolicy))
     assert scenario.llm.spec.name == "local" and scenario.llm_auto
-    assert scenario.llm.config.max_tokens == 24  # [plugins.llm_local] applies
+    assert scenario.llm.config.max_tokens == 24  # [plugins.local] applies
     banner = llm_banner(scenario)
     assert banner.startswith("LLM: local gemma-3-270m") and "--llm openai:MODEL" in banner
 
@@ -308,7 +308,7 @@ def test_a_scenario_without_llm_table_gets_the_local_model(make_plugins, write_s
 def test_importing_the_plugin_does_not_import_llama(tmp_path):
     import subprocess
 
-    code = "import sys, townsquare.plugins.llm_local; print('llama_cpp' in sys.modules, 'numpy' in sys.modules)"
+    code = "import sys, townsquare.plugins.llm.local; print('llama_cpp' in sys.modules, 'numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == "False"
 

@@ -12,10 +12,10 @@ import pytest
 
 from townsquare.errors import RunStopped
 from townsquare.llm import LLMRequest, LLMResponse, Message
-from townsquare.plugins.llm_budget import BudgetConfig, LLMBudget
-from townsquare.plugins.llm_cache import CACHE_FILE, CacheConfig, LLMCache, ReplayMiss
-from townsquare.plugins.llm_concurrency import ConcurrencyConfig, LLMConcurrency
-from townsquare.plugins.llm_retry import LLMRetry, LLMUnavailable, RetryConfig, classify
+from townsquare.plugins.llm.llm_budget import BudgetConfig, LLMBudget
+from townsquare.plugins.llm.llm_cache import CACHE_FILE, CacheConfig, LLMCache, ReplayMiss
+from townsquare.plugins.llm.llm_concurrency import ConcurrencyConfig, LLMConcurrency
+from townsquare.plugins.llm.llm_retry import LLMRetry, LLMUnavailable, RetryConfig, classify
 from townsquare.testing.llm_chain import build_chain, build_context
 
 
@@ -118,7 +118,7 @@ def test_cache_disabled_passes_through(tmp_path):
 def test_cache_commits_answers_in_groups(tmp_path, monkeypatch):
     import time
 
-    from townsquare.plugins import llm_cache
+    from townsquare.plugins.llm import llm_cache
 
     def stored():
         return sqlite3.connect(tmp_path / CACHE_FILE).execute("SELECT agent, n, round, committed, text FROM responses").fetchall()

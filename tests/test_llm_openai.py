@@ -10,8 +10,8 @@ import pytest
 import structlog
 
 from townsquare.errors import UsageError
-from townsquare.plugins.llm_openai import OpenAIConfig, OpenAIProvider, connection_budget
-from townsquare.plugins.llm_retry import LLMRetry, LLMUnavailable, RetryConfig
+from townsquare.plugins.llm.openai import OpenAIConfig, OpenAIProvider, connection_budget
+from townsquare.plugins.llm.llm_retry import LLMRetry, LLMUnavailable, RetryConfig
 from townsquare.testing.fault_server import FaultServer
 from townsquare.testing.llm_chain import build_chain, build_context
 

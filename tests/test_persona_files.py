@@ -10,8 +10,8 @@ import pytest
 
 from townsquare.components import BuildContext
 from townsquare.errors import UsageError
-from townsquare.plugins import persona_files
-from townsquare.plugins.persona_files import PersonaFilesConfig, build_inline, build_jsonl
+from townsquare.plugins.personas import persona_files
+from townsquare.plugins.personas.persona_files import PersonaFilesConfig, build_inline, build_jsonl
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -47,16 +47,16 @@ def test_env_var_disables_before_import():
     code = (
         "import sys; from townsquare.plugin_manager import make_plugin_manager;"
         "p = make_plugin_manager(autoload=False);"
-        "print(p.infos['random_feed'].status, p.infos['chronological'].status, 'townsquare.recommenders.random_feed' in sys.modules)"
+        "print(p.infos['random'].status, p.infos['chronological'].status, 'townsquare.recommenders.random' in sys.modules)"
     )
-    out = _imports_in_fresh_process(code, {"TOWNSQUARE_DISABLE_PLUGINS": "random_feed, chronological"})
+    out = _imports_in_fresh_process(code, {"TOWNSQUARE_DISABLE_PLUGINS": "random, chronological"})
     assert out == "disabled disabled False"
 
 
 def test_enable_overrides_env_disable(monkeypatch):
-    monkeypatch.setenv("TOWNSQUARE_DISABLE_PLUGINS", "random_feed")
-    assert make_plugin_manager(autoload=False).infos["random_feed"].status == "disabled"
-    assert make_plugin_manager(enable=["random_feed"], autoload=False).infos["random_feed"].status == "loaded"
+    monkeypatch.setenv("TOWNSQUARE_DISABLE_PLUGINS", "random")
+    assert make_plugin_manager(autoload=False).infos["random"].status == "disabled"
+    assert make_plugin_manager(enable=["random"], autoload=False).infos["random"].status == "loaded"
 
 
 def test_autoload_env_var(monkeypatch):
@@ -139,14 +139,29 @@ def test_auto_picks_highest_priority(make_plugins):
 
 
 def test_p_no_component_name_is_an_error_naming_its_plugin():
-    with pytest.raises(PluginError, match=r"^-p no:random: 'random' is a recommender component of plugin 'random_feed', "
-                                          r"not a plugin; disable the plugin with -p no:random_feed"):
-        make_plugin_manager(disable=["random"], autoload=False)
+    with pytest.raises(PluginError, match=r"^-p no:jsonl: 'jsonl' is a persona_source component of plugin 'persona_files', "
+                                          r"not a plugin; disable the plugin with -p no:persona_files"):
+        make_plugin_manager(disable=["jsonl"], autoload=False)
+
+
+def test_an_old_plugin_name_still_works_with_one_warning(make_plugins, write_scenario, capsys):
+    """Plugins renamed by the layout of issue 9 keep their old names as deprecated aliases."""
+    from townsquare import plugin_names
+    from townsquare.scenario import load_scenario
+
+    from helpers import scenario_text
+
+    plugin_names._warned.discard("random_feed")
+    assert make_plugin_manager(disable=["random_feed"], autoload=False).infos["random"].status == "disabled"
+    assert make_plugin_manager(disable=["random_feed"], autoload=False).infos["random"].status == "disabled"
+    assert capsys.readouterr().err.count("plugin.renamed") == 1
+    path = write_scenario(scenario_text(rounds=1, extra='[plugins.hash_embedder]\ndim = 16\n'))
+    assert load_scenario(path, [], make_plugins()).embedder.config.dim == 16
 
 
 def test_p_no_unknown_name_is_only_a_warning():
     plugins = make_plugin_manager(disable=["no_such_thing_xyz"], autoload=False)
-    assert plugins.infos["random_feed"].status == "loaded"
+    assert plugins.infos["random"].status == "loaded"
 
 
 def test_a_disabled_run_wide_component_names_the_disabled_plugin(make_plugins, write_scenario):
@@ -158,9 +173,9 @@ def test_a_disabled_run_wide_component_names_the_disabled_plugin(make_plugins, w
     path = write_scenario(scenario_text(rounds=1, extra='[recommender]\nname = "mastodon_digest"\n'))
     with pytest.raises(ScenarioError, match=r"recommender.name: unknown recommender 'mastodon_digest' .*; plugin 'mastodon_digest' is disabled$"):
         load_scenario(path, [], make_plugins(disable=["mastodon_digest"]))
-    path = write_scenario(scenario_text(rounds=1, extra='[recommender]\nname = "random"\n'))
-    with pytest.raises(ScenarioError, match=r"unknown recommender 'random' .*; disabled or failed plugins: random_feed$"):
-        load_scenario(path, [], make_plugins(disable=["random_feed"]))
+    path = write_scenario(scenario_text(rounds=1))
+    with pytest.raises(ScenarioError, match=r"unknown persona_source 'inline' .*; disabled or failed plugins: persona_files$"):
+        load_scenario(path, [], make_plugins(disable=["persona_files"]))
 
 
 def test_make_plugins_registers_a_module_under_its_own_name(make_plugins):

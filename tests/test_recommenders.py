@@ -10,9 +10,10 @@ from townsquare.actions import Action
 from townsquare.components import BuildContext
 from townsquare.platform import PostView
 from townsquare.platforms.in_memory import InMemoryPlatform
-from townsquare.recommenders import chronological, random_feed
+from townsquare.recommenders import chronological
+from townsquare.recommenders import random as random_feed
 from townsquare.recommenders.chronological import Chronological
-from townsquare.recommenders.random_feed import RandomFeed
+from townsquare.recommenders.random import RandomFeed
 
 
 def posts(n: int) -> list[PostView]:

@@ -19,7 +19,7 @@ from townsquare import hookimpl
 from townsquare.actions import Action
 from townsquare.specs import PolicySpec
 
-REPORT_PLUGIN = "townsquare.plugins.run_report"
+REPORT_PLUGIN = "townsquare.plugins.report.run_report"
 SCRIPTED = "townsquare.testing.scripted"
 SECTIONS = ("Run", "Slot table", "Key numbers", "Followers", "Actions over time", "Text diversity", "Persona similarity", "LLM calls")
 

@@ -1,4 +1,4 @@
-"""Ablation by toggling plugins (Zhou et al. appendix G): `-p no:persona_dynamic` and
+"""Ablation by toggling plugins (Zhou et al. appendix G): `-p no:dynamic_persona` and
 `-p no:knowledge_boundary` run, the manifest names the fallback components, and the prompts the
 model receives change as they should."""
 
@@ -14,7 +14,7 @@ from helpers import ROOT
 from townsquare import hookimpl
 from townsquare.llm import LLMResponse
 from townsquare.persona import Persona
-from townsquare.plugins.social_agent.persona_schema import ADVANCED_KEYS, advanced_items
+from townsquare.plugins.social_agent.persona.persona_schema import ADVANCED_KEYS, advanced_items
 from townsquare.specs import LLMProviderSpec
 
 SCENARIO = f"""
@@ -35,7 +35,7 @@ end_round = 1
 activity = {{ model = "always" }}
 personas = {{ name = "synthetic" }}
 slots = {{ policy = "social_agent", planner = "none", reflector = "none", memory.short_term = "none" }}
-config = {{ social_policy = {{ browse = false, initial_posts = 2 }} }}
+config = {{ social_agent = {{ browse = false, initial_posts = 2 }} }}
 
 [[populations]]
 name = "regular"
@@ -44,7 +44,7 @@ start_round = 1
 activity = {{ model = "always" }}
 personas = {{ name = "synthetic" }}
 slots = {{ policy = "social_agent", planner = "none", reflector = "none" }}
-config = {{ social_policy = {{ feed_size = 3, post_probability_without_plan = 0.0 }} }}
+config = {{ social_agent = {{ feed_size = 3, post_probability_without_plan = 0.0 }} }}
 """
 
 
@@ -90,7 +90,7 @@ def persona_section(prompt: str) -> str:
 
 def test_without_persona_dynamic_prompts_carry_the_whole_persona(make_plugins, write_scenario, run_scenario):
     dynamic, rows, personas = run(make_plugins, write_scenario, run_scenario)
-    full, full_rows, _ = run(make_plugins, write_scenario, run_scenario, disable=["persona_dynamic"])
+    full, full_rows, _ = run(make_plugins, write_scenario, run_scenario, disable=["dynamic_persona"])
     assert rows[("regular", "persona.context")] == "dynamic_persona"
     assert full_rows[("regular", "persona.context")] == "full_persona"
 

@@ -15,12 +15,12 @@ from townsquare.components import Agent, BuildContext, Services, StepContext
 from townsquare.errors import UsageError
 from townsquare.knowledge import KnowledgeItem
 from townsquare.persona import Persona
-from townsquare.plugins.social_agent import persona_schema as S
-from townsquare.plugins.social_agent.knowledge_boundary import (
+from townsquare.plugins.social_agent.persona import persona_schema as S
+from townsquare.plugins.social_agent.knowledge.knowledge_boundary import (
     KnowledgeBoundary, KnowledgeBoundaryConfig, build_knowledge_boundary)
-from townsquare.plugins.social_agent.no_knowledge import NoKnowledge, build_no_knowledge
+from townsquare.plugins.social_agent.knowledge.no_knowledge import NoKnowledge, build_no_knowledge
 from townsquare.plugins.social_agent.tfidf import tfidf_cosine
-from townsquare.plugins.social_agent.unbounded_knowledge import UnboundedKnowledgeConfig, build_unbounded_knowledge
+from townsquare.plugins.social_agent.knowledge.unbounded_knowledge import UnboundedKnowledgeConfig, build_unbounded_knowledge
 
 THEO_KNOWS = "Theo knows dog obedience training well. He understands old motorbike engines and jazz records."
 THEO = Persona("Theo", ["I train dogs."], {S.KNOWLEDGE: THEO_KNOWS})
@@ -28,9 +28,9 @@ ABOVE = KnowledgeItem("k1", "Q: Which dog obedience training book covers old dog
 BELOW = KnowledgeItem("k2", "Q: Which engines power old motorbike racers? A: two-stroke engines")
 UNRELATED = KnowledgeItem("k3", "Q: What is the capital of Peru? A: Lima")
 KNOWLEDGE_MODULES = [
-    "townsquare.plugins.social_agent.knowledge_boundary",
-    "townsquare.plugins.social_agent.unbounded_knowledge",
-    "townsquare.plugins.social_agent.no_knowledge",
+    "townsquare.plugins.social_agent.knowledge.knowledge_boundary",
+    "townsquare.plugins.social_agent.knowledge.unbounded_knowledge",
+    "townsquare.plugins.social_agent.knowledge.no_knowledge",
 ]
 
 

@@ -16,9 +16,9 @@ from townsquare.actions import Action
 from townsquare.components import BuildContext, Services
 from townsquare.embedding import EmbeddingCache
 from townsquare.errors import UsageError
-from townsquare.plugins.hash_embedder import HashEmbedder
+from townsquare.plugins.embedders.hash import HashEmbedder
 from townsquare.specs import PolicySpec
-from townsquare.plugins.social_agent.hotpotqa_knowledge import (
+from townsquare.plugins.social_agent.knowledge.hotpotqa import (
     INSTALL_HINT, HotpotQAConfig, build_hotpotqa, item_text, read_hotpotqa)
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -129,9 +129,9 @@ class ProbePlugin:
 
 
 def test_knowledge_boundary_over_hotpotqa_in_a_run(write_scenario, run_scenario, make_plugins, tmp_path):
-    plugins = make_plugins(ProbePlugin, enable=["townsquare.plugins.social_agent.hotpotqa_knowledge",
-                                                "townsquare.plugins.social_agent.knowledge_boundary",
-                                                "townsquare.plugins.social_agent.synthetic_personas"], strict=False)
+    plugins = make_plugins(ProbePlugin, enable=["townsquare.plugins.social_agent.knowledge.hotpotqa",
+                                                "townsquare.plugins.social_agent.knowledge.knowledge_boundary",
+                                                "townsquare.plugins.social_agent.persona.synthetic"], strict=False)
     scenario = write_scenario(f"""
 name = "kbrun"
 rounds = 1

@@ -7,9 +7,9 @@ import json
 
 from test_sa_policy_world import HIKER, PIANIST, POST, REGENERATE, World, scripted
 from townsquare.actions import Action, ActionResult
-from townsquare.plugins.social_agent import action_memory
-from townsquare.plugins.social_agent.action_memory import ActionMemory, ActionMemoryConfig
-from townsquare.plugins.social_agent.post_writer import write_post
+from townsquare.plugins.social_agent.memory import action_memory
+from townsquare.plugins.social_agent.memory.action_memory import ActionMemory, ActionMemoryConfig
+from townsquare.plugins.social_agent.actions.post_writer import write_post
 
 EARLIER = "hiking mountains sunrise trail coffee boots ridge summit yesterday"
 # TF-IDF cosine with EARLIER (fitted on the pair): 8 shared words, one word of its own each...
@@ -43,7 +43,7 @@ def post_world(rules, threshold=0.80, attempts=3):
 
 
 def write(world, me, memory, topic="Hiking at dawn"):
-    from townsquare.plugins.social_agent.action_prompts import action_prompts
+    from townsquare.plugins.social_agent.actions.action_prompts import action_prompts
 
     return asyncio.run(write_post(world.ctx(me, 5), world.llm.for_agent(me.id), action_prompts(None), topic, memory, []))
 

@@ -15,21 +15,21 @@ from townsquare.components import BuildContext, Services
 from townsquare.errors import UsageError
 from townsquare.llm import LLMClient, compose
 from townsquare.persona import Persona
-from townsquare.plugins.social_agent import persona_schema as S
-from townsquare.plugins.social_agent.persona_enrichment import PURPOSE, enrich, offline_enrichment, third_person
-from townsquare.plugins.social_agent.personachat_personas import (
+from townsquare.plugins.social_agent.persona import persona_schema as S
+from townsquare.plugins.social_agent.persona.persona_enrichment import PURPOSE, enrich, offline_enrichment, third_person
+from townsquare.plugins.social_agent.persona.personachat_personas import (
     PersonachatConfig, build_personachat, build_personachat_offline, read_personachat)
 from townsquare.plugins.social_agent.prompts import load_prompts
-from townsquare.plugins.social_agent.synthetic_personas import SyntheticConfig, SyntheticPersonas
+from townsquare.plugins.social_agent.persona.synthetic import SyntheticConfig, SyntheticPersonas
 from townsquare.testing.scripted import ScriptedConfig, ScriptedLLM
 
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLE = DATA / "personachat_sample.csv"
 MODULES = [
     "townsquare.testing.scripted",
-    "townsquare.plugins.social_agent.personachat_personas",
-    "townsquare.plugins.social_agent.synthetic_personas",
-    "townsquare.plugins.social_agent.persona_dynamic",
+    "townsquare.plugins.social_agent.persona.personachat_personas",
+    "townsquare.plugins.social_agent.persona.synthetic",
+    "townsquare.plugins.social_agent.persona.dynamic_persona",
 ]
 
 RICH = {
@@ -299,7 +299,7 @@ def test_synthetic_personas_are_complete_varied_and_seeded():
 
 
 def test_synthetic_hobbies_match_attributes():
-    from townsquare.plugins.social_agent.persona_words import THEMES
+    from townsquare.plugins.social_agent.persona.persona_words import THEMES
 
     themes = {t.hobby: t for t in THEMES}
     for p in SyntheticPersonas().load(50, np.random.default_rng(1)):

@@ -13,10 +13,10 @@ import pytest
 from townsquare.components import Agent, Services, StepContext
 from townsquare.embedding import EmbeddingCache
 from townsquare.persona import Persona
-from townsquare.plugins.hash_embedder import HashEmbedder
-from townsquare.plugins.social_agent import persona_schema as S
-from townsquare.plugins.social_agent.full_persona import FullPersona
-from townsquare.plugins.social_agent.persona_dynamic import DynamicPersona, DynamicPersonaConfig
+from townsquare.plugins.embedders.hash import HashEmbedder
+from townsquare.plugins.social_agent.persona import persona_schema as S
+from townsquare.plugins.social_agent.persona.full_persona import FullPersona
+from townsquare.plugins.social_agent.persona.dynamic_persona import DynamicPersona, DynamicPersonaConfig
 
 DOG_H = "Mara trained her puppy to fetch a ball in the park."
 CAR_H = "Mara rebuilt the engine of a vintage car in her garage."
@@ -131,7 +131,7 @@ def test_full_persona_shows_everything_whatever_the_query():
 
 
 def test_registration(make_plugins):
-    plugins = make_plugins(enable=["townsquare.plugins.social_agent.persona_dynamic", "townsquare.plugins.social_agent.full_persona"],
+    plugins = make_plugins(enable=["townsquare.plugins.social_agent.persona.dynamic_persona", "townsquare.plugins.social_agent.persona.full_persona"],
                            strict=False)
     registry = plugins.registry
     assert registry.auto("persona.context").name == "dynamic_persona"

@@ -11,9 +11,9 @@ import pytest
 
 from test_sa_policy_world import HIKER, PLAN, PLAN_REPAIR, START, World, scripted
 from townsquare.components import BuildContext
-from townsquare.plugins.social_agent import activity_plan
-from townsquare.plugins.social_agent.activity_plan import ActivityPlanConfig, build_activity_plan
-from townsquare.plugins.social_agent.plan_parsing import (Clock, Plan, PlanFormatError, PlanSession, Window, activity_fraction,
+from townsquare.plugins.social_agent.planning import activity_plan
+from townsquare.plugins.social_agent.planning.activity_plan import ActivityPlanConfig, build_activity_plan
+from townsquare.plugins.social_agent.planning.plan_parsing import (Clock, Plan, PlanFormatError, PlanSession, Window, activity_fraction,
                                                           fallback_plan, in_window, parse_plan, posts_in_round, quota)
 
 GOOD = """Browsing time period: 19:00-21:30

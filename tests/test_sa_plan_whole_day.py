@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from townsquare.plugins.social_agent.plan_parsing import Clock, PlanFormatError, Window, in_window, parse_plan, posts_in_round
+from townsquare.plugins.social_agent.planning.plan_parsing import Clock, PlanFormatError, Window, in_window, parse_plan, posts_in_round
 
 PLAN = """Browsing time period: {browse}
 Probability of liking: 30%

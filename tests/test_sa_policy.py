@@ -13,12 +13,12 @@ from test_sa_policy_world import (COMBINED, COMMENT, FAN, FORWARD, HIKER, LIKE, 
 from townsquare.components import BuildContext
 from townsquare.errors import UsageError
 from townsquare.knowledge import KnowledgeItem
-from townsquare.plugins.social_agent import combined_policy, social_policy
-from townsquare.plugins.social_agent.action_memory import ActionMemory
-from townsquare.plugins.social_agent.combined_policy import CombinedSocialAgentPolicy, build_combined, validate_decision
-from townsquare.plugins.social_agent.plan_parsing import PlanSession
-from townsquare.plugins.social_agent.social_policy import SocialAgentPolicy, build_social_agent, parse_comment
-from townsquare.plugins.social_agent.social_step import Decision, SocialAgentConfig
+from townsquare.plugins.social_agent.actions import social_agent, social_agent_combined
+from townsquare.plugins.social_agent.memory.action_memory import ActionMemory
+from townsquare.plugins.social_agent.actions.social_agent_combined import CombinedSocialAgentPolicy, build_combined, validate_decision
+from townsquare.plugins.social_agent.planning.plan_parsing import PlanSession
+from townsquare.plugins.social_agent.actions.social_agent import SocialAgentPolicy, build_social_agent, parse_comment
+from townsquare.plugins.social_agent.actions.social_step import Decision, SocialAgentConfig
 
 
 def policy(cls=SocialAgentPolicy, **config):
@@ -291,8 +291,8 @@ def test_combined_policy_validation_and_default():
 
 
 def test_registration_state_and_prompts_file(tmp_path):
-    (spec,) = social_policy.townsquare_register_policies()
-    (combined,) = combined_policy.townsquare_register_policies()
+    (spec,) = social_agent.townsquare_register_policies()
+    (combined,) = social_agent_combined.townsquare_register_policies()
     assert (spec.name, spec.priority, spec.needs_llm) == ("social_agent", 100, True)
     assert (combined.name, combined.needs_llm) == ("social_agent_combined", True) and combined.priority < 100
     p = policy()
@@ -318,7 +318,7 @@ def test_registration_state_and_prompts_file(tmp_path):
 
 
 def test_topic_lists_are_parsed():
-    from townsquare.plugins.social_agent.post_writer import parse_topics
+    from townsquare.plugins.social_agent.actions.post_writer import parse_topics
 
     assert parse_topics("Here you go:\n1. Sunrise on the #ridge\n2) Vegan camp food\n3. Sunrise on the ridge", 5) == [
         "Sunrise on the ridge", "Vegan camp food"]

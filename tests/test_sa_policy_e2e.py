@@ -10,11 +10,11 @@ import pytest
 
 SCRIPTED = "townsquare.testing.scripted"
 MODULES = [
-    "townsquare.plugins.social_agent.social_policy",
-    "townsquare.plugins.social_agent.combined_policy",
-    "townsquare.plugins.social_agent.activity_plan",
-    "townsquare.plugins.social_agent.action_memory",
-    "townsquare.plugins.social_agent.follow_reflection",
+    "townsquare.plugins.social_agent.actions.social_agent",
+    "townsquare.plugins.social_agent.actions.social_agent_combined",
+    "townsquare.plugins.social_agent.planning.activity_plan",
+    "townsquare.plugins.social_agent.memory.action_memory",
+    "townsquare.plugins.social_agent.reflection.follow_reflection",
     "townsquare.recommenders.mastodon_digest",
 ]
 
@@ -41,9 +41,9 @@ text_reply = "{{topic}} is on my mind today"
 "Suggest 1 topics" = "1. Morning walks in the hills"
 "^Summarise" = "A post about everyday life."
 "which user you want to follow" = "users-0002"
-[plugins.social_policy]
+[plugins.social_agent]
 feed_size = 5
-[plugins.combined_policy]
+[plugins.social_agent_combined]
 feed_size = 5
 
 [[populations]]
@@ -133,7 +133,7 @@ activity = { model = "always" }
 personas = { name = "synthetic" }
 # no duplicate-post check: the scripted model writes the same post every time
 slots = { policy = "social_agent", planner = "none", reflector = "none", memory.short_term = "none" }
-config = { social_policy = { browse = false, initial_posts = 3 } }
+config = { social_agent = { browse = false, initial_posts = 3 } }
 
 [[populations]]
 name = "regular"

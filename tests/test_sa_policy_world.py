@@ -14,7 +14,7 @@ from townsquare.embedding import EmbeddingCache
 from townsquare.llm import LLMClient, LLMRequest, LLMResponse
 from townsquare.persona import Persona
 from townsquare.platforms.in_memory import InMemoryPlatform
-from townsquare.plugins.hash_embedder import HashEmbedder
+from townsquare.plugins.embedders.hash import HashEmbedder
 from townsquare.recommenders.chronological import Chronological
 from townsquare.testing.scripted import ScriptedConfig, ScriptedLLM
 

@@ -9,9 +9,9 @@ from test_sa_policy_world import FAN, FOLLOW, HIKER, PIANIST, SUMMARY, World, sc
 from townsquare.actions import Action
 from townsquare.components import BuildContext
 from townsquare.persona import Persona
-from townsquare.plugins.social_agent import follow_reflection
-from townsquare.plugins.social_agent.action_memory import ActionMemory
-from townsquare.plugins.social_agent.follow_reflection import FollowReflectionConfig, build_follow_reflection
+from townsquare.plugins.social_agent.reflection import follow_reflection
+from townsquare.plugins.social_agent.memory.action_memory import ActionMemory
+from townsquare.plugins.social_agent.reflection.follow_reflection import FollowReflectionConfig, build_follow_reflection
 
 
 def reflector(**config):

@@ -132,7 +132,7 @@ def test_a_memory_tier_missing_recall_stops_the_run(make_plugins, write_scenario
 
 
 def test_the_paper_memory_satisfies_what_the_policy_requires():
-    from townsquare.plugins.social_agent.action_memory import ActionMemory
+    from townsquare.plugins.social_agent.memory.action_memory import ActionMemory
 
     memory = ActionMemory()
     assert missing_members(memory, DuplicateCheck) == [] and missing_members(memory, EngagementLog) == []

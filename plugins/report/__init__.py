@@ -1,5 +1,5 @@
 """The run report behind ``townsquare report RUN`` (the command is registered by
-:mod:`townsquare.plugins.run_report`).
+:mod:`townsquare.plugins.report.run_report`).
 
 * :mod:`.tables`: queries over ``events.sqlite`` and the manifest;
 * :mod:`.text_metrics`: distinct-1/2 (Li et al., 2016);

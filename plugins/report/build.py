@@ -18,7 +18,7 @@ import numpy as np
 import structlog
 
 from townsquare.errors import UsageError
-from townsquare.plugins.activity_metrics import gini
+from .activity import gini
 
 from . import figures, html, similarity, tables
 from .html import Number, Raw

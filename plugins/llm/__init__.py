@@ -1,0 +1,1 @@
+"""townsquare.plugins.llm."""

@@ -1,0 +1,185 @@
+"""Any LangChain chat model as the run's LLM: ``[llm] name = "langchain"``.
+
+The model is a ``langchain_core.language_models.BaseChatModel`` subclass named by import path
+and built with keyword arguments::
+
+    [llm]
+    name = "langchain"
+    class_path = "langchain_anthropic:ChatAnthropic"     # or "langchain_anthropic.ChatAnthropic"
+    kwargs = { model = "claude-3-5-haiku-latest", max_retries = 0 }
+    api_key_env = "ANTHROPIC_API_KEY"                     # passed as kwargs["api_key"]
+
+Install with ``pip install -e ".[langchain]"`` (langchain-core) plus the package that provides
+the class (``langchain-openai``, ``langchain-anthropic``, ``langchain-ollama``...).
+
+Messages become ``SystemMessage``/``HumanMessage``/``AIMessage``; the answer is
+``await model.ainvoke(messages, **params)`` where ``params`` carries the request's
+``temperature`` and ``max_tokens`` (``request_params``; set it to ``[]`` for a model that
+rejects them, and put fixed values in ``kwargs``). Token counts come from the reply's
+``usage_metadata`` (LangChain's standard field), else from the provider's
+``response_metadata["token_usage"]``; a model that reports neither records 0.
+
+Retrying is ``llm_retry``'s job: give the model ``max_retries = 0`` in ``kwargs`` where it has
+such an option, or failures are retried twice over. Labels and JSON schemas are not passed on:
+the chat model sees the component's prompt, and the client parses and repairs the answer.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from townsquare import hookimpl
+from townsquare.errors import UsageError
+from townsquare.llm import LLMRequest, LLMResponse
+from townsquare.secrets import resolve_secrets
+from townsquare.specs import LLMProviderSpec
+
+log = structlog.get_logger("townsquare.llm.langchain")
+
+INSTALL_HINT = 'pip install -e ".[langchain]" plus the package that provides the chat model class'
+
+
+class LangChainConfig(BaseModel):
+    """``[llm]`` settings for ``name = "langchain"`` (or ``[plugins.langchain]``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    class_path: str = Field(description='the chat model class: "package.module.Class" or "package.module:Class"')
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for the class")
+    model: str = Field("", description="model name for accounting; default: kwargs model / model_name, else the class name")
+    #: where an API key lives (never the key itself); it is passed as ``kwargs[api_key_kwarg]``
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    api_key_kwarg: str = "api_key"
+    #: request fields passed to every call as keyword arguments
+    request_params: list[str] = Field(default_factory=lambda: ["temperature", "max_tokens"])
+
+
+def import_class(class_path: str) -> type:
+    """``"pkg.mod:Class"`` or ``"pkg.mod.Class"`` -> the class; one-line UsageError otherwise."""
+    module_name, sep, attr = class_path.partition(":")
+    if not sep:
+        module_name, _, attr = class_path.rpartition(".")
+    if not module_name or not attr:
+        raise UsageError(f"llm 'langchain': class_path {class_path!r} is not 'package.module.Class' or 'package.module:Class'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"llm 'langchain': cannot import {module_name!r} ({exc}); {INSTALL_HINT}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise UsageError(f"llm 'langchain': module {module_name!r} has no {attr!r}") from None
+
+
+def to_langchain_messages(messages: Any) -> list[Any]:
+    """Our :class:`townsquare.llm.Message` tuple as LangChain message objects."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+    kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+    converted = []
+    for message in messages:
+        kind = kinds.get(message.role)
+        if kind is None:
+            raise ValueError(f"message role {message.role!r} is not system, user or assistant")
+        converted.append(kind(content=message.content))
+    return converted
+
+
+def reply_usage(reply: Any) -> tuple[int, int]:
+    """(prompt, completion) tokens of a chat model's reply, 0 when it reports none."""
+    usage = getattr(reply, "usage_metadata", None)
+    if usage:
+        return int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+    token_usage = (getattr(reply, "response_metadata", None) or {}).get("token_usage") or {}
+    return int(token_usage.get("prompt_tokens") or 0), int(token_usage.get("completion_tokens") or 0)
+
+
+def reply_text(reply: Any) -> str:
+    """The text of a reply whose content is a string or a list of content blocks."""
+    content = getattr(reply, "content", reply)
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(block if isinstance(block, str) else str(block.get("text", ""))
+                       for block in content if isinstance(block, str) or block.get("type") == "text")
+    return str(content)
+
+
+class LangChainLLM:
+    """A LangChain ``BaseChatModel`` behind the :class:`townsquare.llm.LLMProvider` protocol."""
+
+    name = "langchain"
+
+    def __init__(self, chat_model: Any, model: str, request_params: list[str]):
+        self.chat_model = chat_model
+        self.model = model
+        self.request_params = request_params
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        params = {name: getattr(request, name) for name in self.request_params}
+        reply = await self.chat_model.ainvoke(to_langchain_messages(request.messages), **params)
+        prompt_tokens, completion_tokens = reply_usage(reply)
+        metadata = getattr(reply, "response_metadata", None) or {}
+        return LLMResponse(
+            text=reply_text(reply), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+            model=str(metadata.get("model_name") or metadata.get("model") or self.model), provider=self.name,
+            meta={"finish_reason": metadata.get("finish_reason") or metadata.get("stop_reason")},
+        )
+
+
+def build_langchain_llm(config: LangChainConfig, ctx: Any) -> LangChainLLM:
+    """Import and build the chat model now, so a wrong path or argument stops the run at start."""
+    try:
+        from langchain_core.language_models import BaseChatModel
+    except ImportError as exc:
+        raise UsageError(f"llm 'langchain' needs langchain-core ({exc}): {INSTALL_HINT}") from None
+    cls = import_class(config.class_path)
+    if not (isinstance(cls, type) and issubclass(cls, BaseChatModel)):
+        raise UsageError(f"llm 'langchain': {config.class_path!r} is not a langchain_core BaseChatModel subclass")
+    unknown = sorted(set(config.request_params) - {"temperature", "max_tokens"})
+    if unknown:
+        raise UsageError(f"llm 'langchain': request_params may name temperature and max_tokens, not {', '.join(unknown)}")
+    kwargs = dict(config.kwargs)
+    keys = resolve_secrets(env=config.api_key_env, file=config.api_key_file, base_dir=getattr(ctx, "base_dir", "."),
+                           what=f"llm langchain API key for {config.class_path}")
+    if keys:
+        kwargs[config.api_key_kwarg] = keys[0]
+    try:
+        chat_model = cls(**kwargs)
+    except Exception as exc:  # pydantic validation of the class's own fields, mostly
+        raise UsageError(f"llm 'langchain': {config.class_path}(**kwargs) failed: {_one_line(exc, keys)}") from None
+    model = config.model or str(config.kwargs.get("model") or config.kwargs.get("model_name") or cls.__name__)
+    log.info("llm.langchain.ready", class_path=config.class_path, model=model)
+    return LangChainLLM(chat_model, model, list(config.request_params))
+
+
+def _one_line(exc: Exception, secrets: list[str]) -> str:
+    """An exception as one line, naming the field for a validation error, with no secret in it
+    (pydantic's messages quote the input value, which may be the key)."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+            return f"{'.'.join(str(part) for part in first['loc']) or 'arguments'}: {first['msg']}"
+        except Exception:
+            pass
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+@hookimpl
+def townsquare_register_llm_providers():
+    return [
+        LLMProviderSpec(
+            "langchain", build_langchain_llm, config_model=LangChainConfig,
+            description="any langchain-core chat model by class path; pip install 'townsquare[langchain]'",
+        )
+    ]

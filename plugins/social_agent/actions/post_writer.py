@@ -1,0 +1,146 @@
+"""Writing posts (Zhou et al. §3.1.2 "post", §3.1.4 duplicate check; appendix tables 8-10).
+Not a plugin: both social-agent policies post through :func:`write_posts`.
+
+1. Topics: one call asks for ``count`` topics from the whole persona (§3.1.2: "the agent
+   first generates post topics based on all persona information"), answered as a numbered
+   list. Each numbered line is a topic; "#" signs are removed and a topic is cut to 15 words.
+   With no numbered line, one repair request; then topics from the persona itself (its
+   hobbies, else its sentences), chosen with the agent's generator.
+2. Per topic: the persona text retrieved for the topic (``persona.context``) and the knowledge
+   it adopts (``persona.knowledge``); the post prompt with knowledge (table 9) or without
+   (table 10).
+3. Length: a post over 500 characters gets one request to shorten it, then is cut at the last
+   space before the limit.
+4. Duplicates: when the agent's ``memory.short_term`` has a duplicate check, a post whose
+   TF-IDF cosine with an earlier post (or one written earlier this round) is greater than T_p
+   is regenerated (the request shows the draft and asks for a different post, so a response
+   cache cannot hand back the same text), at most ``max_attempts`` generations in all; then
+   the topic is skipped and recorded in the memory.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import structlog
+
+from townsquare.actions import Action
+from townsquare.llm import Message
+
+from .action_prompts import fill
+from ..persona.persona_access import format_knowledge, full_persona_text, knowledge_items, persona_text
+
+log = structlog.get_logger("townsquare.plugins.social_agent.actions.post_writer")
+
+MAX_TOPIC_WORDS = 15
+_NUMBERED_LINE = re.compile(r"^\s*(?:\*\*)?\d{1,2}\s*[.)]\s*(.+?)\s*$", re.M)
+_NUMBERED_INLINE = re.compile(r"(?:^|\s)\d{1,2}[.)]\s+")
+
+
+def parse_topics(text: str, count: int) -> list[str]:
+    """Up to ``count`` distinct topics from a numbered list (one per line, or "1. a 2. b" on
+    one line); "#" removed, each cut to 15 words."""
+    pieces = [m.group(1) for m in _NUMBERED_LINE.finditer(text)]
+    if len(pieces) <= 1 and len(_NUMBERED_INLINE.findall(text)) > 1:
+        pieces = [p for p in _NUMBERED_INLINE.split(text)[1:]]
+    topics: list[str] = []
+    for piece in pieces:
+        words = piece.replace("#", "").replace("**", "").strip().strip("\"'").split()
+        topic = " ".join(words[:MAX_TOPIC_WORDS]).rstrip(".,;:")
+        if topic and topic.lower() not in (t.lower() for t in topics):
+            topics.append(topic)
+    return topics[:count]
+
+
+def persona_topics(persona: Any, count: int, rng: Any) -> list[str]:
+    """Fallback topics from the persona: its hobbies (comma separated), else its sentences."""
+    hobbies = persona.fields.get("hobbies") if persona.fields else None
+    pool = [h.strip() for h in str(hobbies).split(",") if h.strip()] if hobbies else []
+    pool = pool or [s for s in persona.sentences if s.strip()] or [persona.name]
+    picks = rng.permutation(len(pool))[:count] if len(pool) > 1 else [0] * min(count, 1)
+    return [" ".join(pool[int(i)].split()[:MAX_TOPIC_WORDS]) for i in picks]
+
+
+def clean_text(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        text = text[1:-1].strip()
+    return text
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, at the last space when there is one."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit + 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > 0 else text[:limit]).rstrip()
+
+
+async def generate_topics(ctx: Any, llm: Any, prompts: dict[str, str], count: int) -> list[str]:
+    prompt = fill(prompts["topics"], topic_count=count, persona=full_persona_text(ctx.agent.persona))
+    answer = await llm.text(prompt, purpose="topics", max_tokens=40 * count + 20)
+    topics = parse_topics(answer, count)
+    if not topics:
+        repair = (Message("user", prompt), Message("assistant", answer),
+                  Message("user", fill(prompts["topics_repair"], topic_count=count)))
+        answer = await llm.text(repair, purpose="topics.repair", max_tokens=40 * count + 20)
+        topics = parse_topics(answer, count)
+    if not topics:
+        topics = persona_topics(ctx.agent.persona, count, ctx.rng)
+        llm.report_parse_failure("topics", answer)  # counted in llm_calls as parse_failure
+        log.info("topics.fallback", agent=ctx.agent.id, topics=topics)
+    return topics
+
+
+async def _draft(llm: Any, messages: list[Message], prompts: dict[str, str], purpose: str, limit: int, max_tokens: int) -> str:
+    text = clean_text(await llm.text(messages, purpose=purpose, max_tokens=max_tokens))
+    if len(text) > limit:
+        shorten = [*messages, Message("assistant", text), Message("user", fill(prompts["post_shorten"], length=len(text), limit=limit))]
+        text = cut(clean_text(await llm.text(shorten, purpose="post.shorten", max_tokens=max_tokens)), limit)
+    return text
+
+
+async def write_post(ctx: Any, llm: Any, prompts: dict[str, str], topic: str, memory: Any, written: list[str],
+                     limit: int = 500, max_tokens: int = 400) -> Action | None:
+    """One post on ``topic``, or None when every attempt was a duplicate (or empty)."""
+    persona = await persona_text(ctx, topic)
+    items = await knowledge_items(ctx, topic)
+    if items:
+        prompt = fill(prompts["post_with_knowledge"], topic=topic, persona=persona, knowledge=format_knowledge(items))
+    else:
+        prompt = fill(prompts["post_without_knowledge"], topic=topic, persona=persona)
+    messages = [Message("user", prompt)]
+    check = memory is not None and hasattr(memory, "post_similarity")
+    attempts = memory.max_attempts if check else 1
+    similarity = 0.0
+    for attempt in range(1, attempts + 1):
+        text = await _draft(llm, messages, prompts, "post" if attempt == 1 else "post.regenerate", limit, max_tokens)
+        if not text:
+            continue
+        similarity = memory.post_similarity(text, written) if check else 0.0
+        if not check or not memory.is_duplicate(similarity):
+            detail = {"topic": topic, "knowledge": [getattr(i, "id", "") for i in items], "attempts": attempt,
+                      "similarity": float(f"{similarity:.4f}")}
+            return Action(ctx.agent.id, "post", text=text, detail=detail)
+        log.debug("post.duplicate", agent=ctx.agent.id, topic=topic, similarity=similarity, attempt=attempt)
+        messages += [Message("assistant", text), Message("user", prompts["post_regenerate"])]
+    if check:
+        memory.record_skipped(ctx.round, topic, similarity, attempts)
+    log.info("post.skipped", agent=ctx.agent.id, topic=topic, similarity=round(similarity, 4), attempts=attempts)
+    return None
+
+
+async def write_posts(ctx: Any, llm: Any, prompts: dict[str, str], count: int, *, limit: int = 500, max_tokens: int = 400) -> list[Action]:
+    """``count`` posts on freshly generated topics (fewer if topics run short or are skipped)."""
+    if count <= 0:
+        return []
+    memory = ctx.agent.components.get("memory.short_term")
+    topics = await generate_topics(ctx, llm, prompts, count)
+    actions: list[Action] = []
+    for topic in topics:
+        action = await write_post(ctx, llm, prompts, topic, memory, [a.text for a in actions], limit, max_tokens)
+        if action is not None:
+            actions.append(action)
+    return actions

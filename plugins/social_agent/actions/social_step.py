@@ -1,0 +1,161 @@
+"""One step of Zhou et al.'s social-media agent (§3.1.2), shared by the ``social_agent`` and
+``social_agent_combined`` policies. Not a plugin.
+
+A step, each time the agent is active:
+
+1. Asks the planner (slot ``planner``, when it offers ``session``: ``activity_plan``) whether
+   this round is in the browsing window, how many posts are due, and the action
+   probabilities. Without such a planner the agent browses every active round with no quotas
+   and posts one post with probability ``post_probability_without_plan``.
+2. Browse: reads ``feed_size`` posts of its home timeline (ranked by the run's recommender)
+   and marks them read (one ``browse`` action).
+3. Per browsed post, in feed order: the persona text retrieved with the post as the query
+   (``persona.context``), then the like / reblog / comment decisions (:meth:`decide`: three
+   calls in ``social_agent``, one in ``social_agent_combined``). The plan's probabilities are
+   quotas for the session (:meth:`.plan_parsing.PlanSession.quota`); once a quota is used up
+   the agent stops asking about that action, and once all are used up it stops asking.
+4. Post: the due posts (:func:`.post_writer.write_posts`).
+
+Every decision goes through ``choose`` (fixed labels), ``json`` (a validated schema) or the
+strict comment format, so nothing a post says can make the agent do anything outside like,
+reblog, comment on that post.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from townsquare.actions import Action
+from townsquare.api import DuplicateCheck, EngagementLog, MemoryRecord, agent_memory
+
+from .action_prompts import action_prompts
+from ..persona.persona_access import persona_text
+from .post_writer import cut, write_posts
+
+log = structlog.get_logger("townsquare.plugins.social_agent")
+
+#: The slots Zhou et al.'s agent works with and the paper's component for each (§3.1):
+#: a population that leaves one of them out gets this one, or the documented fallback
+#: (the highest-priority enabled alternative) when its plugin is disabled.
+ZHOU_SLOTS: dict[str, str | None] = {
+    "persona.context": "dynamic_persona",
+    "persona.knowledge": "knowledge_boundary",
+    "memory.short_term": "action_memory",
+    "planner": "activity_plan",
+    "reflector": "follow_reflection",
+}
+
+#: What the policy needs of those slots beyond their slot protocol, checked when an agent is
+#: built: a replacement short-term memory must offer both, or the run stops naming the method;
+#: with memory.short_term = "none" the duplicate check is off (logged as slot.feature_off).
+ZHOU_REQUIRES: dict[str, tuple[type, ...]] = {"memory.short_term": (DuplicateCheck, EngagementLog)}
+
+#: The three decisions per browsed post, in the order they are taken.
+DECISIONS = ("like", "reblog", "comment")
+
+
+class SocialAgentConfig(BaseModel):
+    """Settings shared by ``[plugins.social_agent]`` and ``[plugins.social_agent_combined]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    feed_size: int = Field(10, gt=0, description="posts read per browse (the paper does not say)")
+    max_chars: int = Field(500, gt=0, description="longest post or comment (Zhou §3.1.2: 500)")
+    post_probability_without_plan: float = Field(0.1, ge=0.0, le=1.0)
+    comment_max_tokens: int = Field(200, gt=0)
+    post_max_tokens: int = Field(400, gt=0)
+    prompts_file: str | None = None
+    #: False: the agent never browses, it only posts (Zhou §4.1's initial agents, who fill the
+    #: empty sandbox before the regular agents arrive)
+    browse: bool = True
+    #: posts written at the agent's first step on top of the plan's schedule (Zhou §4.1: 150
+    #: initial agents publish 1,050 posts, 7 each)
+    initial_posts: int = Field(0, ge=0)
+
+
+@dataclass(frozen=True)
+class Decision:
+    like: bool = False
+    reblog: bool = False
+    comment: str | None = None
+
+
+class SocialAgentBase:
+    """The step; subclasses implement :meth:`decide`."""
+
+    name = "social_agent"
+
+    def __init__(self, config: SocialAgentConfig, prompts: dict[str, str]):
+        self.config = config
+        self.prompts = prompts
+        self.counts = {"sessions": 0, "decided_posts": 0, "posts": 0}
+        self.initial_left = config.initial_posts
+
+    async def decide(self, ctx: Any, llm: Any, post: Any, persona: str, open_kinds: tuple[str, ...]) -> Decision:
+        """The decisions on ``post`` for the kinds in ``open_kinds`` (others stay False/None)."""
+        raise NotImplementedError
+
+    async def step(self, ctx: Any) -> list[Action]:
+        cfg = self.config
+        llm = ctx.require_llm(self.name)
+        me = ctx.agent.id
+        planner = ctx.agent.components.get("planner")
+        session = await planner.session(ctx) if planner is not None and hasattr(planner, "session") else None
+        actions: list[Action] = []
+        if cfg.browse and (session is None or session.browse):
+            feed = await ctx.home_timeline(cfg.feed_size)
+            if feed:
+                actions.append(Action(me, "browse", post_ids=tuple(p.id for p in feed)))
+                memory = ctx.agent.components.get("memory.short_term")
+                if memory is not None and hasattr(memory, "remember_posts"):
+                    memory.remember_posts(feed)
+                # the browsed posts as observations for any memory design (a stream keeps them;
+                # Zhou's action memory passes them on and records the actions themselves)
+                chain = agent_memory(ctx.agent)
+                if chain:
+                    await chain.remember(ctx, [MemoryRecord(f"{p.author_id} posted: {p.text}", kind="observation",
+                                                            meta={"post_id": p.id, "author_id": p.author_id}) for p in feed])
+                left = {k: session.quota(k, len(feed), ctx.rng) if session else len(feed) for k in DECISIONS}
+                self.counts["sessions"] += 1
+                for post in feed:
+                    open_kinds = tuple(k for k in DECISIONS if left[k] > 0)
+                    if not open_kinds:
+                        break
+                    persona = await persona_text(ctx, post.text)
+                    decision = await self.decide(ctx, llm, post, persona, open_kinds)
+                    self.counts["decided_posts"] += 1
+                    if decision.like and "like" in open_kinds:
+                        actions.append(Action(me, "like", target_post=post.id))
+                        left["like"] -= 1
+                    if decision.reblog and "reblog" in open_kinds:
+                        actions.append(Action(me, "reblog", target_post=post.id))
+                        left["reblog"] -= 1
+                    if decision.comment and "comment" in open_kinds:
+                        actions.append(Action(me, "comment", target_post=post.id, text=cut(decision.comment, cfg.max_chars)))
+                        left["comment"] -= 1
+        if session is not None:
+            due = session.posts_due
+        else:
+            due = 1 if cfg.post_probability_without_plan > 0 and ctx.rng.random() < cfg.post_probability_without_plan else 0
+        due += self.initial_left
+        self.initial_left = 0
+        if due:
+            posts = await write_posts(ctx, llm, self.prompts, due, limit=cfg.max_chars, max_tokens=cfg.post_max_tokens)
+            self.counts["posts"] += len(posts)
+            actions += posts
+        return actions
+
+    def get_state(self) -> dict[str, Any]:
+        return {"counts": dict(self.counts), "initial_left": self.initial_left}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.counts = {**self.counts, **state.get("counts", {})}
+        self.initial_left = state.get("initial_left", 0)
+
+
+def load_prompts_for(config: SocialAgentConfig, ctx: Any) -> dict[str, str]:
+    return action_prompts(config.prompts_file, getattr(ctx, "base_dir", ".") or ".")

@@ -1,0 +1,1 @@
+"""townsquare.plugins.social_agent.knowledge."""

@@ -1,0 +1,139 @@
+"""Zhou et al.'s planning module (§3.1.3, appendix table 11): slot ``planner``, component
+``activity_plan``.
+
+From the persona and the agent's activity level the model writes a plan in the paper's format
+(browsing period, probabilities of liking, forwarding and commenting, posting period, posts per
+week; see :mod:`.plan_parsing`). The plan is made once, the first time the engine asks whether
+the agent is active, and kept in checkpoints (the paper does not say it is ever remade).
+
+How the Pareto level enters (§3.2.3: "user activity and persona information are input into
+the plan generation process"): only through the plan. The agent's level is mapped to (0, 1]
+(:func:`.plan_parsing.activity_fraction`: ``1 - exp(-x)``) and shown to the model, which sets
+the windows, probabilities and frequency. :meth:`ActivityPlanner.is_active` then decides every
+round: True when the round overlaps the day's browsing window or a post is due, False
+otherwise; the engine's own activity draw is overridden.
+
+The answer is parsed strictly. A malformed one gets one repair request; if that fails too the
+agent gets :func:`.plan_parsing.fallback_plan` (derived from the activity level alone).
+``get_state()["source"]`` says which: ``llm``, ``llm_repaired`` or ``fallback``.
+
+Policies read the plan through :meth:`ActivityPlanner.session` (browse now? how many posts
+due? the probabilities that become per-session quotas).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from townsquare import hookimpl
+from townsquare.llm import Message
+from townsquare.specs import PlannerSpec
+
+from ..actions.action_prompts import action_prompts, fill
+from ..persona.persona_access import full_persona_text
+from .plan_parsing import Clock, Plan, PlanFormatError, PlanSession, activity_fraction, fallback_plan, in_window, parse_plan, posts_in_round
+
+log = structlog.get_logger("townsquare.plugins.social_agent.planning.activity_plan")
+
+
+class ActivityPlanConfig(BaseModel):
+    """``[plugins.activity_plan]`` settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: "weekday": "day x" is the x-th day of each simulated week (one posting window a week);
+    #: "daily": the posting period recurs every day and the weekly posts spread over all seven.
+    post_days: Literal["weekday", "daily"] = "weekday"
+    #: a plan asking for more posts a week than this is malformed
+    max_posts_per_week: int = Field(70, ge=0)
+    max_tokens: int = Field(200, gt=0)
+    prompts_file: str | None = None
+
+
+class ActivityPlanner:
+    """Makes the plan and answers, each round, whether the agent is active."""
+
+    def __init__(self, config: ActivityPlanConfig, prompts: dict[str, str], activity_level: float):
+        self.config = config
+        self.prompts = prompts
+        self.activity = activity_fraction(activity_level)
+        self.plan: Plan | None = None
+        self.source: str | None = None
+        self.answer: str | None = None
+        self._due: tuple[int, int] | None = None  # (round, posts due): asked twice per round
+
+    async def ensure_plan(self, ctx: Any) -> Plan:
+        if self.plan is not None:
+            return self.plan
+        llm = ctx.require_llm("activity_plan")
+        prompt = fill(self.prompts["plan"], activity=f"{self.activity:.2f}", persona=full_persona_text(ctx.agent.persona))
+        answer = await llm.text(prompt, purpose="plan", max_tokens=self.config.max_tokens)
+        try:
+            plan, source = parse_plan(answer, self.config.max_posts_per_week), "llm"
+        except PlanFormatError as exc:
+            repair = (Message("user", prompt), Message("assistant", answer),
+                      Message("user", fill(self.prompts["plan_repair"], problems="; ".join(exc.problems))))
+            answer = await llm.text(repair, purpose="plan.repair", max_tokens=self.config.max_tokens)
+            try:
+                plan, source = parse_plan(answer, self.config.max_posts_per_week), "llm_repaired"
+            except PlanFormatError as again:
+                plan, source = fallback_plan(self.activity), "fallback"
+                llm.report_parse_failure("plan", answer)  # counted in llm_calls as parse_failure
+                log.info("plan.fallback", agent=ctx.agent.id, problems="; ".join(again.problems))
+        self.plan, self.source, self.answer = plan, source, answer[:1000]
+        log.debug("plan.made", agent=ctx.agent.id, source=source, activity=self.activity)
+        return plan
+
+    def posts_due(self, ctx: Any) -> int:
+        if self._due is not None and self._due[0] == ctx.round:
+            return self._due[1]
+        assert self.plan is not None
+        clock = Clock.from_step(ctx.now, ctx.round, ctx.minutes_per_round)
+        due = posts_in_round(self.plan, clock, ctx.round, daily=self.config.post_days == "daily")
+        self._due = (ctx.round, due)
+        return due
+
+    async def session(self, ctx: Any) -> PlanSession:
+        plan = await self.ensure_plan(ctx)
+        return PlanSession(
+            browse=in_window(plan.browse, ctx.now, ctx.minutes_per_round), posts_due=self.posts_due(ctx),
+            like=plan.like, forward=plan.forward, comment=plan.comment,
+        )
+
+    async def is_active(self, ctx: Any) -> bool:
+        session = await self.session(ctx)
+        return session.browse or session.posts_due > 0
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "plan": None if self.plan is None else self.plan.to_dict(),
+            "source": self.source, "answer": self.answer, "activity": self.activity,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        plan = state.get("plan")
+        self.plan = None if plan is None else Plan.from_dict(plan)
+        self.source = state.get("source")
+        self.answer = state.get("answer")
+        self.activity = float(state.get("activity", self.activity))
+        self._due = None
+
+
+def build_activity_plan(config: ActivityPlanConfig | None, ctx: Any) -> ActivityPlanner:
+    config = config or ActivityPlanConfig()
+    agent = getattr(ctx, "agent", None)
+    level = agent.activity if agent is not None else 1.0
+    return ActivityPlanner(config, action_prompts(config.prompts_file, getattr(ctx, "base_dir", ".")), level)
+
+
+@hookimpl
+def townsquare_register_planners():
+    return [
+        PlannerSpec(
+            "activity_plan", build_activity_plan, config_model=ActivityPlanConfig, priority=100, needs_llm=True,
+            description="Zhou et al.: an LLM-written plan (browse window, action probabilities, posting schedule)",
+        )
+    ]
