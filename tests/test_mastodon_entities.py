@@ -12,11 +12,11 @@ import pytest
 
 from townsquare.actions import Action
 from townsquare.errors import UsageError
-from townsquare.platforms.mastodon_accounts import TokenStore, load_credentials, parse_entries, token_store_path, username_for
-from townsquare.platforms.mastodon_entities import html_to_text, parse_account, parse_relationship, parse_status, parse_time, same_text
-from townsquare.platforms.mastodon_feed import Corrections
-from townsquare.platforms.mastodon_journal import Journal, fingerprint
-from townsquare.platforms.mastodon_state import LocalState
+from townsquare.platforms.mastodon.accounts import TokenStore, load_credentials, parse_entries, token_store_path, username_for
+from townsquare.platforms.mastodon.entities import html_to_text, parse_account, parse_relationship, parse_status, parse_time, same_text
+from townsquare.platforms.mastodon.feed import Corrections
+from townsquare.platforms.mastodon.journal import Journal, fingerprint
+from townsquare.platforms.mastodon.state import LocalState
 
 DATA = Path(__file__).parent / "data" / "mastodon"
 

@@ -287,7 +287,7 @@ def test_a_refused_write_is_the_actions_answer_not_a_stop(mock, tmp_path):
 def test_failures_are_classified_in_one_place():
     import mastodon as m
 
-    from townsquare.platforms.mastodon_client import Seen, classify, describe, redact, retry_after
+    from townsquare.platforms.mastodon.client import Seen, classify, describe, redact, retry_after
 
     cut = m.MastodonAPIError("Could not parse response as JSON, response code was 200, bad json content was "
                              "b'{\"access_token\":\"SECRET-TOKEN\",\"tok'.", "Exception was: x")

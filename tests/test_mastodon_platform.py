@@ -22,7 +22,7 @@ from townsquare.actions import Action  # noqa: E402
 from townsquare.errors import RunStopped, UsageError  # noqa: E402
 from townsquare.platforms.in_memory import InMemoryConfig, InMemoryPlatform  # noqa: E402
 from townsquare.platforms.mastodon import MastodonConfig, MastodonPlatform  # noqa: E402
-from townsquare.platforms.mastodon_journal import fingerprint  # noqa: E402
+from townsquare.platforms.mastodon.journal import fingerprint  # noqa: E402
 
 NOW = "2024-01-01T08:00:00"
 
@@ -311,7 +311,7 @@ def test_scenario_selects_the_platform_and_validates_settings(tmp_path):
 
 
 def test_cleanup_undoes_the_runs_writes(mock, tmp_path):
-    from townsquare.platforms.mastodon_cleanup import cleanup
+    from townsquare.platforms.mastodon.cleanup import cleanup
 
     async def go():
         platform = make(mock, tmp_path)
@@ -332,7 +332,7 @@ def test_cleanup_undoes_the_runs_writes(mock, tmp_path):
 
 
 def test_cleanup_under_an_outage_stops_with_one_line_then_carries_on(mock, tmp_path):
-    from townsquare.platforms.mastodon_cleanup import cleanup
+    from townsquare.platforms.mastodon.cleanup import cleanup
 
     async def go():
         platform = make(mock, tmp_path)

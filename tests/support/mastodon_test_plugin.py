@@ -60,7 +60,7 @@ def _install_kill_switch() -> None:
     if not spec:
         return
     kill_round, kill_at, when = spec.split(":")
-    from townsquare.platforms import mastodon_journal
+    from townsquare.platforms.mastodon import journal as mastodon_journal
 
     original = mastodon_journal.Journal.done
     seen = {"n": 0}

@@ -3,7 +3,7 @@
 Every simulation account is fetched in one go (``GET /api/v1/accounts?id[]=``, 40 at a time)
 once per apply phase, so the metrics that read every agent's profile each round cost a few
 requests. Counts and lists are corrected, like posts, for journaled writes a replayed round
-has not reached yet (see :mod:`.mastodon_feed`).
+has not reached yet (see :mod:`.feed`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from townsquare.platform import AccountView
 
-from .mastodon_client import RemoteError
-from .mastodon_entities import RemoteAccount, parse_account
-from .mastodon_feed import read
+from .client import RemoteError
+from .entities import RemoteAccount, parse_account
+from .feed import read
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .mastodon import MastodonPlatform
+    from . import MastodonPlatform
 
 ACCOUNTS_PER_REQUEST = 40  # GET /api/v1/accounts?id[]= (Mastodon 4.3+)
 

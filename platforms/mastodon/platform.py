@@ -5,15 +5,15 @@ agents then post, reply, favourite, reblog and follow as accounts on that server
 whoever else is there. Zhou et al. ran their sandbox on Mastodon the same way (through
 Mastodon.py). The pieces, one per module:
 
-- :mod:`.mastodon_client`: Mastodon.py clients, thread pools, retries, rate limits;
-- :mod:`.mastodon_accounts`: tokens file / environment / API sign-up, and the token store;
-- :mod:`.mastodon_journal`: the exactly-once journal in the run directory;
-- :mod:`.mastodon_writes`: applying a round's actions (serial or parallel);
-- :mod:`.mastodon_feed`: timelines, ranking candidates, search, posts;
-- :mod:`.mastodon_profiles`: profiles, followers, following;
-- :mod:`.mastodon_state`: local ids and what is checkpointed;
-- :mod:`.mastodon_entities`: parsing Status / Account / Relationship;
-- :mod:`.mastodon_cleanup`: ``townsquare mastodon cleanup RUN_DIR``.
+- :mod:`.client`: Mastodon.py clients, thread pools, retries, rate limits;
+- :mod:`.accounts`: tokens file / environment / API sign-up, and the token store;
+- :mod:`.journal`: the exactly-once journal in the run directory;
+- :mod:`.writes`: applying a round's actions (serial or parallel);
+- :mod:`.feed`: timelines, ranking candidates, search, posts;
+- :mod:`.profiles`: profiles, followers, following;
+- :mod:`.state`: local ids and what is checkpointed;
+- :mod:`.entities`: parsing Status / Account / Relationship;
+- :mod:`.cleanup`: ``townsquare mastodon cleanup RUN_DIR``.
 
 Posts default to ``private`` (followers only): a study should not broadcast machine-written
 posts to a server's public timelines unless it means to. Accounts are flagged as bots.
@@ -38,14 +38,14 @@ from townsquare.errors import UsageError
 from townsquare.platform import AccountView, PostView
 from townsquare.specs import PlatformSpec
 
-from .mastodon_accounts import TokenStore, default_token_store, load_credentials, sign_up, token_store_path, username_for
-from .mastodon_client import RemoteError, Transport
-from .mastodon_entities import parse_account
-from .mastodon_feed import Feeds
-from .mastodon_journal import JOURNAL_NAME, Journal
-from .mastodon_profiles import Profiles
-from .mastodon_state import LocalState
-from .mastodon_writes import Writer
+from .accounts import TokenStore, default_token_store, load_credentials, sign_up, token_store_path, username_for
+from .client import RemoteError, Transport
+from .entities import parse_account
+from .feed import Feeds
+from .journal import JOURNAL_NAME, Journal
+from .profiles import Profiles
+from .state import LocalState
+from .writes import Writer
 
 log = structlog.get_logger("townsquare.platforms.mastodon")
 T = TypeVar("T")
@@ -56,7 +56,7 @@ class MastodonConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     base_url: str = Field(min_length=1)
-    #: a file of access tokens (see :mod:`.mastodon_accounts`); None: ``tokens_env`` or API sign-up
+    #: a file of access tokens (see :mod:`.accounts`); None: ``tokens_env`` or API sign-up
     tokens: str | None = None
     #: an environment variable holding the tokens (newline or comma separated)
     tokens_env: str | None = None
@@ -259,7 +259,7 @@ class MastodonPlatform:
         return result
 
     async def apply_batch(self, actions: Sequence[Action], round: int, now: str) -> list[ActionResult]:
-        """A round's actions in apply order; answers in the same order (see :mod:`.mastodon_writes`)."""
+        """A round's actions in apply order; answers in the same order (see :mod:`.writes`)."""
         self._round, self._position = round, len(actions)
         try:
             results = await self._call(lambda: self.writer.apply(list(actions), round, now, 0))
@@ -275,7 +275,7 @@ class MastodonPlatform:
     # ------------------------------------------------------------------ reads
 
     async def home_timeline(self, viewer: str, limit: int, *, rng: Any = None, author_filter: set[str] | None = None) -> list[PostView]:
-        """The viewer's unread candidates (see :mod:`.mastodon_feed`), ranked by the recommender."""
+        """The viewer's unread candidates (see :mod:`.feed`), ranked by the recommender."""
         return await self._call(lambda: self.feeds.home_timeline(viewer, limit, rng, author_filter))
 
     async def public_timeline(self, limit: int) -> list[PostView]:
@@ -322,7 +322,7 @@ def townsquare_register_platforms():
 
 @hookimpl
 def townsquare_register_commands(cli):
-    from .mastodon_cleanup import register
+    from .cleanup import register
 
     register(cli)
 

@@ -22,8 +22,8 @@ from typing import Any, Callable
 
 from townsquare.errors import RunStopped, UsageError
 
-from .mastodon_client import RemoteError
-from .mastodon_journal import JOURNAL_NAME, Journal
+from .client import RemoteError
+from .journal import JOURNAL_NAME, Journal
 
 
 def cleanup(run_dir: str | Path, *, dry_run: bool = False, keep_follows: bool = False, max_wait: float = 1800.0,
@@ -31,7 +31,7 @@ def cleanup(run_dir: str | Path, *, dry_run: bool = False, keep_follows: bool = 
     """Undo the run's writes; returns counts by what was undone (or would be, with ``dry_run``)."""
     from townsquare.rundir import RunDir
 
-    from .mastodon import MastodonConfig, MastodonPlatform
+    from . import MastodonConfig, MastodonPlatform
 
     path = Path(run_dir) / JOURNAL_NAME
     if not path.exists():

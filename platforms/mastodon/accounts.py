@@ -31,7 +31,7 @@ import structlog
 from townsquare.errors import UsageError
 from townsquare.secrets import read_secret_file, resolve_secrets
 
-from .mastodon_client import RemoteError
+from .client import RemoteError
 
 log = structlog.get_logger("townsquare.platforms.mastodon")
 

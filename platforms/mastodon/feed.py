@@ -35,12 +35,12 @@ import structlog
 
 from townsquare.platform import PostView
 
-from .mastodon_client import RemoteError
-from .mastodon_entities import RemoteStatus, parse_status
-from .mastodon_state import pid
+from .client import RemoteError
+from .entities import RemoteStatus, parse_status
+from .state import pid
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .mastodon import MastodonPlatform
+    from . import MastodonPlatform
 
 log = structlog.get_logger("townsquare.platforms.mastodon")
 

@@ -26,7 +26,7 @@ headers and body of the last response the request's thread saw:
   ``backoff_cap``, then a ``RemoteError`` with ``transient`` set (the caller stops the run:
   resumable). Writes are safe to retry: posts carry an Idempotency-Key; favourite, reblog,
   follow and unfollow are idempotent; sign-up recognises its own account (see
-  :mod:`.mastodon_accounts`).
+  :mod:`.accounts`).
 - *fatal*: 401 (the token is refused) and 403 other than Mastodon's per-action "This action
   is not allowed" (a suspended account, a token without the scope): ``fatal`` set; the
   caller stops the run with :func:`stop` (exit 3, checkpoint kept).

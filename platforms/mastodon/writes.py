@@ -10,7 +10,7 @@
    on a post made earlier in the same batch waits for it). Each request is journaled as an
    intent before it leaves and as done, with its Mastodon id, as soon as it returns.
 3. A server that stays unreachable after the retries, or refuses the account itself (a bad
-   token: see :mod:`.mastodon_client`), stops the run (``RunStopped``): the round is discarded
+   token: see :mod:`.client`), stops the run (``RunStopped``): the round is discarded
    and ``resume`` replays it once the cause is fixed; nothing is recorded as refused because
    of an outage.
 """
@@ -27,13 +27,13 @@ import structlog
 
 from townsquare.actions import Action, ActionResult
 
-from .mastodon_client import RemoteError
-from .mastodon_entities import parse_account, parse_relationship, parse_status, same_text
-from .mastodon_journal import JournalRow, fingerprint
-from .mastodon_state import pid
+from .client import RemoteError
+from .entities import parse_account, parse_relationship, parse_status, same_text
+from .journal import JournalRow, fingerprint
+from .state import pid
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .mastodon import MastodonPlatform
+    from . import MastodonPlatform
 
 log = structlog.get_logger("townsquare.platforms.mastodon")
 
