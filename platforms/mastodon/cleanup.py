@@ -31,7 +31,8 @@ def cleanup(run_dir: str | Path, *, dry_run: bool = False, keep_follows: bool = 
     """Undo the run's writes; returns counts by what was undone (or would be, with ``dry_run``)."""
     from townsquare.rundir import RunDir
 
-    from . import MastodonConfig, MastodonPlatform
+    from .config import MastodonConfig
+    from .connection import open_connection
 
     path = Path(run_dir) / JOURNAL_NAME
     if not path.exists():
@@ -45,18 +46,18 @@ def cleanup(run_dir: str | Path, *, dry_run: bool = False, keep_follows: bool = 
     manifest = RunDir.open(run_dir).read_manifest()
     settings = {k: v for k, v in (manifest.get("scenario", {}).get("platform") or {}).items() if k != "name"}
     settings.update(base_url=base_url, max_ratelimit_wait=max_wait)
-    platform = MastodonPlatform(MastodonConfig(**settings), run_dir=str(run_dir), base_dir=manifest.get("base_dir", "."))
+    conn = open_connection(MastodonConfig(**settings), run_dir=str(run_dir), base_dir=manifest.get("base_dir", "."))
     try:
-        accounts = platform.journal.accounts()
+        accounts = conn.journal.accounts()
         tokens = {}
         for agent, account in accounts.items():
-            token = platform.credentials.token_for(agent, account["index"]) if platform.credentials.configured else None
-            if token is None and platform.store is not None:
-                token = platform.store.tokens.get(agent)
+            token = conn.credentials.token_for(agent, account["index"]) if conn.credentials.configured else None
+            if token is None and conn.store is not None:
+                token = conn.store.tokens.get(agent)
             if token is not None:
                 tokens[agent] = token
         done: Counter = Counter()
-        for row in reversed(platform.journal.successful()):
+        for row in reversed(conn.journal.successful()):
             step = _undo(row, keep_follows)
             if step is None:
                 continue
@@ -67,7 +68,7 @@ def cleanup(run_dir: str | Path, *, dry_run: bool = False, keep_follows: bool = 
                 continue
             if not dry_run:
                 try:
-                    platform.transport.call(token, call, f"{what} for {row.agent_id}")
+                    conn.transport.call(token, call, f"{what} for {row.agent_id}")
                 except RemoteError as exc:
                     if exc.transient or exc.fatal:  # the server is gone or refuses the token: no use going on
                         raise RunStopped(f"cleanup stopped after undoing {sum(done.values())} writes: mastodon server "
@@ -78,7 +79,7 @@ def cleanup(run_dir: str | Path, *, dry_run: bool = False, keep_follows: bool = 
                         continue
             done[what] += 1
         if not dry_run:
-            platform.journal.set_meta("cleaned", "1")
+            conn.journal.set_meta("cleaned", "1")
         verb = "would undo" if dry_run else "undid"
         echo(f"{verb}: " + (", ".join(f"{n} {what}" for what, n in sorted(done.items())) or "nothing"))
         if accounts:
@@ -86,8 +87,7 @@ def cleanup(run_dir: str | Path, *, dry_run: bool = False, keep_follows: bool = 
                  + "; ".join(f"tootctl accounts delete {a['username']}" for a in accounts.values()))
         return done
     finally:
-        platform.transport.close()
-        platform.journal.close()
+        conn.close()
 
 
 def _undo(row: Any, keep_follows: bool) -> tuple[str, Callable[[Any], Any]] | None:

@@ -40,7 +40,7 @@ from .entities import RemoteStatus, parse_status
 from .state import pid
 
 if TYPE_CHECKING:  # pragma: no cover
-    from . import MastodonPlatform
+    from .connection import Connection
 
 log = structlog.get_logger("townsquare.platforms.mastodon")
 
@@ -97,10 +97,10 @@ class Corrections:
 
 
 class Feeds:
-    def __init__(self, platform: "MastodonPlatform"):
-        self.p = platform
-        self.state = platform.state
-        self.config = platform.config
+    def __init__(self, conn: "Connection"):
+        self.conn = conn
+        self.state = conn.state
+        self.config = conn.config
         self.generation = 0
         self._pool: tuple[int, dict[str, tuple[tuple, RemoteStatus]]] | None = None
         self._home: dict[str, tuple[int, list[RemoteStatus]]] = {}
@@ -116,13 +116,13 @@ class Feeds:
     def corrections(self) -> Corrections:
         applied = self.state.applied_round
         if self._corrections is None or self._corrections[0] != applied:
-            self._corrections = (applied, Corrections.from_rows(self.p.journal.future(applied)))
+            self._corrections = (applied, Corrections.from_rows(self.conn.journal.future(applied)))
         return self._corrections[1]
 
     # ------------------------------------------------------------------ fetching
 
     async def _read(self, token: str | None, fn: Any, what: str) -> Any:
-        return await read(self.p.transport, token, fn, what)
+        return await read(self.conn.transport, token, fn, what)
 
     async def _sim_statuses(self, indices: list[int]) -> dict[str, RemoteStatus]:
         """Current entities of simulation posts, fetched with their authors' tokens."""
@@ -133,7 +133,7 @@ class Feeds:
                 by_author.setdefault(self.state.author[index], []).append(remote)
         jobs = []
         for author, ids in by_author.items():
-            token = self.p.accounts[author].token
+            token = self.conn.accounts[author].token
             jobs += [self._fetch_statuses(token, ids[i:i + STATUSES_PER_REQUEST]) for i in range(0, len(ids), STATUSES_PER_REQUEST)]
         found: dict[str, RemoteStatus] = {}
         for part in await asyncio.gather(*jobs):
@@ -202,9 +202,9 @@ class Feeds:
                 status = found.get(state.remote[index])  # type: ignore[arg-type]
                 if status is not None:
                     pool[pid(index)] = ((state.round[index], 1, index), status)
-            if self.config.include_public and self.p.accounts:
+            if self.config.include_public and self.conn.accounts:
                 hidden = self.corrections().hidden
-                for entry in await self._timeline(self.p.any_token(), "local"):
+                for entry in await self._timeline(self.conn.any_token(), "local"):
                     status = entry.original
                     if entry.id in hidden or status.id in hidden or self.foreign_to_run(entry):
                         continue
@@ -229,7 +229,7 @@ class Feeds:
         """A status by a simulation account that this run did not make (a replayed round's
         future, an earlier run's with the same tokens, the operator's): kept out of reads."""
         for status in (entry, entry.original):
-            agent = self.p.agent_of_remote.get(status.account.id)
+            agent = self.conn.agent_of_remote.get(status.account.id)
             if agent is None:
                 continue
             if status.reblog is None:
@@ -243,7 +243,7 @@ class Feeds:
         return False
 
     def author_of(self, status: RemoteStatus) -> str:
-        return self.p.agent_of_remote.get(status.account.id) or "@" + status.account.acct
+        return self.conn.agent_of_remote.get(status.account.id) or "@" + status.account.acct
 
     def view(self, local: str, status: RemoteStatus, c: Corrections) -> PostView:
         counts = (max(0, status.favourites - c.favourites[status.id]), max(0, status.reblogs - c.reblogs[status.id]),
@@ -259,7 +259,7 @@ class Feeds:
                         status.created_at.isoformat(), reply_to, None, *counts, extra=extra)
 
     async def home_timeline(self, viewer: str, limit: int, rng: Any, author_filter: set[str] | None) -> list[PostView]:
-        account = self.p.accounts.get(viewer)
+        account = self.conn.accounts.get(viewer)
         if limit <= 0 or account is None:
             return []
         c = self.corrections()
@@ -285,10 +285,10 @@ class Feeds:
             chosen.append((key, local, status))
         chosen.sort(key=lambda item: item[0], reverse=True)
         views = [self.view(local, status, c) for _, local, status in chosen[: self.config.candidate_window]]
-        recommender = self.p.recommender
+        recommender = self.conn.recommender
         if recommender is None:
             return views[:limit]
-        return list(recommender.rank(viewer, views, limit, self.p.rng if rng is None else rng))[:limit]
+        return list(recommender.rank(viewer, views, limit, self.conn.rng if rng is None else rng))[:limit]
 
     async def public_timeline(self, limit: int) -> list[PostView]:
         if limit <= 0:
@@ -339,7 +339,7 @@ class Feeds:
         if not (post_id and post_id[0] == "m" and post_id[1:].isdigit()) or post_id[1:] in c.hidden:
             return None
         try:
-            status = parse_status(await self._read(self.p.any_token(), lambda cl: cl.status(post_id[1:]), "fetch a status"))
+            status = parse_status(await self._read(self.conn.any_token(), lambda cl: cl.status(post_id[1:]), "fetch a status"))
         except RemoteError:
             return None
         if self.foreign_to_run(status):

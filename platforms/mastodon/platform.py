@@ -3,17 +3,8 @@
 A scenario switches to it with one line (``[platform] name = "mastodon"`` plus ``base_url``);
 agents then post, reply, favourite, reblog and follow as accounts on that server, beside
 whoever else is there. Zhou et al. ran their sandbox on Mastodon the same way (through
-Mastodon.py). The pieces, one per module:
-
-- :mod:`.client`: Mastodon.py clients, thread pools, retries, rate limits;
-- :mod:`.accounts`: tokens file / environment / API sign-up, and the token store;
-- :mod:`.journal`: the exactly-once journal in the run directory;
-- :mod:`.writes`: applying a round's actions (serial or parallel);
-- :mod:`.feed`: timelines, ranking candidates, search, posts;
-- :mod:`.profiles`: profiles, followers, following;
-- :mod:`.state`: local ids and what is checkpointed;
-- :mod:`.entities`: parsing Status / Account / Relationship;
-- :mod:`.cleanup`: ``townsquare mastodon cleanup RUN_DIR``.
+Mastodon.py). The parts get the run's :class:`.connection.Connection`; this module only puts them together
+behind the platform protocol (see the package docstring for the list).
 
 Posts default to ``private`` (followers only): a study should not broadcast machine-written
 posts to a server's public timelines unless it means to. Accounts are flagged as bots.
@@ -24,119 +15,53 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Awaitable, Callable, Literal, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
-import numpy as np
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
 from townsquare.actions import Action, ActionResult
 from townsquare.errors import UsageError
 from townsquare.platform import AccountView, PostView
-from townsquare.specs import PlatformSpec
 
-from .accounts import TokenStore, default_token_store, load_credentials, sign_up, token_store_path, username_for
+from .accounts import sign_up, username_for
 from .client import RemoteError, Transport
+from .config import MastodonConfig
+from .connection import AgentAccount, open_connection
 from .entities import parse_account
 from .feed import Feeds
-from .journal import JOURNAL_NAME, Journal
 from .profiles import Profiles
-from .state import LocalState
 from .writes import Writer
 
 log = structlog.get_logger("townsquare.platforms.mastodon")
 T = TypeVar("T")
-
-class MastodonConfig(BaseModel):
-    """``[platform]`` settings of the Mastodon platform."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    base_url: str = Field(min_length=1)
-    #: a file of access tokens (see :mod:`.accounts`); None: ``tokens_env`` or API sign-up
-    tokens: str | None = None
-    #: an environment variable holding the tokens (newline or comma separated)
-    tokens_env: str | None = None
-    #: folder for sign-up tokens (outside the run directory); default $XDG_STATE_HOME/townsquare/mastodon
-    token_store: str | None = None
-    visibility: Literal["private", "unlisted", "public", "direct"] = "private"
-    bot: bool = True
-    update_profile: bool = True
-    #: appended to every profile bio, e.g. a line naming the study and a contact
-    note_suffix: str = ""
-    home_source: Literal["all", "following"] = "all"
-    include_public: bool = True
-    candidate_window: int = Field(500, gt=0)
-    window_hours: float = Field(48.0, gt=0)
-    page_size: int = Field(40, gt=0, le=40)
-    max_pages: int = Field(10, gt=0)
-    write_parallelism: int = Field(1, ge=1, le=32)
-    read_parallelism: int = Field(4, ge=1, le=32)
-    request_timeout: float = Field(30.0, gt=0)
-    max_retries: int = Field(5, ge=0)
-    backoff_base: float = Field(0.5, ge=0)
-    backoff_cap: float = Field(30.0, ge=0)
-    ratelimit_method: Literal["pace", "wait", "throw"] = "pace"
-    max_ratelimit_wait: float = Field(300.0, ge=0)
-    #: Mastodon's own per-account limits, counted here in wall-clock time (0 disables)
-    status_cap: int = Field(300, ge=0)
-    status_cap_hours: float = Field(3.0, gt=0)
-    follow_cap: int = Field(400, ge=0)
-    follow_cap_hours: float = Field(24.0, gt=0)
-    signup_email_domain: str = "example.com"
-    username_prefix: str = Field("ts", pattern=r"^[a-z0-9_]{0,10}$")
-    app_name: str = "townsquare"
-
-
-@dataclass
-class AgentAccount:
-    remote_id: str
-    acct: str
-    token: str = field(repr=False)
-
 
 class MastodonPlatform:
     """The platform protocol over Mastodon. ``run_dir`` holds the journal (in memory if None)."""
 
     def __init__(self, config: MastodonConfig, recommender: Any = None, run_dir: str | None = None, base_dir: str = ".",
                  transport: Transport | None = None):
-        self.config = config
-        self.recommender = recommender
-        self.journal = Journal(Path(run_dir) / JOURNAL_NAME if run_dir else None)
-        self.transport = transport or Transport(
-            config.base_url, request_timeout=config.request_timeout, max_retries=config.max_retries,
-            backoff_base=config.backoff_base, backoff_cap=config.backoff_cap, max_ratelimit_wait=config.max_ratelimit_wait,
-            ratelimit_method=config.ratelimit_method, read_parallelism=config.read_parallelism,
-            write_parallelism=config.write_parallelism,
-        )
-        self.journal.set_meta("base_url", config.base_url)
-        tokens = str((Path(base_dir) / config.tokens).resolve()) if config.tokens else None
-        self.credentials = load_credentials(tokens, config.tokens_env, base_dir)
-        self.store = None
-        if not self.credentials.configured:
-            folder = str(Path(config.token_store).expanduser().resolve()) if config.token_store else self.journal.meta("token_store")
-            if folder is None and run_dir:
-                # Remembered, so a resume from another shell (another $XDG_STATE_HOME) finds it.
-                folder = str(default_token_store())
-                self.journal.set_meta("token_store", folder)
-            path = token_store_path(folder, config.base_url, self.journal.run_key) if folder and run_dir else None
-            self.store = TokenStore(path)
-        self.state = LocalState()
-        self.rng = np.random.default_rng(0)
-        self.accounts: dict[str, AgentAccount] = {}
-        self.agent_of_remote: dict[str, str] = {}
+        self.conn = open_connection(config, run_dir, base_dir, transport, recommender)
         self._order: dict[str, int] = {}
         self._round: int | None = None
         self._position = 0
         self._reconciled = False
         self._probed = False
         self._ready_lock = asyncio.Lock()
-        self.writer = Writer(self)
-        self.feeds = Feeds(self)
-        self.profiles = Profiles(self)
+        self.feeds = Feeds(self.conn)
+        self.writer = Writer(self.conn)
+        self.profiles = Profiles(self.conn, self.feeds)
+
+    # the connection's parts, by their old names (tests and tools read them)
+    config = property(lambda self: self.conn.config)
+    recommender = property(lambda self: self.conn.recommender)
+    journal = property(lambda self: self.conn.journal)
+    transport = property(lambda self: self.conn.transport)
+    credentials = property(lambda self: self.conn.credentials)
+    store = property(lambda self: self.conn.store)
+    state = property(lambda self: self.conn.state)
+    rng = property(lambda self: self.conn.rng)
+    accounts = property(lambda self: self.conn.accounts)
+    agent_of_remote = property(lambda self: self.conn.agent_of_remote)
 
     async def _ready(self) -> None:
         """Before the first read or write: settle what a crash left in flight."""
@@ -168,9 +93,6 @@ class MastodonPlatform:
                 exc = RemoteError(f"not a Mastodon API: {exc}", exc.status, fatal=True)
             raise self.transport.stop(exc) from None
         self._probed = True
-
-    def any_token(self) -> str | None:
-        return next(iter(self.accounts.values())).token if self.accounts else None
 
     # ------------------------------------------------------------------ accounts
 
@@ -300,31 +222,10 @@ class MastodonPlatform:
         self.feeds.invalidate()
 
     async def aclose(self) -> None:
-        self.transport.close()
-        self.journal.close()
+        self.conn.close()
 
 
 def build_mastodon(config: MastodonConfig, ctx: Any) -> MastodonPlatform:
     services = getattr(ctx, "services", None)
     return MastodonPlatform(config, recommender=getattr(services, "recommender", None), run_dir=getattr(services, "run_dir", None),
                             base_dir=getattr(ctx, "base_dir", ".") or ".")
-
-
-@hookimpl
-def townsquare_register_platforms():
-    return [
-        PlatformSpec(
-            "mastodon", build_mastodon, config_model=MastodonConfig, priority=0,
-            description="a Mastodon server through Mastodon.py (pip install -e \".[mastodon]\")",
-        )
-    ]
-
-
-@hookimpl
-def townsquare_register_commands(cli):
-    from .cleanup import register
-
-    register(cli)
-
-
-__all__ = ["MastodonConfig", "MastodonPlatform", "RemoteError", "build_mastodon"]

@@ -18,34 +18,36 @@ from .entities import RemoteAccount, parse_account
 from .feed import read
 
 if TYPE_CHECKING:  # pragma: no cover
-    from . import MastodonPlatform
+    from .connection import Connection
+    from .feed import Feeds
 
 ACCOUNTS_PER_REQUEST = 40  # GET /api/v1/accounts?id[]= (Mastodon 4.3+)
 
 
 class Profiles:
-    def __init__(self, platform: "MastodonPlatform"):
-        self.p = platform
-        self.state = platform.state
+    def __init__(self, conn: "Connection", feeds: "Feeds"):
+        self.conn = conn
+        self.feeds = feeds
+        self.state = conn.state
         self._accounts: tuple[int, dict[str, RemoteAccount]] | None = None
         self._lists: dict[tuple[str, str], tuple[int, list[str]]] = {}
 
     @property
     def generation(self) -> int:
-        return self.p.feeds.generation
+        return self.feeds.generation
 
     def corrections(self) -> Any:
-        return self.p.feeds.corrections()
+        return self.feeds.corrections()
 
     async def _read(self, token: str | None, fn: Any, what: str) -> Any:
-        return await read(self.p.transport, token, fn, what)
+        return await read(self.conn.transport, token, fn, what)
 
     async def remote_accounts(self) -> dict[str, RemoteAccount]:
         """Every simulation account's current entity, fetched in bulk once per generation."""
         if self._accounts is not None and self._accounts[0] == self.generation:
             return self._accounts[1]
-        ids = [a.remote_id for a in self.p.accounts.values()]
-        token = self.p.any_token()
+        ids = [a.remote_id for a in self.conn.accounts.values()]
+        token = self.conn.any_token()
         found: dict[str, RemoteAccount] = {}
         chunks = [ids[i:i + ACCOUNTS_PER_REQUEST] for i in range(0, len(ids), ACCOUNTS_PER_REQUEST)]
         try:
@@ -61,7 +63,7 @@ class Profiles:
 
     async def profile(self, agent_id: str) -> AccountView | None:
         c = self.corrections()
-        account = self.p.accounts.get(agent_id)
+        account = self.conn.accounts.get(agent_id)
         if account is not None:
             remote = (await self.remote_accounts()).get(account.remote_id)
             if remote is None:
@@ -72,7 +74,7 @@ class Profiles:
         if not agent_id.startswith("@"):
             return None
         try:
-            remote = parse_account(await self._read(self.p.any_token(), lambda cl: cl.account_lookup(agent_id[1:]), "look up an account"))
+            remote = parse_account(await self._read(self.conn.any_token(), lambda cl: cl.account_lookup(agent_id[1:]), "look up an account"))
         except RemoteError:
             return None
         self.state.foreign_accounts[agent_id] = remote.id
@@ -80,7 +82,7 @@ class Profiles:
 
     async def relations(self, agent_id: str, which: str) -> list[str]:
         """``followers`` or ``following`` of a simulation account, as agent ids and ``@acct``."""
-        account = self.p.accounts.get(agent_id)
+        account = self.conn.accounts.get(agent_id)
         if account is None:
             return []
         cached = self._lists.get((which, agent_id))
@@ -91,8 +93,8 @@ class Profiles:
         def fetch(c: Any) -> list:
             first = c.account_followers(remote, limit=80) if which == "followers" else c.account_following(remote, limit=80)
             return list(c.fetch_remaining(first))
-        members = {self.p.agent_of_remote.get(a.id) or "@" + a.acct for a in map(parse_account, await self._read(account.token, fetch, f"list {which}"))}
-        by_remote = {a.remote_id: agent for agent, a in self.p.accounts.items()}
+        members = {self.conn.agent_of_remote.get(a.id) or "@" + a.acct for a in map(parse_account, await self._read(account.token, fetch, f"list {which}"))}
+        by_remote = {a.remote_id: agent for agent, a in self.conn.accounts.items()}
         for follower, target, sign in self.corrections().edges:
             if which == "followers" and target == remote:
                 (members.discard if sign > 0 else members.add)(follower)

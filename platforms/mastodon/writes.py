@@ -33,7 +33,7 @@ from .journal import JournalRow, fingerprint
 from .state import pid
 
 if TYPE_CHECKING:  # pragma: no cover
-    from . import MastodonPlatform
+    from .connection import Connection
 
 log = structlog.get_logger("townsquare.platforms.mastodon")
 
@@ -56,11 +56,11 @@ class Planned:
 
 
 class Writer:
-    def __init__(self, platform: "MastodonPlatform"):
-        self.p = platform
-        self.state = platform.state
-        self.journal = platform.journal
-        self.config = platform.config
+    def __init__(self, conn: "Connection"):
+        self.conn = conn
+        self.state = conn.state
+        self.journal = conn.journal
+        self.config = conn.config
         self.stopping = False
         self._pending: Counter = Counter()
 
@@ -131,7 +131,7 @@ class Writer:
         kind, agent = action.kind, action.agent_id
         if kind not in ("post", "comment", "like", "reblog", "follow", "unfollow", "browse"):
             return f"unknown action kind {kind!r}"
-        if agent not in self.p.accounts:
+        if agent not in self.conn.accounts:
             return f"no account {agent!r}"
         if kind in ("comment", "like", "reblog"):
             target = action.target_post
@@ -153,8 +153,8 @@ class Writer:
         if kind in ("follow", "unfollow"):
             target = action.target_agent or ""
             following = state.following.get(agent, set())
-            if target in self.p.accounts:
-                item.target_remote = self.p.accounts[target].remote_id
+            if target in self.conn.accounts:
+                item.target_remote = self.conn.accounts[target].remote_id
             elif target.startswith("@") and len(target) > 1:
                 item.target_remote = state.foreign_accounts.get(target)
                 item.target_acct = target[1:]
@@ -183,15 +183,15 @@ class Writer:
         whether each took effect. Those that did become done rows, answered from the journal
         on replay and hidden from replayed reads; the others are forgotten and sent again."""
         for row in self.journal.intents():
-            account = self.p.accounts.get(row.agent_id)
+            account = self.conn.accounts.get(row.agent_id)
             if account is None or row.action is None:
                 continue
             try:
-                found = await self.p.transport.read(account.token, lambda c, row=row, me=account.remote_id: _applied(c, row, me),
+                found = await self.conn.transport.read(account.token, lambda c, row=row, me=account.remote_id: _applied(c, row, me),
                                                     f"reconcile a {row.kind} by {row.agent_id}")
             except RemoteError as exc:
                 if exc.transient or exc.fatal:
-                    raise self.p.transport.stop(exc) from None
+                    raise self.conn.transport.stop(exc) from None
                 found = None
             if found is None:
                 self.journal.forget(row.round, row.position)
@@ -226,7 +226,7 @@ class Writer:
             if self.stopping:
                 return
             action = item.action
-            account = self.p.accounts[action.agent_id]
+            account = self.conn.accounts[action.agent_id]
             if item.target_index is not None:
                 item.target_remote = self.state.remote[item.target_index]
                 if item.target_remote is None:  # its post was refused earlier in this batch
@@ -234,11 +234,11 @@ class Writer:
                     return
             self.journal.intend(round, item.position, action, item.fp, item.family, item.target_remote)
             try:
-                remote_id = await self.p.transport.write(account.token, self._request(item, round), f"{action.kind} by {action.agent_id}")
+                remote_id = await self.conn.transport.write(account.token, self._request(item, round), f"{action.kind} by {action.agent_id}")
             except RemoteError as exc:
                 if exc.transient or exc.fatal:
                     self.stopping = True
-                    raise self.p.transport.stop(exc) from None
+                    raise self.conn.transport.stop(exc) from None
                 self._record(item, round, False, None, str(exc))
                 return
             self._record(item, round, True, remote_id, None)
