@@ -1,4 +1,4 @@
-"""The round engine.
+"""The round engine: the round loop alone (assembling a run is :mod:`townsquare.assembly`).
 
 Each round, on a simulated clock (``clock.minutes_per_round``, default 60):
 
@@ -24,30 +24,27 @@ provider is closed, as on every other exit.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import time
 from datetime import timedelta
 from typing import Any, Callable
 
-import numpy as np
 import structlog
 
 from .actions import Action, ActionResult
 from .platform import platform_actions
-from .activity import active_probability, sample_activity
-from .components import Agent, BuildContext, Services, StepContext
-from .embedding import EmbeddingCache
+from .activity import active_probability
+from .assembly import assemble
+from .components import Agent, StepContext
 from .errors import ComponentError, RunStopped
 from .lifecycle import RunInfo, RunSummary
-from .llm import Accounting, LLMCallRecord, LLMClient, compose
+from .llm import LLMCallRecord
 from .llm_faults import LLMFatal, LLMFault
 from .metrics import RoundView
 from .rundir import RunDir
 from .scenario import ResolvedScenario
 from .secrets import redact_text
-from .slots import check_agent, check_run_wide, notify_round_start, round_observers
-from .specs import AGENT_SLOTS
+from .slots import notify_round_start, round_observers
 from .store import EventStore, dumps_detail
 
 log = structlog.get_logger("townsquare.engine")
@@ -89,67 +86,19 @@ class Simulation:
     # ------------------------------------------------------------------ building
 
     async def build(self) -> None:
-        model, scenario = self.model, self.scenario
+        """Assemble the run (:func:`townsquare.assembly.assemble`): services, platform, metrics, agents."""
         self.store = EventStore(self.run_dir.events_path)
-        seed = model.seed
-
-        def ctx(services: Services | None = None, **extra: Any) -> BuildContext:
-            return BuildContext(services=services, seed=seed, base_dir=scenario.base_dir, scenario=model, **extra)
-
-        embedder = EmbeddingCache(scenario.embedder.spec.factory(scenario.embedder.config, ctx()))
-        services = Services(platform=None, embedder=embedder, run_dir=str(self.run_dir.path))  # type: ignore[arg-type]
-        self.services = services
-        services.llm = self._build_llm(ctx(services))
-        if scenario.knowledge:
-            services.knowledge = scenario.knowledge.spec.factory(scenario.knowledge.config, ctx(services))
-        services.recommender = scenario.recommender.spec.factory(scenario.recommender.config, ctx(services))
-        services.platform = scenario.platform.spec.factory(scenario.platform.config, ctx(services))
-        self.platform = services.platform
-        self.metrics = [(m.spec.name, m.spec.factory(m.config, ctx(services))) for m in scenario.metrics]
-        check_run_wide(scenario, services, self.metrics)
-        noted: set = set()
-
-        index = 0
-        agent_rows = []
-        for p, pop in enumerate(scenario.populations):
-            cfg = pop.config
-            source = pop.personas.spec.factory(pop.personas.config, ctx(services, population=cfg.name))
-            personas = source.load(cfg.count, np.random.default_rng([seed, 1, p]))
-            if inspect.isawaitable(personas):
-                personas = await personas
-            if len(personas) != cfg.count:
-                raise ComponentError(f"populations[{p}].personas: source {pop.personas.spec.name!r} gave {len(personas)} personas, expected {cfg.count}")
-            levels = self._activity_levels(cfg.count, p, cfg.activity or self.model.activity)
-            width = max(4, len(str(cfg.count)))
-            for k, persona in enumerate(personas):
-                agent = Agent(
-                    id=f"{cfg.name}-{k + 1:0{width}d}", index=index, population=cfg.name, persona=persona,
-                    activity=float(levels[k]), rng=np.random.default_rng([seed, 2, index]),
-                    start_round=cfg.start_round, end_round=cfg.end_round,
-                )
-                for slot in AGENT_SLOTS:
-                    choice = pop.slots.get(slot)
-                    if choice is not None:
-                        agent.components[slot] = choice.spec.factory(choice.config, ctx(services, agent=agent, population=cfg.name))
-                check_agent(agent, pop.slots, f"populations[{p}] ({cfg.name})", noted)
-                await self.platform.register_account(agent.id, persona.name, " ".join(persona.sentences[:2]))
-                self.agents.append(agent)
-                # field order is kept: Persona.text follows it, and the report rebuilds the text
-                persona_json = json.dumps(persona.to_dict(), ensure_ascii=False)
-                agent_rows.append((agent.id, index, cfg.name, persona.name, persona_json, agent.activity, cfg.start_round, cfg.end_round))
-                index += 1
+        built = await assemble(
+            self.scenario, str(self.run_dir.path), llm_provider=self.llm_provider, llm_middleware=self.llm_middleware,
+            on_llm_call=self._on_llm_call, on_parse_failure=self._on_parse_failure, current_round=lambda: self.round,
+        )
+        self.services, self.platform, self.metrics, self.agents = built.services, built.services.platform, built.metrics, built.agents
+        self.llm_middleware, self._agent_rows, self._stages = built.llm_middleware, built.agent_rows, built.stages
+        if built.provider is not None:
+            self.provider, self.accounting = built.provider, built.accounting
         self._order = {agent.id: agent.index for agent in self.agents}
-        self._round_observers = round_observers([services.platform, services.recommender, *(m for _, m in self.metrics),
+        self._round_observers = round_observers([self.services.platform, self.services.recommender, *(m for _, m in self.metrics),
                                                  *self.llm_middleware, *(c for a in self.agents for c in a.components.values())])
-        self._agent_rows = agent_rows
-        members: dict[str, list[str]] = {}
-        for agent in self.agents:
-            members.setdefault(agent.population, []).append(agent.id)
-        self._stages = {
-            pop.config.name: [(st.start_round, st.end_round, frozenset(a for name in st.authors for a in members.get(name, ())))
-                              for st in pop.config.feed_stages]
-            for pop in scenario.populations
-        }
 
     def feed_authors(self, population: str, round: int) -> frozenset[str] | None:
         """The authors a population's feeds may show in ``round`` (None: everyone)."""
@@ -157,29 +106,6 @@ class Simulation:
             if round >= start and (end is None or round < end):
                 return authors
         return None
-
-    def _activity_levels(self, count: int, population_index: int, activity: Any) -> np.ndarray:
-        if activity.model == "always":
-            return np.full(count, np.inf)
-        rng = np.random.default_rng([self.model.seed, 3, population_index])
-        return sample_activity(rng, count, activity.alpha, activity.x_min)
-
-    def _build_llm(self, build_ctx: BuildContext) -> LLMClient | None:
-        provider = self.llm_provider
-        if provider is None and self.scenario.llm is not None:
-            provider = self.scenario.llm.spec.factory(self.scenario.llm.config, build_ctx)
-        if provider is None:
-            return None
-        self.provider = provider
-        configured = [link.spec.factory(link.config, build_ctx) for link in self.scenario.llm_middleware]
-        self.llm_middleware = configured + self.llm_middleware
-        accounting = Accounting(provider, self._on_llm_call, lambda: self.round, price=getattr(provider, "cost", None))
-        self.accounting = accounting
-        for link in self.llm_middleware:
-            if hasattr(link, "bind_accounting"):
-                link.bind_accounting(accounting)
-        chain = [*self.llm_middleware, accounting]
-        return LLMClient(compose(provider, chain), model=provider.model, on_parse_failure=self._on_parse_failure)
 
     def _on_parse_failure(self, request: Any, answer: str, kind: str) -> None:
         self._on_llm_call(LLMCallRecord(

@@ -153,7 +153,7 @@ def answer_fault(request: Any, response: Any) -> LLMFault | None:
     meta = response.meta
     if not meta or meta.get("finish_reason") != "length" or not (request.labels or request.json_schema):
         return None
-    from .llm import ParseFailure, extract_json, match_label
+    from .llm_answers import ParseFailure, extract_json, match_label
 
     try:
         if request.labels:

@@ -29,10 +29,7 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.actions import Action, ActionResult
-from townsquare.platform import AccountView, PostView
-from townsquare.specs import PlatformSpec
+from townsquare.api import AccountView, Action, ActionResult, PlatformSpec, PostView, hookimpl
 
 log = structlog.get_logger("townsquare.platforms.in_memory")
 

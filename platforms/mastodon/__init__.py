@@ -22,8 +22,7 @@ See ``docs/mastodon.md`` for running a study on your own instance.
 
 from __future__ import annotations
 
-from townsquare import hookimpl
-from townsquare.specs import PlatformSpec
+from townsquare.api import PlatformSpec, hookimpl
 
 from .client import RemoteError
 from .config import MastodonConfig

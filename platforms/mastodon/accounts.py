@@ -28,8 +28,7 @@ from typing import Any
 
 import structlog
 
-from townsquare.errors import UsageError
-from townsquare.secrets import read_secret_file, resolve_secrets
+from townsquare.api import UsageError, read_secret_file, resolve_secrets
 
 from .client import RemoteError
 

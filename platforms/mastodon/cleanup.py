@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from townsquare.errors import RunStopped, UsageError
+from townsquare.api import RunStopped, UsageError
 
 from .client import RemoteError
 from .journal import JOURNAL_NAME, Journal
@@ -29,7 +29,7 @@ from .journal import JOURNAL_NAME, Journal
 def cleanup(run_dir: str | Path, *, dry_run: bool = False, keep_follows: bool = False, max_wait: float = 1800.0,
             echo: Callable[[str], None] = print) -> Counter:
     """Undo the run's writes; returns counts by what was undone (or would be, with ``dry_run``)."""
-    from townsquare.rundir import RunDir
+    from townsquare.api.commands import open_run
 
     from .config import MastodonConfig
     from .connection import open_connection
@@ -43,7 +43,7 @@ def cleanup(run_dir: str | Path, *, dry_run: bool = False, keep_follows: bool = 
     if not base_url:
         raise UsageError(f"{path}: the journal does not name its server")
     # the run's own platform settings (tokens file, token store...) come from its manifest
-    manifest = RunDir.open(run_dir).read_manifest()
+    manifest = open_run(run_dir).read_manifest()
     settings = {k: v for k, v in (manifest.get("scenario", {}).get("platform") or {}).items() if k != "name"}
     settings.update(base_url=base_url, max_ratelimit_wait=max_wait)
     conn = open_connection(MastodonConfig(**settings), run_dir=str(run_dir), base_dir=manifest.get("base_dir", "."))
@@ -106,7 +106,7 @@ def _undo(row: Any, keep_follows: bool) -> tuple[str, Callable[[Any], Any]] | No
 def register(cli: Any) -> None:
     import click
 
-    from townsquare.cli import common_options
+    from townsquare.api.commands import common_options
 
     @cli.group("mastodon")
     def mastodon_group() -> None:

@@ -52,7 +52,7 @@ from typing import Any, Callable, TypeVar
 
 import structlog
 
-from townsquare.errors import RunStopped, UsageError
+from townsquare.api import RunStopped, UsageError
 
 log = structlog.get_logger("townsquare.platforms.mastodon")
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from townsquare.platform import PostView
+from townsquare.api import PostView
 
 from .client import RemoteError
 from .entities import RemoteStatus, parse_status

@@ -19,9 +19,7 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 import structlog
 
-from townsquare.actions import Action, ActionResult
-from townsquare.errors import UsageError
-from townsquare.platform import AccountView, PostView
+from townsquare.api import AccountView, Action, ActionResult, PostView, UsageError
 
 from .accounts import sign_up, username_for
 from .client import RemoteError, Transport

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from townsquare.platform import AccountView
+from townsquare.api import AccountView
 
 from .client import RemoteError
 from .entities import RemoteAccount, parse_account

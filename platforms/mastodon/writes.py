@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
-from townsquare.actions import Action, ActionResult
+from townsquare.api import Action, ActionResult
 
 from .client import RemoteError
 from .entities import parse_account, parse_relationship, parse_status, same_text

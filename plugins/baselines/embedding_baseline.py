@@ -37,11 +37,7 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.actions import Action
-from townsquare.errors import UsageError
-from townsquare.files import read_user_text
-from townsquare.specs import PolicySpec
+from townsquare.api import Action, PolicySpec, UsageError, hookimpl, read_user_text
 
 log = structlog.get_logger("townsquare.plugins.baselines.embedding_baseline")
 

@@ -20,9 +20,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.embedding import normalize_rows
-from townsquare.specs import EmbedderSpec
+from townsquare.api import EmbedderSpec, hookimpl, normalize_rows
 
 _TOKEN = re.compile(r"\w+")
 

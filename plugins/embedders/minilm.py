@@ -31,11 +31,8 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.embedding import normalize_rows
-from townsquare.errors import UsageError
-from townsquare.plugins.embedders.text_vector_cache import VectorCache, embed_with_cache
-from townsquare.specs import EmbedderSpec
+from townsquare.api import EmbedderSpec, UsageError, hookimpl, normalize_rows
+from .text_vector_cache import VectorCache, embed_with_cache
 
 log = structlog.get_logger("townsquare.embedder.minilm")
 

@@ -36,13 +36,10 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.embedding import normalize_rows
-from townsquare.errors import UsageError
-from townsquare.llm_faults import LLMFatal, LLMFault, backoff_delay, classify
-from townsquare.plugins.embedders.text_vector_cache import VectorCache, embed_with_cache
-from townsquare.secrets import resolve_secrets
-from townsquare.specs import EmbedderSpec
+from townsquare.api import (
+    EmbedderSpec, LLMFatal, LLMFault, UsageError, backoff_delay, classify, hookimpl, normalize_rows, resolve_secrets,
+)
+from .text_vector_cache import VectorCache, embed_with_cache
 
 log = structlog.get_logger("townsquare.embedder.openai")
 

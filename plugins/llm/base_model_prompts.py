@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from townsquare.llm import LLMRequest, Message
+from townsquare.api import LLMRequest, Message
 
 _BLANK_LINES = re.compile(r"\n[ \t]*\n\s*")
 

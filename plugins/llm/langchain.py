@@ -32,11 +32,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.errors import UsageError
-from townsquare.llm import LLMRequest, LLMResponse
-from townsquare.secrets import resolve_secrets
-from townsquare.specs import LLMProviderSpec
+from townsquare.api import LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl, resolve_secrets
 
 log = structlog.get_logger("townsquare.llm.langchain")
 

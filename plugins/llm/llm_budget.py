@@ -19,10 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.errors import RunStopped
-from townsquare.llm import Handler, LLMCallRecord, LLMRequest, LLMResponse
-from townsquare.specs import LLMMiddlewareSpec
+from townsquare.api import Handler, LLMCallRecord, LLMMiddlewareSpec, LLMRequest, LLMResponse, RunStopped, hookimpl
 
 
 class BudgetConfig(BaseModel):

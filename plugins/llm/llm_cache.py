@@ -35,10 +35,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from townsquare import hookimpl
-from townsquare.errors import RunStopped, UsageError
-from townsquare.llm import Handler, LLMRequest, LLMResponse
-from townsquare.specs import LLMMiddlewareSpec
+from townsquare.api import Handler, LLMMiddlewareSpec, LLMRequest, LLMResponse, RunStopped, UsageError, hookimpl
 
 log = structlog.get_logger("townsquare.plugins.llm.llm_cache")
 

@@ -27,8 +27,7 @@ from typing import Any
 
 import click
 
-from townsquare import hookimpl
-from townsquare.llm import LLMRequest, LLMResponse
+from townsquare.api import LLMRequest, LLMResponse, hookimpl
 
 #: completion tokens expected per call, by kind of request, unless --completion-tokens says
 DEFAULT_COMPLETION_TOKENS = {"labels": 2, "json": 60, "text": 80}
@@ -88,7 +87,7 @@ def schema_example(schema: dict[str, Any]) -> Any:
 
 def compare_runs(recorded: Path, replayed: Path) -> list[str]:
     """Where a replay differs from its recording (empty: identical, as the module defines it)."""
-    from townsquare.store import EventStore
+    from townsquare.api.commands import EventStore
 
     stores = EventStore(recorded), EventStore(replayed)
     try:
@@ -132,7 +131,7 @@ def _format_table(rows: list[tuple[str, int, int, int, float | None]]) -> list[s
 
 @hookimpl
 def townsquare_register_commands(cli):
-    from townsquare.cli import common_options
+    from townsquare.api.commands import common_options
 
     @cli.command("replay")
     @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
@@ -140,13 +139,11 @@ def townsquare_register_commands(cli):
     @common_options
     def replay(run_dir: str, out: str, **_: Any) -> None:
         """Re-execute finished RUN_DIR from its manifest and LLM cache alone, and check the result is identical."""
-        from townsquare.errors import UsageError
-        from townsquare.plugins.llm.llm_cache import CacheReplayProvider, cache_path
-        from townsquare.rundir import RunDir
-        from townsquare.runner import rerun
-        from townsquare.scenario import validate_scenario
+        from townsquare.api import UsageError
+        from .llm_cache import CacheReplayProvider, cache_path
+        from townsquare.api.commands import open_run, rerun, validate_scenario
 
-        source = RunDir.open(run_dir)
+        source = open_run(run_dir)
         manifest = source.read_manifest()
         if manifest.get("status") != "finished":
             raise UsageError(f"{run_dir}: the run is {manifest.get('status')}; replay needs a finished run (resume it first)")
@@ -169,9 +166,8 @@ def townsquare_register_commands(cli):
     @common_options
     def estimate(scenario: str, overrides: tuple[str, ...], seed: int | None, completion: tuple[str, ...], plugin_options, **_: Any) -> None:
         """Forecast LLM calls, tokens and cost of SCENARIO with a dry run on a stand-in model."""
-        from townsquare.errors import UsageError
-        from townsquare.plugin_manager import make_plugin_manager, parse_plugin_options
-        from townsquare.runner import start_run
+        from townsquare.api import UsageError
+        from townsquare.api.commands import load_plugins, start_run
 
         expected = {}
         for item in completion:
@@ -179,8 +175,7 @@ def townsquare_register_commands(cli):
             if not sep or not tokens.strip().isdigit():
                 raise UsageError(f"--completion-tokens {item}: expected PURPOSE=TOKENS, e.g. post=80")
             expected[purpose.strip()] = int(tokens)
-        enable, disable = parse_plugin_options(plugin_options)
-        plugins = make_plugin_manager(enable=enable, disable=[*disable, *_DRY_RUN_DISABLED])
+        plugins = load_plugins(plugin_options, disable=_DRY_RUN_DISABLED)
         model = StandInModel(expected)
         resolved: dict[str, Any] = {}
         with tempfile.TemporaryDirectory(prefix="townsquare-estimate-") as tmp:

@@ -11,9 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.llm import Handler, LLMRequest, LLMResponse
-from townsquare.specs import LLMMiddlewareSpec
+from townsquare.api import Handler, LLMMiddlewareSpec, LLMRequest, LLMResponse, hookimpl
 
 
 class ConcurrencyConfig(BaseModel):

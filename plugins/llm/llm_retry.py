@@ -31,10 +31,9 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.llm import Handler, LLMRequest, LLMResponse
-from townsquare.llm_faults import LLMFatal, LLMFault, backoff_delay, classify
-from townsquare.specs import LLMMiddlewareSpec
+from townsquare.api import (
+    Handler, LLMFatal, LLMFault, LLMMiddlewareSpec, LLMRequest, LLMResponse, backoff_delay, classify, hookimpl,
+)
 
 log = structlog.get_logger("townsquare.plugins.llm.llm_retry")
 

@@ -63,13 +63,8 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.errors import UsageError
-from townsquare.llm import LLMRequest, LLMResponse
-from townsquare.plugins.llm.base_model_prompts import (
-    TEXT_STOP, FittedPrompt, clean_text, fit_prompt, label_continuations, label_probabilities, pick_label, request_kind, required_everywhere,
-)
-from townsquare.specs import LLMProviderSpec
+from townsquare.api import LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl
+from .base_model_prompts import TEXT_STOP, FittedPrompt, clean_text, fit_prompt, label_continuations, label_probabilities, pick_label, request_kind, required_everywhere
 
 log = structlog.get_logger("townsquare.llm.local")
 

@@ -34,11 +34,7 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.llm import LLMRequest, LLMResponse
-from townsquare.llm_faults import LLMFault
-from townsquare.secrets import resolve_secrets
-from townsquare.specs import LLMProviderSpec
+from townsquare.api import LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, hookimpl, resolve_secrets
 
 log = structlog.get_logger("townsquare.plugins.llm.openai")
 

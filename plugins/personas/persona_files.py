@@ -18,12 +18,10 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.errors import UsageError
-from townsquare.files import read_user_text
-from townsquare.scenario import LimitsConfig, limits_of
-from townsquare.persona import Persona, cycle_personas, name_problem
-from townsquare.specs import PersonaSourceSpec
+from townsquare.api import (
+    LimitsConfig, Persona, PersonaSourceSpec, UsageError, cycle_personas, hookimpl, limits_of, name_problem,
+    read_user_text,
+)
 
 log = structlog.get_logger("townsquare.plugins.personas.persona_files")
 

@@ -16,10 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from townsquare import hookimpl
-from townsquare.actions import SOCIAL_ACTIONS
-from townsquare.metrics import RoundView
-from townsquare.specs import MetricSpec
+from townsquare.api import MetricSpec, RoundView, hookimpl, SOCIAL_ACTIONS
 
 
 def gini(values: Sequence[float]) -> float:

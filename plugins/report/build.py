@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from townsquare.errors import UsageError
+from townsquare.api import UsageError
 from .activity import gini
 
 from . import figures, html, similarity, tables

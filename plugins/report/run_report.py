@@ -13,12 +13,12 @@ from typing import Any
 
 import click
 
-from townsquare import hookimpl
+from townsquare.api import hookimpl
 
 
 @hookimpl
 def townsquare_register_commands(cli):
-    from townsquare.cli import common_options
+    from townsquare.api.commands import common_options
 
     @cli.command("report")
     @click.argument("run_dir", metavar="RUN")
@@ -28,7 +28,7 @@ def townsquare_register_commands(cli):
     @common_options
     def report(run_dir: str, out: str | None, no_similarity: bool, plugin_options: tuple[str, ...], **_: Any) -> None:
         """Write an HTML report with plots about the run in directory RUN."""
-        from townsquare.plugins.report.build import build_report
+        from .build import build_report
 
         path, notes = build_report(run_dir, out, with_similarity=not no_similarity, plugin_options=plugin_options)
         for line in notes:

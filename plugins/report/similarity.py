@@ -25,11 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from townsquare.components import BuildContext
-from townsquare.embedding import EmbeddingCache
-from townsquare.errors import UsageError
-from townsquare.plugin_manager import make_plugin_manager, parse_plugin_options
-from townsquare.scenario import resolve
+from townsquare.api import BuildContext, EmbeddingCache, UsageError
+from townsquare.api.commands import load_plugins, resolve_scenario
 
 ACTIONS = ("like", "reblog", "comment")
 
@@ -144,9 +141,8 @@ def run_embedder(manifest: dict[str, Any], manifest_path: str, plugin_options: S
         table["name"] = used
     scenario["embedder"] = table
     if plugins is None:
-        enable, disable = parse_plugin_options([*manifest.get("plugin_options", []), *plugin_options])
-        plugins = make_plugin_manager(enable=enable, disable=disable)
-    resolved = resolve(scenario, manifest_path, manifest.get("base_dir", "."), plugins)
+        plugins = load_plugins([*manifest.get("plugin_options", []), *plugin_options])
+    resolved = resolve_scenario(scenario, manifest_path, manifest.get("base_dir", "."), plugins)
     choice = resolved.embedder
     ctx = BuildContext(services=None, seed=int(manifest.get("seed", resolved.model.seed)), base_dir=resolved.base_dir,
                        scenario=resolved.model)

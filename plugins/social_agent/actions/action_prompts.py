@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from townsquare.errors import UsageError
+from townsquare.api import UsageError
 
 from ..prompts import load_prompts
 

@@ -25,8 +25,7 @@ from typing import Any
 
 import structlog
 
-from townsquare.actions import Action
-from townsquare.llm import Message
+from townsquare.api import Action, Message
 
 from .action_prompts import fill
 from ..persona.persona_access import format_knowledge, full_persona_text, knowledge_items, persona_text

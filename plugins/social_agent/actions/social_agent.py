@@ -25,8 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from townsquare import hookimpl
-from townsquare.specs import PolicySpec
+from townsquare.api import PolicySpec, hookimpl
 
 from .action_prompts import fill
 from .social_step import ZHOU_REQUIRES, ZHOU_SLOTS, Decision, SocialAgentBase, SocialAgentConfig, load_prompts_for

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from townsquare import hookimpl
-from townsquare.llm import not_text
-from townsquare.specs import PolicySpec
+from townsquare.api import PolicySpec, hookimpl, not_text
 
 from .action_prompts import fill
 from .social_step import ZHOU_REQUIRES, ZHOU_SLOTS, Decision, SocialAgentBase, SocialAgentConfig, load_prompts_for

@@ -29,7 +29,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.actions import Action
+from townsquare.api import Action
 from townsquare.api import DuplicateCheck, EngagementLog, MemoryRecord, agent_memory
 
 from .action_prompts import action_prompts

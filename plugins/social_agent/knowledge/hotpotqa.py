@@ -33,11 +33,7 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.errors import UsageError
-from townsquare.files import read_user_text
-from townsquare.knowledge import KnowledgeItem
-from townsquare.specs import KnowledgeSourceSpec
+from townsquare.api import KnowledgeItem, KnowledgeSourceSpec, UsageError, hookimpl, read_user_text
 
 log = structlog.get_logger("townsquare.plugins.social_agent.knowledge.hotpotqa")
 

@@ -29,9 +29,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.errors import UsageError
-from townsquare.specs import PersonaComponentSpec
+from townsquare.api import PersonaComponentSpec, UsageError, hookimpl
 
 from ..persona import persona_schema as S
 from ..tfidf import tfidf_cosine

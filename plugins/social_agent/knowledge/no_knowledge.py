@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from townsquare import hookimpl
-from townsquare.specs import PersonaComponentSpec
+from townsquare.api import PersonaComponentSpec, hookimpl
 
 
 class NoKnowledge:

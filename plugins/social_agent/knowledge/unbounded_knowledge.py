@@ -12,8 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.specs import PersonaComponentSpec
+from townsquare.api import PersonaComponentSpec, hookimpl
 
 from .knowledge_boundary import RetrievedKnowledge, require_source
 

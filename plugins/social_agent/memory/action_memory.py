@@ -34,9 +34,8 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
+from townsquare.api import MemorySpec, hookimpl
 from townsquare.api import MemoryRecord, retrieval_of
-from townsquare.specs import MemorySpec
 
 from ..tfidf import max_tfidf_cosine
 

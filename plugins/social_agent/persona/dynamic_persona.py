@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.specs import PersonaComponentSpec
+from townsquare.api import PersonaComponentSpec, hookimpl
 
 from . import persona_schema as S
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from townsquare import hookimpl
-from townsquare.specs import PersonaComponentSpec
+from townsquare.api import PersonaComponentSpec, hookimpl
 
 from . import persona_schema as S
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from townsquare.persona import Persona
+from townsquare.api import Persona
 
 from .persona_schema import full_info
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from townsquare.persona import Persona
+from townsquare.api import Persona
 
 NAME = "name"
 AGE = "age"

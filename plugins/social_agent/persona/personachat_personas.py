@@ -36,12 +36,7 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.errors import UsageError
-from townsquare.files import read_user_text
-from townsquare.persona import Persona, cycle_personas
-from townsquare.scenario import limits_of
-from townsquare.specs import PersonaSourceSpec
+from townsquare.api import Persona, PersonaSourceSpec, UsageError, cycle_personas, hookimpl, limits_of, read_user_text
 
 from . import persona_schema as S
 from .persona_enrichment import enrich, offline_enrichment

@@ -21,9 +21,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from townsquare import hookimpl
-from townsquare.persona import Persona
-from townsquare.specs import PersonaSourceSpec
+from townsquare.api import Persona, PersonaSourceSpec, hookimpl
 
 from . import persona_schema as S
 from .persona_words import NATIONALITIES, OCCUPATIONS, PEOPLE, PERSONALITIES, THEMES

@@ -28,9 +28,7 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.llm import Message
-from townsquare.specs import PlannerSpec
+from townsquare.api import Message, PlannerSpec, hookimpl
 
 from ..actions.action_prompts import action_prompts, fill
 from ..persona.persona_access import full_persona_text

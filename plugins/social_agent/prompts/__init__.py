@@ -13,7 +13,7 @@ import tomllib
 from functools import lru_cache
 from pathlib import Path
 
-from townsquare.errors import UsageError
+from townsquare.api import UsageError
 
 HERE = Path(__file__).resolve().parent
 

@@ -31,10 +31,8 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare import hookimpl
-from townsquare.actions import Action
+from townsquare.api import Action, ReflectorSpec, hookimpl
 from townsquare.api import EngagementLog
-from townsquare.specs import ReflectorSpec
 
 from ..actions.action_prompts import action_prompts, fill
 from ..persona.persona_access import persona_text

@@ -1,0 +1,45 @@
+"""The declared surface for plugins that add commands (``townsquare_register_commands``).
+
+A command works on scenarios and run directories the way the built-in ones do::
+
+    from townsquare.api.commands import common_options, open_run
+
+    @hookimpl
+    def townsquare_register_commands(cli):
+        @cli.command("summary")
+        @click.argument("run_dir")
+        @common_options
+        def summary(run_dir, **_):
+            manifest = open_run(run_dir).read_manifest()
+
+Import it inside the hook (it loads the kernel's run machinery): ``townsquare --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..cli import common_options
+from ..plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
+from ..rundir import RunDir
+from ..runner import rerun, start_run
+from ..scenario import ResolvedScenario, validate_scenario
+from ..scenario import resolve as resolve_scenario
+from ..store import EventStore
+
+
+def open_run(path: str) -> RunDir:
+    """An existing run directory (its manifest, event store and checkpoints); a clear error if it is none."""
+    return RunDir.open(path)
+
+
+def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()) -> Plugins:
+    """The plugin set a command's ``-p`` options (``plugin_options``) ask for, less ``disable``."""
+    enable, disabled = parse_plugin_options(plugin_options)
+    return make_plugin_manager(enable=enable, disable=[*disabled, *disable])
+
+
+__all__ = [
+    "EventStore", "Plugins", "ResolvedScenario", "RunDir", "common_options", "load_plugins", "open_run", "rerun",
+    "resolve_scenario", "start_run", "validate_scenario",
+]
