@@ -49,12 +49,11 @@ async def assemble(
     llm_provider: Any = None,
     llm_middleware: list[Any] = (),  # type: ignore[assignment]
     on_llm_call: Callable[[LLMCallRecord], None],
-    on_parse_failure: Callable[[Any, str, str], None],
     current_round: Callable[[], int],
 ) -> Assembly:
     """Build everything ``scenario`` names. ``llm_provider`` replaces the scenario's provider
-    (replay, estimate); ``llm_middleware`` links go inside the configured ones; the callbacks
-    let the accounting report every call and parse failure to the round loop."""
+    (replay, estimate); ``llm_middleware`` links go inside the configured ones; ``on_llm_call``
+    hears every call and parse failure (building components may call the LLM already)."""
     model = scenario.model
     seed = model.seed
 
@@ -64,7 +63,7 @@ async def assemble(
     embedder = EmbeddingCache(scenario.embedder.spec.factory(scenario.embedder.config, ctx()))
     services = Services(platform=None, embedder=embedder, run_dir=run_path)  # type: ignore[arg-type]
     built = Assembly(services=services, metrics=[], agents=[], agent_rows=[], stages={}, llm_middleware=list(llm_middleware))
-    services.llm = _build_llm(scenario, ctx(services), built, llm_provider, on_llm_call, on_parse_failure, current_round)
+    services.llm = _build_llm(scenario, ctx(services), built, llm_provider, on_llm_call, current_round)
     if scenario.knowledge:
         services.knowledge = scenario.knowledge.spec.factory(scenario.knowledge.config, ctx(services))
     services.recommender = scenario.recommender.spec.factory(scenario.recommender.config, ctx(services))
@@ -121,8 +120,7 @@ def activity_levels(seed: int, count: int, population_index: int, activity: Any)
 
 
 def _build_llm(scenario: ResolvedScenario, build_ctx: BuildContext, built: Assembly, provider: Any,
-               on_llm_call: Callable[[LLMCallRecord], None], on_parse_failure: Callable[[Any, str, str], None],
-               current_round: Callable[[], int]) -> LLMClient | None:
+               on_llm_call: Callable[[LLMCallRecord], None], current_round: Callable[[], int]) -> LLMClient | None:
     if provider is None and scenario.llm is not None:
         provider = scenario.llm.spec.factory(scenario.llm.config, build_ctx)
     if provider is None:
@@ -136,4 +134,11 @@ def _build_llm(scenario: ResolvedScenario, build_ctx: BuildContext, built: Assem
         if hasattr(link, "bind_accounting"):
             link.bind_accounting(accounting)
     chain = [*built.llm_middleware, accounting]
+
+    def on_parse_failure(request: Any, answer: str, kind: str) -> None:
+        on_llm_call(LLMCallRecord(
+            round=current_round(), agent_id=request.agent_id, purpose=request.purpose, provider=provider.name,
+            model=provider.model, status="parse_failure", error=f"unparsable answer: {answer[:200]!r}", kind=kind,
+        ))
+
     return LLMClient(compose(provider, chain), model=provider.model, on_parse_failure=on_parse_failure)

@@ -90,7 +90,7 @@ class Simulation:
         self.store = EventStore(self.run_dir.events_path)
         built = await assemble(
             self.scenario, str(self.run_dir.path), llm_provider=self.llm_provider, llm_middleware=self.llm_middleware,
-            on_llm_call=self._on_llm_call, on_parse_failure=self._on_parse_failure, current_round=lambda: self.round,
+            on_llm_call=self._on_llm_call, current_round=lambda: self.round,
         )
         self.services, self.platform, self.metrics, self.agents = built.services, built.services.platform, built.metrics, built.agents
         self.llm_middleware, self._agent_rows, self._stages = built.llm_middleware, built.agent_rows, built.stages
@@ -106,12 +106,6 @@ class Simulation:
             if round >= start and (end is None or round < end):
                 return authors
         return None
-
-    def _on_parse_failure(self, request: Any, answer: str, kind: str) -> None:
-        self._on_llm_call(LLMCallRecord(
-            round=self.round, agent_id=request.agent_id, purpose=request.purpose, provider=self.provider.name,
-            model=self.provider.model, status="parse_failure", error=f"unparsable answer: {answer[:200]!r}", kind=kind,
-        ))
 
     def _on_llm_call(self, call: LLMCallRecord) -> None:
         self.totals["llm_calls"] += 1

@@ -30,6 +30,7 @@ from ..memory import MEMORY_TIERS, Memory, MemoryChain, MemoryRecord, MemoryRetr
 from ..metrics import Metric, RoundView
 from ..persona import Persona, PersonaSource, cycle_personas, name_problem
 from ..platform import AccountView, Platform, PostView, platform_actions
+from ..prompt_files import fill_prompt, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
 from ..secrets import read_secret_file, resolve_secrets
@@ -51,6 +52,6 @@ __all__ = [
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
     "PluginError", "Policy", "PolicySpec", "PostView", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "hookimpl", "limits_of", "name_problem", "normalize_rows", "not_text",
+    "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "fill_prompt", "hookimpl", "limits_of", "load_prompts", "name_problem", "normalize_rows", "not_text",
     "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "resolve_secrets", "retrieval_of",
 ]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from townsquare.api import Persona, UsageError
-from townsquare.api.commands import open_run
+from townsquare.api.commands import open_run as open_run_dir
 
 #: Action kinds in the order the report lists them (the paper's order, then the rest).
 KIND_ORDER = ("browse", "like", "reblog", "comment", "post", "follow", "unfollow")
@@ -32,7 +32,7 @@ class Run:
 
 def open_run(path: str | Path) -> Run:
     """A run directory's manifest and trace; a one-line UsageError when it is not one."""
-    run_dir = open_run(path)
+    run_dir = open_run_dir(path)
     if not run_dir.events_path.is_file():
         raise UsageError(f"{path}: not a run directory (no events.sqlite)")
     manifest = run_dir.read_manifest()

@@ -12,14 +12,10 @@ JSON example need no escaping).
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from townsquare import api
+from townsquare.api import fill_prompt as fill
 
-from townsquare.api import UsageError
-
-from ..prompts import load_prompts
-
-_FIELD = re.compile(r"\{(\w+)\}")
+from ..prompts import HERE
 
 #: prompt name -> placeholders the code fills in it (each must appear in the template)
 REQUIRED: dict[str, frozenset[str]] = {
@@ -41,22 +37,10 @@ REQUIRED: dict[str, frozenset[str]] = {
 }
 
 
-def fill(template: str, **values: Any) -> str:
-    """``template`` with each ``{name}`` in ``values`` replaced; other braces are left alone."""
-    return _FIELD.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template)
-
-
 def action_prompts(prompts_file: str | None, base_dir: str = ".") -> dict[str, str]:
     """The action prompts with ``prompts_file``'s replacing the built-in ones, each checked
     for the placeholders :data:`REQUIRED` lists."""
-    prompts = load_prompts("actions", prompts_file, base_dir)
-    for name, needed in REQUIRED.items():
-        template = prompts.get(name)
-        if template is None:  # pragma: no cover - the built-in file has every prompt
-            raise UsageError(f"prompts/actions.toml: missing prompt {name!r}")
-        present = set(_FIELD.findall(template))
-        missing = sorted(needed - present)
-        if missing:
-            where = prompts_file or "prompts/actions.toml"
-            raise UsageError(f"{where}: prompt {name!r} lacks the placeholder {{{missing[0]}}}")
-    return prompts
+    return api.load_prompts(HERE, "actions", prompts_file, base_dir, required=REQUIRED)
+
+
+__all__ = ["REQUIRED", "action_prompts", "fill"]

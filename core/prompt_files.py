@@ -1,0 +1,60 @@
+"""Prompts kept as data (STYLE.md, convention 12): the loader every design's prompts use.
+
+A design keeps its templates in TOML files, ``<folder>/<group>.toml``, each mapping a prompt
+name to a template with ``{placeholders}``. A study swaps any of them with a TOML file of its
+own (a component's ``prompts_file`` setting): its keys replace the built-in ones of the same
+name; an unknown key, an unreadable file, invalid TOML, or a replacement that drops a
+placeholder the code fills is a one-line error naming the file and the prompt.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import UsageError
+
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+@lru_cache(maxsize=None)
+def _builtin(folder: str, group: str) -> dict[str, str]:
+    with open(Path(folder) / f"{group}.toml", "rb") as fh:
+        return {key: str(value) for key, value in tomllib.load(fh).items()}
+
+
+def load_prompts(folder: str | Path, group: str, override_file: str | Path | None = None, base_dir: str = ".",
+                 required: Mapping[str, frozenset[str]] | None = None) -> dict[str, str]:
+    """The templates of ``<folder>/<group>.toml``, those in ``override_file`` (relative to
+    ``base_dir``, the scenario's folder) replacing them; each prompt in ``required`` must keep
+    the placeholders listed for it."""
+    prompts = dict(_builtin(str(Path(folder).resolve()), group))
+    where = f"prompts/{group}.toml"
+    if override_file:
+        path = Path(override_file) if Path(override_file).is_absolute() else Path(base_dir) / override_file
+        where = str(path)
+        try:
+            with open(path, "rb") as fh:
+                custom = tomllib.load(fh)
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read prompts file ({exc.strerror})") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise UsageError(f"{path}: invalid TOML ({exc})") from None
+        unknown = sorted(set(custom) - set(prompts))
+        if unknown:
+            raise UsageError(f"{path}: unknown prompt {unknown[0]!r} (known: {', '.join(sorted(prompts))})")
+        prompts.update({key: str(value) for key, value in custom.items()})
+    for name, needed in (required or {}).items():
+        missing = sorted(needed - set(_FIELD.findall(prompts.get(name, ""))))
+        if missing:
+            raise UsageError(f"{where}: prompt {name!r} lacks the placeholder {{{missing[0]}}}")
+    return prompts
+
+
+def fill_prompt(template: str, **values: Any) -> str:
+    """``template`` with each ``{name}`` in ``values`` replaced, in one pass (a memory that
+    contains ``{persona}`` stays as written; other braces are left alone)."""
+    return _FIELD.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template)
