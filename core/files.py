@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from .errors import UsageError
 
@@ -39,3 +40,15 @@ def read_user_csv(path: str | Path, required: Iterable[str], what: str = "CSV fi
         raise UsageError(f"{path}: no such {what}") from None
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UsageError(f"{path}: cannot read {what}: {exc}") from None
+
+
+def parse_json_list(text: str, path: str | Path, items: str) -> list[Any]:
+    """``text`` (the content of ``path``) as a JSON list; invalid JSON or another JSON value is
+    one :class:`UsageError` line naming the file (``items``: what the list holds, for the message)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, list):
+        raise UsageError(f"{path}: expected a JSON list of {items}")
+    return data

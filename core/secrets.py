@@ -16,6 +16,8 @@ import os
 import re
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 from .errors import UsageError
 from .files import read_user_text
 
@@ -78,3 +80,21 @@ def resolve_secrets(*, env: str | None = None, file: str | None = None, base_dir
         if required:
             raise UsageError(f"{what}: environment variable {env} is not set")
     return []
+
+
+class EndpointConfig(BaseModel):
+    """Where an OpenAI-compatible endpoint is and where its keys live: the settings the LLM
+    provider ``openai`` and the embedder ``openai`` share (each adds its own)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: None: ``$OPENAI_BASE_URL`` (read by the SDK), else OpenAI
+    base_url: str | None = None
+    #: the environment variable holding the key ("" with no file: the endpoint takes no key)
+    api_key_env: str | None = "OPENAI_API_KEY"
+    #: a file of keys, one a line (relative to the scenario's folder); read instead of api_key_env
+    api_key_file: str | None = None
+
+    def api_keys(self, base_dir: str = ".", what: str = "API key") -> list[str]:
+        """The endpoint's keys (:func:`resolve_secrets`); never logged."""
+        return resolve_secrets(env=self.api_key_env, file=self.api_key_file, base_dir=base_dir, what=what)

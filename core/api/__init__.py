@@ -19,7 +19,7 @@ from ..components import (
 )
 from ..embedding import Embedder, EmbeddingCache, normalize_rows
 from ..errors import ComponentError, PluginError, RunStopped, ScenarioError, TownsquareError, UsageError
-from ..files import read_user_csv, read_user_text
+from ..files import parse_json_list, read_user_csv, read_user_text
 from ..items import Item, ItemInteractions, ItemRecommender
 from ..knowledge import KnowledgeItem, KnowledgeSource
 from ..lifecycle import RunInfo, RunSummary
@@ -33,7 +33,7 @@ from ..platform import AccountView, Platform, PostView, platform_actions
 from ..prompt_files import fill_prompt, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
-from ..secrets import read_secret_file, resolve_secrets
+from ..secrets import EndpointConfig, read_secret_file, resolve_secrets
 from ..slots import SLOT_PROTOCOLS
 from ..specs import (
     AGENT_SLOTS, ComponentSpec, EmbedderSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
@@ -44,7 +44,7 @@ from ..specs import (
 __all__ = [
     "AGENT_SLOTS", "MEMORY_TIERS", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
     "AccountView", "Action", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
-    "DuplicateCheck", "Embedder", "EmbedderSpec", "EngagementLog", "EmbeddingCache", "Handler", "Item", "ItemInteractions", "LLMFatal", "LLMFault", "LimitsConfig",
+    "DuplicateCheck", "Embedder", "EmbedderSpec", "EndpointConfig", "EngagementLog", "EmbeddingCache", "Handler", "Item", "ItemInteractions", "LLMFatal", "LLMFault", "LimitsConfig",
     "ItemRecommender", "KnowledgeItem", "KnowledgeSource",
     "KnowledgeSourceSpec", "LLMCallRecord", "LLMClient", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec",
     "LLMRequest", "LLMResponse", "Memory", "MemoryChain", "MemoryRecord", "MemoryRetrieval", "MemorySpec", "Message",
@@ -52,6 +52,6 @@ __all__ = [
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
     "PluginError", "Policy", "PolicySpec", "PostView", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "fill_prompt", "hookimpl", "limits_of", "load_prompts", "name_problem", "normalize_rows", "not_text",
+    "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "fill_prompt", "hookimpl", "limits_of", "load_prompts", "name_problem", "normalize_rows", "not_text", "parse_json_list",
     "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "resolve_secrets", "retrieval_of",
 ]

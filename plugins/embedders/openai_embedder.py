@@ -34,10 +34,10 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from townsquare.api import (
-    EmbedderSpec, LLMFatal, LLMFault, UsageError, backoff_delay, classify, hookimpl, normalize_rows, resolve_secrets,
+    EmbedderSpec, EndpointConfig, LLMFatal, LLMFault, UsageError, backoff_delay, classify, hookimpl, normalize_rows,
 )
 from .text_vector_cache import VectorCache, embed_with_cache
 
@@ -51,15 +51,11 @@ KNOWN_DIMS: dict[str, int] = {
 }
 
 
-class OpenAIEmbedderConfig(BaseModel):
-    """``[embedder]`` settings for ``name = "openai"`` (or ``[plugins.openai_embedder]``)."""
-
-    model_config = ConfigDict(extra="forbid")
+class OpenAIEmbedderConfig(EndpointConfig):
+    """``[embedder]`` settings for ``name = "openai"`` (or ``[plugins.openai_embedder]``); the
+    endpoint and its keys as :class:`townsquare.api.EndpointConfig` says."""
 
     model: str = "text-embedding-3-small"
-    base_url: str | None = None
-    api_key_env: str | None = "OPENAI_API_KEY"
-    api_key_file: str | None = None
     dim: int | None = Field(None, gt=0, description="vector size; default: the model's known size, else probed")
     send_dimensions: bool | None = Field(None, description="send dim as 'dimensions'; default: for text-embedding-3 models")
     batch_size: int = Field(256, gt=0, le=2048, description="texts per request (the API takes at most 2048)")
@@ -190,8 +186,7 @@ def build_openai_embedder(config: OpenAIEmbedderConfig | None, ctx: Any) -> Open
     import openai  # heavy: imported when a run uses this embedder
 
     config = config or OpenAIEmbedderConfig()
-    keys = resolve_secrets(env=config.api_key_env, file=config.api_key_file, base_dir=getattr(ctx, "base_dir", "."),
-                           what="embedder openai API key")
+    keys = config.api_keys(getattr(ctx, "base_dir", "."), what="embedder openai API key")
     key = keys[0] if keys else "no-key"
     client = openai.AsyncOpenAI(base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0)
     if not keys and client.base_url.host == "api.openai.com":

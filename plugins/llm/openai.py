@@ -32,9 +32,9 @@ import os
 from typing import Any, Literal
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from townsquare.api import LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, hookimpl, resolve_secrets
+from townsquare.api import EndpointConfig, LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, hookimpl
 
 log = structlog.get_logger("townsquare.plugins.llm.openai")
 
@@ -42,25 +42,17 @@ log = structlog.get_logger("townsquare.plugins.llm.openai")
 POOL_SIZE = 16
 
 
-class Endpoint(BaseModel):
+class Endpoint(EndpointConfig):
     """One more OpenAI-compatible server, with where its keys live."""
 
-    model_config = ConfigDict(extra="forbid")
-
     base_url: str
-    api_key_env: str | None = "OPENAI_API_KEY"
-    api_key_file: str | None = None
 
 
-class OpenAIConfig(BaseModel):
-    """``[llm]`` settings for ``name = "openai"`` (or ``[plugins.openai]``)."""
-
-    model_config = ConfigDict(extra="forbid")
+class OpenAIConfig(EndpointConfig):
+    """``[llm]`` settings for ``name = "openai"`` (or ``[plugins.openai]``); the endpoint and its
+    keys as :class:`townsquare.api.EndpointConfig` says."""
 
     model: str = "gpt-4o-mini"
-    base_url: str | None = None
-    api_key_env: str | None = "OPENAI_API_KEY"
-    api_key_file: str | None = None
     endpoints: list[Endpoint] = Field(default_factory=list)
     timeout_s: float = Field(60.0, gt=0)
     #: overrides every request's temperature when set
@@ -185,8 +177,7 @@ def _routes(config: OpenAIConfig, base_dir: str) -> list[tuple[str | None, str]]
                                     api_key_env=config.api_key_env, api_key_file=config.api_key_file)
     routes = []
     for endpoint in [main, *config.endpoints]:
-        keys = resolve_secrets(env=endpoint.api_key_env, file=endpoint.api_key_file, base_dir=base_dir,
-                               what=f"llm openai API key for {endpoint.base_url or 'the default endpoint'}")
+        keys = endpoint.api_keys(base_dir, what=f"llm openai API key for {endpoint.base_url or 'the default endpoint'}")
         routes += [(endpoint.base_url, key) for key in keys or ["no-key"]]
     return routes
 

@@ -33,7 +33,7 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import KnowledgeItem, KnowledgeSourceSpec, UsageError, hookimpl, read_user_text
+from townsquare.api import KnowledgeItem, KnowledgeSourceSpec, UsageError, hookimpl, parse_json_list, read_user_text
 
 log = structlog.get_logger("townsquare.plugins.social_agent.knowledge.hotpotqa")
 
@@ -59,12 +59,7 @@ def item_text(record: dict[str, Any]) -> str:
 def read_hotpotqa(path: Path, limit: int | None = None) -> list[dict[str, str]]:
     """The records of a HotpotQA-format file; a problem is one line naming the file."""
     text = read_user_text(path, "HotpotQA file")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, list):
-        raise UsageError(f"{path}: expected a JSON list of {{question, answer, type}} records")
+    data = parse_json_list(text, path, "{question, answer, type} records")
     records = []
     for i, record in enumerate(data[:limit] if limit else data):
         if not isinstance(record, dict) or not isinstance(record.get("question"), str) or not isinstance(record.get("answer"), str):

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -36,7 +35,9 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import Persona, PersonaSourceSpec, UsageError, cycle_personas, hookimpl, limits_of, read_user_text
+from townsquare.api import (
+    Persona, PersonaSourceSpec, UsageError, cycle_personas, hookimpl, limits_of, parse_json_list, read_user_text,
+)
 
 from . import persona_schema as S
 from .persona_enrichment import enrich, offline_enrichment
@@ -99,12 +100,7 @@ def _from_csv(text: str, path: str, column: str) -> list[tuple[str, ...]]:
 
 
 def _from_json(text: str, path: str) -> list[tuple[str, ...]]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, list):
-        raise UsageError(f"{path}: expected a JSON list of persona objects")
+    data = parse_json_list(text, path, "persona objects")
     sets = []
     for i, record in enumerate(data):
         sentences = record.get("sentences") if isinstance(record, dict) else None
