@@ -1,1 +1,2 @@
-"""Built-in plugins of townsquare (see DEFAULT_PLUGINS in townsquare.plugins)."""
+"""Built-in platforms, where agents act: in_memory, mastodon/, recsys/ (see DEFAULT_PLUGINS in
+townsquare.plugin_manager and docs/architecture.md)."""

@@ -1,1 +1,2 @@
-"""Built-in plugins of townsquare (see DEFAULT_PLUGINS in townsquare.plugins)."""
+"""Built-in plugins: agent behaviour and services, in folders by kind (see DEFAULT_PLUGINS in
+townsquare.plugin_manager and docs/architecture.md)."""

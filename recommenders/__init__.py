@@ -1,1 +1,2 @@
-"""Built-in plugins of townsquare (see DEFAULT_PLUGINS in townsquare.plugins)."""
+"""Built-in feed and item recommenders (see DEFAULT_PLUGINS in townsquare.plugin_manager and
+docs/architecture.md)."""

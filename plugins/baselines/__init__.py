@@ -1,1 +1,1 @@
-"""townsquare.plugins.baselines."""
+"""Policies that need no LLM: embedding_baseline."""

@@ -1,1 +1,2 @@
-"""townsquare.plugins.social_agent.knowledge."""
+"""Zhou et al.'s knowledge boundary (persona.knowledge: knowledge_boundary, unbounded_knowledge,
+no_knowledge) and the HotpotQA knowledge source (hotpotqa)."""

@@ -1,1 +1,1 @@
-"""townsquare.plugins.social_agent.memory."""
+"""Zhou et al.'s action memory (memory.short_term)."""

@@ -1,1 +1,1 @@
-"""townsquare.plugins.social_agent.planning."""
+"""Zhou et al.'s activity plan (planner) and its parsing."""

@@ -1,1 +1,1 @@
-"""townsquare.plugins.social_agent.reflection."""
+"""Zhou et al.'s follow reflection (reflector)."""
