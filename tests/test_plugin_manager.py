@@ -144,17 +144,20 @@ def test_p_no_component_name_is_an_error_naming_its_plugin():
         make_plugin_manager(disable=["jsonl"], autoload=False)
 
 
-def test_an_old_plugin_name_still_works_with_one_warning(make_plugins, write_scenario, capsys):
+def test_an_old_plugin_name_still_works_with_one_warning(make_plugins, write_scenario):
     """Plugins renamed by the layout of issue 9 keep their old names as deprecated aliases."""
     from townsquare import plugin_names
     from townsquare.scenario import load_scenario
 
     from helpers import scenario_text
 
+    from structlog.testing import capture_logs
+
     plugin_names._warned.discard("random_feed")
-    assert make_plugin_manager(disable=["random_feed"], autoload=False).infos["random"].status == "disabled"
-    assert make_plugin_manager(disable=["random_feed"], autoload=False).infos["random"].status == "disabled"
-    assert capsys.readouterr().err.count("plugin.renamed") == 1
+    with capture_logs() as logs:
+        assert make_plugin_manager(disable=["random_feed"], autoload=False).infos["random"].status == "disabled"
+        assert make_plugin_manager(disable=["random_feed"], autoload=False).infos["random"].status == "disabled"
+    assert [(e["event"], e["old"], e["new"]) for e in logs if e["event"] == "plugin.renamed"] == [("plugin.renamed", "random_feed", "random")]
     path = write_scenario(scenario_text(rounds=1, extra='[plugins.hash_embedder]\ndim = 16\n'))
     assert load_scenario(path, [], make_plugins()).embedder.config.dim == 16
 
