@@ -291,7 +291,8 @@ def test_combined_policy_validation_and_default():
 
 
 def test_registration_state_and_prompts_file(tmp_path):
-    (spec,) = social_policy.townsquare_register_policies()
+    spec, routed = social_policy.townsquare_register_policies()
+    assert (routed.name, routed.needs_llm) == ("social_agent_routed", True) and routed.priority < 100
     (combined,) = combined_policy.townsquare_register_policies()
     assert (spec.name, spec.priority, spec.needs_llm) == ("social_agent", 100, True)
     assert (combined.name, combined.needs_llm) == ("social_agent_combined", True) and combined.priority < 100
