@@ -200,6 +200,10 @@ def _report(path: Path, summary) -> None:
         click.echo(f"continue with: townsquare resume {path}", err=True)
         raise RunStopped(summary.stopped)
     click.echo(f"tables for notebooks: townsquare export {path} --format csv --out {path}/export", err=True)
+    from townsquare.plugins.groundedness import run_summary_line  # the metric's own wording; None without its values
+
+    if (line := run_summary_line(path)) is not None:
+        click.echo(line, err=True)
 
 
 def main(argv: list[str] | None = None) -> None:

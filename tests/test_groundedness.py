@@ -116,3 +116,16 @@ def test_a_baseline_run_is_grounded_by_construction(run_scenario, write_scenario
     assert (0, "groundedness.posts.count") in rows
     assert run_summary_line(run_dir.path) == summary_line(last)
     assert run_summary_line(run_dir.path / "nowhere") is None
+
+
+def test_the_run_command_ends_with_the_groundedness_line(tmp_path):
+    import subprocess
+    import sys
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(scenario_text(rounds=3, extra="[plugins.embedding_baseline]\npost_probability = 1.0\n"))
+    out = subprocess.run([sys.executable, "-m", "townsquare.cli", "run", str(scenario), "--out", str(tmp_path / "run")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last == run_summary_line(tmp_path / "run") and last.startswith("groundedness: posts +")
