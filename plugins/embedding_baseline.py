@@ -86,6 +86,10 @@ class SimilarityRule:
         self._persona_vector = None if vector is None else np.asarray(vector, dtype=np.float32)
 
 
+#: Recorded on each browse: every decision of this policy is the similarity rule's.
+DECIDED_BY = {kind: "similarity" for kind in SimilarityRule.KINDS}
+
+
 class EmbeddingBaselineConfig(SimilarityRuleConfig):
     """``[plugins.embedding_baseline]`` settings."""
 
@@ -121,8 +125,8 @@ class EmbeddingBaseline:
         actions: list[Action] = []
         feed = await ctx.home_timeline(cfg.feed_size)
         if feed:
-            actions.append(Action(me, "browse", post_ids=tuple(p.id for p in feed)))
             rule = self.rule
+            actions.append(Action(me, "browse", post_ids=tuple(p.id for p in feed), detail={"decided_by": DECIDED_BY}))
             similarity = await rule.similarities(ctx, [p.text for p in feed])
             # Only posts over the lowest bar get a Python-level look.
             low = min(rule.threshold(kind) for kind in rule.KINDS)

@@ -14,7 +14,10 @@ far (the value at the last round is the run's):
   least-squares slope of ``y`` on ``x`` (like rate gained per unit of cosine), and
   ``likes.auc``: the probability that a liked post is more similar to the persona than a
   browsed, unliked one (Mann-Whitney; 0.5: likes ignore the persona; 1: a similarity threshold
-  such as the embedding baseline's). ``likes.rate`` and ``likes.decisions`` give the base.
+  such as the embedding baseline's). ``likes.rate`` and ``likes.decisions`` give the base;
+  ``likes.by_similarity`` is the share of like decisions a similarity rule took (the social
+  agent's per-decision routing and the embedding baseline say so in each browse action's
+  ``detail["decided_by"]``): for those, AUC 1 holds by construction.
 
 The issue that asked for these left the exact statistics open; these are the choices. The
 denominator follows Zhou et al. Table 1's "not like" (shown and not liked), so a post the policy
@@ -127,16 +130,21 @@ class GroundednessMetric:
         liked = {(a["agent_id"], a["target_post"]) for a in view.actions if a["kind"] == "like" and a.get("ok", True)}
         pairs: list[tuple[str, str]] = []
         texts: dict[str, str] = {}
+        routed = 0
         for action in view.actions:
             agent = action["agent_id"]
             if action["kind"] != "browse" or agent not in rows:
                 continue
+            by = (action.get("detail") or {}).get("decided_by")
+            rule = isinstance(by, dict) and by.get("like") == "similarity"
+            before = len(pairs)
             for post_id in action.get("post_ids") or ():
                 if post_id not in texts:
                     post = await view.platform.get_post(post_id)
                     texts[post_id] = "" if post is None or post.author_id == agent else post.text
                 if texts[post_id]:
                     pairs.append((agent, post_id))
+            routed += (len(pairs) - before) if rule else 0
         if not pairs:
             return
         ids = sorted({post_id for _, post_id in pairs})
@@ -144,6 +152,7 @@ class GroundednessMetric:
         x = np.array([vectors[post_id] @ personas[rows[agent]] for agent, post_id in pairs])
         y = np.array([1.0 if pair in liked else 0.0 for pair in pairs])
         self.likes += np.array(sums(x, y))
+        self.routed += routed
         bins = bin_of(x)
         np.add.at(self.liked_hist, bins[y == 1], 1)
         np.add.at(self.passed_hist, bins[y == 0], 1)
@@ -158,6 +167,7 @@ class GroundednessMetric:
         out["likes.decisions"] = float(n)
         if n:
             out["likes.rate"] = float(self.likes[2] / n)
+            out["likes.by_similarity"] = float(self.routed / n)
         fitted = slope_from_sums(*self.likes)
         if fitted is not None:
             out["likes.slope"] = fitted
@@ -167,12 +177,13 @@ class GroundednessMetric:
         return out
 
     def get_state(self) -> dict[str, Any]:
-        return {"posts": self.posts.tolist(), "likes": self.likes.tolist(),
+        return {"posts": self.posts.tolist(), "likes": self.likes.tolist(), "routed": self.routed,
                 "liked_hist": self.liked_hist.tolist(), "passed_hist": self.passed_hist.tolist()}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.posts = np.asarray(state.get("posts", [0.0] * 3), dtype=np.float64)
         self.likes = np.asarray(state.get("likes", [0.0] * 5), dtype=np.float64)
+        self.routed = int(state.get("routed", 0))
         self.liked_hist = np.asarray(state.get("liked_hist", [0] * AUC_BINS), dtype=np.int64)
         self.passed_hist = np.asarray(state.get("passed_hist", [0] * AUC_BINS), dtype=np.int64)
 
@@ -187,7 +198,9 @@ def summary_line(metrics: dict[str, float]) -> str | None:
                      f" ({int(metrics['posts.count'])} posts)")
     if "likes.slope" in metrics:
         area = metrics.get("likes.auc")
-        parts.append(f"like rate {metrics['likes.slope']:+.2f} per unit of persona-post cosine"
+        share = metrics.get("likes.by_similarity", 0.0)
+        by = "" if share == 0 else (" by the similarity rule" if share == 1 else f" ({share:.0%} by the similarity rule)")
+        parts.append(f"like rate {metrics['likes.slope']:+.2f} per unit of persona-post cosine{by}"
                      + (f" (AUC {area:.2f}, 0.5 = ignores the persona)" if area is not None else ""))
     if not parts:
         return None

@@ -88,19 +88,20 @@ def test_metric_accumulates_over_rounds_and_round_trips():
     assert values["posts.own"] == pytest.approx((1 + 0) / 2)
     assert values["posts.others"] == pytest.approx((0 + 0.5) / 2)
     assert values["posts.margin"] == pytest.approx((1 - 0.5) / 2)
-    assert values["likes.decisions"] == 2 and values["likes.rate"] == 0.5
+    assert values["likes.decisions"] == 2 and values["likes.rate"] == 0.5 and values["likes.by_similarity"] == 0
     assert values["likes.slope"] == pytest.approx(1.0)  # liked at cosine 1, passed at 0
     assert values["likes.auc"] == 1.0
 
     copy = GroundednessMetric(Embedder())
     copy.set_state(json.loads(json.dumps(metric.get_state())))
-    round1 = [{"agent_id": "c", "kind": "browse", "ok": True, "post_ids": ("p1",)},
+    round1 = [{"agent_id": "c", "kind": "browse", "ok": True, "post_ids": ("p1",), "detail": {"decided_by": {"like": "similarity"}}},
               {"agent_id": "c", "kind": "like", "ok": True, "target_post": "p1"}]  # c likes a hiking post: against its persona
     values = asyncio.run(copy.measure(types.SimpleNamespace(round=1, now="", platform=platform, agents=agents, actions=round1)))
     assert values["posts.count"] == 2 and values["likes.decisions"] == 3
     assert values["likes.auc"] == pytest.approx(0.75)  # liked at 1 and 0, passed at 0
+    assert values["likes.by_similarity"] == pytest.approx(1 / 3)
     line = summary_line(values)
-    assert line.startswith("groundedness: posts +0.250 cosine closer") and "AUC 0.75" in line
+    assert line.startswith("groundedness: posts +0.250 cosine closer") and "(33% by the similarity rule) (AUC 0.75" in line
     assert summary_line({}) is None
 
 
@@ -112,7 +113,8 @@ def test_a_baseline_run_is_grounded_by_construction(run_scenario, write_scenario
     rows = {(r, name): value for r, name, value in read_table(run_dir.path, "metrics") if name.startswith("groundedness.")}
     last = {name.removeprefix("groundedness."): v for (r, name), v in rows.items() if r == 2}
     assert last["posts.count"] == 9 and last["posts.margin"] > 0
-    assert last["likes.auc"] == 1.0 and last["likes.slope"] > 0
+    assert last["likes.auc"] == 1.0 and last["likes.slope"] > 0 and last["likes.by_similarity"] == 1.0
+    assert "like rate" in summary_line(last) and "by the similarity rule (AUC 1.00" in summary_line(last)
     assert (0, "groundedness.posts.count") in rows
     assert run_summary_line(run_dir.path) == summary_line(last)
     assert run_summary_line(run_dir.path / "nowhere") is None
