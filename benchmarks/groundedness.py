@@ -34,11 +34,14 @@ ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "examples" / "quickstart.toml"
 
 #: variant -> overrides on top of the quickstart
+#: (each names its policy: the quickstart's own choice must not leak into a variant)
 VARIANTS: dict[str, list[str]] = {
-    "smollm2": ["llm.name=local", 'llm.model="smollm2-135m-instruct"'],
+    "smollm2": ["llm.name=local", 'llm.model="smollm2-135m-instruct"', *(
+        f'populations.{p}.slots.policy="social_agent"' for p in (0, 1))],
     "smollm2-routed": ["llm.name=local", 'llm.model="smollm2-135m-instruct"', *(
         f'populations.{p}.slots.policy="social_agent_routed"' for p in (0, 1))],
-    "gemma": ["llm.name=local", 'llm.model="gemma-3-270m"'],
+    "gemma": ["llm.name=local", 'llm.model="gemma-3-270m"', *(
+        f'populations.{p}.slots.policy="social_agent"' for p in (0, 1))],
     "gemma-routed": ["llm.name=local", 'llm.model="gemma-3-270m"', *(
         f'populations.{p}.slots.policy="social_agent_routed"' for p in (0, 1))],
     "baseline": [*(f'populations.{p}.slots.policy="embedding_baseline"' for p in (0, 1)),
