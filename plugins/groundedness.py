@@ -199,9 +199,9 @@ def summary_line(metrics: dict[str, float]) -> str | None:
     if "likes.slope" in metrics:
         area = metrics.get("likes.auc")
         share = metrics.get("likes.by_similarity", 0.0)
-        by = "" if share == 0 else (" by the similarity rule" if share == 1 else f" ({share:.0%} by the similarity rule)")
-        parts.append(f"like rate {metrics['likes.slope']:+.2f} per unit of persona-post cosine{by}"
-                     + (f" (AUC {area:.2f}, 0.5 = ignores the persona)" if area is not None else ""))
+        by = "" if share == 0 else (" (decided by the similarity rule)" if share == 1 else f" ({share:.0%} decided by the similarity rule)")
+        parts.append(f"likes{by}: rate {metrics['likes.slope']:+.2f} per unit of persona-post cosine"
+                     + (f", AUC {area:.2f} (0.5 = ignores the persona)" if area is not None else ""))
     if not parts:
         return None
     return "groundedness: " + "; ".join(parts)

@@ -101,7 +101,7 @@ def test_metric_accumulates_over_rounds_and_round_trips():
     assert values["likes.auc"] == pytest.approx(0.75)  # liked at 1 and 0, passed at 0
     assert values["likes.by_similarity"] == pytest.approx(1 / 3)
     line = summary_line(values)
-    assert line.startswith("groundedness: posts +0.250 cosine closer") and "(33% by the similarity rule) (AUC 0.75" in line
+    assert line.startswith("groundedness: posts +0.250 cosine closer") and "likes (33% decided by the similarity rule): rate" in line and "AUC 0.75 (0.5" in line
     assert summary_line({}) is None
 
 
@@ -114,7 +114,7 @@ def test_a_baseline_run_is_grounded_by_construction(run_scenario, write_scenario
     last = {name.removeprefix("groundedness."): v for (r, name), v in rows.items() if r == 2}
     assert last["posts.count"] == 9 and last["posts.margin"] > 0
     assert last["likes.auc"] == 1.0 and last["likes.slope"] > 0 and last["likes.by_similarity"] == 1.0
-    assert "like rate" in summary_line(last) and "by the similarity rule (AUC 1.00" in summary_line(last)
+    assert "likes (decided by the similarity rule): rate +" in summary_line(last)
     assert (0, "groundedness.posts.count") in rows
     assert run_summary_line(run_dir.path) == summary_line(last)
     assert run_summary_line(run_dir.path / "nowhere") is None
