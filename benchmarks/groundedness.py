@@ -45,7 +45,7 @@ VARIANTS: dict[str, list[str]] = {
     "gemma-routed": ["llm.name=local", 'llm.model="gemma-3-270m"', *(
         f'populations.{p}.slots.policy="social_agent_routed"' for p in (0, 1))],
     "baseline": [*(f'populations.{p}.slots.policy="embedding_baseline"' for p in (0, 1)),
-                 "plugins.embedding_baseline.feed_size=4"],
+                 "plugins.embedding_baseline.feed_size=4", "plugins.embedding_baseline.post_probability=1.0"],
 }
 NAMES = {
     "smollm2": "SmolLM2-135M-Instruct, social_agent",
