@@ -20,6 +20,7 @@ from . import __version__, logs
 from .errors import RunStopped, UsageError
 from .export import FORMATS, export_run
 from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
+from .secrets import redact_text
 
 log = structlog.get_logger("townsquare.cli")
 
@@ -58,12 +59,29 @@ def common_options(func):
     return func
 
 
+def _accept_plugin_options(group: click.Group) -> None:
+    """Give every command (third-party ones included) the options ``_early_options`` already
+    applied, so ``-p``/``--strict-plugins`` work after any command name."""
+    wanted = common_options(lambda **_: None).__click_params__
+    for command in group.commands.values():
+        have = {param.name for param in command.params}
+        missing = [param for param in wanted if param.name not in have]
+        if not missing or command.callback is None:
+            continue
+        command.params.extend(missing)
+        callback, dropped = command.callback, {param.name for param in missing}
+        command.callback = lambda *a, _cb=callback, _drop=dropped, **kw: _cb(*a, **{k: v for k, v in kw.items() if k not in _drop})
+
+
 def build_cli(plugins: Plugins) -> click.Group:
     @click.group(context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, prog_name="townsquare")
     @click.option("--debug", is_flag=True, help="Show tracebacks.")
     @click.option("--log-json", is_flag=True, help="Log JSON lines to stderr.")
-    def cli(debug: bool, log_json: bool) -> None:
+    @click.option("-p", "--plugin", "plugin_options", multiple=True, metavar="NAME",
+                  help="Load plugin NAME (entry-point name or module path); -p no:NAME disables it.")
+    @click.option("--strict-plugins", is_flag=True, help="Fail when any plugin fails to load.")
+    def cli(debug: bool, log_json: bool, **_: Any) -> None:
         """Simulate social-media users with LLM persona agents."""
 
     @cli.command()
@@ -108,7 +126,10 @@ def build_cli(plugins: Plugins) -> click.Group:
         """Write the tables agents, posts, actions, follows, llm_calls and metrics."""
         from .rundir import RunDir
 
-        for path in export_run(RunDir.open(run_dir).events_path, fmt, Path(out)):
+        run = RunDir.open(run_dir)
+        if not run.events_path.is_file():
+            raise UsageError(f"{run_dir}: no events.sqlite yet (the run has not started): nothing to export")
+        for path in export_run(run.events_path, fmt, Path(out)):
             click.echo(str(path))
 
     @cli.command("plugins")
@@ -194,11 +215,13 @@ def format_slot_table(rows: list[dict[str, str]]) -> str:
 
 def _report(path: Path, summary) -> None:
     counts = ", ".join(f"{kind} {n}" for kind, n in sorted(summary.counts.items()))
-    state = f"stopped: {summary.stopped}" if summary.stopped else "finished"
+    state = f"stopped: {redact_text(summary.stopped)}" if summary.stopped else "finished"
     click.echo(f"{state}: {path} — {summary.rounds_completed} rounds, {summary.actions} actions ({counts}), {summary.llm_calls} LLM calls", err=True)
     if summary.stopped:
         click.echo(f"continue with: townsquare resume {path}", err=True)
-        raise RunStopped(summary.stopped)
+        stop = RunStopped(summary.stopped)
+        stop.reported = True  # type: ignore[attr-defined]
+        raise stop
     click.echo(f"tables for notebooks: townsquare export {path} --format csv --out {path}/export", err=True)
     from townsquare.plugins.groundedness import run_summary_line  # the metric's own wording; None without its values
 
@@ -214,23 +237,40 @@ def main(argv: list[str] | None = None) -> None:
         enable, disable = parse_plugin_options(early["plugins"])
         plugins = make_plugin_manager(enable=enable, disable=disable, strict=early["strict"])
         cli = build_cli(plugins)
-        plugins.hook.townsquare_register_commands(cli=cli)
+        plugins.call_each("townsquare_register_commands", cli=cli)  # a command plugin that raises is skipped
+        _accept_plugin_options(cli)
         cli.main(args=argv, prog_name="townsquare", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        # one line like every other input error, with where to look for help
+        command = exc.ctx.command_path if exc.ctx is not None else "townsquare"
+        click.echo(f"error: {redact_text(exc.format_message())} (see: {command} --help)", err=True)
+        sys.exit(2)
     except click.ClickException as exc:
-        exc.show()
-        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+        click.echo(f"error: {redact_text(exc.format_message())}", err=True)
+        sys.exit(exc.exit_code)
     except click.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
     except RunStopped as exc:
+        if not getattr(exc, "reported", False):  # stopped while building: nothing printed it yet
+            click.echo(f"stopped: {redact_text(exc.reason)}", err=True)
         sys.exit(exc.exit_code)
     except UsageError as exc:
         if early["debug"]:
             raise
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {redact_text(str(exc))}", err=True)
         sys.exit(exc.exit_code)
+    except Exception:
+        # a bug, not a user error: the traceback is shown, with any known secret scrubbed
+        # (an exception may quote a server that echoed the API key)
+        if early["debug"]:
+            raise
+        import traceback
+
+        click.echo(redact_text(traceback.format_exc()).rstrip(), err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
 from .actions import Action, ActionResult
 from .persona import Persona
@@ -29,6 +29,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @runtime_checkable
 class Component(Protocol):
+    """Every component, in every slot: its state as JSON-ready data (numpy arrays are fine),
+    and back. ``set_state(get_state())`` must restore it exactly: checkpoints, ``resume`` and
+    ``branch`` rely on it."""
+
     def get_state(self) -> dict[str, Any]: ...
 
     def set_state(self, state: dict[str, Any]) -> None: ...
@@ -77,10 +81,48 @@ class PersonaKnowledge(Component, Protocol):
 from .memory import Memory, MemoryRecord, MemoryRetrieval  # noqa: E402  (re-exported)
 
 
+class DuplicateCheck(Component, Protocol):
+    """What a policy that avoids repeating itself needs of ``memory.short_term`` (Zhou et al.
+    §3.1.2: a new post too similar to the agent's earlier ones is regenerated, at most
+    ``max_attempts`` times, then skipped)."""
+
+    @property
+    def max_attempts(self) -> int: ...
+
+    def post_similarity(self, text: str, extra: Sequence[str] = ()) -> float:
+        """The highest similarity of ``text`` to the agent's earlier posts and ``extra``."""
+
+    def is_duplicate(self, similarity: float) -> bool: ...
+
+    def record_skipped(self, round: int, topic: str, similarity: float, attempts: int) -> None:
+        """Remember that a post on ``topic`` was given up after ``attempts`` drafts."""
+
+
+class EngagementLog(Component, Protocol):
+    """What browsing and the follow reflection need of ``memory.short_term`` (Zhou et al.
+    §3.1.3): the posts the agent saw, and the posts it engaged with since a round."""
+
+    def remember_posts(self, posts: Sequence[Any]) -> None:
+        """Keep the browsed posts (``PostView``) so later actions on them can be described."""
+
+    def engaged_posts(self, since_round: int = 0) -> list[dict[str, Any]]:
+        """Posts the agent liked, reblogged or commented on since ``since_round``, oldest
+        first, as dicts with at least ``post_id``, ``author_id`` and ``text``."""
+
+
 class ObservesResults(Protocol):
     """Optional for any component: told what the platform answered to its agent's actions."""
 
     async def on_applied(self, ctx: "StepContext", applied: list[tuple[Action, ActionResult]]) -> None: ...
+
+
+class ObservesRounds(Protocol):
+    """Optional for any component, run-wide (platform, recommender, metric, LLM middleware) or
+    of an agent: called at the start of every round with the round number and its simulated
+    time, after the ``townsquare_on_round_start`` hook (see :mod:`townsquare.slots`). May be
+    ``async``. An age-based recommender keeps ``now`` from here."""
+
+    def on_round_start(self, round: int, now: datetime) -> None: ...
 
 
 @dataclass

@@ -13,8 +13,12 @@ Each round, on a simulated clock (``clock.minutes_per_round``, default 60):
 4. Metrics are measured, ``on_round_end`` fires, the round's rows are committed in one
    transaction and the checkpoint is written (see :mod:`townsquare.rundir`).
 
-A :class:`~townsquare.errors.RunStopped` raised during a round (a budget reached) discards the
-unfinished round and ends the run cleanly at the last checkpoint.
+A :class:`~townsquare.errors.RunStopped` raised during a round (a budget reached, an LLM
+endpoint that refuses or keeps failing), an LLM fault no middleware handled, or Ctrl-C discards
+the unfinished round and ends the run cleanly at the last checkpoint: new LLM calls are refused,
+the calls in flight land first (their paid answers go to the response cache), the failed
+attempts of the round keep their ``llm_calls`` rows, and every component, middleware and
+provider is closed, as on every other exit.
 """
 
 from __future__ import annotations
@@ -30,15 +34,19 @@ import numpy as np
 import structlog
 
 from .actions import Action, ActionResult
+from .platform import platform_actions
 from .activity import active_probability, sample_activity
 from .components import Agent, BuildContext, Services, StepContext
 from .embedding import EmbeddingCache
 from .errors import ComponentError, RunStopped
 from .lifecycle import RunInfo, RunSummary
 from .llm import Accounting, LLMCallRecord, LLMClient, compose
+from .llm_faults import LLMFatal, LLMFault
 from .metrics import RoundView
 from .rundir import RunDir
 from .scenario import ResolvedScenario
+from .secrets import redact_text
+from .slots import check_agent, check_run_wide, notify_round_start, round_observers
 from .specs import AGENT_SLOTS
 from .store import EventStore, dumps_detail
 
@@ -59,6 +67,7 @@ class Simulation:
         progress: Progress | None = None,
         llm_middleware: list[Any] | None = None,
         llm_provider: Any | None = None,
+        on_built: Callable[[], None] | None = None,
     ):
         self.scenario = scenario
         self.model = scenario.model
@@ -68,6 +77,7 @@ class Simulation:
         self.progress = progress
         self.llm_middleware = list(llm_middleware or [])
         self.llm_provider = llm_provider
+        self.on_built = on_built  # the runner's cue: every input was read and checked
         self.round = -1
         self.agents: list[Agent] = []
         self.totals = {"rounds": 0, "actions": 0, "posts": 0, "llm_calls": 0, "active": 0}
@@ -96,6 +106,8 @@ class Simulation:
         services.platform = scenario.platform.spec.factory(scenario.platform.config, ctx(services))
         self.platform = services.platform
         self.metrics = [(m.spec.name, m.spec.factory(m.config, ctx(services))) for m in scenario.metrics]
+        check_run_wide(scenario, services, self.metrics)
+        noted: set = set()
 
         index = 0
         agent_rows = []
@@ -119,6 +131,7 @@ class Simulation:
                     choice = pop.slots.get(slot)
                     if choice is not None:
                         agent.components[slot] = choice.spec.factory(choice.config, ctx(services, agent=agent, population=cfg.name))
+                check_agent(agent, pop.slots, f"populations[{p}] ({cfg.name})", noted)
                 await self.platform.register_account(agent.id, persona.name, " ".join(persona.sentences[:2]))
                 self.agents.append(agent)
                 # field order is kept: Persona.text follows it, and the report rebuilds the text
@@ -126,6 +139,8 @@ class Simulation:
                 agent_rows.append((agent.id, index, cfg.name, persona.name, persona_json, agent.activity, cfg.start_round, cfg.end_round))
                 index += 1
         self._order = {agent.id: agent.index for agent in self.agents}
+        self._round_observers = round_observers([services.platform, services.recommender, *(m for _, m in self.metrics),
+                                                 *self.llm_middleware, *(c for a in self.agents for c in a.components.values())])
         self._agent_rows = agent_rows
         members: dict[str, list[str]] = {}
         for agent in self.agents:
@@ -159,16 +174,17 @@ class Simulation:
         configured = [link.spec.factory(link.config, build_ctx) for link in self.scenario.llm_middleware]
         self.llm_middleware = configured + self.llm_middleware
         accounting = Accounting(provider, self._on_llm_call, lambda: self.round, price=getattr(provider, "cost", None))
+        self.accounting = accounting
         for link in self.llm_middleware:
             if hasattr(link, "bind_accounting"):
                 link.bind_accounting(accounting)
         chain = [*self.llm_middleware, accounting]
         return LLMClient(compose(provider, chain), model=provider.model, on_parse_failure=self._on_parse_failure)
 
-    def _on_parse_failure(self, request: Any, answer: str) -> None:
+    def _on_parse_failure(self, request: Any, answer: str, kind: str) -> None:
         self._on_llm_call(LLMCallRecord(
             round=self.round, agent_id=request.agent_id, purpose=request.purpose, provider=self.provider.name,
-            model=self.provider.model, status="parse_failure", error=f"unparsable answer: {answer[:200]!r}",
+            model=self.provider.model, status="parse_failure", error=f"unparsable answer: {answer[:200]!r}", kind=kind,
         ))
 
     def _on_llm_call(self, call: LLMCallRecord) -> None:
@@ -176,7 +192,8 @@ class Simulation:
         if self._record_llm:
             order = self._order.get(call.agent_id or "", -1) if hasattr(self, "_order") else -1
             row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
-                   call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost, call.error)
+                   call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost,
+                   call.error and redact_text(call.error), call.kind)
             self._llm_rows.append((order, len(self._llm_rows), row))
         if self._llm_observers:
             self.hook.townsquare_on_llm_call(run=self.info, call=call)
@@ -216,41 +233,69 @@ class Simulation:
     # ------------------------------------------------------------------ running
 
     async def run(self, resume: bool = False) -> RunSummary:
-        """Play the scenario's rounds (from the last checkpoint when ``resume``)."""
-        start_round = 0
+        """Play the scenario's rounds (from the last checkpoint when ``resume``).
+
+        A stop (a :class:`~townsquare.errors.RunStopped`, an LLM fault no link handled, Ctrl-C)
+        during a round ends the run cleanly at its last checkpoint; one while building raises
+        :class:`~townsquare.errors.RunStopped` (an LLM fault becomes
+        :class:`~townsquare.llm_faults.LLMFatal`) for the runner to mark. Whatever the exit, a
+        bug's traceback included, every component, middleware and provider is closed."""
         self._record_llm = not resume
         self.info = RunInfo(
             name=self.model.name, run_dir=str(self.run_dir.path), seed=self.model.seed, rounds=self.model.rounds,
             start_round=0, slot_table=self.scenario.slot_table(), scenario=self.scenario.data,
         )
-        await self.build()
-        self.store.add_agents(self._agent_rows)
-        if resume:
-            checkpoint = self.run_dir.latest_checkpoint()
-            if checkpoint is not None:
-                last, state = checkpoint
-                self.set_state(state)
-                start_round = last + 1
-            dropped = self.store.truncate_after(start_round - 1)
-            log.info("run.resume", run=str(self.run_dir.path), from_round=start_round, dropped_rows=dropped)
-        elif self._llm_rows:
-            # LLM calls made while building (persona enrichment, say) belong to no round: -1.
-            self.store.write_now("llm_calls", [row for _, _, row in sorted(self._llm_rows, key=lambda item: (item[0], item[1]))])
-            self._llm_rows.clear()
-        self._record_llm = True
-        self.info.start_round = start_round
-        self.hook.townsquare_on_run_start(run=self.info)
-
-        stopped = None
-        last_done = start_round - 1
         try:
+            return await self._run(resume)
+        finally:
+            await self._close_all()
+
+    async def _run(self, resume: bool) -> RunSummary:
+        start_round = 0
+        stopped = None
+        started = False
+        last_done = -1
+        try:
+            await self.build()
+        except (RunStopped, LLMFault) as exc:
+            # stopped while building (persona enrichment met an outage or a budget): the runner
+            # marks the manifest; the calls made keep their rows, a resume builds again unrecorded
+            if hasattr(self, "store"):
+                self._write_llm_rows(self._llm_rows)
+            if isinstance(exc, RunStopped):
+                raise
+            raise LLMFatal(_stop_reason(exc)) from exc
+        if self.on_built is not None:
+            self.on_built()
+        try:
+            self.store.add_agents(self._agent_rows)
+            if resume:
+                checkpoint = self.run_dir.latest_checkpoint()
+                if checkpoint is not None:
+                    last, state = checkpoint
+                    self.set_state(state)
+                    start_round = last + 1
+                dropped = self.store.truncate_after(start_round - 1)
+                log.info("run.resume", run=str(self.run_dir.path), from_round=start_round, dropped_rows=dropped)
+            elif self._llm_rows:
+                # LLM calls made while building (persona enrichment, say) belong to no round: -1.
+                self._write_llm_rows(self._llm_rows)
+            self._llm_rows.clear()
+            self._record_llm = True
+            self.info.start_round = start_round
+            last_done = start_round - 1
+            self.hook.townsquare_on_run_start(run=self.info)
+            started = True
             for r in range(start_round, self.model.rounds):
                 await self.play_round(r)
                 last_done = r
-        except (RunStopped, KeyboardInterrupt, asyncio.CancelledError) as exc:
+        except (RunStopped, LLMFault, KeyboardInterrupt, asyncio.CancelledError) as exc:
+            stopped = _stop_reason(exc)
             self.store.discard_pending()
+            # Failed attempts of the discarded round happened: they keep their rows (the
+            # replayed round gets its answers from the cache and does not repeat them).
+            self._write_llm_rows([item for item in self._llm_rows if item[2][5] == "error"])
             self._llm_rows.clear()
-            stopped = exc.reason if isinstance(exc, RunStopped) else "interrupted"
             log.warning("run.stopped", reason=stopped, last_round=last_done)
         summary = RunSummary(
             rounds_completed=last_done + 1, actions=self.store.count("actions"), posts=self.store.count("posts"),
@@ -260,14 +305,30 @@ class Simulation:
         self.run_dir.update_manifest(
             status="stopped" if stopped else "finished", stop_reason=stopped, rounds_completed=last_done + 1,
         )
-        self.hook.townsquare_on_run_end(run=self.info, summary=summary)
-        self.store.close()
-        await _close(self.platform)
-        for link in self.llm_middleware:
-            await _close(link)
-        if getattr(self, "provider", None) is not None:
-            await _close(self.provider)
+        if started:
+            self.hook.townsquare_on_run_end(run=self.info, summary=summary)
         return summary
+
+    def _write_llm_rows(self, items: list[tuple[int, int, tuple]]) -> None:
+        if items and self._record_llm:
+            self.store.write_now("llm_calls", [row for _, _, row in sorted(items, key=lambda item: (item[0], item[1]))])
+
+    async def _close_all(self) -> None:
+        """Close the store, the platform, the embedder, every LLM link and the provider; one
+        that fails to close is logged and the others are still closed."""
+        if getattr(self, "store", None) is not None:
+            self.store.close()
+        services = getattr(self, "services", None)
+        embedder = getattr(getattr(services, "embedder", None), "embedder", None)
+        closables = [getattr(self, "platform", None), getattr(services, "knowledge", None), embedder,
+                     *self.llm_middleware, getattr(self, "provider", None)]
+        for obj in closables:
+            if obj is None:
+                continue
+            try:
+                await _close(obj)
+            except Exception as exc:  # noqa: BLE001 - closing must reach every other resource
+                log.warning("run.close_failed", component=type(obj).__name__, error=f"{type(exc).__name__}: {exc}")
 
     def now(self, round: int) -> str:
         clock = self.model.clock
@@ -279,10 +340,12 @@ class Simulation:
         now_iso = self.now(r)
         now = self.model.clock.start + timedelta(minutes=r * self.model.clock.minutes_per_round)
         self.hook.townsquare_on_round_start(run=self.info, round=r, now=now_iso)
+        await notify_round_start(self._round_observers, r, now)
 
         present = [a for a in self.agents if a.present(r)]
         semaphore = asyncio.Semaphore(self.model.engine.concurrency)
         minutes = self.model.clock.minutes_per_round
+        accepted = platform_actions(self.platform)
 
         async def turn(agent: Agent) -> tuple[bool, list[Action]]:
             async with semaphore:
@@ -302,9 +365,17 @@ class Simulation:
                 for action in actions:
                     if not isinstance(action, Action) or action.agent_id != agent.id:
                         raise ComponentError(f"agent {agent.id}: a component returned {action!r}, not an Action of this agent")
+                    if action.kind not in accepted:
+                        raise ComponentError(f"agent {agent.id}: action kind {action.kind!r} is not accepted by platform "
+                                             f"{self.scenario.platform.spec.name!r} (accepts: {', '.join(sorted(accepted))})")
                 return active, actions
 
-        results = await asyncio.gather(*(turn(a) for a in present))
+        tasks = [asyncio.ensure_future(turn(a)) for a in present]
+        try:
+            results = await asyncio.gather(*tasks)
+        except BaseException as exc:
+            await self._settle(tasks, exc)
+            raise
         n_active = sum(1 for active, _ in results if active)
 
         ordered = [action for _, actions in results for action in actions]
@@ -351,6 +422,18 @@ class Simulation:
         if self.progress is not None:
             self.progress(r, dict(self.totals))
 
+    async def _settle(self, tasks: list[asyncio.Future], exc: BaseException) -> None:
+        """One turn failed or the run is interrupted: refuse new LLM calls, let the calls in
+        flight land (their paid answers go to the cache, for the resumed round) and wait for
+        every turn, so no task outlives the round. Interrupted turns are cancelled."""
+        accounting = getattr(self, "accounting", None)
+        if accounting is not None:
+            accounting.refuse = f"the run is stopping ({_stop_reason(exc)})"
+        if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+            for task in tasks:
+                task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     def _record_action(self, r: int, now: str, action: Action, result: ActionResult, round_actions: list) -> None:
         self.totals["actions"] += 1
         row = (r, now, action.agent_id, action.kind, action.target_post, action.target_agent, action.text,
@@ -369,6 +452,14 @@ class Simulation:
             self.store.buffer("posts", (result.created_id, action.agent_id, r, now, action.text, reply_to, result.remote_id))
         elif action.kind in ("follow", "unfollow"):
             self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
+
+
+def _stop_reason(exc: BaseException) -> str:
+    if isinstance(exc, RunStopped):
+        return exc.reason
+    if isinstance(exc, LLMFault):
+        return f"LLM call failed: {exc.describe()}"
+    return "interrupted"
 
 
 def _key(middleware: Any) -> str:

@@ -1,4 +1,5 @@
-"""``townsquare export``: the run's tables as CSV, JSON lines or Parquet, for notebooks."""
+"""``townsquare export``: the run's tables as CSV, JSON lines or Parquet, for notebooks, and the
+agents' memories (:mod:`townsquare.memory_export`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from pathlib import Path
 
 from .errors import UsageError
+from .memory_export import MEMORY_TABLE, memory_rows
 from .store import EXPORT_TABLES, EventStore
 
 FORMATS = ("csv", "jsonl", "parquet")
@@ -20,15 +22,26 @@ def export_run(events_path: Path, fmt: str, out_dir: Path, tables: tuple[str, ..
             import pyarrow  # noqa: F401
         except ImportError:
             raise UsageError("--format parquet needs pyarrow: pip install 'townsquare[parquet]'") from None
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if not Path(events_path).is_file():
+        raise UsageError(f"{events_path}: no such file (nothing to export)")  # never create an empty database
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot create the folder: {exc.strerror}") from None
     store = EventStore(events_path)
     written = []
     try:
         for table in tables:
             columns, rows = store.rows(table)
             path = out_dir / f"{table}.{fmt}"
-            _WRITERS[fmt](path, columns, rows)
+            try:
+                _WRITERS[fmt](path, columns, rows)
+            except OSError as exc:
+                raise UsageError(f"--out {out_dir}: cannot write {path.name}: {exc.strerror}") from None
             written.append(path)
+        columns, rows = memory_rows(events_path.parent)  # from the newest checkpoint
+        written.append(out_dir / f"{MEMORY_TABLE}.{fmt}")
+        _WRITERS[fmt](written[-1], columns, rows)
     finally:
         store.close()
     return written

@@ -280,6 +280,8 @@ def townsquare_on_run_start(run: "RunInfo") -> None:
 @hookspec
 def townsquare_on_round_start(run: "RunInfo", round: int, now: str) -> None:
     """A round begins; ``now`` is the simulated time (ISO 8601). Collects; returns nothing.
+    Right after it, components that define ``on_round_start(round, now)`` are called with ``now``
+    as a ``datetime`` (see :mod:`townsquare.slots`): a component needs no hook of its own.
 
     Example::
 
@@ -350,7 +352,9 @@ def townsquare_on_run_end(run: "RunInfo", summary: "RunSummary") -> None:
 @hookspec
 def townsquare_register_commands(cli: "click.Group") -> None:
     """Add commands to the ``townsquare`` CLI. Fires once when the CLI starts, after plugins
-    load. Collects; returns nothing.
+    load. Collects; returns nothing. Each plugin's implementation is called on its own: one that
+    raises is reported and skipped like a plugin that fails to import, and the CLI goes on.
+    Every command, a plugin's too, accepts ``-p`` and ``--strict-plugins``.
 
     Example::
 

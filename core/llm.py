@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Protocol, Sequence, runtime_checkable
 
+from .llm_faults import answer_fault, classify
+
 
 @dataclass(frozen=True)
 class Message:
@@ -88,6 +90,9 @@ class LLMCallRecord:
     latency_ms: float = 0.0
     cost: float = 0.0
     error: str | None = None
+    #: what went wrong: a fault kind of :mod:`townsquare.llm_faults` (``error`` rows) or how an
+    #: answer failed to parse (``parse_failure`` rows: ``unparsable``, ``empty``, ``binary``)
+    kind: str | None = None
 
 
 @runtime_checkable
@@ -115,9 +120,19 @@ class Middleware(Protocol):
 class Accounting:
     """Innermost middleware: times each provider call and records it, failures included.
 
+    A provider's exception is classified here (:func:`townsquare.llm_faults.classify`): it is
+    recorded as an ``error`` row with its kind and re-raised as an
+    :class:`~townsquare.llm_faults.LLMFault` (the original as its cause), so the links outside
+    (``llm_retry``) and the engine see one kind of failure whatever the SDK. An answer of the
+    wrong shape (a cut-off decision) is such a fault too. Exceptions that are not provider
+    faults (a bug, a budget stop) pass untouched.
+
     A middleware that answers without calling the provider (the response cache) records its
     answer with :meth:`account`, so every answer a component gets has its row. ``observers``
     (``observer(record)``) see every record made here (the budget counts spending from them).
+    ``refuse`` (a reason) makes every new call raise :class:`~townsquare.errors.RunStopped`
+    without reaching the provider: the engine sets it while a stopping round lets the calls
+    in flight land.
     """
 
     def __init__(self, provider: LLMProvider, record: Callable[[LLMCallRecord], None], run_round: Callable[[], int],
@@ -127,23 +142,48 @@ class Accounting:
         self.run_round = run_round
         self.price = price
         self.observers: list[Callable[[LLMCallRecord], None]] = []
+        self.refuse: str | None = None
+        self.endpoint = getattr(provider, "endpoint", None) or f"LLM provider {provider.name!r}"
 
     async def __call__(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
+        if self.refuse is not None:
+            from .errors import RunStopped
+
+            raise RunStopped(self.refuse)
         start = time.perf_counter()
         try:
             response = await call_next(request)
         except Exception as exc:
+            fault = classify(exc, self.endpoint)
+            paid = getattr(fault, "response", None)
             self._emit(
                 LLMCallRecord(
                     round=self.run_round(), agent_id=request.agent_id, purpose=request.purpose,
                     provider=self.provider.name, model=self.provider.model, status="error",
-                    latency_ms=(time.perf_counter() - start) * 1000, error=f"{type(exc).__name__}: {exc}"[:500],
+                    prompt_tokens=paid.prompt_tokens if paid else 0, completion_tokens=paid.completion_tokens if paid else 0,
+                    latency_ms=(time.perf_counter() - start) * 1000, cost=self._cost(paid),
+                    error=(fault.error if fault is not None else f"{type(exc).__name__}: {exc}")[:500],
+                    kind=fault.kind if fault is not None else None,
                 )
             )
-            raise
+            if fault is None or fault is exc:
+                raise
+            raise fault from exc
         response.latency_ms = response.latency_ms or (time.perf_counter() - start) * 1000
+        if response.meta:
+            fault = answer_fault(request, response)
+            if fault is not None:
+                self._emit(LLMCallRecord(
+                    round=self.run_round(), agent_id=request.agent_id, purpose=request.purpose, provider=self.provider.name,
+                    model=response.model or self.provider.model, status="error", prompt_tokens=response.prompt_tokens,
+                    completion_tokens=response.completion_tokens, latency_ms=response.latency_ms, cost=self._cost(response),
+                    error=fault.error[:500], kind=fault.kind))
+                raise fault
         self.account(request, response)
         return response
+
+    def _cost(self, response: "LLMResponse | None") -> float:
+        return 0.0 if response is None or response.cached or self.price is None else self.price(response)
 
     def account(self, request: LLMRequest, response: LLMResponse) -> None:
         """Record an answer: status ``cached`` (cost 0) when ``response.cached``, else ``ok``."""
@@ -153,7 +193,7 @@ class Accounting:
                 provider=response.provider or self.provider.name, model=response.model or self.provider.model,
                 status="cached" if response.cached else "ok",
                 prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
-                latency_ms=response.latency_ms, cost=0.0 if response.cached or self.price is None else self.price(response),
+                latency_ms=response.latency_ms, cost=self._cost(response),
             )
         )
 
@@ -210,9 +250,9 @@ def extract_json(text: str) -> Any:
 class LLMClient:
     """What components use. Bound to one agent (``for_agent``) so every call is attributed.
 
-    ``on_parse_failure(request, answer)`` is told when a decision falls back to its default
-    after the repair request also failed (the engine records it in ``llm_calls`` with status
-    ``parse_failure``).
+    ``on_parse_failure(request, answer, kind)`` is told when a decision falls back to its
+    default after the repair request also failed (the engine records it in ``llm_calls`` with
+    status ``parse_failure`` and the kind: ``unparsable``, ``empty``, ``binary``, ``not_text``).
     """
 
     def __init__(self, handler: Handler, *, model: str, agent_id: str | None = None,
@@ -225,15 +265,19 @@ class LLMClient:
     def for_agent(self, agent_id: str) -> "LLMClient":
         return LLMClient(self._handler, model=self.model, agent_id=agent_id, on_parse_failure=self.on_parse_failure)
 
-    def report_parse_failure(self, purpose: str, answer: str) -> None:
+    def report_parse_failure(self, purpose: str, answer: str, kind: str = "unparsable") -> None:
         """Record that an answer in a format of the caller's own (a plan, a numbered list...)
         could not be parsed and a fallback was used; it appears in ``llm_calls`` as
-        ``parse_failure``. :meth:`choose` and :meth:`json` do this themselves."""
-        self._failed(LLMRequest(messages=(), purpose=purpose, agent_id=self.agent_id), answer)
+        ``parse_failure``. :meth:`choose`, :meth:`json` and :meth:`text` do this themselves."""
+        self._failed(LLMRequest(messages=(), purpose=purpose, agent_id=self.agent_id), answer, kind)
 
-    def _failed(self, request: LLMRequest, answer: str) -> None:
+    def _failed(self, request: LLMRequest, answer: str, kind: str = "unparsable") -> None:
         if self.on_parse_failure is not None:
-            self.on_parse_failure(replace(request, agent_id=request.agent_id or self.agent_id), answer)
+            request = replace(request, agent_id=request.agent_id or self.agent_id)
+            if _takes_kind(self.on_parse_failure):
+                self.on_parse_failure(request, answer, kind)
+            else:  # a two-argument callback (request, answer)
+                self.on_parse_failure(request, answer)
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         if request.agent_id is None and self.agent_id is not None:
@@ -241,8 +285,22 @@ class LLMClient:
         return await self._handler(request)
 
     async def text(self, prompt: str | Sequence[Message], *, purpose: str = "text", **options: Any) -> str:
-        response = await self.complete(LLMRequest(messages=_messages(prompt), purpose=purpose, agent_id=self.agent_id, **options))
-        return response.text
+        """Free text (a post, a comment, a summary). An answer that is no text (empty, only
+        blanks, NUL bytes or other control characters, undecodable bytes) gets one repair
+        request; if that is no text either, the call records a ``parse_failure`` and returns
+        ``""``, which every caller reads as "nothing written": garbage never becomes content."""
+        request = LLMRequest(messages=_messages(prompt), purpose=purpose, agent_id=self.agent_id, **options)
+        answer = (await self.complete(request)).text
+        problem = not_text(answer)
+        if problem is None:
+            return answer
+        # the bad answer is not echoed back: binary bytes have no business in a prompt
+        repair = request.messages + (Message("user", f"Your answer was {_PROBLEMS[problem]}. Answer again, in plain text."),)
+        answer = (await self.complete(replace(request, messages=repair, purpose=f"{purpose}.repair"))).text
+        if not_text(answer) is None:
+            return answer
+        self._failed(request, answer if isinstance(answer, str) else repr(answer), not_text(answer) or "unparsable")
+        return ""
 
     async def choose(self, prompt: str | Sequence[Message], labels: Sequence[str], *, purpose: str, default: str, **options: Any) -> str:
         """One of ``labels``. A malformed answer gets one repair request; if that fails too the
@@ -286,6 +344,35 @@ class LLMClient:
                 )
                 answer = (await self.complete(replace(request, messages=repair, purpose=f"{purpose}.repair"))).text
         return default
+
+
+#: control characters that never belong in text (tab, newline and carriage return do)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+_PROBLEMS = {"empty": "empty", "binary": "unreadable (binary characters)", "not_text": "not text"}
+
+
+def not_text(answer: Any) -> str | None:
+    """None when ``answer`` is readable text; else what it is instead: ``"empty"`` (nothing or
+    only blanks), ``"binary"`` (NUL or other control characters, or mostly U+FFFD, the mark of
+    undecodable bytes) or ``"not text"`` (not a string at all)."""
+    if not isinstance(answer, str):
+        return "not text"
+    if not answer.strip():
+        return "empty"
+    if _CONTROL.search(answer) or answer.count("\ufffd") * 4 > len(answer):
+        return "binary"
+    return None
+
+
+def _takes_kind(callback: Callable[..., Any]) -> bool:
+    import inspect
+
+    try:
+        return len(inspect.signature(callback).parameters) >= 3
+    except (TypeError, ValueError):
+        return True
 
 
 def _messages(prompt: str | Sequence[Message]) -> tuple[Message, ...]:

@@ -10,15 +10,32 @@ import sys
 
 import structlog
 
-from .secrets import is_secret_key
+from .secrets import is_secret_key, redact_text
+
 
 def redact_secrets(_logger, _name, event_dict):
     """A log field named like a secret value (``api_key``, ``token``...) is never printed,
-    whatever a component passes."""
-    for field in list(event_dict):
+    whatever a component passes; a known secret value quoted in any text (an error message
+    that echoes the key, a formatted traceback) is replaced by ``***``."""
+    for field, value in list(event_dict.items()):
         if is_secret_key(field):
             event_dict[field] = "***"
+        elif isinstance(value, str):
+            event_dict[field] = redact_text(value)
+        elif isinstance(value, BaseException):
+            event_dict[field] = redact_text(f"{type(value).__name__}: {value}")
     return event_dict
+
+
+class _Stderr:
+    """Whatever ``sys.stderr`` is when a line is written (a test runner or click's CliRunner may
+    swap it and close the old one after the logger was configured)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 def configure(json_lines: bool = False, level: str = "info") -> None:
@@ -28,10 +45,11 @@ def configure(json_lines: bool = False, level: str = "info") -> None:
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,  # tracebacks as text, so they are redacted too
             redact_secrets,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),
         cache_logger_on_first_use=False,
     )

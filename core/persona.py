@@ -59,3 +59,17 @@ def cycle_personas(personas: Iterable[Persona], count: int) -> list[Persona]:
         name = base.name if lap == 0 else f"{base.name} #{lap + 1}"
         out.append(Persona(name=name, sentences=list(base.sentences), fields=dict(base.fields)))
     return out
+
+
+def name_problem(name: str, max_length: int = 200) -> str | None:
+    """Why ``name`` cannot name a persona or a population (names end up in agent ids, account
+    names and file names), or None. ``max_length`` is the scenario's ``limits.max_name_length``."""
+    if not name.strip():
+        return "name is empty"
+    if len(name) > max_length:
+        return f"name is {len(name)} characters long, above limits.max_name_length = {max_length}"
+    if any(ch in name for ch in "/\\") or name.strip() in (".", ".."):
+        return f"name {name[:40]!r} looks like a path (no / or \\ allowed)"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        return f"name {name[:40]!r} contains control characters"
+    return None

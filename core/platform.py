@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from .actions import Action, ActionResult
+from .actions import SOCIAL_ACTIONS, Action, ActionResult
 
 
 @dataclass
@@ -43,9 +43,17 @@ class AccountView:
     posts: int = 0
 
 
+def platform_actions(platform: Any) -> frozenset[str]:
+    """The action kinds ``platform`` accepts: its ``actions`` attribute, or the social actions.
+    The engine refuses any other kind, naming the kind and the platform."""
+    return frozenset(getattr(platform, "actions", None) or SOCIAL_ACTIONS)
+
+
 @runtime_checkable
 class Platform(Protocol):
-    """What every platform offers. ``viewer`` and ``author`` are agent ids."""
+    """What every platform offers. ``viewer`` and ``author`` are agent ids. A platform declares
+    the action kinds it accepts in an ``actions`` attribute (a frozenset; the social platforms
+    accept :data:`townsquare.actions.SOCIAL_ACTIONS`, the default when it is absent)."""
 
     async def register_account(self, agent_id: str, display_name: str, bio: str) -> AccountView: ...
 

@@ -7,8 +7,14 @@ the last part of its dotted path. The same name works in ``-p no:NAME``,
 ``TOWNSQUARE_DISABLE_PLUGINS``, the manifest and ``townsquare plugins``.
 
 Blocking happens before import: a disabled plugin's module is never imported. A plugin that
-fails to import or register is reported with its name and skipped; ``strict=True``
-(``--strict-plugins``) makes that fatal.
+fails to import, misspells a hook, whose registration raises, returns the wrong record or
+clashes with an earlier plugin's component name is reported with one warning naming it and
+skipped as a whole (none of its components is registered, none of its hooks fires); every
+other plugin and every command go on. ``strict=True`` (``--strict-plugins``) makes it fatal.
+``-p no:NAME`` takes plugin names: a component name there is an error naming its plugin.
+
+Settings: see :class:`townsquare.registry.ComponentRegistry` (``[plugins.NAME]``, or ``[plugins.NAME.COMPONENT]``
+for a plugin whose components have different config models).
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ import pluggy
 import structlog
 
 from . import hookspecs
-from .errors import ComponentError, PluginError
+from .errors import PluginError
 from .markers import PROJECT_NAME
+from .registry import ComponentRegistry
 from .specs import REGISTRATION_HOOKS, ComponentSpec
 
 log = structlog.get_logger("townsquare.plugins")
@@ -72,6 +79,22 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.social_agent.activity_plan",
     "townsquare.plugins.social_agent.action_memory",
     "townsquare.plugins.social_agent.follow_reflection",
+    # Park et al.'s generative agents: memory stream, retrieval, reflection, planning, social policy
+    "townsquare.plugins.generative_agents.planning.day_plan",
+    "townsquare.plugins.generative_agents.memory.memory_stream",
+    "townsquare.plugins.generative_agents.memory.park_retrieval",
+    "townsquare.plugins.generative_agents.reflection.park_reflection",
+    "townsquare.plugins.generative_agents.policy.generative_agent",
+    # RecAgent (Wang et al.): memory tiers, reflection, profiles, policy; the recsys platform
+    "townsquare.platforms.recsys",
+    "townsquare.recommenders.item_random",
+    "townsquare.recommenders.item_popularity",
+    "townsquare.plugins.recagent.memory.sensory_memory",
+    "townsquare.plugins.recagent.memory.short_term_memory",
+    "townsquare.plugins.recagent.memory.long_term_memory",
+    "townsquare.plugins.recagent.memory.recagent_reflection",
+    "townsquare.plugins.recagent.recagent_profiles",
+    "townsquare.plugins.recagent.recagent_policy",
     # reports
     "townsquare.plugins.run_report",
 )
@@ -113,6 +136,7 @@ class Plugins:
     registry: "ComponentRegistry"
     enabled: tuple[str, ...] = ()
     disabled: tuple[str, ...] = ()
+    strict: bool = False
 
     @property
     def hook(self):
@@ -120,6 +144,25 @@ class Plugins:
 
     def versions(self) -> dict[str, str]:
         return {name: info.version for name, info in self.infos.items() if info.status == "loaded"}
+
+    def call_each(self, hook_name: str, **kwargs: Any) -> list[Any]:
+        """Call ``hook_name`` plugin by plugin (for hooks run outside a simulation, such as
+        ``townsquare_register_commands``): a plugin whose implementation raises is reported and
+        skipped like one that fails to import (``strict`` re-raises), the others still run."""
+        results = []
+        for impl in reversed(getattr(self.pm.hook, hook_name).get_hookimpls()):
+            try:
+                result = impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+            except Exception as exc:
+                info = self.infos[impl.plugin_name]
+                _fail(info, exc, self.strict)
+                _unregister(self.pm, impl.plugin_name)
+                self.registry.remove_plugin(impl.plugin_name)
+                info.components = []
+                continue
+            if result is not None:
+                results.append(result)
+        return results
 
 
 def parse_plugin_options(options: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -170,6 +213,7 @@ def make_plugin_manager(
             plugin = importer()
             pm.register(plugin, name=name)
         except Exception as exc:  # a broken plugin must not take the others down
+            _unregister(pm, name)
             _fail(info, exc, strict)
             return
         info.hooks = sorted(impl.name for impl in pm.get_hookcallers(plugin) or ())
@@ -192,33 +236,57 @@ def make_plugin_manager(
         load(canonical_name(option), "module", option, version, lambda m=option: importlib.import_module(m))
 
     for name, obj in extra_plugins:
-        info = PluginInfo(name=name, source="inline", module=getattr(obj, "__name__", repr(obj)), version="")
-        infos[name] = info
-        if name in blocked:
-            info.status = "disabled"
-            continue
-        pm.register(obj, name=name)
-        info.hooks = sorted(impl.name for impl in pm.get_hookcallers(obj) or ())
+        load(name, "inline", getattr(obj, "__name__", type(obj).__name__), "", lambda o=obj: o)
 
-    try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as exc:
-        raise PluginError(f"plugin {pm.get_name(exc.plugin)!r}: {exc}") from exc
-
-    for name in blocked - set(infos):
-        # A disabled name nobody provides is most often a typo: say so, but do not fail.
-        log.warning("plugin.unknown_disabled", plugin=name)
+    _reject_unknown_hooks(pm, infos, strict)
 
     registry = collect_components(pm, infos, strict)
-    return Plugins(pm=pm, infos=infos, registry=registry, enabled=tuple(enable), disabled=tuple(sorted(blocked)))
+    registry.inactive = {name: info.status for name, info in infos.items() if info.status != "loaded"}
+    for name in sorted(blocked - set(infos)):
+        component = registry.provider_of(name)
+        if component is not None:
+            # -p no:COMPONENT would leave the plugin loaded and the component in use: refuse.
+            raise PluginError(f"-p no:{name}: {name!r} is a {component.slot} component of plugin {component.plugin!r}, "
+                              f"not a plugin; disable the plugin with -p no:{component.plugin}, or choose another "
+                              f"{component.slot} in the scenario")
+        # A disabled name nobody provides is most often a typo: say so, but do not fail.
+        log.warning("plugin.unknown_disabled", plugin=name)
+    return Plugins(pm=pm, infos=infos, registry=registry, enabled=tuple(enable), disabled=tuple(sorted(blocked)), strict=strict)
+
+
+def _reject_unknown_hooks(pm: pluggy.PluginManager, infos: dict[str, PluginInfo], strict: bool) -> None:
+    """``check_pending`` per plugin: a plugin with a ``townsquare_*`` function that is no hook
+    (a misspelt name) fails alone, instead of taking every other plugin down with it."""
+    for hook_name, caller in list(vars(pm.hook).items()):
+        if getattr(caller, "spec", True) is not None or not hook_name.startswith(f"{PROJECT_NAME}_"):
+            continue
+        for impl in caller.get_hookimpls():
+            info = infos.get(impl.plugin_name)
+            if info is None or info.status != "loaded":
+                continue
+            error = PluginError(f"{hook_name} is not a townsquare hook (misspelt? see docs/reference.md)")
+            _fail(info, error, strict)
+            _unregister(pm, impl.plugin_name)
+
+
+def _unregister(pm: pluggy.PluginManager, name: str) -> None:
+    if pm.get_plugin(name) is not None:
+        pm.unregister(name=name)
+
+
+#: (plugin, error) pairs already reported in this process
+_reported: set[tuple[str, str]] = set()
 
 
 def _fail(info: PluginInfo, exc: BaseException, strict: bool) -> None:
     info.status = "failed"
     info.error = f"{type(exc).__name__}: {exc}"
+    info.hooks, info.components = [], []
     if strict:
         raise PluginError(f"plugin {info.name!r} failed to load: {info.error}") from exc
-    log.warning("plugin.failed", plugin=info.name, error=info.error)
+    if (info.name, info.error) not in _reported:  # resume/replay load the plugins again: warn once
+        _reported.add((info.name, info.error))
+        log.warning("plugin.failed", plugin=info.name, error=info.error, skipped="--strict-plugins makes this fatal")
 
 
 def _own_version() -> str:
@@ -232,64 +300,31 @@ def _dist_version(ep: metadata.EntryPoint) -> str:
     return dist.version if dist is not None else "unknown"
 
 
-class ComponentRegistry:
-    """Components by slot and name, with the plugin that provides each."""
-
-    def __init__(self) -> None:
-        self.by_slot: dict[str, dict[str, ComponentSpec]] = {}
-        self.plugin_config_models: dict[str, type] = {}
-
-    def add(self, spec: ComponentSpec) -> None:
-        slot = self.by_slot.setdefault(spec.slot, {})
-        other = slot.get(spec.name)
-        if other is not None:
-            raise PluginError(
-                f"component {spec.name!r} ({spec.slot}) is registered by both plugin {other.plugin!r} and plugin {spec.plugin!r}"
-            )
-        slot[spec.name] = spec
-        if spec.config_model is not None:
-            known = self.plugin_config_models.get(spec.plugin)
-            if known is not None and known is not spec.config_model:
-                raise PluginError(f"plugin {spec.plugin!r} registers components with different config models; use one")
-            self.plugin_config_models[spec.plugin] = spec.config_model
-
-    def names(self, slot: str) -> list[str]:
-        return sorted(self.by_slot.get(slot, {}))
-
-    def get(self, slot: str, name: str, where: str = "") -> ComponentSpec:
-        spec = self.by_slot.get(slot, {}).get(name)
-        if spec is None:
-            choices = ", ".join(self.names(slot)) or "none installed"
-            prefix = f"{where}: " if where else ""
-            raise ComponentError(f"{prefix}unknown {slot} {name!r} (choose from: {choices})")
-        return spec
-
-    def auto(self, slot: str) -> ComponentSpec | None:
-        """The highest-priority implementer of ``slot`` (ties broken by name), or None."""
-        specs = list(self.by_slot.get(slot, {}).values())
-        if not specs:
-            return None
-        return max(specs, key=lambda s: (s.priority, s.name))
-
-
 def collect_components(pm: pluggy.PluginManager, infos: dict[str, PluginInfo], strict: bool) -> ComponentRegistry:
+    """Ask every loaded plugin for its records, one plugin at a time: a plugin whose
+    registration raises, returns the wrong record type or clashes with an earlier plugin is
+    reported and skipped (unregistered, so none of its hooks fire); the others go on."""
     registry = ComponentRegistry()
-    for hook_name, spec_type in REGISTRATION_HOOKS.items():
+    per_plugin: dict[str, list[tuple[str, Any]]] = {}
+    for hook_name in REGISTRATION_HOOKS:
         for impl in getattr(pm.hook, hook_name).get_hookimpls():
-            info = infos.get(impl.plugin_name)
-            if info is None or info.status != "loaded":
-                continue
-            try:
-                records = impl.function() or []
-                for record in records:
+            per_plugin.setdefault(impl.plugin_name, []).append((hook_name, impl))
+    for name, info in infos.items():
+        if info.status != "loaded" or name not in per_plugin:
+            continue
+        try:
+            records: list[ComponentSpec] = []
+            for hook_name, impl in per_plugin[name]:
+                spec_type = REGISTRATION_HOOKS[hook_name]
+                for record in impl.function() or []:
                     if not isinstance(record, spec_type):
                         raise PluginError(f"{hook_name} returned {type(record).__name__}, expected {spec_type.__name__}")
-                    record.plugin = impl.plugin_name
-            except Exception as exc:
-                _fail(info, exc, strict)
-                pm.unregister(name=impl.plugin_name)
-                continue
-            for record in records:
-                registry.add(record)
-                info.components.append({"slot": record.slot, "name": record.name, "priority": record.priority})
+                    record.plugin = name
+                    records.append(record)
+            registry.add_plugin(records)
+        except Exception as exc:
+            _fail(info, exc, strict)
+            _unregister(pm, name)
+            continue
+        info.components = [{"slot": r.slot, "name": r.name, "priority": r.priority} for r in records]
     return registry

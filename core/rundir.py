@@ -8,6 +8,14 @@
     checkpoints/round-000011.json.gz
                            every component's state after round 11
 
+    .lock                  held (``fcntl.flock``) by the one process writing the run; its text
+                           names that process (pid, host, start time)
+
+One writer per run directory: ``run``, ``resume`` and ``replay`` hold an exclusive lock on
+``.lock`` while they write (:meth:`RunDir.lock`, :meth:`RunDir.claim`); a second process stops
+with one line naming the holder. The kernel releases a ``flock`` when its process dies, even by
+``kill -9``, so a stale lock is simply taken over (and logged with the dead holder's pid).
+
 Crash safety: a round's rows are committed in one transaction, then its checkpoint is written
 atomically. ``resume`` loads the newest checkpoint and deletes rows of later rounds, so a run
 killed at any point (kill -9 mid-round included) continues with no event lost or duplicated.
@@ -15,41 +23,147 @@ killed at any point (kill -9 mid-round included) continues with no event lost or
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import platform as _platform
 import re
+import shutil
+import socket
+import sys
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+import structlog
 
 from . import state as state_codec
-from .errors import UsageError
+from .errors import RunStopped, UsageError
+from .secrets import redact_text
+
+log = structlog.get_logger("townsquare.rundir")
 
 CHECKPOINT_RE = re.compile(r"^round-(\d{6})\.json\.gz$")
+LOCK_NAME = ".lock"
+
+
+class RunDirBusy(UsageError):
+    """Another live process holds the run directory's lock."""
+
+
+class RunLock:
+    """An exclusive, non-blocking ``flock`` on ``<run>/.lock``. The file is never deleted (an
+    unlink would let a third process lock a fresh inode while the second still holds the old);
+    its text says who holds it, for the error message and the stale-lock log line."""
+
+    def __init__(self, run_path: Path):
+        self.run_path = run_path
+        self.path = run_path / LOCK_NAME
+        self._file: Any = None
+
+    def acquire(self) -> None:
+        try:
+            handle = open(self.path, "a+", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{self.run_path}: cannot lock the run directory: {exc.strerror}") from None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = _holder(handle.read())
+            handle.close()
+            raise RunDirBusy(f"{self.run_path}: in use by {holder}; wait for it to end (or stop it) and try again") from None
+        handle.seek(0)
+        previous = handle.read().strip()
+        if previous:
+            # the holder died without releasing (kill -9, power loss): the kernel freed its flock
+            log.warning("run_dir.stale_lock_taken_over", run=str(self.run_path), previous=_holder(previous))
+        handle.truncate(0)
+        handle.write(json.dumps({
+            "pid": os.getpid(), "host": socket.gethostname(),
+            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:3]]) if sys.argv else "",
+        }) + "\n")
+        handle.flush()
+        self._file = handle
+
+    def release(self) -> None:
+        handle, self._file = self._file, None
+        if handle is None:
+            return
+        try:
+            handle.truncate(0)  # empty text: released cleanly, nothing stale to report
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        finally:
+            handle.close()
+
+
+def _holder(text: str) -> str:
+    try:
+        info = json.loads(text)
+        return f"process {info['pid']} on host {info['host']} (started {info['started_at']}: {info.get('command', '')})"
+    except (ValueError, TypeError, KeyError):
+        return "another process"
 
 
 class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        #: set by the writer once the run is built: from then on a failure keeps the directory
+        self.started = False
 
-    # ------------------------------------------------------------------ creation
+    # ------------------------------------------------------------------ creation and locking
 
     @classmethod
     def create(cls, out: str | Path | None, name: str) -> "RunDir":
-        """A new, empty run directory: ``out`` if given, else ``runs/<name>`` (``-2``, ``-3``...
-        appended when that exists), so an earlier run is never overwritten."""
-        if out is not None:
-            path = Path(out)
-            if path.exists() and any(path.iterdir()):
+        """A new, empty run directory (see :meth:`claim`), not kept locked: for tests and
+        tools that write a run directory themselves."""
+        with cls.claim(out, name) as run:
+            run.started = True
+        return run
+
+    @classmethod
+    @contextmanager
+    def claim(cls, out: str | Path | None, name: str) -> Iterator["RunDir"]:
+        """A new, empty run directory, locked for the ``with`` body: ``out`` if given, else
+        ``runs/<name>`` (``-2``, ``-3``... appended when that exists), so an earlier run is
+        never overwritten. When the body fails before it sets ``started`` (a persona file
+        found broken while building, say), what was made is removed again: no half-made
+        directory is left behind. A clean stop (:class:`RunStopped`) or Ctrl-C keeps it,
+        resumable."""
+        path, made = _make_run_path(out, name)
+        run = cls(path)
+        with run.lock():
+            if any(p.name != LOCK_NAME for p in path.iterdir()):
                 raise UsageError(f"--out {path}: directory exists and is not empty")
-        else:
-            base = Path("runs") / _slug(name)
-            path, n = base, 1
-            while path.exists():
-                n += 1
-                path = base.with_name(f"{base.name}-{n}")
-        (path / "checkpoints").mkdir(parents=True, exist_ok=True)
-        return cls(path)
+            try:
+                (path / "checkpoints").mkdir()
+                yield run
+            except RunStopped:
+                raise  # a clean stop while building (an LLM outage, a budget): kept for resume
+            except Exception:
+                if not run.started:
+                    run._discard(made)
+                raise
+
+    @contextmanager
+    def lock(self) -> Iterator["RunDir"]:
+        """Hold the run directory's lock for the ``with`` body (``resume``, ``replay``, a
+        future ``branch``); :class:`RunDirBusy` when a live process holds it."""
+        lock = RunLock(self.path)
+        lock.acquire()
+        try:
+            yield self
+        finally:
+            lock.release()
+
+    def _discard(self, made: bool) -> None:
+        if made:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return
+        for child in self.path.iterdir():  # the user's own empty --out folder: empty it again
+            shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
 
     @classmethod
     def open(cls, path: str | Path) -> "RunDir":
@@ -70,12 +184,18 @@ class RunDir:
 
     def read_manifest(self) -> dict[str, Any]:
         try:
-            return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+            manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{self.manifest_path}: cannot read: {exc}") from None
         except json.JSONDecodeError as exc:
             raise UsageError(f"{self.manifest_path}: not valid JSON ({exc})") from None
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("scenario"), dict):
+            raise UsageError(f"{self.manifest_path}: not a run manifest (expected a JSON object with a \"scenario\" object)")
+        return manifest
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        data = json.dumps(manifest, indent=2, sort_keys=False, default=str).encode()
+        # error texts (stop_reason) may quote a server that echoed a secret back
+        data = json.dumps(_redacted(manifest), indent=2, sort_keys=False, default=str).encode()
         state_codec.write_atomic(self.manifest_path, data)
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
@@ -116,6 +236,42 @@ def environment() -> dict[str, str]:
         "platform": _platform.platform(),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def _make_run_path(out: str | Path | None, name: str) -> tuple[Path, bool]:
+    """The run directory's path, made if missing, and whether this call made it."""
+    try:
+        if out is not None:
+            path = Path(out)
+            if path.exists() and not path.is_dir():
+                raise UsageError(f"--out {path}: not a directory")
+            made = not path.exists()
+            path.mkdir(parents=True, exist_ok=True)
+            return path, made
+        base = Path("runs") / _slug(name)
+        base.parent.mkdir(parents=True, exist_ok=True)
+        path, n = base, 1
+        while True:
+            try:
+                path.mkdir()  # atomic: two runs of one scenario never pick the same folder
+                return path, True
+            except FileExistsError:
+                n += 1
+                path = base.with_name(f"{base.name}-{n}")
+    except UsageError:
+        raise
+    except OSError as exc:
+        raise UsageError(f"{out if out is not None else 'runs'}: cannot create the run directory: {exc.strerror}") from None
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def _slug(name: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from . import __version__
 from .engine import Progress, Simulation
-from .errors import UsageError
+from .errors import RunStopped, UsageError
 from .lifecycle import RunSummary
 from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
 from .rundir import RunDir, environment
@@ -29,13 +29,19 @@ def redact(value: Any) -> Any:
     return value
 
 
+def redact_override(override: str) -> str:
+    """``--set llm.api_key=sk-...`` as ``llm.api_key=***`` for the manifest."""
+    key = override.split("=", 1)[0]
+    return key + "=***" if is_secret_key(key.rsplit(".", 1)[-1]) else override
+
+
 def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[str], plugin_options: list[str]) -> dict[str, Any]:
     return {
         "townsquare_version": __version__,
         "name": scenario.model.name,
         "source": scenario.source,
         "base_dir": scenario.base_dir,
-        "overrides": [o if not is_secret_key(o.split("=", 1)[0].rsplit(".", 1)[-1]) else o.split("=", 1)[0] + "=***" for o in overrides],
+        "overrides": [redact_override(o) for o in overrides],
         "plugin_options": plugin_options,
         "seed": scenario.model.seed,
         "rounds": scenario.model.rounds,
@@ -62,18 +68,40 @@ def start_run(
     **simulation_options: Any,
 ) -> tuple[RunDir, RunSummary]:
     """Run a scenario file into a new run directory. ``on_ready(scenario, run_dir)`` is called
-    once the scenario is resolved and the directory made (the CLI prints the slot table)."""
+    once every input is read and checked (the CLI prints the slot table then).
+
+    The scenario is validated before the directory is made; files the components read (persona,
+    knowledge, prompts and key files) are read while the run is built, and a problem found there
+    removes the directory again (:meth:`RunDir.claim`), so a bad input never leaves one behind."""
     overrides, plugin_options = list(overrides), list(plugin_options)
     if plugins is None:
         enable, disable = parse_plugin_options(plugin_options)
         plugins = make_plugin_manager(enable=enable, disable=disable)
     scenario = load_scenario(scenario_path, overrides, plugins, seed=seed)
-    run_dir = RunDir.create(out, scenario.model.name)
-    run_dir.write_manifest(new_manifest(scenario, plugins, overrides, plugin_options))
-    if on_ready is not None:
-        on_ready(scenario, run_dir)
-    simulation = Simulation(scenario, plugins, run_dir, progress=progress, **simulation_options)
-    return run_dir, asyncio.run(simulation.run())
+    with RunDir.claim(out, scenario.model.name) as run_dir:
+        run_dir.write_manifest(new_manifest(scenario, plugins, overrides, plugin_options))
+        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options)
+
+
+def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_ready: Any, progress: Progress | None,
+          simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None) -> RunSummary:
+    """Build and run the simulation; the run counts as started once it is built."""
+
+    def built() -> None:
+        run_dir.started = True
+        if on_built is not None:
+            on_built()
+        if on_ready is not None:
+            on_ready(scenario, run_dir)
+
+    simulation = Simulation(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
+    try:
+        return asyncio.run(simulation.run(resume=resume))
+    except RunStopped as exc:
+        # stopped while building (persona enrichment met an outage or a budget): say so in the
+        # manifest, as a stop during a round does
+        run_dir.update_manifest(status="stopped", stop_reason=exc.reason)
+        raise
 
 
 def llm_overrides(spec: str | None) -> list[str]:
@@ -87,13 +115,12 @@ def llm_overrides(spec: str | None) -> list[str]:
 def load_run(path: str | Path, plugins: Plugins | None = None, extra_plugin_options: Iterable[str] = (),
              overrides: Iterable[str] = ()) -> tuple[RunDir, ResolvedScenario, Plugins]:
     """Re-resolve a run's scenario from its manifest, with the plugin set it ran with and
-    ``overrides`` applied on top (recorded in the manifest)."""
+    ``overrides`` applied on top (:func:`resume_run` records them in the manifest)."""
     run_dir = RunDir.open(path)
     manifest = run_dir.read_manifest()
     overrides = list(overrides)
     if overrides:
         manifest["scenario"] = apply_overrides(manifest["scenario"], overrides, str(run_dir.manifest_path))
-        manifest["overrides"] = manifest.get("overrides", []) + overrides
     if plugins is None:
         enable, disable = parse_plugin_options([*manifest.get("plugin_options", []), *extra_plugin_options])
         plugins = make_plugin_manager(enable=enable, disable=disable)
@@ -101,32 +128,38 @@ def load_run(path: str | Path, plugins: Plugins | None = None, extra_plugin_opti
     if missing:
         raise UsageError(f"{run_dir.manifest_path}: the run used plugins that are not loaded now: {', '.join(missing)}")
     scenario = resolve(manifest["scenario"], str(run_dir.manifest_path), manifest.get("base_dir", "."), plugins)
-    if overrides:
-        run_dir.write_manifest(manifest)
     return run_dir, scenario, plugins
 
 
 def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plugins | None = None, progress: Progress | None = None,
                on_ready: Any = None, **simulation_options: Any) -> tuple[RunDir, RunSummary]:
     """Continue a run from its newest checkpoint (after a crash, a kill or a budget stop).
-    ``overrides`` change the scenario from here on (a raised budget, say)."""
-    run_dir, scenario, plugins = load_run(path, plugins, overrides=overrides)
-    if on_ready is not None:
-        on_ready(scenario, run_dir)
-    run_dir.update_manifest(status="running")
-    simulation = Simulation(scenario, plugins, run_dir, progress=progress, **simulation_options)
-    return run_dir, asyncio.run(simulation.run(resume=True))
+    ``overrides`` change the scenario from here on (a raised budget, say). The run directory
+    is locked first and left untouched until every input has been checked."""
+    overrides = list(overrides)
+    run_dir = RunDir.open(path)
+    run_dir.read_manifest()  # a broken manifest is reported before anything is locked
+    with run_dir.lock():
+        run_dir, scenario, plugins = load_run(path, plugins, overrides=overrides)
+
+        def mark_running() -> None:
+            manifest = run_dir.read_manifest()
+            if overrides:
+                manifest["scenario"] = redact(scenario.data)
+                manifest["overrides"] = manifest.get("overrides", []) + [redact_override(o) for o in overrides]
+            run_dir.write_manifest({**manifest, "status": "running"})
+
+        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options, resume=True, on_built=mark_running)
 
 
 def rerun(path: str | Path, out: str | Path, *, plugins: Plugins | None = None, progress: Progress | None = None,
           on_ready: Any = None, **simulation_options: Any) -> tuple[RunDir, RunSummary]:
     """Run a finished run's scenario again, from its manifest, into a new directory ``out``
-    (``townsquare replay`` passes a provider that answers from the old run's cache)."""
-    source_dir, scenario, plugins = load_run(path, plugins)
-    manifest = source_dir.read_manifest()
-    run_dir = RunDir.create(out, scenario.model.name)
-    run_dir.write_manifest({**manifest, "replay_of": str(source_dir.path), "status": "running", "rounds_completed": 0})
-    if on_ready is not None:
-        on_ready(scenario, run_dir)
-    simulation = Simulation(scenario, plugins, run_dir, progress=progress, **simulation_options)
-    return run_dir, asyncio.run(simulation.run())
+    (``townsquare replay`` passes a provider that answers from the old run's cache). The old
+    run is locked too, so it cannot be resumed while it is read."""
+    with RunDir.open(path).lock():
+        source_dir, scenario, plugins = load_run(path, plugins)
+        manifest = source_dir.read_manifest()
+        with RunDir.claim(out, scenario.model.name) as run_dir:
+            run_dir.write_manifest({**manifest, "replay_of": str(source_dir.path), "status": "running", "rounds_completed": 0})
+            return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options)

@@ -21,6 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ComponentError, ScenarioError
+from .persona import name_problem
+from .slots import check_resolved
 from .specs import AGENT_SLOTS, REQUIRED_AGENT_SLOTS, ComponentSpec
 
 
@@ -52,6 +54,27 @@ class ActivityConfig(_Strict):
     x_min: float = Field(1.0, gt=0)
 
 
+class LimitsConfig(_Strict):
+    """Upper bounds on sizes, so a typo (``count = 1000000000``) is an error at once instead of
+    a MemoryError minutes later. Raise them here when a study really is that large."""
+
+    max_agents: int = Field(100_000, gt=0)
+    max_rounds: int = Field(100_000, gt=0)
+    #: persona files (JSON Lines, Personachat) larger than this many MB are refused
+    max_persona_file_mb: float = Field(100.0, gt=0)
+    #: one persona's sentences and fields, as JSON, longer than this are refused (a persona is
+    #: put into prompts; a 20 MB one is a mistake, not a character)
+    max_persona_chars: int = Field(20_000, gt=0)
+    #: persona and population names longer than this are refused
+    max_name_length: int = Field(200, gt=0)
+
+
+def limits_of(ctx: Any) -> LimitsConfig:
+    """The ``[limits]`` of the scenario a component is built for (a ``BuildContext``); the
+    defaults when it is built outside a run."""
+    return getattr(getattr(ctx, "scenario", None), "limits", None) or LimitsConfig()
+
+
 class EngineConfig(_Strict):
     concurrency: int = Field(64, gt=0)
     checkpoint_every: int = Field(1, gt=0)
@@ -70,7 +93,7 @@ class FeedStage(_Strict):
 
 class PopulationConfig(_Strict):
     name: str
-    count: int = Field(ge=0)
+    count: int = Field(ge=1)
     personas: ComponentTable
     slots: dict[str, str] = Field(default_factory=dict)
     start_round: int = Field(0, ge=0)
@@ -100,8 +123,9 @@ class PopulationConfig(_Strict):
 
 class ScenarioModel(_Strict):
     name: str = "run"
-    seed: int = 0
+    seed: int = Field(0, ge=0, lt=2**63)
     rounds: int = Field(gt=0)
+    limits: LimitsConfig = LimitsConfig()
     clock: ClockConfig = ClockConfig()
     activity: ActivityConfig = ActivityConfig()
     engine: EngineConfig = EngineConfig()
@@ -128,6 +152,8 @@ def read_scenario(path: str | Path) -> dict[str, Any]:
         raise ScenarioError(str(path), "", "no such file") from None
     except OSError as exc:
         raise ScenarioError(str(path), "", f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(str(path), "", f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -171,9 +197,34 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
 
 def validate_scenario(data: dict[str, Any], source: str) -> ScenarioModel:
     try:
-        return ScenarioModel.model_validate(data)
+        model = ScenarioModel.model_validate(data)
     except ValidationError as exc:
         raise _first_error(exc, source, ScenarioModel) from None
+    check_bounds(model, source)
+    return model
+
+
+def check_bounds(model: ScenarioModel, source: str) -> None:
+    """Sizes within ``[limits]`` and round ranges that make sense, each a one-line error."""
+    limits = model.limits
+    raise_it = "raise it in the scenario's [limits] table if you mean it"
+    if model.rounds > limits.max_rounds:
+        raise ScenarioError(source, "rounds", f"{model.rounds} is above limits.max_rounds = {limits.max_rounds} ({raise_it})")
+    total = sum(pop.count for pop in model.populations)
+    if total > limits.max_agents:
+        raise ScenarioError(source, "populations", f"{total} agents in all is above limits.max_agents = {limits.max_agents} ({raise_it})")
+    for i, pop in enumerate(model.populations):
+        key = f"populations[{i}]"
+        problem = name_problem(pop.name, limits.max_name_length)
+        if problem:
+            raise ScenarioError(source, f"{key}.name", problem)
+        spans = [(key, pop.start_round, pop.end_round)]
+        spans += [(f"{key}.feed_stages[{s}]", st.start_round, st.end_round) for s, st in enumerate(pop.feed_stages)]
+        for where, start, end in spans:
+            if start >= model.rounds:
+                raise ScenarioError(source, f"{where}.start_round", f"{start} is past the last round ({model.rounds - 1}; rounds count from 0)")
+            if end is not None and end <= start:
+                raise ScenarioError(source, f"{where}.end_round", f"{end} is not after start_round {start} (end_round is exclusive)")
 
 
 def _first_error(exc: ValidationError, source: str, model: type[BaseModel] | None = None, prefix: str = "") -> ScenarioError:
@@ -286,10 +337,8 @@ def _pick_slot(registry: Any, plugins: Any, source: str, key: str, slot: str, wa
         return spec
     try:
         return registry.get(slot, wanted)
-    except ComponentError as exc:
-        disabled = [n for n, info in plugins.infos.items() if info.status != "loaded"]
-        hint = f"; disabled or failed plugins: {', '.join(disabled)}" if disabled else ""
-        raise ScenarioError(source, f"{key}.slots.{slot}", f"{exc}{hint}") from None
+    except ComponentError as exc:  # the message says which plugins are disabled or failed
+        raise ScenarioError(source, f"{key}.slots.{slot}", str(exc)) from None
 
 
 def load_scenario(path: str | Path, overrides: list[str], plugins: Any, seed: int | None = None) -> ResolvedScenario:
@@ -309,17 +358,18 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
         info = plugins.infos.get(name)
         if info is None:
             raise ScenarioError(source, f"plugins.{name}", f"no plugin named {name!r} is installed (installed: {', '.join(sorted(plugins.infos))})")
-        if info.status == "loaded" and section and name not in registry.plugin_config_models:
-            raise ScenarioError(source, f"plugins.{name}", f"plugin {name!r} takes no configuration")
+        problem = registry.check_section(name, section) if info.status == "loaded" else None
+        if problem:
+            raise ScenarioError(source, f"plugins.{name}", problem)
 
     def config_for(spec: ComponentSpec, key: str, settings: dict[str, Any], population: PopulationConfig | None = None) -> Any:
-        local = population.config.get(spec.plugin, {}) if population else {}
-        merged = {**plugin_sections.get(spec.plugin, {}), **local, **settings}
+        local = registry.settings_for(spec, population.config) if population else {}
+        merged = {**registry.settings_for(spec, plugin_sections), **local, **settings}
         if spec.config_model is None:
             if settings:
                 raise ScenarioError(source, f"{key}.{next(iter(settings))}", f"{spec.slot} {spec.name!r} takes no settings")
             return None
-        section = f"plugins.{spec.plugin}" if not settings else key
+        section = registry.section_key(spec) if not settings else key
         try:
             return spec.config_model.model_validate(merged)
         except ValidationError as exc:
@@ -375,12 +425,14 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
                 # (or when it needs a knowledge source and the scenario has none)
                 preferred = uses.get(slot)
                 candidates = [registry.by_slot.get(slot, {}).get(preferred)] if preferred else []
-                candidates += sorted(registry.by_slot.get(slot, {}).values(), key=lambda c: (-c.priority, c.name))
+                if not preferred or getattr(policy_spec, "stand_ins", True):
+                    candidates += sorted((c for c in registry.by_slot.get(slot, {}).values() if c.stand_in or slot in pop.slots),
+                                         key=lambda c: (-c.priority, c.name))
                 spec = next((c for c in candidates if c is not None and (model.knowledge is not None or not c.needs_knowledge)), None)
             else:
                 spec = None
             if spec is not None:
-                slots[slot] = Choice(slot, spec, config_for(spec, f"plugins.{spec.plugin}", {}, pop))
+                slots[slot] = Choice(slot, spec, config_for(spec, registry.section_key(spec), {}, pop))
         names = {p.name for p in model.populations}
         for s_i, stage in enumerate(pop.feed_stages):
             unknown_authors = [a for a in stage.authors if a not in names]
@@ -401,10 +453,12 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
     middleware = []
     if llm is not None:
         links = sorted(registry.by_slot.get("llm_middleware", {}).values(), key=lambda s: (s.order, s.name))
-        middleware = [Choice("llm_middleware", spec, config_for(spec, f"plugins.{spec.plugin}", {})) for spec in links]
+        middleware = [Choice("llm_middleware", spec, config_for(spec, registry.section_key(spec), {})) for spec in links]
 
-    return ResolvedScenario(
+    resolved = ResolvedScenario(
         model=model, source=source, base_dir=base_dir, data=data,
         platform=platform, recommender=recommender, embedder=embedder, llm=llm, knowledge=knowledge,
         metrics=metrics, populations=populations, llm_middleware=middleware, llm_auto=llm_auto,
     )
+    check_resolved(resolved)  # slot protocols of class factories, before anything is written
+    return resolved

@@ -4,6 +4,10 @@ A config names where a secret lives, never the secret itself: an environment var
 (``api_key_env = "OPENAI_API_KEY"``) or a file (``api_key_file = "keys.txt"``, one secret per
 line; blank lines and ``#`` comments are skipped). Values are returned to the component that
 asked and are never logged, stored in the manifest or written to ``events.sqlite``.
+
+Every value resolved here is also remembered (:func:`remember_secret`) so that error texts can
+be scrubbed with :func:`redact_text` before they are stored or printed: a server that echoes
+the API key back in a 401 message must not put it in the manifest, the log or the terminal.
 """
 
 from __future__ import annotations
@@ -21,8 +25,32 @@ from .files import read_user_text
 SECRET_VALUE_KEY = re.compile(r"^(api_?key|access_?token|token|secret|client_?secret|password|authorization)$", re.IGNORECASE)
 
 
+#: Values shorter than this are not scrubbed: replacing "a" or "1" everywhere would garble
+#: every message, and no real key is that short.
+MIN_REDACTED_LENGTH = 6
+
+_known: set[str] = set()
+
+
 def is_secret_key(name: str) -> bool:
     return bool(SECRET_VALUE_KEY.match(str(name)))
+
+
+def remember_secret(value: str) -> None:
+    """Add a secret value to those :func:`redact_text` removes."""
+    if len(value) >= MIN_REDACTED_LENGTH:
+        _known.add(value)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every known secret value replaced by ``***`` (longest first, so a key
+    that contains another is removed whole)."""
+    if not _known or not isinstance(text, str):
+        return text
+    for value in sorted(_known, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, "***")
+    return text
 
 
 def read_secret_file(path: str | Path, base_dir: str = ".", what: str = "secret") -> list[str]:
@@ -32,6 +60,8 @@ def read_secret_file(path: str | Path, base_dir: str = ".", what: str = "secret"
     values = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
     if not values:
         raise UsageError(f"{full}: no {what} in file")
+    for value in values:
+        remember_secret(value)
     return values
 
 
@@ -43,6 +73,7 @@ def resolve_secrets(*, env: str | None = None, file: str | None = None, base_dir
     if env:
         value = os.environ.get(env, "").strip()
         if value:
+            remember_secret(value)
             return [value]
         if required:
             raise UsageError(f"{what}: environment variable {env} is not set")

@@ -39,10 +39,15 @@ REQUIRED_AGENT_SLOTS: frozenset[str] = frozenset({"policy"})
 class ComponentSpec:
     """A component a plugin provides: what a scenario names, and how to build it."""
 
+    #: what a scenario writes to choose it; unique within its slot
     name: str
+    #: ``factory(config, ctx)`` builds the component (see the module docstring)
     factory: Callable[..., Any]
+    #: a pydantic model for its settings (``[plugins.NAME]``, see docs/plugins.md "Settings")
     config_model: type | None = None
+    #: one line for ``townsquare plugins`` and the docs
     description: str = ""
+    #: ``auto`` picks the highest priority (paper defaults 100, alternatives 0)
     priority: int = 0
     #: True when the component calls the LLM: a scenario without an [llm] table then gets the
     #: highest-priority provider (the offline local model when installed), announced at start.
@@ -51,6 +56,15 @@ class ComponentSpec:
     #: slot filled automatically falls back to a component that does not, and naming this
     #: component explicitly is an error.
     needs_knowledge: bool = False
+    #: False: built for one design only (RecAgent's memory tiers), so never chosen as the
+    #: fallback for another policy's disabled preferred component; named or preferred, it is used.
+    stand_in: bool = True
+    #: What this component needs of its sibling slots beyond their slot protocol:
+    #: ``{slot: (Protocol, ...)}``. Checked when the agent is built: a filled slot whose
+    #: component lacks a method is an error naming both; an empty slot turns the feature off
+    #: (logged once as ``slot.feature_off``). See :mod:`townsquare.slots`.
+    requires: dict[str, tuple[type, ...]] = field(default_factory=dict)
+    #: the canonical plugin name, stamped by the plugin manager
     plugin: str = field(default="", compare=False)
 
     #: The kind of component; each subclass sets it. Names are unique within a kind.
@@ -131,6 +145,9 @@ class PolicySpec(ComponentSpec):
     """
 
     uses: dict[str, str | None] = field(default_factory=dict)
+    #: False: a preferred component that is disabled leaves its slot empty instead of falling
+    #: back (RecAgent's "w/o short": ``-p no:short_term_memory`` must not bring in another tier).
+    stand_ins: bool = True
     kind: ClassVar[str] = "policy"
 
 

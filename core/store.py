@@ -28,7 +28,8 @@ CREATE TABLE IF NOT EXISTS follows (
     seq INTEGER PRIMARY KEY, round INTEGER, created_at TEXT, follower TEXT, followee TEXT, kind TEXT);
 CREATE TABLE IF NOT EXISTS llm_calls (
     seq INTEGER PRIMARY KEY, round INTEGER, agent_id TEXT, purpose TEXT, provider TEXT, model TEXT,
-    status TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, latency_ms REAL, cost REAL, error TEXT);
+    status TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, latency_ms REAL, cost REAL, error TEXT,
+    error_kind TEXT);
 CREATE TABLE IF NOT EXISTS metrics (round INTEGER, name TEXT, value REAL, PRIMARY KEY (round, name));
 CREATE TABLE IF NOT EXISTS rounds (
     round INTEGER PRIMARY KEY, sim_time TEXT, active INTEGER, actions INTEGER, llm_calls INTEGER,
@@ -42,7 +43,7 @@ INSERTS = {
     "posts": "INSERT INTO posts VALUES (?,?,?,?,?,?,?)",
     "actions": "INSERT INTO actions (round, created_at, agent_id, kind, target_post, target_agent, text, post_ids, ok, result_id, error, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
     "follows": "INSERT INTO follows (round, created_at, follower, followee, kind) VALUES (?,?,?,?,?)",
-    "llm_calls": "INSERT INTO llm_calls (round, agent_id, purpose, provider, model, status, prompt_tokens, completion_tokens, latency_ms, cost, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+    "llm_calls": "INSERT INTO llm_calls (round, agent_id, purpose, provider, model, status, prompt_tokens, completion_tokens, latency_ms, cost, error, error_kind) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
     "metrics": "INSERT OR REPLACE INTO metrics VALUES (?,?,?)",
 }
 
@@ -67,6 +68,7 @@ class EventStore:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
+        _add_missing_columns(self.db)
         self._pending: dict[str, list[tuple]] = {}
 
     # ------------------------------------------------------------------ writing
@@ -100,11 +102,15 @@ class EventStore:
         self._pending.clear()
 
     def truncate_after(self, round: int) -> int:
-        """Delete rows of rounds after ``round`` (a crash left them without a checkpoint)."""
+        """Delete rows of rounds after ``round`` (a crash left them without a checkpoint).
+
+        Failed LLM attempts (``llm_calls`` rows with status ``error``) stay: they happened, and
+        the replayed round does not repeat them (its answers come from the response cache)."""
         deleted = 0
         with self.transaction():
             for table in ROUND_TABLES:
-                deleted += self.db.execute(f"DELETE FROM {table} WHERE round > ?", (round,)).rowcount
+                keep = " AND status != 'error'" if table == "llm_calls" else ""
+                deleted += self.db.execute(f"DELETE FROM {table} WHERE round > ?{keep}", (round,)).rowcount
         return deleted
 
     def transaction(self):
@@ -127,6 +133,19 @@ class EventStore:
 
     def close(self) -> None:
         self.db.close()
+
+
+#: Columns added after the first release, with their type: a run directory made before them
+#: gets them on open (``resume``, ``export``), empty in its old rows.
+ADDED_COLUMNS = {"llm_calls": {"error_kind": "TEXT"}}
+
+
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    for table, columns in ADDED_COLUMNS.items():
+        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        for name, kind in columns.items():
+            if name not in have:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
 
 class _Transaction:

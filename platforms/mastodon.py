@@ -26,7 +26,7 @@ import asyncio
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Awaitable, Callable, Literal, Sequence, TypeVar
 
 import numpy as np
 import structlog
@@ -48,6 +48,7 @@ from .mastodon_state import LocalState
 from .mastodon_writes import Writer
 
 log = structlog.get_logger("townsquare.platforms.mastodon")
+T = TypeVar("T")
 
 class MastodonConfig(BaseModel):
     """``[platform]`` settings of the Mastodon platform."""
@@ -131,6 +132,7 @@ class MastodonPlatform:
         self._round: int | None = None
         self._position = 0
         self._reconciled = False
+        self._probed = False
         self._ready_lock = asyncio.Lock()
         self.writer = Writer(self)
         self.feeds = Feeds(self)
@@ -145,6 +147,28 @@ class MastodonPlatform:
                 await self.writer.reconcile()
                 self._reconciled = True
 
+    async def _call(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Settle what a crash left in flight, then ``work()``. A server failure that no step
+        handled stops the run cleanly (one line, exit 3, checkpoint kept), never a traceback."""
+        try:
+            await self._ready()
+            return await work()
+        except RemoteError as exc:
+            raise self.transport.stop(exc) from None
+
+    async def _probe(self) -> None:
+        """Once, before the first new account: is ``base_url`` a Mastodon API at all? (A resumed
+        run whose accounts the journal knows sends nothing.)"""
+        if self._probed:
+            return
+        try:
+            await self.transport.read(None, lambda c: c.instance_v1(), "read the instance (GET /api/v1/instance)")
+        except RemoteError as exc:
+            if not exc.transient:  # an answer, but not the API's: a wrong base_url
+                exc = RemoteError(f"not a Mastodon API: {exc}", exc.status, fatal=True)
+            raise self.transport.stop(exc) from None
+        self._probed = True
+
     def any_token(self) -> str | None:
         return next(iter(self.accounts.values())).token if self.accounts else None
 
@@ -155,12 +179,16 @@ class MastodonPlatform:
         resumed run the journal already knows the account: no request unless the profile changed."""
         index = self._order.setdefault(agent_id, len(self._order))
         known = self.journal.account(agent_id)
+        if known is None:
+            await self._probe()
         token = await self._token(agent_id, index, known)
         try:
             known = await self._bind(agent_id, token, known, display_name, bio)
         except RemoteError as exc:
+            # The run cannot go on without the account: a clean stop (exit 3), resumable once fixed.
             where = f"the {self.credentials.source} entry {index + 1}" if self.credentials.configured else "its sign-up token"
-            raise UsageError(f"mastodon: cannot set up the account of {agent_id} ({where}) at {self.config.base_url}: {exc}") from None
+            raise self.transport.stop(RemoteError(f"cannot set up the account of {agent_id} ({where}): {exc}", exc.status,
+                                                  exc.transient, exc.fatal)) from None
         self.accounts[agent_id] = AgentAccount(known["remote_id"], known["acct"], token)
         self.agent_of_remote[known["remote_id"]] = agent_id
         log.debug("mastodon.account", agent=agent_id, acct=known["acct"], remote_id=known["remote_id"])
@@ -201,19 +229,20 @@ class MastodonPlatform:
         username = username_for(agent_id, self.journal.run_key, self.config.username_prefix)
         store, config, transport = self.store, self.config, self.transport
         log.info("mastodon.sign_up", agent=agent_id, username=username)
-        return await transport.run_read(lambda: sign_up(transport, store, agent_id, username, config.signup_email_domain, config.app_name))
+        try:
+            return await transport.run_read(
+                lambda: sign_up(transport, store, agent_id, username, config.signup_email_domain, config.app_name))
+        except RemoteError as exc:
+            raise transport.stop(exc) from None
 
     async def profile(self, agent_id: str) -> AccountView | None:
-        await self._ready()
-        return await self.profiles.profile(agent_id)
+        return await self._call(lambda: self.profiles.profile(agent_id))
 
     async def followers(self, agent_id: str) -> list[str]:
-        await self._ready()
-        return await self.profiles.relations(agent_id, "followers")
+        return await self._call(lambda: self.profiles.relations(agent_id, "followers"))
 
     async def following(self, agent_id: str) -> list[str]:
-        await self._ready()
-        return await self.profiles.relations(agent_id, "following")
+        return await self._call(lambda: self.profiles.relations(agent_id, "following"))
 
     # ------------------------------------------------------------------ writes
 
@@ -222,9 +251,8 @@ class MastodonPlatform:
         if round != self._round:
             self._round, self._position = round, 0
         position, self._position = self._position, self._position + 1
-        await self._ready()
         try:
-            (result,) = await self.writer.apply([action], round, now, position)
+            (result,) = await self._call(lambda: self.writer.apply([action], round, now, position))
         finally:
             self.feeds.invalidate()
         self._applied(round)
@@ -233,9 +261,8 @@ class MastodonPlatform:
     async def apply_batch(self, actions: Sequence[Action], round: int, now: str) -> list[ActionResult]:
         """A round's actions in apply order; answers in the same order (see :mod:`.mastodon_writes`)."""
         self._round, self._position = round, len(actions)
-        await self._ready()
         try:
-            results = await self.writer.apply(list(actions), round, now, 0)
+            results = await self._call(lambda: self.writer.apply(list(actions), round, now, 0))
         finally:
             self.feeds.invalidate()  # whatever reached the server changed it
         self._applied(round)
@@ -249,20 +276,16 @@ class MastodonPlatform:
 
     async def home_timeline(self, viewer: str, limit: int, *, rng: Any = None, author_filter: set[str] | None = None) -> list[PostView]:
         """The viewer's unread candidates (see :mod:`.mastodon_feed`), ranked by the recommender."""
-        await self._ready()
-        return await self.feeds.home_timeline(viewer, limit, rng, author_filter)
+        return await self._call(lambda: self.feeds.home_timeline(viewer, limit, rng, author_filter))
 
     async def public_timeline(self, limit: int) -> list[PostView]:
-        await self._ready()
-        return await self.feeds.public_timeline(limit)
+        return await self._call(lambda: self.feeds.public_timeline(limit))
 
     async def search(self, query: str, limit: int) -> list[PostView]:
-        await self._ready()
-        return await self.feeds.search(query, limit)
+        return await self._call(lambda: self.feeds.search(query, limit))
 
     async def get_post(self, post_id: str) -> PostView | None:
-        await self._ready()
-        return await self.feeds.get_post(post_id)
+        return await self._call(lambda: self.feeds.get_post(post_id))
 
     # ------------------------------------------------------------------ state
 

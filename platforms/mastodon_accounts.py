@@ -13,8 +13,8 @@ same entries separated by newlines or commas.
 API sign-up (no tokens given; the server must allow registrations without approval or e-mail
 confirmation, as mastodon-mock does): one app, then one account per agent. The tokens go to a
 0600 file outside the run directory (:func:`token_store_path`), so that ``resume`` can act as
-the same accounts: Mastodon 4.4 and later refuse password logins, so a lost token cannot be
-recovered.
+the same accounts. Sign-up is safe to repeat (:func:`sign_up`): an answer lost after the server
+made the account never leaves an agent with two accounts.
 """
 
 from __future__ import annotations
@@ -26,10 +26,18 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from townsquare.errors import UsageError
 from townsquare.secrets import read_secret_file, resolve_secrets
 
+from .mastodon_client import RemoteError
+
+log = structlog.get_logger("townsquare.platforms.mastodon")
+
 APP_LINE = "@app"
+SIGNUP_LINE = "@signup"  # a sign-up about to be sent: agent, username, password
+SCOPES = ["read", "write", "follow"]
 _USERNAME_CHARS = re.compile(r"[^a-z0-9_]")
 MAX_USERNAME = 30
 
@@ -106,18 +114,22 @@ def token_store_path(directory: str | Path, base_url: str, run_key: str) -> Path
 
 
 class TokenStore:
-    """Append-only ``AGENT_ID<TAB>TOKEN`` lines in a 0600 file (plus one ``@app`` line with the
-    sign-up app's client id and secret). ``path=None`` keeps them in memory only."""
+    """Append-only ``AGENT_ID<TAB>TOKEN`` lines in a 0600 file, plus one ``@app`` line with the
+    sign-up app's client id and secret and an ``@signup`` line (agent, username, password)
+    written before each sign-up request leaves. ``path=None`` keeps them in memory only."""
 
     def __init__(self, path: Path | None):
         self.path = path
         self.tokens: dict[str, str] = {}
         self.app: tuple[str, str] | None = None
+        self.pending: dict[str, tuple[str, str]] = {}
         if path is not None and path.exists():
             for entry in read_secret_file(path, what="Mastodon sign-up token"):
                 fields = entry.split("\t")
                 if fields[0] == APP_LINE and len(fields) == 3:
                     self.app = (fields[1], fields[2])
+                elif fields[0] == SIGNUP_LINE and len(fields) == 4:
+                    self.pending[fields[1]] = (fields[2], fields[3])
                 elif len(fields) == 2:
                     self.tokens[fields[0]] = fields[1]
 
@@ -140,6 +152,10 @@ class TokenStore:
         self.app = (client_id, client_secret)
         self._append(f"{APP_LINE}\t{client_id}\t{client_secret}")
 
+    def put_pending(self, agent_id: str, username: str, password: str) -> None:
+        self.pending[agent_id] = (username, password)
+        self._append(f"{SIGNUP_LINE}\t{agent_id}\t{username}\t{password}")
+
 
 def username_for(agent_id: str, run_key: str, prefix: str) -> str:
     """A valid, run-unique Mastodon username (``[a-z0-9_]``, at most 30 characters)."""
@@ -155,39 +171,89 @@ def new_password() -> str:
 
 
 def sign_up(transport: Any, store: TokenStore, agent_id: str, username: str, email_domain: str, app_name: str) -> str:
-    """Create the account ``username`` by API sign-up and return its token (already stored)."""
+    """Create the account ``username`` by API sign-up and return its token (already stored).
+
+    Every request goes through the transport's retries. The username and password are stored
+    before the sign-up request leaves, so an answer lost after the server made the account
+    (the retry, or a resume after a crash, hears "username taken") is recognised as this
+    agent's own account, and its token is recovered by logging in with the known password:
+    the agent ends with exactly one account. Servers from Mastodon 4.4 on refuse password
+    logins; there the run stops with one line naming the account to remove before resuming.
+    Raises :class:`RemoteError` (``fatal`` where the sign-up cannot succeed).
+    """
     m = transport.m
     if store.app is None:
-        client_id, client_secret = transport.retrying(
-            lambda: m.Mastodon.create_app(app_name, scopes=["read", "write", "follow"], api_base_url=transport.base_url,
-                                          request_timeout=transport.request_timeout, session=transport.session,
-                                          user_agent=transport.user_agent),
-            "register the sign-up app",
-        )
+        def register_app() -> tuple[str, str]:
+            try:
+                return m.Mastodon.create_app(app_name, scopes=SCOPES, api_base_url=transport.base_url,
+                                             request_timeout=transport.request_timeout, session=transport.session,
+                                             user_agent=transport.user_agent)
+            except (KeyError, TypeError):  # an error body (a 429, a 5xx) where the app should be
+                raise m.MastodonAPIError("Mastodon API returned error", transport.last_status() or 0, "",
+                                         "no app in the answer") from None
+
+        client_id, client_secret = transport.retrying(register_app, "register the sign-up app")
         store.put_app(client_id, client_secret)
     client_id, client_secret = store.app
     app = transport.new_client(client_id=client_id, client_secret=client_secret)
+    email = f"{username}@{email_domain}"
+    pending = store.pending.get(agent_id)
+    sent_before = pending is not None and pending[0] == username  # by a process that died waiting
+    if not sent_before:
+        store.put_pending(agent_id, username, new_password())
+    password = store.pending[agent_id][1]
+    transport.secrets.add(password)
     tries = 0
-    while True:
+
+    def attempt() -> str:
+        nonlocal tries
         tries += 1
-        try:
-            token, error = app.create_account(username, new_password(), f"{username}@{email_domain}", agreement=True,
-                                              return_detailed_error=True)
-        except (m.MastodonNetworkError, m.MastodonIllegalArgumentError) as exc:
-            # Mastodon.py wraps a failed client-credentials step in IllegalArgumentError.
-            token, error = None, {"error": str(exc)[:200]}
+        token, error = app.create_account(username, password, email, agreement=True, return_detailed_error=True)
         if token:
-            store.put(agent_id, token)
             return token
-        details = dict(error or {}).get("details") or {}
-        taken = any(d.get("error") == "ERR_TAKEN" for d in (details.get("username") or []) if hasattr(d, "get"))
-        if taken:
-            hint = "" if tries == 1 else " (an earlier try may have created it and lost the answer)"
-            raise UsageError(
-                f"mastodon sign-up for {agent_id}: username {username!r} is taken{hint}; "
-                "remove the account (tootctl accounts delete) or give platform.tokens"
-            )
-        if details or tries > transport.max_retries:
-            message = dict(error or {}).get("error") or "refused"
-            raise UsageError(f"mastodon sign-up for {agent_id} refused by {transport.base_url}: {message} {dict(details)}".strip())
-        transport.sleep(transport._backoff(tries))
+        # create_account returns error bodies instead of raising them: raise as Mastodon.py does
+        body = dict(error or {})
+        details = _error_codes(body.get("details"))
+        exc = m.MastodonAPIError("Mastodon API returned error", transport.last_status() or 422, "",
+                                 f"{body.get('error') or 'refused'} {details or ''}".strip())
+        exc.detail = details
+        raise exc
+
+    what = f"sign up {agent_id} as {username}"
+    try:
+        token = transport.retrying(attempt, what)
+    except RemoteError as exc:
+        taken = any("ERR_TAKEN" in codes for codes in dict(exc.detail or {}).values())
+        if not taken:
+            raise RemoteError(str(exc), status=exc.status, transient=exc.transient, fatal=not exc.transient) from None
+        if not (sent_before or tries > 1):
+            raise RemoteError(f"{what}: the username is taken by an account this run did not make; remove it "
+                              f"(tootctl accounts delete {username}) or give platform.tokens", status=422, fatal=True) from None
+        token = _recover(transport, app, agent_id, username, email, password)
+    transport.secrets.add(token)
+    store.put(agent_id, token)
+    return token
+
+
+def _error_codes(details: Any) -> dict[str, list[str]]:
+    """``{"username": [{"error": "ERR_TAKEN", ...}], ...}`` -> ``{"username": ["ERR_TAKEN"]}``."""
+    if not hasattr(details, "items"):
+        return {}
+    return {str(k): [str(d.get("error")) for d in v if hasattr(d, "get")] for k, v in details.items() if isinstance(v, list) and v}
+
+
+def _recover(transport: Any, app: Any, agent_id: str, username: str, email: str, password: str) -> str:
+    """The token of the account that a sign-up whose answer was lost made: a password login."""
+    what = f"log in as {username} (its sign-up answer was lost)"
+    try:
+        token = transport.retrying(
+            lambda: app.log_in(email, password, scopes=SCOPES, allow_http=transport.base_url.startswith("http://")), what)
+    except RemoteError as exc:
+        if exc.transient:
+            raise
+        raise RemoteError(f"sign-up of {agent_id}: the server made the account {username} but its answer was lost, and "
+                          f"a password login was refused ({exc}; Mastodon 4.4 and later allow none); remove the account "
+                          f"(tootctl accounts delete {username}) and resume, or give platform.tokens",
+                          status=exc.status, fatal=True) from None
+    log.info("mastodon.sign_up_recovered", agent=agent_id, username=username)
+    return token

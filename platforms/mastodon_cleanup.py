@@ -8,7 +8,10 @@ them with ``tootctl accounts delete USERNAME`` (the command lists them), which a
 anything left. The run directory is not changed, so the study's record survives.
 
 Mastodon lets an account delete 30 statuses per 30 minutes: a large cleanup waits for its
-rate limit (``--max-wait``), and deleting the accounts is then the quicker way.
+rate limit (``--max-wait``), and deleting the accounts is then the quicker way. Every request
+goes through the adapter's retries; a server that stays unreachable or refuses a token stops
+the cleanup with one line (exit 3): running it again carries on (what is already undone
+answers 404 and counts as undone).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from townsquare.errors import UsageError
+from townsquare.errors import RunStopped, UsageError
 
 from .mastodon_client import RemoteError
 from .mastodon_journal import JOURNAL_NAME, Journal
@@ -66,6 +69,9 @@ def cleanup(run_dir: str | Path, *, dry_run: bool = False, keep_follows: bool = 
                 try:
                     platform.transport.call(token, call, f"{what} for {row.agent_id}")
                 except RemoteError as exc:
+                    if exc.transient or exc.fatal:  # the server is gone or refuses the token: no use going on
+                        raise RunStopped(f"cleanup stopped after undoing {sum(done.values())} writes: mastodon server "
+                                         f"{base_url}: {exc}; run `townsquare mastodon cleanup {run_dir}` again") from None
                     if exc.status not in (404, 410):
                         echo(f"could not undo round {row.round} #{row.position} ({row.kind} by {row.agent_id}): {exc}")
                         done["failed"] += 1

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from townsquare.errors import RunStopped
 from townsquare.platform import PostView
 
 from .mastodon_client import RemoteError
@@ -49,12 +48,12 @@ _WORD = re.compile(r"\w+")
 
 
 async def read(transport: Any, token: str | None, fn: Any, what: str) -> Any:
-    """A read; a server that stays unreachable stops the run (resume continues it)."""
+    """A read; a server that stays unreachable or refuses the token stops the run (resume continues it)."""
     try:
         return await transport.read(token, fn, what)
     except RemoteError as exc:
-        if exc.transient:
-            raise RunStopped(f"mastodon server unreachable ({exc}); run `townsquare resume` when it is back") from None
+        if exc.transient or exc.fatal:
+            raise transport.stop(exc) from None
         raise
 STATUSES_PER_REQUEST = 20  # GET /api/v1/statuses?id[]= (Mastodon 4.3+)
 

@@ -9,9 +9,10 @@
    agent's actions stay in order while different agents' actions go out together (a comment
    on a post made earlier in the same batch waits for it). Each request is journaled as an
    intent before it leaves and as done, with its Mastodon id, as soon as it returns.
-3. A server that stays unreachable after the retries stops the run (``RunStopped``): the
-   round is discarded and ``resume`` replays it once the server is back; nothing is recorded
-   as refused because of an outage.
+3. A server that stays unreachable after the retries, or refuses the account itself (a bad
+   token: see :mod:`.mastodon_client`), stops the run (``RunStopped``): the round is discarded
+   and ``resume`` replays it once the cause is fixed; nothing is recorded as refused because
+   of an outage.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 
 from townsquare.actions import Action, ActionResult
-from townsquare.errors import RunStopped
 
 from .mastodon_client import RemoteError
 from .mastodon_entities import parse_account, parse_relationship, parse_status, same_text
@@ -190,8 +190,8 @@ class Writer:
                 found = await self.p.transport.read(account.token, lambda c, row=row, me=account.remote_id: _applied(c, row, me),
                                                     f"reconcile a {row.kind} by {row.agent_id}")
             except RemoteError as exc:
-                if exc.transient:
-                    raise RunStopped(f"mastodon server unreachable ({exc}); run `townsquare resume` when it is back") from None
+                if exc.transient or exc.fatal:
+                    raise self.p.transport.stop(exc) from None
                 found = None
             if found is None:
                 self.journal.forget(row.round, row.position)
@@ -236,9 +236,9 @@ class Writer:
             try:
                 remote_id = await self.p.transport.write(account.token, self._request(item, round), f"{action.kind} by {action.agent_id}")
             except RemoteError as exc:
-                if exc.transient:
+                if exc.transient or exc.fatal:
                     self.stopping = True
-                    raise RunStopped(f"mastodon server unreachable ({exc}); run `townsquare resume` when it is back") from None
+                    raise self.p.transport.stop(exc) from None
                 self._record(item, round, False, None, str(exc))
                 return
             self._record(item, round, True, remote_id, None)

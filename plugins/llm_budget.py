@@ -1,7 +1,9 @@
 """The LLM budget (order 20): stops the run cleanly, with a checkpoint, before it overspends.
 
 ``[plugins.llm_budget]`` sets ``max_calls``, ``max_tokens`` and ``max_cost`` (each optional).
-Spending is what the run's ``llm_calls`` table shows as ``ok``: the budget observes the
+Spending is what the run's ``llm_calls`` table shows as ``ok`` (calls, tokens, cost) and
+``error`` (the tokens and cost of paid answers that were faults, such as a cut-off decision):
+the budget observes the
 kernel's accounting, so answers the cache re-serves from the run's own journal after a stop
 (paid, but their round was discarded) count once, and replayed answers (``cached``) are free.
 When the next call would pass a limit, the call raises :class:`~townsquare.errors.RunStopped`:
@@ -51,6 +53,7 @@ class LLMBudget:
     def observe(self, call: LLMCallRecord) -> None:
         if call.status == "ok":
             self.calls += 1
+        if call.status in ("ok", "error"):  # a paid answer that was a fault (cut off, empty) costs too
             self.tokens += call.prompt_tokens + call.completion_tokens
             self.cost += call.cost
 

@@ -151,8 +151,8 @@ def townsquare_register_commands(cli):
         if manifest.get("status") != "finished":
             raise UsageError(f"{run_dir}: the run is {manifest.get('status')}; replay needs a finished run (resume it first)")
         provider = CacheReplayProvider(cache_path(run_dir), validate_scenario(manifest["scenario"], str(source.manifest_path)))
-        click.echo(f"replaying {run_dir} into {out}: every answer from {provider.cache.store.path}, no endpoint", err=True)
-        replayed, summary = rerun(run_dir, out, llm_provider=provider)
+        replayed, summary = rerun(run_dir, out, llm_provider=provider, on_ready=lambda *_: click.echo(
+            f"replaying {run_dir} into {out}: every answer from {provider.cache.store.path}, no endpoint", err=True))
         differences = compare_runs(source.events_path, replayed.events_path)
         if differences:
             raise click.ClickException(f"replay {replayed.path} differs from {run_dir} in: {'; '.join(differences)}")

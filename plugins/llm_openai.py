@@ -13,6 +13,12 @@ connection pools hold as many connections as the run has concurrent calls
 of at most :data:`POOL_SIZE`: the HTTP client scans every connection of a pool on each
 request, so one pool of 256 connections would cost milliseconds per call.
 
+Every answer is checked before it is believed: a body that is not a JSON object with a
+non-empty ``choices`` list (an HTML page served with status 200, say) is a ``bad_body`` fault,
+an empty ``choices`` an ``empty`` one, a null ``content`` a ``null_content`` one (see
+:mod:`townsquare.llm_faults`); the SDK's own errors (a cut-off body raises
+``json.JSONDecodeError``) are classified by the kernel's accounting.
+
 Requests go through the SDK's generic ``client.post`` (its documented way to send a raw body)
 rather than ``chat.completions.create``, which spends about a millisecond per call converting
 the typed parameters; errors, timeouts and authentication are the SDK's either way.
@@ -30,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare import hookimpl
 from townsquare.llm import LLMRequest, LLMResponse
+from townsquare.llm_faults import LLMFault
 from townsquare.secrets import resolve_secrets
 from townsquare.specs import LLMProviderSpec
 
@@ -76,9 +83,10 @@ class OpenAIConfig(BaseModel):
 class _Pool:
     """One ``AsyncOpenAI`` client (one route, one connection pool) and its calls in flight."""
 
-    def __init__(self, client: Any, route: int):
+    def __init__(self, client: Any, route: int, url: str):
         self.client = client
         self.route = route
+        self.url = url
         self.load = 0
 
 
@@ -98,11 +106,15 @@ class OpenAIProvider:
         shards = math.ceil(per_route / POOL_SIZE)
         size = math.ceil(per_route / shards) + 1
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=size, max_keepalive_connections=size)
-        self._pools = [
-            _Pool(openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=config.timeout_s,
-                                     http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=config.timeout_s)), route)
-            for route, (url, key) in enumerate(routes) for _ in range(shards)
-        ]
+        self._pools = []
+        for route, (url, key) in enumerate(routes):
+            for _ in range(shards):
+                client = openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=config.timeout_s,
+                                            http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=config.timeout_s))
+                self._pools.append(_Pool(client, route, f"{str(client.base_url).rstrip('/')}/chat/completions"))
+        urls = sorted({p.url for p in self._pools})
+        #: where the calls go, for messages that cannot say which route failed
+        self.endpoint = urls[0] if len(urls) == 1 else f"{urls[0]} (and {len(urls) - 1} more endpoints)"
         self._turn = itertools.count()
         self._routes = len(routes)
         log.info("llm.openai.ready", model=self.model, endpoints=sorted({url or "default" for url, _ in routes}),
@@ -129,13 +141,36 @@ class OpenAIProvider:
             data = await pool.client.post("/chat/completions", cast_to=object, body=body)
         finally:
             pool.load -= 1
-        choice = (data.get("choices") or [{}])[0]
-        usage = data.get("usage") or {}
-        return LLMResponse(
-            text=(choice.get("message") or {}).get("content") or "",
-            prompt_tokens=int(usage.get("prompt_tokens") or 0), completion_tokens=int(usage.get("completion_tokens") or 0),
-            model=data.get("model") or self.model, provider=self.name, meta={"finish_reason": choice.get("finish_reason")},
-        )
+        return self.read_answer(data, pool.url)
+
+    def read_answer(self, data: Any, url: str) -> LLMResponse:
+        """The answer in a decoded body, or an :class:`LLMFault` saying what is wrong with it."""
+        if not isinstance(data, dict) or not isinstance(data.get("choices", []), list):
+            raise LLMFault("bad_body", f"not a chat completion: {str(data)[:80]!r}", status=200, endpoint=url)
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        try:
+            prompt_tokens, completion_tokens = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        except (TypeError, ValueError):
+            prompt_tokens = completion_tokens = 0
+        response = LLMResponse(text="", prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                               model=str(data.get("model") or self.model), provider=self.name)
+        choices = data.get("choices")
+        if not choices:
+            raise LLMFault("empty", "the answer has no choices", status=200, endpoint=url, response=response)
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):  # content parts: keep the text ones
+            content = "".join(part.get("text") or "" for part in content if isinstance(part, dict)) or None
+        if content is None:
+            raise LLMFault("null_content", "the answer's content is null", status=200, endpoint=url, response=response)
+        if not isinstance(content, str):
+            raise LLMFault("bad_body", f"the answer's content is a {type(content).__name__}", status=200, endpoint=url,
+                           response=response)
+        response.text = content
+        response.meta = {"finish_reason": choice.get("finish_reason")}
+        return response
 
     def cost(self, response: LLMResponse) -> float:
         """The answer's price from the configured price table (0 when none is set)."""
@@ -145,6 +180,7 @@ class OpenAIProvider:
     async def aclose(self) -> None:
         for pool in self._pools:
             await pool.client.close()
+        self._pools = []
 
 
 def _routes(config: OpenAIConfig, base_dir: str) -> list[tuple[str | None, str]]:

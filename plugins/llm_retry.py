@@ -1,30 +1,29 @@
-"""Retries with backoff (order 30): timeouts, 408 and 429, 5xx and connection errors.
+"""Retries with backoff (order 30): every retryable provider fault, then a clean stop.
 
-A failed attempt is retried after ``Retry-After`` when the server sends one (``retry-after-ms``,
-seconds or an HTTP date; at most ``max_retry_after_s``), else after a full-jitter exponential
-backoff: uniform in ``[0, min(max_delay_s, base_delay_s * 2**k)]`` for the k-th retry (the
-"full jitter" of Brooker, "Exponential Backoff and Jitter", AWS Architecture Blog, 2015). The
-jitter comes from a generator seeded with the run's seed; waiting times never change results.
-The kernel's accounting sits inside this link, so every failed attempt has its ``error`` row.
+The kernel's accounting (inside this link) classifies each failed attempt once, records it
+as an ``error`` row of ``llm_calls`` with its kind, and raises an
+:class:`~townsquare.llm_faults.LLMFault` (see :mod:`townsquare.llm_faults` for the kinds:
+timeouts, connection errors, unreadable or cut-off bodies, 429, 5xx, empty choices, null
+content, cut-off decisions, unknown provider errors). A retryable fault is retried after
+``Retry-After`` when the server sends one (``retry-after-ms``, seconds or an HTTP date; at
+most ``max_retry_after_s``), else after a full-jitter exponential backoff: uniform in
+``[0, min(max_delay_s, base_delay_s * 2**k)]`` for the k-th retry (Brooker, "Exponential
+Backoff and Jitter", AWS Architecture Blog, 2015). The jitter comes from a generator seeded
+with the run's seed; waiting times never change results. Anything that is not a provider
+fault (a bug, a replay miss, a budget stop) passes through untouched.
 
-Errors are told apart by shape, not by SDK: an exception with an HTTP ``status_code`` (its
-own or its ``response``'s), or one whose class name says ``Timeout``/``Connection`` (the
-``openai`` and ``httpx`` errors, ``TimeoutError``, ``ConnectionError``). Anything else (a bug,
-a replay miss, a budget stop) passes through untouched.
-
-When the attempts are used up, or the server rejects the request outright (another 4xx: a bad
-key, an unknown model, a request too long), the call raises :class:`LLMUnavailable`, a
+When the attempts are used up, or the fault is fatal (401/403, 404, a context too long,
+another 4xx), the call raises :class:`~townsquare.llm_faults.LLMFatal`, a
 :class:`~townsquare.errors.RunStopped`: the run stops cleanly at its last checkpoint (exit
-status 3) with a message naming the error, and ``townsquare resume`` continues once the
-endpoint answers again; answers already paid for are in the cache. Falling back to each
-decision's default instead would keep going but silently bias the simulation for as long as
-an outage lasts.
+status 3) with one line naming the endpoint, the status and the kind, and ``townsquare
+resume`` continues once the endpoint answers again; answers already paid for are in the cache.
+Falling back to each decision's default instead would keep going but silently bias the
+simulation for as long as an outage lasts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import random
 import time
 from typing import Any
@@ -33,17 +32,14 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare import hookimpl
-from townsquare.errors import RunStopped, TownsquareError
 from townsquare.llm import Handler, LLMRequest, LLMResponse
+from townsquare.llm_faults import LLMFatal, LLMFault, backoff_delay, classify
 from townsquare.specs import LLMMiddlewareSpec
 
 log = structlog.get_logger("townsquare.plugins.llm_retry")
 
-RETRY_STATUS = frozenset({408, 429})
-
-
-class LLMUnavailable(RunStopped):
-    """An LLM call failed for good: the run stops at its last checkpoint, to be resumed."""
+#: the old name of :class:`~townsquare.llm_faults.LLMFatal`
+LLMUnavailable = LLMFatal
 
 
 class RetryConfig(BaseModel):
@@ -69,6 +65,7 @@ class LLMRetry:
         self.rng = random.Random(getattr(ctx, "seed", 0))
         self.sleep = asyncio.sleep
         self.clock = time.time
+        self.run_dir = getattr(getattr(ctx, "services", None), "run_dir", None) or "RUN"
 
     async def __call__(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
         attempts, attempt = self.config.attempts, 0
@@ -77,70 +74,30 @@ class LLMRetry:
             try:
                 return await call_next(request)
             except Exception as exc:
-                verdict = classify(exc)
-                if verdict is None:
+                fault = classify(exc)
+                if fault is None:
                     raise
                 who = f"{request.purpose} for {request.agent_id or 'the run'}"
-                error = f"{type(exc).__name__}: {exc}"[:300]
-                if verdict == "reject":
-                    raise LLMUnavailable(f"LLM call rejected ({who}), not retried: {error}") from exc
-                if attempt == attempts:
-                    raise LLMUnavailable(f"LLM call failed {attempts} times ({who}): {error}") from exc
+                if not fault.retryable:
+                    raise LLMFatal(f"LLM endpoint refused the request ({who}), not retried: {fault.describe()}") from exc
+                if attempt >= attempts:
+                    raise LLMFatal(f"LLM call failed {attempts} times ({who}); last: {fault.describe()}") from exc
                 delay = self.delay(attempt, exc)
                 log.info("llm.retry", purpose=request.purpose, agent=request.agent_id, attempt=attempt,
-                         error=type(exc).__name__, delay_s=round(delay, 3))
+                         kind=fault.kind, delay_s=round(delay, 3))
                 await self.sleep(delay)
 
     def delay(self, attempt: int, exc: BaseException) -> float:
         """Seconds to wait before attempt ``attempt + 1``."""
-        after = retry_after(exc, self.clock())
-        if after is not None:
-            return min(after, self.config.max_retry_after_s)
-        return self.rng.uniform(0, min(self.config.max_delay_s, self.config.base_delay_s * 2 ** (attempt - 1)))
+        c = self.config
+        return backoff_delay(attempt, exc, self.rng, self.clock(), base_s=c.base_delay_s, max_s=c.max_delay_s,
+                             max_retry_after_s=c.max_retry_after_s)
 
 
-def classify(exc: BaseException) -> str | None:
-    """``"retry"``, ``"reject"`` (a 4xx other than 408 and 429) or None: not an endpoint error."""
-    if isinstance(exc, TownsquareError):
-        return None
-    status = status_code(exc)
-    if status is not None:
-        return "retry" if status in RETRY_STATUS or status >= 500 else "reject"
-    if isinstance(exc, (TimeoutError, ConnectionError)):
-        return "retry"
-    if any("Timeout" in cls.__name__ or "Connection" in cls.__name__ for cls in type(exc).__mro__):
-        return "retry"
-    return None
-
-
-def status_code(exc: BaseException) -> int | None:
-    for holder in (exc, getattr(exc, "response", None)):
-        status = getattr(holder, "status_code", None)
-        if isinstance(status, int):
-            return status
-    return None
-
-
-def retry_after(exc: BaseException, now: float) -> float | None:
-    """Seconds the server asked to wait (``retry-after-ms``, ``retry-after``), or None."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if not headers:
-        return None
-    try:
-        if headers.get("retry-after-ms"):
-            return max(0.0, float(headers["retry-after-ms"]) / 1000)
-        value = headers.get("retry-after")
-        if not value:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now)
-    except (TypeError, ValueError):
-        return None
+__all__ = ["LLMRetry", "LLMUnavailable", "LLMFatal", "LLMFault", "RetryConfig", "classify"]
 
 
 @hookimpl
 def townsquare_register_llm_middleware():
     return [LLMMiddlewareSpec("llm_retry", LLMRetry, config_model=RetryConfig, order=30,
-                              description="retries with backoff on timeouts, 429 and 5xx; stops cleanly when exhausted")]
+                              description="retries every retryable provider fault with backoff; stops cleanly when exhausted or refused")]

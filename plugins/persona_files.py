@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare import hookimpl
 from townsquare.errors import UsageError
 from townsquare.files import read_user_text
-from townsquare.persona import Persona, cycle_personas
+from townsquare.scenario import LimitsConfig, limits_of
+from townsquare.persona import Persona, cycle_personas, name_problem
 from townsquare.specs import PersonaSourceSpec
 
 log = structlog.get_logger("townsquare.plugins.persona_files")
@@ -63,9 +64,11 @@ class ListPersonas:
         pass
 
 
-def read_jsonl(path: Path) -> list[Persona]:
-    """Parse a persona file; any problem is a one-line :class:`UsageError` naming the line."""
-    text = read_user_text(path, "persona file")
+def read_jsonl(path: Path, limits: Any = None) -> list[Persona]:
+    """Parse a persona file; any problem is a one-line :class:`UsageError` naming the line.
+    ``limits``: the scenario's ``[limits]`` (file size, name length)."""
+    limits = limits if limits is not None else LimitsConfig()
+    text = read_user_text(path, "persona file", max_mb=limits.max_persona_file_mb, limit_name="limits.max_persona_file_mb")
     personas = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -75,11 +78,11 @@ def read_jsonl(path: Path) -> list[Persona]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise UsageError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-        personas.append(_persona(record, where))
+        personas.append(_persona(record, where, limits))
     return personas
 
 
-def _persona(record: Any, where: str) -> Persona:
+def _persona(record: Any, where: str, limits: Any) -> Persona:
     if not isinstance(record, dict):
         raise UsageError(f"{where}: expected a JSON object, got {type(record).__name__}")
     name = record.get("name")
@@ -94,14 +97,28 @@ def _persona(record: Any, where: str) -> Persona:
     unknown = sorted(set(record) - {"name", "sentences", "fields"})
     if unknown:
         raise UsageError(f'{where}: unknown key "{unknown[0]}" (expected name, sentences, fields)')
-    return Persona(name=name, sentences=list(sentences), fields=dict(fields))
+    return checked(Persona(name=name, sentences=list(sentences), fields=dict(fields)), where, limits)
+
+
+def checked(persona: Persona, where: str, limits: Any) -> Persona:
+    """``persona`` if its name and size are within ``limits``, else a one-line error."""
+    problem = name_problem(persona.name, limits.max_name_length)
+    if problem:
+        raise UsageError(f'{where}: "name": {problem}')
+    size = len(json.dumps({"sentences": persona.sentences, "fields": persona.fields}, ensure_ascii=False, default=str))
+    if size > limits.max_persona_chars:
+        raise UsageError(f"{where}: persona {persona.name[:40]!r} is {size} characters long, above limits.max_persona_chars = {limits.max_persona_chars}")
+    return persona
 
 
 def build_inline(config: PersonaFilesConfig | None, ctx: Any) -> ListPersonas:
     if config is None or config.items is None:
         raise UsageError("personas: the inline source needs items = [{name = ..., sentences = [...]}]")
-    personas = [Persona(name=i.name, sentences=list(i.sentences), fields=dict(i.fields)) for i in config.items]
+    limits = limits_of(ctx)
+    personas = [checked(Persona(name=item.name, sentences=list(item.sentences), fields=dict(item.fields)), f"personas.items[{i}]", limits)
+                for i, item in enumerate(config.items)]
     return ListPersonas(personas, "personas.items")
+
 
 
 def build_jsonl(config: PersonaFilesConfig | None, ctx: Any) -> ListPersonas:
@@ -110,7 +127,7 @@ def build_jsonl(config: PersonaFilesConfig | None, ctx: Any) -> ListPersonas:
     path = Path(config.path)
     if not path.is_absolute():
         path = Path(getattr(ctx, "base_dir", ".") or ".") / path
-    personas = read_jsonl(path)
+    personas = read_jsonl(path, limits_of(ctx))
     log.debug("personas.loaded", path=str(path), count=len(personas))
     return ListPersonas(personas, str(path))
 

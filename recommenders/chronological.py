@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from townsquare import hookimpl
-from townsquare.platform import PostView
-from townsquare.specs import RecommenderSpec
+from townsquare.api import PostView, RecommenderSpec, hookimpl
 
 
 class Chronological:

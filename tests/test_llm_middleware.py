@@ -275,7 +275,7 @@ def test_retry_backs_off_with_seeded_full_jitter_and_caps_attempts():
     with pytest.raises(LLMUnavailable) as stop:
         ask(chain, "p")
     assert isinstance(stop.value, RunStopped)
-    assert stop.value.reason == "LLM call failed 5 times (text for users-0001): HTTPError: HTTP 500"
+    assert stop.value.reason == "LLM call failed 5 times (text for users-0001); last: LLM provider 'sampler': HTTP 500 server: HTTP 500"
     assert chain.statuses() == ["error"] * 5  # every failed attempt has its row
     assert len(slept) == 4 and all(0 <= s <= cap for s, cap in zip(slept, [1, 2, 3, 3]))
     same_seed, again = retry_chain(Flaky(*[HTTPError(500) for _ in range(9)]), attempts=5, base_delay_s=1.0, max_delay_s=3.0)
@@ -292,14 +292,27 @@ def test_retry_retries_transient_errors(error):
 
 def test_retry_does_not_retry_a_rejected_request_or_a_bug():
     chain, slept = retry_chain(Flaky(HTTPError(400)))
-    with pytest.raises(LLMUnavailable, match=r"^LLM call rejected \(text for users-0001\), not retried: HTTPError: HTTP 400$"):
+    with pytest.raises(LLMUnavailable, match=r"^LLM endpoint refused the request \(text for users-0001\), not retried: "
+                                             r"LLM provider 'sampler': HTTP 400 rejected: HTTP 400$"):
         ask(chain, "p")
     assert slept == [] and chain.statuses() == ["error"]
-    chain, slept = retry_chain(Flaky(ValueError("a bug")))
-    with pytest.raises(ValueError, match="a bug"):
+    chain, slept = retry_chain(Flaky(KeyError("a bug")))
+    with pytest.raises(KeyError, match="a bug"):
         ask(chain, "p")
     assert slept == []
     assert classify(RunStopped("budget")) is None
+
+
+def test_an_unknown_provider_exception_is_retried_then_stops_cleanly():
+    class SDKHiccup(Exception):  # raised by a library we have never heard of
+        pass
+
+    chain, slept = retry_chain(Flaky(SDKHiccup("odd"), SDKHiccup("odd again")))
+    assert ask(chain, "p") == ["p#3"] and len(slept) == 2
+    assert [(r.status, r.kind) for r in chain.records] == [("error", "unknown"), ("error", "unknown"), ("ok", None)]
+    chain, _ = retry_chain(Flaky(*[SDKHiccup("down") for _ in range(3)]), attempts=3)
+    with pytest.raises(LLMUnavailable, match=r"failed 3 times .* unknown: down$"):
+        ask(chain, "p")
 
 
 # --------------------------------------------------------------------------- concurrency

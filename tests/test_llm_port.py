@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from townsquare.llm_faults import LLMFault
 from townsquare.llm import Accounting, LLMClient, LLMRequest, LLMResponse, Message, ParseFailure, compose, extract_json, match_label
 
 
@@ -86,11 +87,12 @@ def test_accounting_records_success_and_failure():
     provider = Canned("ok", TimeoutError("slow"))
     llm = client(provider, records)
     asyncio.run(llm.text("hi", purpose="post"))
-    with pytest.raises(TimeoutError):
+    with pytest.raises(LLMFault) as raised:  # the provider's error, classified; the original is its cause
         asyncio.run(llm.text("hi", purpose="post"))
+    assert raised.value.kind == "timeout" and isinstance(raised.value.__cause__, TimeoutError)
     ok, failed = records
     assert (ok.round, ok.agent_id, ok.purpose, ok.status, ok.prompt_tokens, ok.completion_tokens) == (7, "a1", "post", "ok", 3, 1)
-    assert failed.status == "error" and failed.error == "TimeoutError: slow"
+    assert (failed.status, failed.kind, failed.error) == ("error", "timeout", "TimeoutError: slow")
 
 
 def test_cache_key_ignores_accounting_fields():

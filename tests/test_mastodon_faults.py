@@ -1,6 +1,8 @@
-"""The Mastodon platform under faults, over real HTTP to mastodon-mock (its fault plane):
-5xx and timeouts retried without duplicates, 429 waiting for its reset time or refused
-when the reset is too far, per-account caps, and an outage that stops the run."""
+"""The Mastodon platform under faults, over real HTTP to mastodon-mock (its fault plane) and
+through a seeded fault proxy (HTML 502s, resets, cut-off bodies, 429s, answers lost after the
+write): 5xx and timeouts retried without duplicates, 429 waiting for its reset time or refused
+when the reset is too far, per-account caps, an outage that stops the run, sign-up that
+survives every fault with one account per agent, and fatal answers that stop cleanly."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ pytest.importorskip("mastodon_mock")
 from helpers import ROOT  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from mastodon_server import make_platform as make, mock, register_agents as register, server  # noqa: E402,F401
+from mastodon_server import make_platform as make, mock, proxy, register_agents as register, server  # noqa: E402,F401
 
 from townsquare.actions import Action  # noqa: E402
 
@@ -112,7 +114,7 @@ def test_an_outage_stops_the_run_and_a_resume_sends_what_never_arrived(mock, tmp
         checkpoint = json.loads(json.dumps(platform.get_state()))
         done = await platform.apply(actions[0], 0, NOW)
         mock.fault({"match": {"methods": ["POST"], "path": "/api/v1/statuses"}, "effect": {"type": "status", "status": 503}})
-        with pytest.raises(RunStopped, match="mastodon server unreachable"):
+        with pytest.raises(RunStopped, match=r"mastodon server http://127.0.0.1:\d+ unreachable .post by a-2: gave up after 3 tries: HTTP 503"):
             await platform.apply(actions[1], 0, NOW)
         await platform.aclose()
         return checkpoint, done
@@ -131,3 +133,183 @@ def test_an_outage_stops_the_run_and_a_resume_sends_what_never_arrived(mock, tmp
     results = asyncio.run(resumed(checkpoint))
     assert [r.created_id for r in results] == ["p1", "p2"] and results[0].remote_id == done.remote_id
     assert mock.stats()["status_count"] == 2
+
+
+# --------------------------------------------------------------------------- sign-up and classification
+
+
+def accounts_on(mock) -> int:
+    """Accounts on the server besides the mock's own seeded one."""
+    return mock.stats()["user_count"] - 1
+
+
+@pytest.mark.parametrize("fault", ["html_502_after", "reset_after", "cut", "cut_close"])
+def test_a_lost_sign_up_answer_is_recovered_with_one_account(mock, proxy, tmp_path, fault):
+    """The server made the account, its answer was lost: the retry hears "taken", logs in with
+    the password stored before the request (a server before Mastodon 4.4) and carries on with
+    that one account."""
+    proxy.password_grant = True
+    proxy.configure({fault: 1.0}, only=["POST /api/v1/accounts"], limit=1)
+
+    async def go():
+        platform = make(proxy, tmp_path)
+        await register(platform, ("a-1", "a-2"))
+        result = await platform.apply_batch([Action("a-1", "post", text="still me")], 0, NOW)
+        me = mock.client(platform.accounts["a-1"].token).me()
+        await platform.aclose()
+        return result, me, platform.accounts["a-1"]
+
+    result, me, account = asyncio.run(go())
+    assert proxy.counts[fault] == 1
+    assert result[0].ok and str(me.id) == account.remote_id and me.username.endswith("_a_1")
+    assert accounts_on(mock) == 2 and mock.stats()["status_count"] == 1
+
+
+def test_a_sign_up_lost_by_a_stopped_run_is_recovered_on_resume(mock, proxy, tmp_path):
+    """The answer is lost and the retries run out (the run stops); the resumed run finds the
+    account its predecessor made, by the username and password stored before the request."""
+    from townsquare.errors import RunStopped
+
+    proxy.password_grant = True
+    proxy.configure({"html_502_after": 1.0}, only=["POST /api/v1/accounts"], limit=1)
+    first = make(proxy, tmp_path, max_retries=0)
+    with pytest.raises(RunStopped, match="unreachable"):
+        asyncio.run(register(first, ("a-1",)))
+    asyncio.run(first.aclose())
+    assert accounts_on(mock) == 1
+
+    async def resumed():
+        platform = make(proxy, tmp_path)
+        await register(platform, ("a-1",))
+        await platform.aclose()
+        return platform.accounts["a-1"]
+
+    account = asyncio.run(resumed())
+    assert accounts_on(mock) == 1 and str(mock.client(account.token).me().id) == account.remote_id
+
+
+def test_a_lost_sign_up_answer_without_password_logins_stops_naming_the_account(mock, proxy, tmp_path):
+    """Mastodon 4.4+ (as mastodon-mock) refuses password logins: the token of an account whose
+    sign-up answer was lost cannot be had. No second account: a clean stop that names it."""
+    from townsquare.errors import RunStopped
+
+    proxy.configure({"html_502_after": 1.0}, only=["POST /api/v1/accounts"], limit=1)
+    platform = make(proxy, tmp_path)
+    username = f"ts{platform.journal.run_key[:6]}_a_1"
+    with pytest.raises(RunStopped) as info:
+        asyncio.run(register(platform, ("a-1",)))
+    asyncio.run(platform.aclose())
+    message = str(info.value)
+    assert proxy.url in message and f"tootctl accounts delete {username}" in message and "\n" not in message
+    assert accounts_on(mock) == 1
+    password = next(iter(platform.store.pending.values()))[1]
+    assert password not in message
+
+
+def test_faults_before_the_server_on_sign_up_are_retried(mock, proxy, tmp_path):
+    """HTML 502s, resets and 429s (with and without Retry-After) on the app, OAuth and sign-up
+    requests: every agent ends with exactly one account."""
+    proxy.retry_after = 0
+
+    async def go():
+        platform = make(proxy, tmp_path, max_retries=10, backoff_cap=0.2)
+        proxy.configure({"ratelimit": 1.0}, only=["POST /api/v1/apps"], limit=1)  # a JSON 429 where the app should be
+        await register(platform, ("a-1",))
+        proxy.configure({"html_502": 0.08, "reset": 0.08, "ratelimit": 0.08, "ratelimit_bare": 0.08},
+                        only=["POST /oauth/token", "POST /api/v1/accounts", "GET /api/v1/instance*", "GET /api/v1/accounts/*",
+                              "PATCH /api/v1/accounts/update_credentials"])
+        await register(platform, ("a-2", "a-3", "a-4"))
+        await platform.aclose()
+        return platform
+
+    platform = asyncio.run(go())
+    assert set(proxy.counts) == {"html_502", "reset", "ratelimit", "ratelimit_bare"}
+    assert accounts_on(mock) == 4 and len({a.remote_id for a in platform.accounts.values()}) == 4
+
+
+def test_a_refused_token_stops_cleanly_without_echoing_it(mock, tmp_path):
+    """401 (a server that echoes the token in its message) is fatal: one line naming the
+    instance and the status, the token masked; no retries."""
+    from townsquare.errors import RunStopped
+
+    token = mock._request("POST", "/api/v1/_mock/dev_user", {"username": "operator1"})["access_token"]
+    (tmp_path / "tokens.txt").write_text(f"a-1 {token}\n")
+
+    async def go():
+        platform = make(mock, tmp_path, tokens=str(tmp_path / "tokens.txt"))
+        await register(platform, ("a-1",))
+        mock.fault({"match": {"methods": ["POST"], "path": "/api/v1/statuses"}, "effect": {"type": "status", "status": 401,
+                    "body": {"error": f"The access token {token} is invalid"}}})
+        try:
+            await platform.apply_batch([Action("a-1", "post", text="hello")], 0, NOW)
+        finally:
+            assert platform.transport.stats["retries"] == 0
+            await platform.aclose()
+
+    with pytest.raises(RunStopped) as info:
+        asyncio.run(go())
+    message = str(info.value)
+    assert f"mastodon server {mock.url} refused (HTTP 401): post by a-1: HTTP 401: The access token *** is invalid" in message
+    assert token not in message and "\n" not in message
+
+
+def test_not_a_mastodon_api_stops_at_the_first_account(mock, tmp_path):
+    from townsquare.errors import RunStopped
+
+    class Elsewhere:
+        url = mock.url + "/not-mastodon"
+
+    platform = make(Elsewhere, tmp_path)
+    with pytest.raises(RunStopped, match=r"refused \(HTTP 404\): not a Mastodon API: read the instance"):
+        asyncio.run(register(platform, ("a-1",)))
+    asyncio.run(platform.aclose())
+
+
+def test_a_refused_write_is_the_actions_answer_not_a_stop(mock, tmp_path):
+    """422 (validation) and Mastodon's per-action 403 refuse that action only."""
+    async def go():
+        platform = make(mock, tmp_path)
+        await register(platform, ("a-1",))
+        mock.fault({"match": {"methods": ["POST"], "path": "/api/v1/statuses"}, "effect": {"type": "status", "status": 422,
+                    "body": {"error": "Validation failed: Text character limit of 500 exceeded"}}, "count": 1})
+        mock.fault({"match": {"methods": ["POST"], "path": "/api/v1/statuses/*/reblog"}, "effect": {"type": "status", "status": 403,
+                    "body": {"error": "This action is not allowed"}}, "count": 1})
+        results = await platform.apply_batch([Action("a-1", "post", text="too long"), Action("a-1", "post", text="fine")], 0, NOW)
+        results += await platform.apply_batch([Action("a-1", "reblog", target_post="p2")], 1, NOW)
+        await platform.aclose()
+        return results
+
+    results = asyncio.run(go())
+    assert [r.ok for r in results] == [False, True, False]
+    assert "HTTP 422: Validation failed" in results[0].error and "HTTP 403: This action is not allowed" in results[2].error
+
+
+def test_failures_are_classified_in_one_place():
+    import mastodon as m
+
+    from townsquare.platforms.mastodon_client import Seen, classify, describe, redact, retry_after
+
+    cut = m.MastodonAPIError("Could not parse response as JSON, response code was 200, bad json content was "
+                             "b'{\"access_token\":\"SECRET-TOKEN\",\"tok'.", "Exception was: x")
+    html_404 = m.MastodonNotFoundError("Mastodon API returned error", 404, "Not Found", None)
+    wrapped = m.MastodonIllegalArgumentError("Invalid request during oauth phase: ...")
+    wrapped.__context__ = m.MastodonBadGatewayError("Mastodon API returned error", 502, "Bad Gateway", None)
+    cases = [
+        (m.MastodonNetworkError("Could not complete request: Read timed out."), None, "retry"),
+        (m.MastodonRatelimitError("Hit rate limit."), Seen(429, 3.0, True), "ratelimit"),
+        (cut, Seen(200, None, True), "retry"),
+        (m.MastodonInternalServerError("Mastodon API returned error", 500, "", "database is locked"), None, "retry"),
+        (html_404, Seen(404, None, False), "retry"),  # a proxy's page, not the API speaking
+        (m.MastodonNotFoundError("Mastodon API returned error", 404, "Not Found", "Record not found"), Seen(404, None, True), "refused"),
+        (m.MastodonAPIError("Mastodon API returned error", 422, "", "Validation failed"), Seen(422, None, True), "refused"),
+        (m.MastodonUnauthorizedError("Mastodon API returned error", 401, "", "The access token is invalid"), None, "fatal"),
+        (m.MastodonAPIError("Mastodon API returned error", 403, "", "Your login is currently disabled"), None, "fatal"),
+        (m.MastodonAPIError("Mastodon API returned error", 403, "", "This action is not allowed"), None, "refused"),
+        (wrapped, Seen(502, None, False), "retry"),
+    ]
+    assert [classify(m, exc, seen).kind for exc, seen, _ in cases] == [kind for _, _, kind in cases]
+    assert classify(m, m.MastodonRatelimitError("Hit rate limit."), Seen(429, 3.0, True)).retry_after == 3.0
+    assert "SECRET-TOKEN" not in describe(cut) and describe(cut).startswith("HTTP 200: the answer was not JSON")
+    assert redact("token abc123 is invalid", {"abc123", ""}) == "token *** is invalid"
+    assert retry_after("7") == 7.0 and retry_after(None) is None and retry_after("soon") is None
+    assert 0 < retry_after(__import__("email.utils").utils.formatdate(time.time() + 60, usegmt=True)) <= 61

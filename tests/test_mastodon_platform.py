@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 from mastodon_server import make_platform as make, mock, register_agents as register, server  # noqa: E402,F401
 
 from townsquare.actions import Action  # noqa: E402
-from townsquare.errors import UsageError  # noqa: E402
+from townsquare.errors import RunStopped, UsageError  # noqa: E402
 from townsquare.platforms.in_memory import InMemoryConfig, InMemoryPlatform  # noqa: E402
 from townsquare.platforms.mastodon import MastodonConfig, MastodonPlatform  # noqa: E402
 from townsquare.platforms.mastodon_journal import fingerprint  # noqa: E402
@@ -255,7 +255,7 @@ def test_sign_up_of_a_taken_username_says_what_to_do(mock, tmp_path):
     platform = make(mock, tmp_path)
     taken = f"ts{platform.journal.run_key[:6]}_a_1"
     mock._request("POST", "/api/v1/_mock/dev_user", {"username": taken})
-    with pytest.raises(UsageError, match="is taken"):
+    with pytest.raises(RunStopped, match="is taken by an account this run did not make"):
         asyncio.run(platform.register_account("a-1", "A", "bio"))
     asyncio.run(platform.aclose())
 
@@ -269,7 +269,7 @@ def test_missing_or_refused_tokens_are_one_clear_error(mock, tmp_path):
     asyncio.run(platform.aclose())
     (tmp_path / "bad.txt").write_text("a-1 not-a-valid-token\n")
     platform = make(mock, tmp_path / "other", tokens=str(tmp_path / "bad.txt"))
-    with pytest.raises(UsageError, match="cannot set up the account of a-1 .the file entry 1.*HTTP 401") as info:
+    with pytest.raises(RunStopped, match="refused .HTTP 401.: cannot set up the account of a-1 .the file entry 1.*HTTP 401") as info:
         asyncio.run(register(platform, ("a-1",)))
     assert "not-a-valid-token" not in str(info.value)
     asyncio.run(platform.aclose())
@@ -329,3 +329,21 @@ def test_cleanup_undoes_the_runs_writes(mock, tmp_path):
     assert done == {"statuses deleted": 3, "reblogs undone": 1, "favourites undone": 2, "follows undone": 2}
     assert mock.stats()["status_count"] == 0
     assert "tootctl accounts delete" in lines[-1]
+
+
+def test_cleanup_under_an_outage_stops_with_one_line_then_carries_on(mock, tmp_path):
+    from townsquare.platforms.mastodon_cleanup import cleanup
+
+    async def go():
+        platform = make(mock, tmp_path)
+        await register(platform)
+        await platform.apply_batch(ROUND_0, 0, NOW)
+        await platform.aclose()
+
+    asyncio.run(go())
+    mock.fault({"match": {"methods": ["DELETE"], "path": "/api/v1/statuses/*"}, "effect": {"type": "status", "status": 503}})
+    with pytest.raises(RunStopped, match=r"cleanup stopped after undoing 0 writes: mastodon server http://\S+: .*gave up after 6 tries"):
+        cleanup(tmp_path / "run", echo=lambda line: None)
+    mock._request("DELETE", "/api/v1/_mock/faults")
+    assert cleanup(tmp_path / "run", echo=lambda line: None) == {"statuses deleted": 2}
+    assert mock.stats()["status_count"] == 0

@@ -4,6 +4,7 @@ recalls from every tier and merges ``since`` (townsquare.memory)."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 
@@ -21,8 +22,7 @@ class ListTier:
     async def remember(self, ctx, records):
         kept = []
         for r in records:
-            r.id = f"{self.name}{len(self.records)}"
-            r.created = r.created or ctx.now
+            r = replace(r, id=f"{self.name}{len(self.records)}", created=r.created or ctx.now)
             self.records.append(r)
             kept.append(r)
         return [r for r in kept if self.pass_prefix and r.text.startswith(self.pass_prefix)]

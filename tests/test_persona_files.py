@@ -79,6 +79,47 @@ def test_jsonl_missing_file_and_missing_path(tmp_path):
         build_jsonl(PersonaFilesConfig(), ctx(tmp_path))
 
 
+def limited(tmp_path, **limits):
+    """A build context whose scenario sets ``[limits]``."""
+    from townsquare.scenario import LimitsConfig
+
+    class Scenario:
+        pass
+
+    scenario = Scenario()
+    scenario.limits = LimitsConfig(**limits)
+    return BuildContext(services=None, seed=0, base_dir=str(tmp_path), scenario=scenario)
+
+
+@pytest.mark.parametrize("name,problem", [
+    ("../../x", "looks like a path"),
+    ("a\\b", "looks like a path"),
+    ("..", "looks like a path"),
+    ("Ada\n", "contains control characters"),
+    ("N" * 201, "201 characters long, above limits.max_name_length = 200"),
+])
+def test_persona_names_that_cannot_be_names(tmp_path, name, problem):
+    (tmp_path / "p.jsonl").write_text(json.dumps({"name": name}) + "\n")
+    with pytest.raises(UsageError, match=r"p\.jsonl:1: \"name\": "):
+        build_jsonl(PersonaFilesConfig(path="p.jsonl"), ctx(tmp_path))
+    with pytest.raises(UsageError) as info:
+        build_inline(PersonaFilesConfig(items=[{"name": "Ok"}, {"name": name}]), ctx(tmp_path))
+    assert str(info.value).startswith("personas.items[1]: \"name\": ") and problem in str(info.value)
+
+
+def test_limits_bound_names_personas_and_files_and_can_be_raised(tmp_path):
+    (tmp_path / "p.jsonl").write_text(json.dumps({"name": "N" * 300, "sentences": ["s" * 3000]}) + "\n")
+    config = PersonaFilesConfig(path="p.jsonl")
+    with pytest.raises(UsageError, match="above limits.max_name_length = 200"):
+        build_jsonl(config, ctx(tmp_path))
+    with pytest.raises(UsageError, match="above limits.max_persona_chars = 1000"):
+        build_jsonl(config, limited(tmp_path, max_name_length=300, max_persona_chars=1000))
+    with pytest.raises(UsageError, match=r"persona file is 0\.0 MB, above limits\.max_persona_file_mb = 0\.001 MB"):
+        build_jsonl(config, limited(tmp_path, max_name_length=300, max_persona_file_mb=0.001))
+    source = build_jsonl(config, limited(tmp_path, max_name_length=300))
+    assert source.load(1, None)[0].name == "N" * 300
+
+
 def test_example_personas_load():
     personas = build_jsonl(PersonaFilesConfig(path="personas.jsonl"), ctx(EXAMPLES)).load(40, None)
     assert len({p.name for p in personas}) == 40

@@ -7,11 +7,12 @@ import sys
 import types
 
 import pytest
+from pydantic import BaseModel
 
 from townsquare import hookimpl
 from townsquare.errors import PluginError
 from townsquare.plugin_manager import DEFAULT_PLUGINS, canonical_name, make_plugin_manager, parse_plugin_options
-from townsquare.specs import PolicySpec
+from townsquare.specs import MetricSpec, PolicySpec, RecommenderSpec
 
 
 def test_builtins_load_with_one_canonical_name_each():
@@ -132,3 +133,114 @@ def test_auto_picks_highest_priority(make_plugins):
     low = _module("low", townsquare_register_policies=hookimpl(lambda: [PolicySpec("zz_low", object, priority=-5)]))
     high = _module("high", townsquare_register_policies=hookimpl(lambda: [PolicySpec("aa_high", object, priority=500)]))
     assert make_plugins(low, high).registry.auto("policy").name == "aa_high"
+
+
+# --------------------------------------------------------------------------- -p and settings
+
+
+def test_p_no_component_name_is_an_error_naming_its_plugin():
+    with pytest.raises(PluginError, match=r"^-p no:random: 'random' is a recommender component of plugin 'random_feed', "
+                                          r"not a plugin; disable the plugin with -p no:random_feed"):
+        make_plugin_manager(disable=["random"], autoload=False)
+
+
+def test_p_no_unknown_name_is_only_a_warning():
+    plugins = make_plugin_manager(disable=["no_such_thing_xyz"], autoload=False)
+    assert plugins.infos["random_feed"].status == "loaded"
+
+
+def test_a_disabled_run_wide_component_names_the_disabled_plugin(make_plugins, write_scenario):
+    from townsquare.errors import ScenarioError
+    from townsquare.scenario import load_scenario
+
+    from helpers import scenario_text
+
+    path = write_scenario(scenario_text(rounds=1, extra='[recommender]\nname = "mastodon_digest"\n'))
+    with pytest.raises(ScenarioError, match=r"recommender.name: unknown recommender 'mastodon_digest' .*; plugin 'mastodon_digest' is disabled$"):
+        load_scenario(path, [], make_plugins(disable=["mastodon_digest"]))
+    path = write_scenario(scenario_text(rounds=1, extra='[recommender]\nname = "random"\n'))
+    with pytest.raises(ScenarioError, match=r"unknown recommender 'random' .*; disabled or failed plugins: random_feed$"):
+        load_scenario(path, [], make_plugins(disable=["random_feed"]))
+
+
+def test_make_plugins_registers_a_module_under_its_own_name(make_plugins):
+    module = _module("mytool.recency", townsquare_register_policies=hookimpl(lambda: [PolicySpec("recency_policy", object)]))
+    plugins = make_plugins(module)
+    assert plugins.registry.get("policy", "recency_policy").plugin == "recency"
+    assert plugins.infos["recency"].source == "inline"
+
+
+def test_a_failing_command_registration_is_skipped(make_plugins):
+    def boom(cli):
+        raise RuntimeError("no commands today")
+
+    plugins = make_plugins(_module("cmdboom", townsquare_register_commands=hookimpl(boom),
+                                   townsquare_register_policies=hookimpl(lambda: [PolicySpec("cmdboom_policy", object)])), strict=False)
+    seen = []
+    plugins.call_each("townsquare_register_commands", cli=seen)
+    assert plugins.infos["cmdboom"].status == "failed" and "no commands today" in plugins.infos["cmdboom"].error
+    assert "cmdboom_policy" not in plugins.registry.names("policy")
+    strict = make_plugins(_module("cmdboom2", townsquare_register_commands=hookimpl(boom)))
+    with pytest.raises(PluginError, match="plugin 'cmdboom2' failed to load: RuntimeError: no commands today"):
+        strict.call_each("townsquare_register_commands", cli=seen)
+
+
+def _build(config, ctx):
+    return config
+
+
+class _A(BaseModel):
+    a: int = 1
+
+
+class _B(BaseModel):
+    b: int = 2
+
+
+def _policy_and_metric(make_plugins, plugin: str, policy_model: type, metric_model: type, **options):
+    """A plugin ``plugin`` with a policy ``{plugin}_p`` and a metric ``{plugin}_m``."""
+    module = _module(plugin, townsquare_register_policies=hookimpl(lambda: [PolicySpec(f"{plugin}_p", _build, config_model=policy_model)]),
+                     townsquare_register_metrics=hookimpl(lambda: [MetricSpec(f"{plugin}_m", _build, config_model=metric_model)]))
+    return make_plugins(module, **options)
+
+
+def test_components_with_one_model_share_the_plugin_section(make_plugins):
+    registry = _policy_and_metric(make_plugins, "shared", _A, _A).registry
+    spec = registry.get("metric", "shared_m")
+    assert registry.section_key(spec) == "plugins.shared"
+    assert registry.settings_for(spec, {"shared": {"a": 5}}) == {"a": 5}
+    assert registry.check_section("shared", {"a": 5}) is None
+
+
+def test_components_with_different_models_get_a_section_each(make_plugins):
+    registry = _policy_and_metric(make_plugins, "two", _A, _B).registry
+    spec = registry.get("metric", "two_m")
+    assert registry.section_key(spec) == "plugins.two.two_m"
+    assert registry.settings_for(spec, {"two": {"two_p": {"a": 5}, "two_m": {"b": 7}}}) == {"b": 7}
+    assert registry.check_section("two", {"two_p": {"a": 5}}) is None
+    assert "'a' is not one of its components" in registry.check_section("two", {"a": 5})
+    assert registry.check_section("chronological", {"x": 1}) == "plugin 'chronological' takes no configuration"
+
+
+def test_same_name_in_two_slots_with_different_models_fails_the_plugin(make_plugins):
+    module = _module("samename", townsquare_register_policies=hookimpl(lambda: [PolicySpec("x9", _build, config_model=_A)]),
+                     townsquare_register_metrics=hookimpl(lambda: [MetricSpec("x9", _build, config_model=_B)]))
+    plugins = make_plugins(module, strict=False)
+    assert plugins.infos["samename"].status == "failed"
+    assert "two components named 'x9' with different config models" in plugins.infos["samename"].error
+    assert "x9" not in plugins.registry.names("policy") and "x9" not in plugins.registry.names("metric")
+
+
+def test_per_component_settings_reach_each_component(make_plugins, write_scenario):
+    from townsquare.scenario import load_scenario
+
+    from helpers import scenario_text
+
+    module = _module("two2", townsquare_register_recommenders=hookimpl(lambda: [RecommenderSpec("r2", _build, config_model=_A)]),
+                     townsquare_register_metrics=hookimpl(lambda: [MetricSpec("m2", _build, config_model=_B)]))
+    text = scenario_text(rounds=1, top='metrics = ["m2"]', extra='[recommender]\nname = "r2"\n[plugins.two2.r2]\na = 3\n[plugins.two2.m2]\nb = 4\n')
+    scenario = load_scenario(write_scenario(text), [], make_plugins(module))
+    assert scenario.recommender.config.a == 3 and scenario.metrics[0].config.b == 4
+    # the [recommender] table's own keys are merged over [plugins.NAME.COMPONENT]
+    scenario = load_scenario(write_scenario(text), ["recommender.a=8"], make_plugins(module))
+    assert scenario.recommender.config.a == 8

@@ -80,3 +80,16 @@ def test_state_round_trips_and_registration():
     ctx = BuildContext(services=None, seed=0)
     assert isinstance(chrono.factory(None, ctx), Chronological)
     assert isinstance(rand.factory(None, ctx), RandomFeed)
+
+
+def test_every_builtin_recommender_meets_the_slot_protocol(make_plugins):
+    from townsquare.slots import SLOT_PROTOCOLS, missing_members
+
+    registry = make_plugins().registry
+    names = registry.names("recommender")
+    assert {"chronological", "random", "mastodon_digest"} <= set(names)
+    ctx = BuildContext(services=None, seed=0)
+    for name in names:
+        spec = registry.get("recommender", name)
+        config = spec.config_model() if spec.config_model is not None else None
+        assert missing_members(spec.factory(config, ctx), SLOT_PROTOCOLS["recommender"]) == [], name

@@ -56,13 +56,13 @@ BAD = [
     ("bad value", lambda t: t.replace("rounds = 3", "rounds = 0"), "s.toml: rounds: input should be greater than 0"),
     ("unknown key", lambda t: t.replace("rounds = 3", "rounds = 3\nroundz = 4"), "s.toml: roundz: unknown key (expected one of:"),
     ("unknown nested key", lambda t: t.replace('model = "always"', 'model = "always"\nbeta = 2'), "s.toml: activity.beta: unknown key (expected one of: alpha, model, x_min)"),
-    ("unknown component", lambda t: t.replace('policy = "embedding_baseline"', 'policy = "telepathy"'), "s.toml: populations[0].slots.policy: unknown policy 'telepathy' (choose from: embedding_baseline, social_agent, social_agent_combined)"),
-    ("unknown platform", lambda t: t + '\n[platform]\nname = "myspace"\n', "s.toml: platform.name: unknown platform 'myspace' (choose from: in_memory, mastodon)"),
+    ("unknown component", lambda t: t.replace('policy = "embedding_baseline"', 'policy = "telepathy"'), "s.toml: populations[0].slots.policy: unknown policy 'telepathy' (choose from: embedding_baseline, generative_agent, recagent_policy, social_agent, social_agent_combined)"),
+    ("unknown platform", lambda t: t + '\n[platform]\nname = "myspace"\n', "s.toml: platform.name: unknown platform 'myspace' (choose from: in_memory, mastodon, recsys)"),
     ("unknown plugin section", lambda t: t + "\n[plugins.nonesuch]\nx = 1\n", "s.toml: plugins.nonesuch: no plugin named 'nonesuch' is installed"),
     ("bad plugin setting", lambda t: t + "\n[plugins.embedding_baseline]\nlike_threshold = \"high\"\n", "s.toml: plugins.embedding_baseline.like_threshold: input should be a valid number"),
     ("unknown slot", lambda t: t.replace('policy = "embedding_baseline"', 'policy = "embedding_baseline", mood = "x"'), "s.toml: populations[0].slots.mood: unknown slot"),
     ("bad toml", lambda t: t + "\n[[[", "s.toml: invalid TOML"),
-    ("wrong population type", lambda t: t.replace("count = 3", "count = -1"), "s.toml: populations[0].count: input should be greater than or equal to 0"),
+    ("wrong population type", lambda t: t.replace("count = 3", "count = -1"), "s.toml: populations[0].count: input should be greater than or equal to 1"),
 ]
 
 
@@ -106,6 +106,12 @@ def test_bad_override_syntax(write_scenario, plugins):
         load_scenario(write_scenario(scenario_text()), ["rounds5"], plugins)
 
 
+def _never_built(config, ctx):
+    """A factory for resolve-only tests (a class such as ``object`` would be checked against
+    its slot's protocol when the scenario is resolved)."""
+    raise AssertionError("resolve-only test: components are never built")
+
+
 def test_unnamed_slots_follow_what_the_policy_uses(make_plugins, write_scenario):
     import types
 
@@ -118,9 +124,9 @@ def test_unnamed_slots_follow_what_the_policy_uses(make_plugins, write_scenario)
         return module
 
     planners = [
-        plugin("plan_a", "townsquare_register_planners", [PlannerSpec("plan_a", object, priority=1000)]),
-        plugin("plan_b", "townsquare_register_planners", [PlannerSpec("plan_b", object, priority=0)]),
-        plugin("planful", "townsquare_register_policies", [PolicySpec("planful", object, uses={"planner": "plan_b"})]),
+        plugin("plan_a", "townsquare_register_planners", [PlannerSpec("plan_a", _never_built, priority=1000)]),
+        plugin("plan_b", "townsquare_register_planners", [PlannerSpec("plan_b", _never_built, priority=0)]),
+        plugin("planful", "townsquare_register_policies", [PolicySpec("planful", _never_built, uses={"planner": "plan_b"})]),
     ]
     text = scenario_text()
     path = write_scenario(text)
@@ -148,11 +154,11 @@ def test_components_that_need_knowledge(make_plugins, write_scenario):
 
     module = types.SimpleNamespace(
         townsquare_register_persona_components=hookimpl(lambda: [
-            PersonaComponentSpec("bounded", object, persona_kind="knowledge", priority=100, needs_knowledge=True),
-            PersonaComponentSpec("nothing", object, persona_kind="knowledge", priority=10),
+            PersonaComponentSpec("bounded", _never_built, persona_kind="knowledge", priority=100, needs_knowledge=True),
+            PersonaComponentSpec("nothing", _never_built, persona_kind="knowledge", priority=10),
         ]),
-        townsquare_register_policies=hookimpl(lambda: [PolicySpec("knower", object, uses={"persona.knowledge": "bounded"})]),
-        townsquare_register_knowledge_sources=hookimpl(lambda: [KnowledgeSourceSpec("kb", object)]),
+        townsquare_register_policies=hookimpl(lambda: [PolicySpec("knower", _never_built, uses={"persona.knowledge": "bounded"})]),
+        townsquare_register_knowledge_sources=hookimpl(lambda: [KnowledgeSourceSpec("kb", _never_built)]),
     )
     module.plugin_name = "knowing"
     plugins = make_plugins(module)

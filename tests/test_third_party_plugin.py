@@ -35,7 +35,7 @@ def test_listed_by_plugins_json(installed):
 
 def test_used_in_a_run(installed, tmp_path):
     scenario = tmp_path / "s.toml"
-    scenario.write_text(scenario_text(rounds=2, policy="loudmouth", top='metrics = ["post_count"]', extra="[plugins.loudmouth]\nfeed_size = 3\n"))
+    scenario.write_text(scenario_text(rounds=2, policy="loudmouth", top='metrics = ["post_count"]', extra="[plugins.loudmouth.loudmouth]\nfeed_size = 3\n[plugins.loudmouth.post_count]\nkinds = [\"post\", \"like\"]\n"))
     out = cli("run", str(scenario), "--out", str(tmp_path / "r"))
     assert out.returncode == 0, out.stderr
     posts = [row[4] for row in read_table(tmp_path / "r", "posts")]
@@ -43,7 +43,11 @@ def test_used_in_a_run(installed, tmp_path):
     assert any(row[4] == "like" for row in read_table(tmp_path / "r", "actions"))
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
     assert manifest["plugins"]["loudmouth"] == "0.3.1"
-    assert (0, "post_count.posts", 3.0) in read_table(tmp_path / "r", "metrics")
+    metrics = read_table(tmp_path / "r", "metrics")
+    likes = [sum(1 for row in read_table(tmp_path / "r", "actions") if row[1] == r and row[4] in ("post", "like")) for r in (0, 1)]
+    # [plugins.loudmouth.post_count] reached the metric: it counts posts and likes
+    assert [(0, "post_count.posts", float(likes[0])), (1, "post_count.posts", float(likes[1]))] == [m for m in metrics if m[1] == "post_count.posts"]
+    assert likes[1] > 3
 
 
 def test_disabled_with_p_no(installed, tmp_path):
@@ -54,4 +58,4 @@ def test_disabled_with_p_no(installed, tmp_path):
     out = cli("run", str(scenario), "--out", str(tmp_path / "r"), "-p", "no:loudmouth")
     assert out.returncode == 2
     assert "populations[0].slots.policy: unknown policy 'loudmouth'" in out.stderr
-    assert "disabled or failed plugins: loudmouth" in out.stderr
+    assert "plugin 'loudmouth' is disabled" in out.stderr

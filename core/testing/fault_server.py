@@ -7,9 +7,22 @@ HTTP/1.1 server on asyncio streams (keep-alive, ``Content-Length`` bodies), boun
 
 Faults are drawn per request from a hash of ``(seed, body, how often that body came before)``:
 which request gets which fault does not depend on arrival order, a retried request draws
-again, and the same calls in the same order get the same faults. Kinds (``FAULTS``): ``429``
-(with ``Retry-After``), ``500``, ``hang`` (no answer for ``hang_s``, past a client's timeout),
-``garbage`` (200 with unparsable text) and ``truncated`` (200 with JSON cut in half).
+again, and the same calls in the same order get the same faults. Each kind has its own rate
+(``rate_<kind>``; ``FAULTS`` lists them), as nasty as real proxies and overloaded servers:
+
+* transport: ``hang`` (no answer for ``hang_s``, past a client's timeout), ``slow_headers``
+  (the status line, then ``slow_s`` before the other headers), ``cut`` (the connection closed
+  mid-body), ``reset`` (a TCP reset instead of an answer);
+* HTTP: ``429`` (with ``Retry-After``), ``429_bare`` (without), ``500`` (JSON error),
+  ``502_html`` (a proxy's HTML page), ``200_html`` (an HTML page with status 200),
+  ``body_truncated`` (status 200, the JSON body cut off mid-way), and the fatal ``401``,
+  ``403``, ``404`` (model not found) and ``400_context`` (context too long);
+* the answer: ``empty_choices`` (``choices: []``), ``null_content`` (``content: null``),
+  ``truncated`` (the content cut in half, ``finish_reason: "length"``), ``garbage``
+  (unparsable text) and ``binary`` (NUL bytes and control characters).
+
+Embedding requests draw the transport and HTTP faults too (``embeddings.<kind>`` in
+:attr:`FaultServer.counts`), and ``empty_choices`` as an empty ``data`` list.
 
 Normal answers are deterministic too: a prompt that names its choices ("Like or skip?",
 "Answer with exactly one of: like, skip.") gets one of them, a JSON request (``response_format``)
@@ -33,16 +46,33 @@ import hashlib
 import json
 import re
 import signal
+import socket
 import struct
 import threading
 from collections import Counter, deque
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
-FAULTS = ("429", "500", "hang", "garbage", "truncated")
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 411: "Length Required", 429: "Too Many Requests",
-            500: "Internal Server Error"}
+#: transport and HTTP faults: what a proxy or an overloaded server does to any request
+TRANSPORT_FAULTS = ("hang", "slow_headers", "cut", "reset", "429", "429_bare", "500", "502_html", "200_html",
+                    "body_truncated")
+#: what a model or its server does to a chat answer
+ANSWER_FAULTS = ("empty_choices", "null_content", "truncated", "garbage", "binary")
+#: requests a client must not retry
+FATAL_FAULTS = ("401", "403", "404", "400_context")
+FAULTS = TRANSPORT_FAULTS + ANSWER_FAULTS + FATAL_FAULTS
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 411: "Length Required",
+            429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway"}
+_HTML = "<html><head><title>{status} {reason}</title></head><body><center><h1>{status} {reason}</h1></center><hr><center>nginx</center></body></html>"
+_FATAL = {
+    "401": (401, "Incorrect API key provided (fault server).", "invalid_request_error", "invalid_api_key"),
+    "403": (403, "You are not allowed to use this model (fault server).", "permission_error", None),
+    "404": (404, "The model does not exist or you do not have access to it (fault server).", "invalid_request_error",
+            "model_not_found"),
+    "400_context": (400, "This model's maximum context length is 8192 tokens; your messages resulted in 9100 tokens "
+                         "(fault server).", "invalid_request_error", "context_length_exceeded"),
+}
 _CHOICE_LIST = re.compile(r"exactly one of:\s*([^\n.]+)", re.IGNORECASE)
 _CHOICE_PAIR = re.compile(r"\b([A-Za-z]+) or ([A-Za-z]+)\?\s*$")
 
@@ -53,14 +83,35 @@ class FaultConfig:
 
     latency_ms: float = 0.0
     seed: int = 0
-    rate_429: float = 0.0
-    rate_500: float = 0.0
     rate_hang: float = 0.0
-    rate_garbage: float = 0.0
+    rate_slow_headers: float = 0.0
+    rate_cut: float = 0.0
+    rate_reset: float = 0.0
+    rate_429: float = 0.0
+    rate_429_bare: float = 0.0
+    rate_500: float = 0.0
+    rate_502_html: float = 0.0
+    rate_200_html: float = 0.0
+    rate_body_truncated: float = 0.0
+    rate_empty_choices: float = 0.0
+    rate_null_content: float = 0.0
     rate_truncated: float = 0.0
+    rate_garbage: float = 0.0
+    rate_binary: float = 0.0
+    rate_401: float = 0.0
+    rate_403: float = 0.0
+    rate_404: float = 0.0
+    rate_400_context: float = 0.0
     retry_after_s: float = 1.0
     hang_s: float = 30.0
+    slow_s: float = 0.2
     dimensions: int = 64
+
+    @classmethod
+    def every_kind(cls, rate: float, kinds: tuple[str, ...] = TRANSPORT_FAULTS + ANSWER_FAULTS, **settings: Any) -> "FaultConfig":
+        """``rate`` of faults in all, spread evenly over ``kinds`` (default: every retryable
+        kind and the answer faults)."""
+        return cls(**{f"rate_{kind}": rate / len(kinds) for kind in kinds}, **settings)
 
     def rates(self) -> list[tuple[str, float]]:
         rates = [(kind, getattr(self, f"rate_{kind}")) for kind in FAULTS]
@@ -151,17 +202,16 @@ class FaultServer:
                     if sep:
                         headers[name.strip().lower()] = value.strip()
                 if "chunked" in headers.get("transfer-encoding", "").lower():
-                    await self._respond(writer, 411, {"error": {"message": "send a Content-Length body"}}, close=True)
+                    await self._send(writer, _json_reply(411, {"error": {"message": "send a Content-Length body"}}), close=True)
                     return
                 body = await reader.readexactly(int(headers.get("content-length", 0) or 0))
                 if "authorization" in headers:
                     self.keys[headers["authorization"].removeprefix("Bearer ")] += 1
-                answer = await self._route(method, path.split("?", 1)[0], body)
-                if answer is None:  # a hang: give up on the request without a word
+                reply = await self._route(method, path.split("?", 1)[0], body)
+                if reply is None:  # a hang: give up on the request without a word
                     return
-                status, payload, extra = answer
-                close = headers.get("connection", "").lower() == "close"
-                await self._respond(writer, status, payload, extra, close=close)
+                close = headers.get("connection", "").lower() == "close" or reply.mode in ("cut", "reset")
+                await self._send(writer, reply, close=close)
                 if close:
                     return
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
@@ -170,31 +220,88 @@ class FaultServer:
             self._handlers.discard(task)
             writer.close()
 
-    @staticmethod
-    async def _respond(writer: asyncio.StreamWriter, status: int, payload: Any, extra: dict[str, str] | None = None,
-                       close: bool = False) -> None:
-        data = json.dumps(payload).encode()
-        head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}", "Content-Type: application/json",
-                f"Content-Length: {len(data)}", f"Connection: {'close' if close else 'keep-alive'}"]
-        head += [f"{name}: {value}" for name, value in (extra or {}).items()]
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + data)
+    async def _send(self, writer: asyncio.StreamWriter, reply: "_Reply", close: bool = False) -> None:
+        if reply.mode == "reset":
+            sock = writer.get_extra_info("socket")
+            if sock is not None:  # SO_LINGER 0: close() sends a TCP reset
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+            return
+        status_line = f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Error')}\r\n".encode()
+        head = [f"Content-Type: {reply.content_type}", f"Content-Length: {len(reply.body)}",
+                f"Connection: {'close' if close else 'keep-alive'}"]
+        head += [f"{name}: {value}" for name, value in reply.headers.items()]
+        rest = ("\r\n".join(head) + "\r\n\r\n").encode()
+        if reply.mode == "slow_headers":
+            writer.write(status_line)
+            await writer.drain()
+            await asyncio.sleep(self.config.slow_s)
+            writer.write(rest + reply.body)
+        elif reply.mode == "cut":  # promise the whole body, send half, hang up
+            writer.write(status_line + rest + reply.body[: len(reply.body) // 2])
+            await writer.drain()
+            writer.transport.abort()
+            return
+        else:
+            writer.write(status_line + rest + reply.body)
         await writer.drain()
 
-    async def _route(self, method: str, path: str, body: bytes) -> tuple[int, Any, dict[str, str]] | None:
+    async def _route(self, method: str, path: str, body: bytes) -> "_Reply | None":
         if method == "GET" and path == "/stats":
-            return 200, dict(self.counts), {}
+            return _json_reply(200, dict(self.counts))
         if method != "POST" or path not in ("/v1/chat/completions", "/v1/embeddings"):
-            return 404, {"error": {"message": f"no route {method} {path}", "type": "invalid_request_error"}}, {}
+            return _json_reply(404, {"error": {"message": f"no route {method} {path}", "type": "invalid_request_error"}})
         try:
             request = json.loads(body or b"{}")
         except ValueError:
-            return 400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}}, {}
-        if path == "/v1/embeddings":
-            self.counts["embeddings"] += 1
-            if self.config.latency_ms:
-                await asyncio.sleep(self.config.latency_ms / 1000)
-            return 200, self._embeddings(request), {}
-        return await self._chat(request, body)
+            return _json_reply(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
+        embeddings = path == "/v1/embeddings"
+        self.counts["embeddings" if embeddings else "requests"] += 1
+        fault, h = self._draw(body)
+        if fault is not None:
+            self.counts[f"embeddings.{fault}" if embeddings else fault] += 1
+        if fault == "hang":
+            await asyncio.sleep(self.config.hang_s)
+            return None
+        if self.config.latency_ms:
+            await asyncio.sleep(self.config.latency_ms / 1000)
+        if fault in TRANSPORT_FAULTS or fault in FATAL_FAULTS:
+            reply = self._http_fault(fault)
+            if reply is not None:
+                return reply
+        if embeddings:
+            data = self._embeddings(request)
+            if fault == "empty_choices":
+                data["data"] = []
+            elif fault is None:
+                self.counts["embeddings.ok"] += 1
+            reply = _json_reply(200, data)
+        else:
+            reply = self._chat(request, fault, h)
+        if fault == "body_truncated":
+            reply.body = reply.body[: len(reply.body) // 2]
+        elif fault in ("slow_headers", "cut", "reset"):
+            reply.mode = fault
+        return reply
+
+    def _http_fault(self, fault: str) -> "_Reply | None":
+        """The reply for a transport or HTTP fault; None for those that garble a normal answer."""
+        if fault == "429":
+            after = self.config.retry_after_s
+            return _json_reply(429, _error("Rate limit reached (fault server)", "rate_limit_error"),
+                               {"Retry-After": str(int(after)) if float(after).is_integer() else str(after)})
+        if fault == "429_bare":
+            return _json_reply(429, _error("Rate limit reached (fault server)", "rate_limit_error"))
+        if fault == "500":
+            return _json_reply(500, _error("The server had an error (fault server)", "server_error"))
+        if fault in ("502_html", "200_html"):
+            status = 502 if fault == "502_html" else 200
+            page = _HTML.format(status=502, reason="Bad Gateway").encode()
+            return _Reply(status, page, "text/html")
+        if fault in _FATAL:
+            status, message, kind, code = _FATAL[fault]
+            return _json_reply(status, {"error": {"message": message, "type": kind, "param": None, "code": code}})
+        return None
 
     # ------------------------------------------------------------------ answers
 
@@ -211,42 +318,34 @@ class FaultServer:
             u -= rate
         return None, int.from_bytes(digest[:8], "big")
 
-    async def _chat(self, request: dict[str, Any], body: bytes) -> tuple[int, Any, dict[str, str]] | None:
-        self.counts["requests"] += 1
+    def _chat(self, request: dict[str, Any], fault: str | None, h: int) -> "_Reply":
         self.recent.append(request)
-        fault, h = self._draw(body)
-        if fault is not None:
-            self.counts[fault] += 1
-        if fault == "hang":
-            await asyncio.sleep(self.config.hang_s)
-            return None
-        if self.config.latency_ms:
-            await asyncio.sleep(self.config.latency_ms / 1000)
-        if fault == "429":
-            after = self.config.retry_after_s
-            return 429, _error("Rate limit reached (fault server)", "rate_limit_error"), {
-                "Retry-After": str(int(after)) if float(after).is_integer() else str(after)}
-        if fault == "500":
-            return 500, _error("The server had an error (fault server)", "server_error"), {}
         messages = request.get("messages") or [{}]
         prompt = str(messages[-1].get("content", ""))
-        text = self._answer(request, prompt, h)
+        text: str | None = self._answer(request, prompt, h)
+        finish = "stop"
         if fault == "garbage":
             text = "".join("#@%&*~^;:!?"[(h >> (3 * i)) % 11] for i in range(12)) + " qxzv brrp"
+        elif fault == "binary":
+            text = "\x00\x01\x02" + "".join(chr((h >> (4 * i)) % 32) for i in range(12)) + "\x00"
         elif fault == "truncated":
             whole = json.dumps({"answer": text})
-            text = whole[: len(whole) // 2]
-        else:
+            text, finish = whole[: len(whole) // 2], "length"
+        elif fault == "null_content":
+            text = None
+        elif fault is None or fault == "slow_headers":
             self.counts["ok"] += 1
         prompt_tokens = sum(len(str(m.get("content", ""))) // 4 + 1 for m in messages)
-        completion_tokens = len(text) // 4 + 1
-        return 200, {
+        completion_tokens = len(text or "") // 4 + 1
+        choices = [] if fault == "empty_choices" else [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish, "logprobs": None}]
+        payload = {
             "id": f"chatcmpl-{h:016x}", "object": "chat.completion", "created": 0, "model": request.get("model", ""),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": "length" if fault == "truncated" else "stop", "logprobs": None}],
+            "choices": choices,
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
-        }, {}
+        }
+        return _json_reply(200, payload)
 
     @staticmethod
     def _answer(request: dict[str, Any], prompt: str, h: int) -> str:
@@ -275,6 +374,21 @@ class FaultServer:
         tokens = sum(len(json.dumps(t)) // 4 + 1 for t in inputs)
         return {"object": "list", "data": data, "model": request.get("model", ""),
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
+@dataclass
+class _Reply:
+    """One HTTP reply: ``mode`` ``normal``, ``slow_headers``, ``cut`` or ``reset``."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+    mode: str = "normal"
+
+
+def _json_reply(status: int, payload: Any, headers: dict[str, str] | None = None) -> _Reply:
+    return _Reply(status, json.dumps(payload).encode(), headers=headers or {})
 
 
 def _error(message: str, kind: str) -> dict[str, Any]:

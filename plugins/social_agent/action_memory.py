@@ -17,16 +17,25 @@ the agent regenerates the post. The paper does not bound the retries: we allow
 
 Entries beyond ``capacity`` are dropped oldest first; the agent's own posts are kept apart and
 always compared against.
+
+The memory protocol (:class:`townsquare.api.Memory`, so any policy runs with this memory):
+``remember`` keeps nothing of what it is handed (this memory records what the platform
+accepted, told by the engine) and passes every record on to the next tier; ``recall`` ranks the
+last ``recall_window`` action entries, as ``action`` records, by cosine to the query (through
+the ``memory.retrieval`` scorer when that slot is filled); ``since`` lists them by time.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Sequence
 
+import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare import hookimpl
+from townsquare.api import MemoryRecord, retrieval_of
 from townsquare.specs import MemorySpec
 
 from .tfidf import max_tfidf_cosine
@@ -45,6 +54,7 @@ class ActionMemoryConfig(BaseModel):
     duplicate_threshold: float = Field(0.80, ge=0.0, le=1.0, description="T_p (Zhou §4.1)")
     max_attempts: int = Field(3, ge=1, description="generations per topic before it is skipped")
     capacity: int = Field(5000, gt=0, description="entries kept (oldest dropped); own posts are always kept")
+    recall_window: int = Field(200, gt=0, description="latest entries a recall ranks (the memory protocol)")
 
 
 class ActionMemory:
@@ -53,6 +63,7 @@ class ActionMemory:
         self.entries: list[dict[str, Any]] = []
         self.posts: list[str] = []
         self.skipped: list[dict[str, Any]] = []
+        self.added = 0
         # Posts the policy showed this round (id -> (author, text)), so recording a like needs
         # no platform read; cleared once the round's actions are recorded.
         self._seen: dict[str, tuple[str, str]] = {}
@@ -80,6 +91,8 @@ class ActionMemory:
         return (view.author_id, view.text) if view is not None else (None, None)
 
     def add(self, entry: dict[str, Any]) -> None:
+        entry.setdefault("id", f"a{self.added}")
+        self.added += 1
         self.entries.append(entry)
         if entry["kind"] == "post" and entry.get("text"):
             self.posts.append(entry["text"])
@@ -90,7 +103,7 @@ class ActionMemory:
         for action, result in applied:
             if not result.ok:
                 continue
-            entry: dict[str, Any] = {"round": ctx.round, "kind": action.kind}
+            entry: dict[str, Any] = {"round": ctx.round, "kind": action.kind, "created": ctx.now.isoformat()}
             if action.kind == "browse":
                 entry["post_ids"] = list(action.post_ids)
             elif action.kind == "post":
@@ -131,15 +144,59 @@ class ActionMemory:
             item["actions"].append((entry["kind"], entry.get("comment")))
         return list(posts.values())
 
+    # ------------------------------------------------------------------ the memory protocol
+
+    @staticmethod
+    def as_record(entry: dict[str, Any]) -> MemoryRecord:
+        """An entry as an ``action`` record ("I liked a3's post: ...")."""
+        kind, author, text = entry["kind"], entry.get("author_id") or "someone", entry.get("text") or ""
+        if kind == "post":
+            line = f"I posted: {text}"
+        elif kind == "comment":
+            line = f"I commented \"{entry.get('comment') or ''}\" on {author}'s post: {text}"
+        elif kind in ENGAGEMENTS:
+            line = f"I {'liked' if kind == 'like' else 'reblogged'} {author}'s post: {text}"
+        elif kind == "browse":
+            line = f"I browsed {len(entry.get('post_ids', ()))} posts"
+        else:
+            line = f"I {kind}ed {author}"
+        created = datetime.fromisoformat(entry["created"]) if entry.get("created") else None
+        meta = {key: entry[key] for key in ("round", "post_id", "author_id") if entry.get(key) is not None}
+        return MemoryRecord(line, kind="action", created=created, last_access=created, id=entry.get("id", ""), meta=meta)
+
+    async def remember(self, ctx: Any, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        return list(records)
+
+    async def recall(self, ctx: Any, query: str, k: int) -> list[MemoryRecord]:
+        window = [e for e in self.entries[-self.config.recall_window:] if e["kind"] != "browse"]
+        if k <= 0 or not window:
+            return []
+        records = [self.as_record(e) for e in window]
+        vectors = await ctx.embedder.embed([r.text for r in records])
+        relevance = vectors @ np.asarray(await ctx.embedder.embed_one(query), dtype=np.float32)
+        scorer = retrieval_of(ctx.agent)
+        scores = relevance if scorer is None else np.asarray(scorer.score(records, relevance, ctx.now))
+        order = sorted(range(len(records)), key=lambda i: (-float(scores[i]), i))[:k]
+        return [records[i] for i in order]
+
+    def since(self, when: datetime | None) -> list[MemoryRecord]:
+        if when is None:
+            return [self.as_record(e) for e in self.entries]
+        # ISO times of one clock compare as strings: only the newer entries become records
+        cut = when.isoformat()
+        return [self.as_record(e) for e in self.entries if (e.get("created") or "") > cut]
+
     # ------------------------------------------------------------------ state
 
     def get_state(self) -> dict[str, Any]:
-        return {"entries": [dict(e) for e in self.entries], "posts": list(self.posts), "skipped": [dict(s) for s in self.skipped]}
+        return {"entries": [dict(e) for e in self.entries], "posts": list(self.posts), "skipped": [dict(s) for s in self.skipped],
+                "added": self.added, "records": [r.to_dict() for r in self.since(None)]}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.entries = [dict(e) for e in state.get("entries", [])]
         self.posts = list(state.get("posts", []))
         self.skipped = [dict(s) for s in state.get("skipped", [])]
+        self.added = int(state.get("added", len(self.entries)))
         self._seen.clear()
 
 

@@ -23,10 +23,11 @@ from __future__ import annotations
 from typing import Any
 
 from townsquare import hookimpl
+from townsquare.llm import not_text
 from townsquare.specs import PolicySpec
 
 from .action_prompts import fill
-from .social_step import ZHOU_SLOTS, Decision, SocialAgentBase, SocialAgentConfig, load_prompts_for
+from .social_step import ZHOU_REQUIRES, ZHOU_SLOTS, Decision, SocialAgentBase, SocialAgentConfig, load_prompts_for
 
 _FIELD_TEXT = {
     "like": '"like": true or false (whether you like the post)',
@@ -57,6 +58,8 @@ def validate_decision(value: Any, kinds: tuple[str, ...]) -> Decision:
     comment = value.get("comment") if "comment" in kinds else None
     if comment is not None and not isinstance(comment, str):
         raise ValueError("'comment' must be null or a string")
+    if comment and not_text(comment) == "binary":  # garbage never becomes content
+        raise ValueError("'comment' is not readable text")
     comment = (comment or "").strip()
     if comment.lower().rstrip(".!") in ("", "no comment", "none", "null"):
         comment = None
@@ -89,7 +92,7 @@ def townsquare_register_policies():
     return [
         PolicySpec(
             "social_agent_combined", build_combined, config_model=SocialAgentConfig, needs_llm=True, priority=50,
-            uses=ZHOU_SLOTS,
+            uses=ZHOU_SLOTS, requires=ZHOU_REQUIRES,
             description="like, reblog and comment decided in one JSON call per post (fewer calls than social_agent)",
         )
     ]

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare import hookimpl
 from townsquare.actions import Action
+from townsquare.api import EngagementLog
 from townsquare.specs import ReflectorSpec
 
 from .action_prompts import action_prompts, fill
@@ -161,6 +162,7 @@ def townsquare_register_reflectors():
     return [
         ReflectorSpec(
             "follow_reflection", build_follow_reflection, config_model=FollowReflectionConfig, priority=100, needs_llm=True,
+            requires={"memory.short_term": (EngagementLog,)},
             description="Zhou et al.: every two simulated days, follow one author of the posts engaged with (or nobody)",
         )
     ]

@@ -40,6 +40,7 @@ from townsquare import hookimpl
 from townsquare.errors import UsageError
 from townsquare.files import read_user_text
 from townsquare.persona import Persona, cycle_personas
+from townsquare.scenario import limits_of
 from townsquare.specs import PersonaSourceSpec
 
 from . import persona_schema as S
@@ -67,13 +68,14 @@ class PersonachatConfig(BaseModel):
 
 
 @lru_cache(maxsize=8)
-def read_personachat(path: str, column: str = "both") -> tuple[tuple[str, ...], ...]:
-    """The distinct persona sentence sets of a Personachat file, in file order."""
+def read_personachat(path: str, column: str = "both", max_mb: float | None = None) -> tuple[tuple[str, ...], ...]:
+    """The distinct persona sentence sets of a Personachat file, in file order (``max_mb``: the
+    scenario's ``limits.max_persona_file_mb``)."""
     file = Path(path)
     suffix = file.suffix.lower()
     if suffix not in (".csv", ".json"):
         raise UsageError(f"{path}: expected a .csv (Synthetic-Persona-Chat) or .json (list of {{\"sentences\": [...]}}) file")
-    text = read_user_text(file, "Personachat file")
+    text = read_user_text(file, "Personachat file", max_mb=max_mb, limit_name="limits.max_persona_file_mb")
     sets = _from_csv(text, path, column) if suffix == ".csv" else _from_json(text, path)
     unique = tuple(dict.fromkeys(s for s in sets if s))
     if not unique:
@@ -120,16 +122,17 @@ def _from_json(text: str, path: str) -> list[tuple[str, ...]]:
 class PersonachatPersonas:
     """Loads Personachat personas and enriches them (LLM or offline)."""
 
-    def __init__(self, config: PersonachatConfig, path: Path, llm: Any, population: str, base_dir: str):
+    def __init__(self, config: PersonachatConfig, path: Path, llm: Any, population: str, base_dir: str, max_mb: float | None = None):
         self.config = config
         self.path = path
+        self.max_mb = max_mb
         self.llm = llm  # None: offline enrichment
         self.population = population
         self.prompts = load_prompts("persona", config.prompts_file, base_dir) if llm is not None else {}
         self.fallbacks = 0
 
     def _pick(self, count: int, rng: Any) -> list[tuple[str, ...]]:
-        pool = read_personachat(str(self.path), self.config.column)
+        pool = read_personachat(str(self.path), self.config.column, self.max_mb)
         n = min(count, len(pool))
         if self.config.shuffle:
             rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
@@ -170,8 +173,9 @@ def _resolve(config: PersonachatConfig | None, ctx: Any, source: str) -> tuple[P
     path = Path(config.path)
     if not path.is_absolute():
         path = Path(getattr(ctx, "base_dir", ".") or ".") / path
-    read_personachat(str(path), config.column)  # fail at build time, naming the file
+    read_personachat(str(path), config.column, limits_of(ctx).max_persona_file_mb)  # fail at build time, naming the file
     return config, path
+
 
 
 def build_personachat(config: PersonachatConfig | None, ctx: Any) -> PersonachatPersonas:
@@ -183,14 +187,16 @@ def build_personachat(config: PersonachatConfig | None, ctx: Any) -> Personachat
         if llm is None:
             raise UsageError("personas: source 'personachat' enriches personas with the LLM (enrich = true) but the run has "
                              "no LLM: add an [llm] table, set enrich = false, or use personachat_offline")
-    return PersonachatPersonas(config, path, llm, getattr(ctx, "population", None) or "personas", getattr(ctx, "base_dir", "."))
+    return PersonachatPersonas(config, path, llm, getattr(ctx, "population", None) or "personas", getattr(ctx, "base_dir", "."),
+                               limits_of(ctx).max_persona_file_mb)
 
 
 def build_personachat_offline(config: PersonachatConfig | None, ctx: Any) -> PersonachatPersonas:
     config, path = _resolve(config, ctx, "personachat_offline")
     if config.enrich:
         raise UsageError("personas: source 'personachat_offline' never calls the LLM (enrich = true): use 'personachat'")
-    return PersonachatPersonas(config, path, None, getattr(ctx, "population", None) or "personas", getattr(ctx, "base_dir", "."))
+    return PersonachatPersonas(config, path, None, getattr(ctx, "population", None) or "personas", getattr(ctx, "base_dir", "."),
+                               limits_of(ctx).max_persona_file_mb)
 
 
 @hookimpl

@@ -13,7 +13,8 @@ The plan is six lines in the paper's format::
 :func:`parse_plan` reads it strictly: one regex per line (case-insensitive; markdown ``**`` and
 list bullets are ignored, a trailing full stop is allowed), every line required, ranges checked
 (percentages 0-100, ``HH`` 0-23 and ``MM`` 0-59 with ``24:00`` allowed as an end, a window
-with start = end is empty and rejected, ``day`` 1-7, a weekly frequency from 0 to a cap).
+with start = end is empty and rejected while ``00:00-24:00`` is the whole day, ``day`` 1-7, a
+weekly frequency from 0 to a cap).
 A window whose end is before its start runs past midnight (``22:00-01:00``).
 
 Where the paper is silent, we choose:
@@ -142,7 +143,7 @@ def _window(groups: tuple[str, ...], label: str, problems: list[str]) -> Window 
     if start is None or end is None:
         problems.append(f"{label}: {groups[0]}:{groups[1]}-{groups[2]}:{groups[3]} is not a valid time period")
         return None
-    if start == end % MINUTES_PER_DAY:
+    if start == end:  # 00:00-24:00 is the whole day, not an empty period
         problems.append(f"{label}: the period is empty")
         return None
     return Window(start, end)

@@ -34,7 +34,7 @@ from townsquare import hookimpl
 from townsquare.specs import PolicySpec
 
 from .action_prompts import fill
-from .social_step import ZHOU_SLOTS, Decision, SocialAgentBase, SocialAgentConfig, load_prompts_for
+from .social_step import ZHOU_REQUIRES, ZHOU_SLOTS, Decision, SocialAgentBase, SocialAgentConfig, load_prompts_for
 
 #: label sets of the two label decisions: (act, pass)
 LIKE_LABELS = ("like", "no operation")
@@ -103,7 +103,7 @@ def townsquare_register_policies():
     return [
         PolicySpec(
             "social_agent", build_social_agent, config_model=SocialAgentConfig, priority=100, needs_llm=True,
-            uses=ZHOU_SLOTS,
+            uses=ZHOU_SLOTS, requires=ZHOU_REQUIRES,
             description="Zhou et al.: browse, then one LLM decision per action (like, reblog, comment); planned posts",
         ),
         PolicySpec(

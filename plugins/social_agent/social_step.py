@@ -39,6 +39,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.actions import Action
+from townsquare.api import DuplicateCheck, EngagementLog, MemoryRecord, agent_memory
 from townsquare.plugins.embedding_baseline import SimilarityRule, SimilarityRuleConfig
 
 from .action_prompts import action_prompts
@@ -57,6 +58,11 @@ ZHOU_SLOTS: dict[str, str | None] = {
     "planner": "activity_plan",
     "reflector": "follow_reflection",
 }
+
+#: What the policy needs of those slots beyond their slot protocol, checked when an agent is
+#: built: a replacement short-term memory must offer both, or the run stops naming the method;
+#: with memory.short_term = "none" the duplicate check is off (logged as slot.feature_off).
+ZHOU_REQUIRES: dict[str, tuple[type, ...]] = {"memory.short_term": (DuplicateCheck, EngagementLog)}
 
 #: The three decisions per browsed post, in the order they are taken.
 DECISIONS = ("like", "reblog", "comment")
@@ -134,6 +140,12 @@ class SocialAgentBase:
                 memory = ctx.agent.components.get("memory.short_term")
                 if memory is not None and hasattr(memory, "remember_posts"):
                     memory.remember_posts(feed)
+                # the browsed posts as observations for any memory design (a stream keeps them;
+                # Zhou's action memory passes them on and records the actions themselves)
+                chain = agent_memory(ctx.agent)
+                if chain:
+                    await chain.remember(ctx, [MemoryRecord(f"{p.author_id} posted: {p.text}", kind="observation",
+                                                            meta={"post_id": p.id, "author_id": p.author_id}) for p in feed])
                 left = {k: session.quota(k, len(feed), ctx.rng) if session else len(feed) for k in DECISIONS}
                 self.counts["sessions"] += 1
                 similarity = await self.rule.similarities(ctx, [p.text for p in feed]) if self.routed else None

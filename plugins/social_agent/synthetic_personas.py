@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from townsquare import hookimpl
 from townsquare.persona import Persona
@@ -40,6 +40,14 @@ class SyntheticConfig(BaseModel):
     max_hobbies: int = Field(3, ge=1, le=len(THEMES))
     #: share of personas with gender "Non-binary" (they/their)
     nonbinary_share: float = Field(0.05, ge=0.0, le=1.0)
+
+    @field_validator("max_age", "max_hobbies")
+    @classmethod
+    def _not_below_min(cls, value: int, info: ValidationInfo) -> int:
+        low = info.data.get(info.field_name.replace("max_", "min_"))
+        if low is not None and value < low:
+            raise ValueError(f"{info.field_name} {value} is below {info.field_name.replace('max_', 'min_')} {low}")
+        return value
 
 
 _PRONOUNS = {"Female": ("she", "her"), "Male": ("he", "his"), "Non-binary": ("they", "their")}

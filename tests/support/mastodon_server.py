@@ -143,3 +143,13 @@ def server(tmp_path_factory):
 def mock(server):
     server.reset()
     return server
+
+
+@pytest.fixture
+def proxy(mock):
+    """A seeded fault proxy (:mod:`mastodon_proxy`) in front of a fresh mock, faults off until
+    ``proxy.configure(...)``; ``proxy.url`` goes where ``mock.url`` would."""
+    from mastodon_proxy import FaultProxy
+
+    with FaultProxy(mock.url, seed=8) as fault_proxy:
+        yield fault_proxy

@@ -1,0 +1,1 @@
+"""A generative agent acting on a social platform (slot ``policy``)."""

@@ -1,0 +1,1 @@
+"""Park et al. §4.2: reflection (slot ``reflector``)."""

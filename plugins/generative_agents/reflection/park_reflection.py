@@ -1,0 +1,163 @@
+"""Park et al.'s reflection (§4.2): slot ``reflector``, component ``park_reflection``.
+
+Asked every round (active or not). When the summed importance of the records created since
+the last reflection is greater than ``threshold`` (the paper: 150; the reference code's n25
+base simulation files use 250), the agent reflects:
+
+1. its ``recent`` (100) most recent records, newest kept when the character budget binds, go
+   into one prompt that asks for the ``questions`` (3) most salient high-level questions they
+   can answer;
+2. per question, the memory recalls the ``evidence_k`` best records for it (the agent's own
+   memory chain, so Park's retrieval score ranks them when the slot is filled);
+3. one prompt per question asks for ``insights`` (5) high-level insights, each citing the
+   numbers of the statements it rests on ("... (because of 1, 5, 3)");
+4. each insight becomes a ``reflection`` record whose ``evidence`` holds the cited records'
+   ids, remembered through the chain (the stream rates its importance like any record).
+   Reflections can cite reflections, so they form a tree whose leaves are observations.
+
+An insight that cites no statement the prompt showed is dropped (the tree needs its links);
+an answer with no usable question or insight is recorded as a parse failure. The paper gives
+no value for how many records are retrieved per question: ``evidence_k`` = 15 (setting).
+Works with any memory design that implements the protocol; without memory or without an LLM
+it does nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from townsquare.api import MemoryRecord, ReflectorSpec, agent_memory, hookimpl
+
+from ..memory.memory_text import bounded, memory_lines, newest_bounded
+from ..prompt_files import fill, load_prompts, prompts_for
+
+log = structlog.get_logger("townsquare.plugins.generative_agents.park_reflection")
+
+REQUIRED = {
+    "questions": frozenset({"name", "statements", "count"}),
+    "insights": frozenset({"name", "question", "statements", "count"}),
+}
+_NUMBERED = re.compile(r"^\s*(?:[-*•]\s*)?(?:\(?\d+[.):]\s*)?(.*\S)\s*$")
+_CITATION = re.compile(r"\(\s*(?:because\s+of|because|based\s+on|see|from)?\s*:?\s*((?:statements?\s*)?[\d,;\s&and]+)\)\s*[.!]?\s*$", re.I)
+
+
+class ParkReflectionConfig(BaseModel):
+    """``[plugins.park_reflection]`` settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: float = Field(150.0, gt=0, description="summed importance that triggers a reflection (Park §4.2: 150)")
+    recent: int = Field(100, gt=0, description="most recent records the questions come from (Park §4.2: 100)")
+    questions: int = Field(3, gt=0, description="salient questions per reflection (Park §4.2: 3)")
+    insights: int = Field(5, gt=0, description="insights per question (Park §4.2: 5)")
+    evidence_k: int = Field(15, gt=0, description="records recalled per question (not given in the paper)")
+    statements_chars: int = Field(4000, gt=0, description="character budget of the recent statements")
+    evidence_chars: int = Field(2000, gt=0, description="character budget of the statements per question")
+    max_tokens: int = Field(400, gt=0)
+    prompts_file: str | None = None
+
+
+def parse_questions(answer: str, count: int) -> list[str]:
+    """The first ``count`` non-empty lines, numbering stripped."""
+    lines = (_NUMBERED.match(line) for line in answer.splitlines())
+    return [m.group(1).strip() for m in lines if m and m.group(1).strip()][:count]
+
+
+def parse_insights(answer: str, statements: list[MemoryRecord], count: int) -> list[tuple[str, tuple[str, ...]]]:
+    """``(insight, evidence ids)`` for each line that cites at least one shown statement."""
+    found = []
+    for line in answer.splitlines():
+        match = _NUMBERED.match(line)
+        if not match:
+            continue
+        body = match.group(1)
+        citation = _CITATION.search(body)
+        if citation is None:
+            continue
+        numbers = [int(n) for n in re.findall(r"\d+", citation.group(1))]
+        ids = tuple(dict.fromkeys(statements[n - 1].id for n in numbers if 1 <= n <= len(statements)))
+        text = body[: citation.start()].strip().rstrip(":-–").strip()
+        if ids and text:
+            found.append((text, ids))
+        if len(found) == count:
+            break
+    return found
+
+
+class ParkReflection:
+    def __init__(self, config: ParkReflectionConfig | None = None, prompts: dict[str, str] | None = None):
+        self.config = config or ParkReflectionConfig()
+        self.prompts = prompts or load_prompts("reflection", REQUIRED)
+        self.last: datetime | None = None
+        self.reflections = 0
+
+    def pending_importance(self, memory: Any) -> float:
+        return float(sum(r.importance for r in memory.since(self.last)))
+
+    async def reflect(self, ctx: Any) -> list:
+        memory = agent_memory(ctx.agent)
+        if ctx.llm is None or not memory:
+            return []
+        pending = self.pending_importance(memory)
+        if pending <= self.config.threshold:  # "exceeds": strictly greater
+            return []
+        insights = await self.run(ctx, memory)
+        self.last = ctx.now
+        self.reflections += 1
+        log.info("reflection.done", agent=ctx.agent.id, importance=pending, insights=len(insights))
+        return []
+
+    async def run(self, ctx: Any, memory: Any) -> list[MemoryRecord]:
+        """One reflection: recent records -> questions -> recall per question -> insights."""
+        cfg, llm, name = self.config, ctx.llm, ctx.agent.persona.name
+        recent = newest_bounded(memory.since(None)[-cfg.recent:], cfg.recent, cfg.statements_chars)
+        prompt = fill(self.prompts["questions"], name=name, count=cfg.questions,
+                      statements=memory_lines(recent, cfg.recent, cfg.statements_chars))
+        answer = await llm.text(prompt, purpose="reflection.questions", max_tokens=cfg.max_tokens)
+        questions = parse_questions(answer, cfg.questions)
+        if not questions:
+            llm.report_parse_failure("reflection.questions", answer)
+            return []
+        records: list[MemoryRecord] = []
+        for question in questions:
+            evidence = bounded(await memory.recall(ctx, question, cfg.evidence_k), cfg.evidence_k, cfg.evidence_chars)
+            if not evidence:
+                continue
+            prompt = fill(self.prompts["insights"], name=name, question=question, count=cfg.insights,
+                          statements=memory_lines(evidence, cfg.evidence_k, cfg.evidence_chars, numbered=True))
+            answer = await llm.text(prompt, purpose="reflection.insights", max_tokens=cfg.max_tokens)
+            parsed = parse_insights(answer, evidence, cfg.insights)
+            if not parsed:
+                llm.report_parse_failure("reflection.insights", answer)
+            records += [MemoryRecord(text, kind="reflection", evidence=ids, meta={"question": question})
+                        for text, ids in parsed]
+        if records:
+            await memory.remember(ctx, records)
+        return records
+
+    def get_state(self) -> dict[str, Any]:
+        return {"last": self.last.isoformat() if self.last else None, "reflections": self.reflections}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.last = datetime.fromisoformat(state["last"]) if state.get("last") else None
+        self.reflections = int(state.get("reflections", 0))
+
+
+def build_park_reflection(config: ParkReflectionConfig | None, ctx: Any) -> ParkReflection:
+    config = config or ParkReflectionConfig()
+    return ParkReflection(config, prompts_for("reflection", REQUIRED, config, ctx))
+
+
+@hookimpl
+def townsquare_register_reflectors():
+    return [
+        ReflectorSpec(
+            "park_reflection", build_park_reflection, config_model=ParkReflectionConfig, priority=50, needs_llm=True,
+            description="Park et al. §4.2: importance over 150 -> 3 questions from 100 recent records -> 5 cited insights each",
+        )
+    ]

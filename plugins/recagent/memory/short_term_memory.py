@@ -1,0 +1,151 @@
+"""RecAgent's short-term memory (Wang et al., "Memory Module", short-term memory;
+Supplementary Note A.2): slot ``memory.short_term``, component ``short_term_memory``.
+
+For a new record M_{n+1}, the cosine similarity of its embedding to each stored record M_i is
+computed; every M_i with a similarity **higher** than ``similarity_threshold`` is enhanced by
+M_{n+1} (its count goes up by one and M_{n+1} joins its enhancers); then M_{n+1} is stored,
+enhancing something or not. Once a record has been enhanced ``enhance_k`` (K) times, the LLM
+summarises it and its enhancers into ``insights`` high-level insights, and the record and the
+insights (kind ``insight``, ``evidence`` = the record and its enhancers) leave short-term
+memory: :meth:`remember` returns them, so the memory chain passes them on to long-term memory.
+The enhancers stay, as records of their own.
+
+Memory reading takes *all* short-term records (``recall`` ignores ``k``), oldest first.
+
+The paper gives no values for the threshold, K or the capacity; ours are settings:
+``similarity_threshold`` 0.7, ``enhance_k`` 3 and ``capacity`` 10 (the last two as in the
+reference code, which also draws enhancement at random from a sigmoid of the similarity; we
+follow the paper's plain threshold). Beyond ``capacity`` the least enhanced, then oldest,
+record is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Sequence
+
+import numpy as np
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from townsquare.api import BuildContext, MemoryRecord, MemorySpec, StepContext, hookimpl
+
+from ..prompts import fill, load_prompts
+from .record_store import RecordStore
+
+log = structlog.get_logger("townsquare.plugins.recagent.short_term_memory")
+
+
+class ShortTermMemoryConfig(BaseModel):
+    """``[plugins.short_term_memory]`` settings (values are our choices; the paper gives none)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    similarity_threshold: float = Field(0.7, ge=-1, le=1, description="a new record enhances those it is more similar to than this")
+    enhance_k: int = Field(3, ge=1, description="K: enhancements before a record moves to long-term memory")
+    insights: int = Field(1, ge=1, le=5, description="insights written per promoted record")
+    capacity: int = Field(10, ge=1, description="records kept; the least enhanced, then oldest, is dropped beyond it")
+    prompts_file: str | None = None
+
+
+def parse_lines(text: str, count: int) -> list[str]:
+    """Up to ``count`` non-empty lines of ``text``, list markers removed."""
+    lines = []
+    for line in text.splitlines():
+        line = line.strip().lstrip("-*0123456789.) ").strip()
+        if line:
+            lines.append(line)
+    return lines[:count]
+
+
+class ShortTermMemory:
+    def __init__(self, config: ShortTermMemoryConfig | None = None, base_dir: str = "."):
+        self.config = config or ShortTermMemoryConfig()
+        self.prompt = load_prompts("memory", {"insights": frozenset({"name", "memories", "count"})},
+                                   self.config.prompts_file, base_dir)["insights"]
+        self.store = RecordStore("st")
+        self.enhancers: dict[str, list[str]] = {}  # record id -> ids of the records that enhanced it
+        self.promoted = 0
+
+    @property
+    def records(self) -> list[MemoryRecord]:
+        return self.store.records
+
+    def count(self, record_id: str) -> int:
+        return len(self.enhancers.get(record_id, ()))
+
+    async def remember(self, ctx: StepContext, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        moving: list[MemoryRecord] = []
+        for record in records:
+            record = replace(record, id=self.store.new_id(), created=record.created or ctx.now, last_access=record.last_access or ctx.now)
+            vector = await ctx.embedder.embed_one(record.text)
+            matrix = await self.store.vectors(ctx)
+            if len(matrix):
+                similar = np.flatnonzero(matrix @ vector > self.config.similarity_threshold)
+                for i in similar:
+                    self.enhancers.setdefault(self.store.records[int(i)].id, []).append(record.id)
+            await self.store.add(ctx, record)
+            ready = [r for r in self.store.records if self.count(r.id) >= self.config.enhance_k]
+            for target in ready:
+                moving += await self._promote(ctx, target)
+        self._trim()
+        return moving
+
+    async def _promote(self, ctx: StepContext, target: MemoryRecord) -> list[MemoryRecord]:
+        """Summarise ``target`` and its enhancers into insights; both leave short-term memory."""
+        by_id = {r.id: r for r in self.store.records}
+        group = [target] + [by_id[i] for i in self.enhancers.get(target.id, []) if i in by_id]
+        memories = "\n".join(f"- {r.text}" for r in group)
+        llm = ctx.require_llm("short_term_memory")
+        answer = await llm.text(fill(self.prompt, name=ctx.agent.persona.name, memories=memories, count=self.config.insights),
+                                purpose="recagent.insight")
+        lines = parse_lines(answer, self.config.insights)
+        if not lines:
+            llm.report_parse_failure("recagent.insight", answer)
+        evidence = tuple(r.id for r in group)
+        importance = max(r.importance for r in group)
+        insights = [MemoryRecord(text, kind="insight", created=ctx.now, last_access=ctx.now, importance=importance,
+                                 evidence=evidence, id=self.store.new_id()) for text in lines]
+        self.store.remove([target.id])
+        self.enhancers.pop(target.id, None)
+        self.promoted += 1
+        log.debug("short_term.promoted", agent=ctx.agent.id, record=target.id, enhancers=len(group) - 1, insights=len(insights))
+        return [target, *insights]
+
+    def _trim(self) -> None:
+        excess = len(self.store.records) - self.config.capacity
+        if excess <= 0:
+            return
+        order = sorted(range(len(self.store.records)), key=lambda i: (self.count(self.store.records[i].id), i))
+        dropped = [self.store.records[i].id for i in order[:excess]]
+        self.store.remove(dropped)
+        for record_id in dropped:
+            self.enhancers.pop(record_id, None)
+
+    async def recall(self, ctx: StepContext, query: str, k: int) -> list[MemoryRecord]:
+        """All short-term records, oldest first (the paper's memory reading)."""
+        return list(self.store.records)
+
+    def since(self, when: Any) -> list[MemoryRecord]:
+        return self.store.since(when)
+
+    def get_state(self) -> dict[str, Any]:
+        return {**self.store.get_state(), "enhancers": {k: list(v) for k, v in self.enhancers.items()}, "promoted": self.promoted}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.store.set_state(state)
+        self.enhancers = {k: list(v) for k, v in state.get("enhancers", {}).items()}
+        self.promoted = int(state.get("promoted", 0))
+
+
+def build_short_term_memory(config: ShortTermMemoryConfig | None, ctx: BuildContext) -> ShortTermMemory:
+    return ShortTermMemory(config, ctx.base_dir)
+
+
+@hookimpl
+def townsquare_register_memory():
+    return [MemorySpec(
+        "short_term_memory", build_short_term_memory, config_model=ShortTermMemoryConfig, memory_kind="short_term",
+        needs_llm=True, stand_in=False,
+        description="RecAgent: similar records enhance each other; after K enhancements, insights move to long-term memory",
+    )]

@@ -1,0 +1,286 @@
+"""Park §4.3.2 / §5 dialogue: initiation, alternating turns from each side's own memories, the
+end rules (said over, repeated line, 8-turn cap), both sides remembering, and the conversation
+as a reply thread on the in-memory platform."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from ga_planning_world import ListMemory, World, by_purpose
+from helpers import read_table, scenario_text
+from townsquare.api import Action, MemoryRecord, MemorySpec, Persona, PolicySpec, UsageError, hookimpl
+from townsquare.plugins.generative_agents.dialogue.conversation import (Conversation, ConversationConfig, Dialogue, Transcript,
+                                                                        Turn, is_repeat)
+from townsquare.plugins.generative_agents.dialogue.reply_threads import ReplyThreads
+
+ADA = Persona("Ada", ["Ada is a nurse.", "Ada loves hiking."])
+BO = Persona("Bo", ["Bo plays jazz piano.", "Bo is Ada's brother."])
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def speaking(end_at: int | None = None, repeat_at: int | None = None):
+    """A turn answer: the n-th utterance (1-based) says 'line n from <agent>'; ``end_at`` marks
+    that one as the end; ``repeat_at`` makes that one repeat line 2."""
+    count = {"n": 0}
+
+    def reply(request):
+        count["n"] += 1
+        n = count["n"]
+        text = "LINE 2 from a1!" if n == repeat_at else f"line {n} from {request.agent_id}"
+        return json.dumps({"utterance": text, "end": n == end_at})
+
+    return reply
+
+
+def two_agents(answers):
+    world = World([ADA, BO], by_purpose(answers))
+    for agent in world.agents:
+        agent.components["memory.stream"] = ListMemory()
+    a, b = world.agents
+    run(a.components["memory.stream"].remember(world.ctx(a), [MemoryRecord("Bo is my brother and plays jazz piano")]))
+    run(b.components["memory.stream"].remember(world.ctx(b), [MemoryRecord("Ada is my sister; she hikes a lot")]))
+    return world, a, b
+
+
+def converse(world, a, b, config=None, observation=None):
+    sides = ((world.ctx(a), Dialogue(config)), (world.ctx(b), Dialogue(config)))
+    return run(Conversation(config).run(*sides, topic="weekend plans", observation=observation))
+
+
+def test_eight_turn_cap_alternating_sides_and_both_remember():
+    world, a, b = two_agents({"summary": "a summary", "dialogue.turn": speaking()})
+    transcript = converse(world, a, b)
+    assert transcript.ended == "cap" and len(transcript.turns) == 8
+    assert [t.speaker for t in transcript.turns] == ["a0", "a1"] * 4
+    assert [t.text for t in transcript.turns] == [f"line {n} from a{(n - 1) % 2}" for n in range(1, 9)]
+    turns = [r for r in world.recorder.requests if r.purpose == "dialogue.turn"]
+    assert [r.agent_id for r in turns] == ["a0", "a1"] * 4  # each turn is its speaker's call
+    # each side recalls its own memories about the other: Bo's prompts hold Bo's memory, never Ada's
+    assert "Ada is my sister" in turns[1].messages[-1].content and "Bo is my brother" not in turns[1].messages[-1].content
+    assert "Bo is my brother" in turns[0].messages[-1].content
+    assert "Ada: line 1 from a0\nBo: line 2 from a1\nAda: line 3 from a0" in turns[3].messages[-1].content
+    for agent, other in ((a, "Bo"), (b, "Ada")):
+        chat = [r for r in agent.components["memory.stream"].records if r.kind == "chat"]
+        assert len(chat) == 1 and chat[0].meta == {"with": "a1" if other == "Bo" else "a0", "turns": 8, "ended": "cap"}
+        assert chat[0].text.startswith(f"Conversation between {agent.persona.name} and {other} about weekend plans:\nAda: line 1")
+
+
+def test_cap_is_a_setting():
+    world, a, b = two_agents({"dialogue.turn": speaking()})
+    assert len(converse(world, a, b, ConversationConfig(max_turns=3)).turns) == 3
+
+
+def test_the_speaker_ends_the_conversation():
+    world, a, b = two_agents({"dialogue.turn": speaking(end_at=3)})
+    transcript = converse(world, a, b)
+    assert transcript.ended == "said_end" and [t.text for t in transcript.turns][-1] == "line 3 from a0"
+    assert len(transcript.turns) == 3
+
+
+def test_a_repeated_line_ends_it_and_is_dropped():
+    world, a, b = two_agents({"dialogue.turn": speaking(repeat_at=4)})
+    transcript = converse(world, a, b)
+    assert transcript.ended == "repeat" and len(transcript.turns) == 3
+    assert is_repeat("line 1, from A0.", [Turn("a0", "Ada", "Line 1 from a0")]) and not is_repeat("", [])
+
+
+def test_unusable_turns_get_a_repair_then_end_the_conversation():
+    world, a, b = two_agents({"dialogue.turn": "I would say hello"})
+    failures = []
+    world.llm.on_parse_failure = lambda request, answer: failures.append(request.purpose)
+    transcript = converse(world, a, b)
+    assert transcript.ended == "no_answer" and transcript.turns == []
+    assert world.recorder.purposes().count("dialogue.turn.repair") == 1 and failures == ["dialogue.turn"]
+    assert not [r for r in a.components["memory.stream"].records if r.kind == "chat"]
+
+
+def test_initiation_is_one_labelled_decision_from_memories_about_the_other():
+    world, a, b = two_agents({"dialogue.initiate": "No.", "dialogue.turn": speaking()})
+    transcript = converse(world, a, b, observation="Bo is playing the piano in the park")
+    assert transcript.ended == "declined" and transcript.turns == []
+    (request,) = [r for r in world.recorder.requests if r.purpose == "dialogue.initiate"]
+    assert request.labels == ("yes", "no")
+    prompt = request.messages[-1].content
+    assert "Observation: Bo is playing the piano in the park" in prompt and "Bo is my brother and plays jazz piano" in prompt
+    assert "Would Ada start a conversation with Bo now?" in prompt
+
+    world, a, b = two_agents({"dialogue.initiate": "yes", "dialogue.turn": speaking(end_at=2)})
+    assert len(converse(world, a, b, observation="Bo waves").turns) == 2
+
+
+def test_summary_comes_from_the_planner_when_it_has_one():
+    world, a, b = two_agents({"summary": "SUMMARY-OF-SIDE", "dialogue.turn": speaking(end_at=1)})
+
+    class Planner:
+        async def describe(self, ctx):
+            return "PLANNER SUMMARY"
+
+        async def status(self, ctx):
+            return "Ada is reading her feed"
+
+    a.components["planner"] = Planner()
+    converse(world, a, b)
+    (turn,) = [r for r in world.recorder.requests if r.purpose == "dialogue.turn"]
+    assert "PLANNER SUMMARY" in turn.messages[-1].content and "Ada's status: Ada is reading her feed" in turn.messages[-1].content
+    assert world.recorder.purposes().count("summary") == 0  # Bo never spoke
+
+
+def test_dialogue_state_round_trips():
+    world, a, b = two_agents({"dialogue.turn": speaking()})
+    side = Dialogue()
+    run(side.describe(world.ctx(a)))
+    other = Dialogue()
+    other.set_state(json.loads(json.dumps(side.get_state())))
+    assert other.get_state() == side.get_state() and other.summary.refreshes == 1
+    t = Transcript("a0", "a1", "x", [Turn("a0", "Ada", "hi")], "cap")
+    assert Transcript.from_dict(json.loads(json.dumps(t.to_dict()))) == t
+
+
+def test_prompt_override_is_checked(tmp_path):
+    bad = tmp_path / "d.toml"
+    bad.write_text('turn = "Say something to {other}"\n')
+    with pytest.raises(UsageError, match=r"prompt 'turn' lacks the placeholder \{context\}"):
+        Dialogue(ConversationConfig(prompts_file=str(bad)))
+
+
+# --------------------------------------------------------------------------- as a reply thread
+
+
+def thread_world(answers, config=None):
+    world, a, b = two_agents(answers)
+    threads = {agent.id: ReplyThreads(config) for agent in world.agents}
+    return world, a, b, threads
+
+
+def act(world, agent, threads, actions, round):
+    applied = run(world.apply(agent, actions, round))
+    run(threads[agent.id].on_applied(world.ctx(agent, round), applied))
+    return applied
+
+
+def feed(world, agent, round):
+    return run(world.platform.home_timeline(agent.id, 20))
+
+
+def test_a_conversation_as_a_reply_thread_of_eight_comments():
+    world, a, b, threads = thread_world({"dialogue.initiate": "yes", "dialogue.turn": speaking()})
+    post_id = run(world.post(a, "Anyone up for a hike on Saturday?"))
+    round = 0
+    (opening,) = run(threads[b.id].start(world.ctx(b, round), feed(world, b, round)[0]))
+    assert (opening.kind, opening.target_post, opening.detail["turn"]) == ("comment", post_id, 1)
+    act(world, b, threads, [opening], round)
+    speakers = [b]
+    for _ in range(10):  # more rounds than the conversation needs
+        round += 1
+        for agent in (a, b):
+            ctx = world.ctx(agent, round)
+            actions = run(threads[agent.id].answer(ctx, feed(world, agent, round)))
+            if actions:
+                speakers.append(agent)
+                act(world, agent, threads, actions, round)
+    # 8 comments, alternating Bo, Ada, ..., each replying to the one before
+    comments = [p for p in (run(world.platform.get_post(f"p{i}")) for i in range(1, 30)) if p is not None and p.reply_to]
+    assert len(comments) == 8 and [c.author_id for c in comments] == ["a1", "a0"] * 4
+    assert comments[0].reply_to == post_id and all(c.reply_to == p.id for p, c in zip(comments, comments[1:]))
+    assert [s.id for s in speakers] == ["a1", "a0"] * 4
+    for agent in (a, b):
+        assert threads[agent.id].threads == {} and threads[agent.id].finished == 1
+        (chat,) = [r for r in agent.components["memory.stream"].records if r.kind == "chat"]
+        assert chat.meta["turns"] == 8 and chat.meta["ended"] == "cap"
+        assert chat.text.endswith("Ada: line 8 from a0")
+    # a late reply to a finished conversation is ignored
+    late = run(world.platform.apply(Action("a1", "comment", target_post=comments[-1].id, text="one more thing"), round + 1, "t"))
+    assert late.ok and run(threads[a.id].answer(world.ctx(a, round + 1), feed(world, a, round + 1))) == []
+
+
+def test_a_thread_ends_when_the_partner_falls_silent_and_state_round_trips():
+    world, a, b, threads = thread_world({"dialogue.initiate": "yes", "dialogue.turn": speaking()}, ConversationConfig(idle_rounds=2))
+    run(world.post(a, "New trail report"))
+    (opening,) = run(threads[b.id].start(world.ctx(b, 0), feed(world, b, 0)[0]))
+    act(world, b, threads, [opening], 0)
+    (answer,) = run(threads[a.id].answer(world.ctx(a, 1), feed(world, a, 1)))
+    act(world, a, threads, [answer], 1)
+    state = json.loads(json.dumps(threads[a.id].get_state()))
+    restored = ReplyThreads(ConversationConfig(idle_rounds=2))
+    restored.set_state(state)
+    assert restored.get_state() == threads[a.id].get_state()
+    # Bo never answers: two rounds later Ada still waits, three rounds later it is over for her
+    assert run(restored.answer(world.ctx(a, 3), [])) == [] and restored.threads
+    run(restored.answer(world.ctx(a, 4), []))
+    assert restored.threads == {}
+    (chat,) = [r for r in a.components["memory.stream"].records if r.kind == "chat"]
+    assert chat.meta == {"with": "a1", "turns": 2, "ended": "idle"}
+
+
+def test_no_conversation_with_oneself_or_when_declined():
+    world, a, b, threads = thread_world({"dialogue.initiate": "no"})
+    run(world.post(a, "Hello"))
+    post = run(world.platform.get_post("p1"))
+    assert run(threads[a.id].start(world.ctx(a), post)) == []  # own post
+    assert run(threads[b.id].start(world.ctx(b), post)) == [] and threads[b.id].threads == {}
+
+
+# --------------------------------------------------------------------------- in a run
+
+
+class Chatty:
+    """A test policy that reads its feed, answers conversations and starts one on the first post
+    by someone else: the ReplyThreads helper as a policy uses it. Also a list memory stream."""
+
+    plugin_name = "chatty"
+
+    class Policy:
+        def __init__(self, config, ctx):
+            self.threads = ReplyThreads(ConversationConfig(max_turns=4))
+
+        async def step(self, ctx):
+            feed = await ctx.home_timeline(20)
+            actions = [Action(ctx.agent.id, "browse", post_ids=tuple(p.id for p in feed))] if feed else []
+            actions += await self.threads.answer(ctx, feed)
+            for post in feed:
+                if post.reply_to is None:
+                    actions += await self.threads.start(ctx, post)
+                    break
+            if ctx.round == 0 and ctx.agent.index == 0:
+                actions.append(Action(ctx.agent.id, "post", text="Anyone up for a hike on Saturday?"))
+            return actions
+
+        async def on_applied(self, ctx, applied):
+            await self.threads.on_applied(ctx, applied)
+
+        def get_state(self):
+            return self.threads.get_state()
+
+        def set_state(self, state):
+            self.threads.set_state(state)
+
+    @hookimpl
+    def townsquare_register_policies(self):
+        return [PolicySpec("chatty", self.Policy, uses={"memory.stream": "list_memory"})]
+
+    @hookimpl
+    def townsquare_register_memory(self):
+        return [MemorySpec("list_memory", lambda config, ctx: ListMemory(), memory_kind="stream")]
+
+
+def test_two_agents_of_a_run_talk_in_a_reply_thread(make_plugins, write_scenario, run_scenario):
+    rules = ('[plugins.scripted]\nrules = { "start a conversation with" = "yes", '
+             '"say next to" = """{"utterance": "Count me in!", "end": false}""" }\n')
+    path = write_scenario(scenario_text(rounds=4, count=2, policy="chatty", llm=True, extra=rules))
+    run_dir, summary = run_scenario(path, plugins=make_plugins(Chatty(), enable=["townsquare.testing.scripted"]))
+    assert summary.rounds_completed == 4
+    comments = [row for row in read_table(run_dir.path, "actions") if "comment" in row]
+    # Bo opens on Ada's post in round 1; Ada's answer repeats Bo's line (the scripted model says the same
+    # thing every time), so it is dropped and the conversation is over for her; Bo, unanswered, waits
+    assert len(comments) == 1 and "users-0002" in comments[0]
+    _, state = run_dir.latest_checkpoint()
+    memories = {agent: s.get("components", s)["memory.stream"]["records"] for agent, s in state["agents"].items()}
+    chats = {agent: [r for r in records if r["kind"] == "chat"] for agent, records in memories.items()}
+    assert [c["meta"]["ended"] for c in chats["users-0001"]] == ["repeat"]
+    assert chats["users-0001"][0]["text"].endswith("Bo: Count me in!")

@@ -1,0 +1,206 @@
+"""RecAgent's memory tiers (plugins/recagent/memory): sensory compression and importance,
+short-term enhancement after K, long-term forgetting g(M) and reading top-N + all short-term."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from recagent_support import T0, make_ctx, run
+from townsquare.api import Memory, MemoryRecord, agent_memory
+from townsquare.plugins.recagent.memory import forgetting
+from townsquare.plugins.recagent.memory.long_term_memory import LongTermMemory, LongTermMemoryConfig
+from townsquare.plugins.recagent.memory.sensory_memory import SensoryMemory, SensoryMemoryConfig
+from townsquare.plugins.recagent.memory.short_term_memory import ShortTermMemory, ShortTermMemoryConfig
+
+SENSORY_RULES = {
+    "Heat": '{"sentence": "Ada watched Heat and loved the bank heist.", "importance": 8}',
+    "enters": '{"sentence": "Ada entered the recommender system.", "importance": 2}',
+}
+
+
+# ---------------------------------------------------------------- g(M)
+
+
+def test_g_of_the_paper_at_hand_computed_points():
+    # s = 0.5, r = 0.8, beta = 2, delta = 0.1: max(0.64, 0.1) = 0.64; g = 1 - 0.65 * 0.64 = 0.584
+    assert forgetting.g_value(0.5, 0.8, 2.0, 0.1) == pytest.approx(0.584)
+    # r = 0.2: r^2 = 0.04 < delta 0.1, so the floor applies: g = 1 - 0.35 * 0.1 = 0.965
+    assert forgetting.g_value(0.5, 0.2, 2.0, 0.1) == pytest.approx(0.965)
+    # delta -> 1 leaves the mean of recency and importance: g = 1 - (0.5 + 0.2)/2 = 0.65
+    assert forgetting.g_value(0.5, 0.2, 2.0, 0.999999) == pytest.approx(0.65, abs=1e-6)
+    # the reference code's variant puts the power on recency: s = 0.9, r = 0.4, beta 1.5, delta 0.01
+    assert forgetting.g_exponential(0.9, 0.4, 1.5, 0.01) == pytest.approx(1 - 0.65 * 0.9 ** 1.5)
+
+
+def test_recency_importance_normalisation_and_probabilities():
+    assert forgetting.power_recency(np.array([0.0, 24.0, 72.0]), 24.0) == pytest.approx([1 - forgetting.EPS, 0.5, 0.25])
+    assert forgetting.exponential_recency(np.array([10.0]), 0.01) == pytest.approx([0.99 ** 10])
+    assert forgetting.normalised_importance(np.array([8.0, 0.0])) == pytest.approx([0.8, forgetting.EPS])
+    assert forgetting.forget_probabilities(np.array([0.2, 0.6]), 1.0) == pytest.approx([0.25, 0.75])
+    assert forgetting.forget_probabilities(np.array([0.2, 0.6]), 2.0) == pytest.approx([0.5, 1.0])
+
+
+def test_long_term_forget_values_follow_the_records():
+    memory = LongTermMemory(LongTermMemoryConfig(beta=2.0, delta=0.1, recency_hours=24.0))
+    memory.store.records = [
+        MemoryRecord("old and important", importance=8, created=T0, last_access=T0, id="a"),
+        MemoryRecord("old and trivial", importance=2, created=T0, last_access=T0, id="b"),
+    ]
+    g = memory.forget_values(T0 + timedelta(hours=24))  # s = 0.5 for both
+    assert g == pytest.approx([0.584, 0.965])
+
+
+def test_forgetting_drops_the_unimportant_old_records_more_often():
+    config = LongTermMemoryConfig(beta=2.0, delta=0.1, min_records=0, forget_per_pass=1.0)
+    kept = {"fresh": 0, "stale": 0}
+    for seed in range(200):
+        memory = LongTermMemory(config)
+        memory.store.records = [
+            MemoryRecord("fresh", importance=9, created=T0, last_access=T0 + timedelta(hours=47), id="fresh"),
+            MemoryRecord("stale", importance=1, created=T0, last_access=T0, id="stale"),
+        ]
+        memory.forget(T0 + timedelta(hours=48), np.random.default_rng(seed))
+        for r in memory.store.records:
+            kept[r.id] += 1
+    # g(fresh) = 1 - (0.98+0.9)/2*0.81 ~ 0.24, g(stale) = 1 - (0.333+0.1)/2*0.1 ~ 0.98: p ~ 0.2 / 0.8
+    assert kept["fresh"] > 130 and kept["stale"] < 70
+
+
+def test_no_forgetting_at_or_below_min_records_or_in_mode_none():
+    memory = LongTermMemory(LongTermMemoryConfig(min_records=2, forget_per_pass=5))
+    memory.store.records = [MemoryRecord(f"m{i}", importance=1, created=T0, id=f"m{i}") for i in range(2)]
+    assert memory.forget(T0 + timedelta(days=30), np.random.default_rng(0)) == []
+    memory = LongTermMemory(LongTermMemoryConfig(mode="none", min_records=0, forget_per_pass=5))
+    memory.store.records = [MemoryRecord("m", importance=1, created=T0, id="m")]
+    assert memory.forget(T0 + timedelta(days=30), np.random.default_rng(0)) == []
+
+
+def test_exponential_mode_spares_recent_records():
+    memory = LongTermMemory(LongTermMemoryConfig(mode="exponential", min_records=0, forget_per_pass=50, spare_hours=24))
+    memory.store.records = [MemoryRecord("recent", importance=1, created=T0, last_access=T0 + timedelta(hours=40), id="r"),
+                            MemoryRecord("old", importance=1, created=T0, last_access=T0, id="o")]
+    memory.forget(T0 + timedelta(hours=48), np.random.default_rng(0))
+    assert [r.id for r in memory.store.records] == ["r"]
+
+
+# ---------------------------------------------------------------- sensory
+
+
+def test_sensory_compresses_and_scores_item_content_higher():
+    ctx = make_ctx(rules=SENSORY_RULES)
+    memory = SensoryMemory()
+    out = run(memory.remember(ctx, [MemoryRecord("Ada watched the movie <Heat> and said: so tense!"),
+                                    MemoryRecord("Ada enters the recommender system.")]))
+    assert [(r.text, r.importance, r.created) for r in out] == [
+        ("Ada watched Heat and loved the bank heist.", 8.0, T0), ("Ada entered the recommender system.", 2.0, T0)]
+    assert out[0].meta["observation"].startswith("Ada watched the movie")
+    assert run(memory.recall(ctx, "Heat", 5)) == [] and memory.since(None) == []
+
+
+def test_sensory_falls_back_to_the_raw_observation_and_can_discard():
+    ctx = make_ctx(rules={"Heat": "no json here", "enters": '{"sentence": "x", "importance": 2}'})
+    memory = SensoryMemory(SensoryMemoryConfig(default_importance=4, discard_below=3))
+    out = run(memory.remember(ctx, [MemoryRecord("watched <Heat>"), MemoryRecord("Ada enters")]))
+    assert [(r.text, r.importance) for r in out] == [("watched <Heat>", 4.0)]  # importance 2 < 3: discarded
+    assert [c.status for c in ctx.calls].count("parse_failure") == 1
+
+
+# ---------------------------------------------------------------- short-term
+
+
+def test_enhancement_after_k_promotes_record_and_insights():
+    ctx = make_ctx(rules={"insight": "Ada is drawn to crime thrillers."})
+    memory = ShortTermMemory(ShortTermMemoryConfig(enhance_k=2, similarity_threshold=0.5))
+    first = run(memory.remember(ctx, [MemoryRecord("Ada watched Heat", importance=6)]))
+    other = run(memory.remember(ctx, [MemoryRecord("Ada cooked pasta", importance=3)]))
+    second = run(memory.remember(ctx, [MemoryRecord("Ada talked about Heat with Bo", importance=7)]))
+    assert first == other == second == []
+    assert memory.count("st1") == 1 and memory.count("st2") == 0
+    moved = run(memory.remember(ctx, [MemoryRecord("Ada rated Heat 9", importance=8)]))
+    # st1 now enhanced twice (st3, st4): it and one insight move on; st3 was enhanced once (by st4)
+    assert [(r.text, r.kind) for r in moved] == [("Ada watched Heat", "observation"), ("Ada is drawn to crime thrillers.", "insight")]
+    assert moved[1].evidence == ("st1", "st3", "st4") and moved[1].importance == 8
+    assert [r.id for r in memory.records] == ["st2", "st3", "st4"] and memory.count("st3") == 1
+
+
+def test_records_below_the_threshold_enhance_nothing():
+    ctx = make_ctx()
+    memory = ShortTermMemory(ShortTermMemoryConfig(enhance_k=1, similarity_threshold=0.9))
+    # "heat jazz" has cosine 1/sqrt(2) ~ 0.707 with "heat": below 0.9
+    assert run(memory.remember(ctx, [MemoryRecord("heat"), MemoryRecord("heat jazz")])) == []
+    assert memory.count("st1") == 0
+
+
+def test_short_term_capacity_drops_least_enhanced_oldest():
+    ctx = make_ctx()
+    memory = ShortTermMemory(ShortTermMemoryConfig(capacity=2, enhance_k=5, similarity_threshold=0.5))
+    run(memory.remember(ctx, [MemoryRecord("cooking a"), MemoryRecord("jazz b"), MemoryRecord("cooking c")]))
+    assert [r.text for r in memory.records] == ["cooking a", "cooking c"]  # "cooking a" was enhanced
+
+
+# ---------------------------------------------------------------- reading and the chain
+
+
+def test_reading_is_top_n_long_term_plus_all_short_term():
+    long_term = LongTermMemory(LongTermMemoryConfig(top_n=2, min_records=100))
+    short_term = ShortTermMemory(ShortTermMemoryConfig(similarity_threshold=0.99, enhance_k=9))
+    ctx = make_ctx(components={"memory.short_term": short_term, "memory.long_term": long_term})
+    run(long_term.remember(ctx, [MemoryRecord("heat one"), MemoryRecord("jazz two"), MemoryRecord("heat three"),
+                                 MemoryRecord("cooking four")]))
+    run(short_term.remember(ctx, [MemoryRecord("jazz now"), MemoryRecord("cooking now"), MemoryRecord("other now")]))
+    later = replace(ctx, now=T0 + timedelta(hours=5))
+    found = run(agent_memory(ctx.agent).recall(later, "heat", 10))
+    assert [r.text for r in found] == ["heat one", "heat three", "jazz now", "cooking now", "other now"]
+    assert all(r.last_access == later.now for r in found[:2])
+    assert long_term.records[1].last_access == T0  # not read
+
+
+def test_records_flow_sensory_short_long_and_ablations_skip_a_tier():
+    rules = {"high-level insight": "Ada loves heist films.", **SENSORY_RULES}
+    tiers = {"memory.sensory": SensoryMemory(), "memory.short_term": ShortTermMemory(ShortTermMemoryConfig(enhance_k=1, similarity_threshold=0.5)),
+             "memory.long_term": LongTermMemory()}
+    assert all(isinstance(t, Memory) for t in tiers.values())
+    ctx = make_ctx(rules=rules, components=tiers)
+    chain = agent_memory(ctx.agent)
+    run(chain.remember(ctx, [MemoryRecord("Ada watched <Heat>")]))
+    run(chain.remember(ctx, [MemoryRecord("Ada watched <Heat> again")]))
+    assert [r.text for r in tiers["memory.long_term"].records] == ["Ada watched Heat and loved the bank heist.", "Ada loves heist films."]
+    # w/o short: sensory records go straight to long-term memory
+    no_short = {"memory.sensory": SensoryMemory(), "memory.long_term": LongTermMemory()}
+    ctx = make_ctx(rules=rules, components=no_short)
+    run(agent_memory(ctx.agent).remember(ctx, [MemoryRecord("Ada enters")]))
+    assert [r.text for r in no_short["memory.long_term"].records] == ["Ada entered the recommender system."]
+
+
+def test_reflection_adds_insights_and_merges_duplicates():
+    ctx = make_ctx(rules={"high-level insights": "Ada loves heat films\nAda loves heat films too"})
+    memory = LongTermMemory(LongTermMemoryConfig(reflect_importance=10, merge_threshold=0.95, min_records=100))
+    run(memory.remember(ctx, [MemoryRecord("jazz night", importance=6), MemoryRecord("cooking class", importance=3)]))
+    assert run(memory.reflect(ctx)) == []  # 9 < 10
+    run(memory.remember(ctx, [MemoryRecord("watched heat", importance=5)]))
+    added = run(memory.reflect(ctx))
+    # both insights are about "heat", as is "watched heat": the three merge into the oldest
+    assert [r.text for r in memory.records] == ["jazz night", "cooking class", "watched heat"]
+    assert added == [] and memory.merged == 2 and memory.reflections == 1
+    assert memory.records[2].importance == 6 and len(memory.records[2].evidence) == 5
+
+
+def test_state_round_trips_and_vectors_are_rebuilt():
+    ctx = make_ctx()
+    memory = ShortTermMemory(ShortTermMemoryConfig(enhance_k=5, similarity_threshold=0.5))
+    run(memory.remember(ctx, [MemoryRecord("heat a"), MemoryRecord("heat b")]))
+    state = memory.get_state()
+    assert [r["text"] for r in state["records"]] == ["heat a", "heat b"]
+    copy = ShortTermMemory(ShortTermMemoryConfig(enhance_k=5, similarity_threshold=0.5))
+    copy.set_state(state)
+    run(copy.remember(ctx, [MemoryRecord("heat c")]))
+    assert copy.count("st1") == 2 and copy.get_state()["counter"] == 3
+    long_term = LongTermMemory()
+    run(long_term.remember(ctx, [MemoryRecord("jazz")]))
+    again = LongTermMemory()
+    again.set_state(long_term.get_state())
+    assert again.get_state() == long_term.get_state()
