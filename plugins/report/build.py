@@ -17,12 +17,14 @@ from typing import Any
 import numpy as np
 import structlog
 
+from townsquare.api import memory_rows
 from townsquare.errors import UsageError
 from townsquare.plugins.activity_metrics import gini
 
 from . import figures, html, similarity, tables
 from .html import Number, Raw
 from .text_metrics import distinct_percent, tokenize
+from .memory_section import memory_section
 from .recsys_section import recsys_section
 
 log = structlog.get_logger("townsquare.plugins.report")
@@ -85,6 +87,9 @@ def render(run: tables.Run, *, with_similarity: bool = True, plugin_options: Seq
         ("groundedness", "Groundedness", groundedness_section(db)),
         ("llm", "LLM calls", llm_section(db, llm, axis)),
     ]
+    minds = memory_section(memory_rows(run.path)[1], {a.agent_id: a.persona.name for a in agents})
+    if minds is not None:
+        sections.insert(-1, ("memory", "Reflections and plans", minds))
     recsys = recsys_section(db, axis)
     if recsys is not None:
         sections.insert(4, ("recsys", "Recommender system", recsys))
