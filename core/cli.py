@@ -150,7 +150,43 @@ def build_cli(plugins: Plugins) -> click.Group:
             if row["hooks"]:
                 click.echo(f"    hooks: {', '.join(row['hooks'])}")
 
+    for add_command in (_branch_command,):
+        add_command(cli)
     return cli
+
+
+def _branch_command(cli: click.Group) -> None:
+    @cli.command("branch")
+    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.option("--at", "at", type=int, required=True, help="First round that plays differently (the branch starts from the checkpoint after AT-1).")
+    @click.option("--out", type=click.Path(file_okay=False), default=None, help="Branch directory (with --recommenders: a folder of branches).")
+    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Change a scenario key from round AT on.")
+    @click.option("--persona", "personas", multiple=True, metavar="AGENT=FILE", help="Replace an agent's persona (JSON or one sentence a line).")
+    @click.option("--post", "posts", multiple=True, metavar="AUTHOR=TEXT", help="Post TEXT as an agent or an outside account.")
+    @click.option("--memory", "memories", multiple=True, metavar="AGENT=TEXT", help="Hand an observation to an agent's memory.")
+    @click.option("--follow", "follows", multiple=True, metavar="A=B", help="Make agent A follow agent B.")
+    @click.option("--unfollow", "unfollows", multiple=True, metavar="A=B", help="Make agent A unfollow agent B.")
+    @click.option("--recommenders", default=None, metavar="A,B,...", help="One branch per recommender, from the same state.")
+    @click.option("--quiet", is_flag=True, help="No progress bar.")
+    @common_options
+    def branch(run_dir: str, at: int, out: str | None, overrides, personas, posts, memories, follows, unfollows,
+               recommenders: str | None, quiet: bool, plugin_options, **_: Any) -> None:
+        """Continue RUN_DIR from round AT with interventions, into a new run directory."""
+        from .branch import branch_run, parse_interventions
+
+        changes = parse_interventions([*(("persona", v) for v in personas), *(("memory", v) for v in memories),
+                                       *(("follow", v) for v in follows), *(("unfollow", v) for v in unfollows),
+                                       *(("post", v) for v in posts)])
+        variants: list[tuple[str | None, list[str], str | None]] = [(None, list(overrides), out)]
+        if recommenders:
+            names = [n.strip() for n in recommenders.split(",") if n.strip()]
+            variants = [(n, [*overrides, f'recommender={{ name = "{n}" }}'], str(Path(out) / n) if out else None) for n in names]
+        for label, sets, target in variants:
+            with _progress(quiet) as progress:
+                path, summary = branch_run(run_dir, at, target, overrides=sets, plugin_options=plugin_options,
+                                           interventions=changes, progress=progress.update, on_ready=progress.ready, label=label)
+            _report(path.path, summary)
+            click.echo(str(path.path))
 
 
 class _progress:
