@@ -44,7 +44,7 @@ from .engine import Simulation
 from .errors import RunStopped, UsageError
 from .files import read_user_text
 from .lifecycle import RunSummary
-from .memory import MemoryRecord, agent_memory
+from .memory import MEMORY_TIERS, MemoryRecord, agent_memory
 from .persona import Persona
 from .plugin_manager import make_plugin_manager, parse_plugin_options
 from .rundir import RunDir, environment
@@ -194,7 +194,7 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
     if not 0 <= at < rounds:
         raise UsageError(f"--at {at}: the run has rounds 0..{rounds - 1}")
     agents = _parent_agents(parent)
-    _check_interventions(interventions, agents)
+    _check_interventions(interventions, agents, scenario)
     name = f"{manifest.get('name', 'run')}-{label or 'branch'}-r{at}"
     with RunDir.claim(out, name) as run_dir:
         with parent.lock():  # held while the parent's files are copied, not while the branch plays
@@ -248,18 +248,21 @@ def _branch_scenario(parent: RunDir, manifest: dict[str, Any], overrides: list[s
     return scenario, plugins, combined
 
 
-def _parent_agents(parent: RunDir) -> dict[str, str]:
+def _parent_agents(parent: RunDir) -> dict[str, tuple[str, str]]:
+    """agent id -> (persona name, population)."""
     if not parent.events_path.is_file():
         raise UsageError(f"{parent.path}: no events.sqlite (the run never started): nothing to branch")
     db = sqlite3.connect(f"file:{parent.events_path}?mode=ro", uri=True)
     try:
-        return dict(db.execute("SELECT agent_id, name FROM agents").fetchall())
+        return {row[0]: (row[1], row[2]) for row in db.execute("SELECT agent_id, name, population FROM agents")}
     finally:
         db.close()
 
 
-def _check_interventions(interventions: list[Intervention], agent_ids: dict[str, str]) -> None:
-    """Every agent named exists; persona files are read now, before anything is written."""
+def _check_interventions(interventions: list[Intervention], agent_ids: dict[str, tuple[str, str]], scenario: Any) -> None:
+    """Every agent named exists (and has a memory for ``--memory``); persona files are read
+    now, before anything is written."""
+    filled = {(row["scope"], row["slot"]) for row in scenario.slot_table() if row["component"] != "-"}
     for change in interventions:
         needs_agent = [change.target] if change.kind != "post" else []
         if change.kind in ("follow", "unfollow"):
@@ -269,7 +272,10 @@ def _check_interventions(interventions: list[Intervention], agent_ids: dict[str,
                 sample = ", ".join(sorted(agent_ids)[:5])
                 raise UsageError(f"{change.describe()}: no agent {agent_id!r} in the run (agents: {sample}...)")
         if change.kind == "persona":
-            change.persona = read_persona_file(change.value, current_name=agent_ids[change.target])
+            change.persona = read_persona_file(change.value, current_name=agent_ids[change.target][0])
+        if change.kind == "memory" and not any((agent_ids[change.target][1], slot) in filled for slot in MEMORY_TIERS):
+            raise UsageError(f"{change.describe()}: agent {change.target}'s population fills no memory slot "
+                             f"({', '.join(MEMORY_TIERS)}): there is nothing to remember with")
 
 
 def _copy_events(parent: RunDir, run_dir: RunDir, at: int) -> None:

@@ -66,7 +66,7 @@ def test_interventions_change_only_rounds_from_the_branch_point(parent, tmp_path
     persona = tmp_path / "persona.txt"
     persona.write_text("I only talk about sailing.\nI live on a boat.\n")
     changes = parse_interventions([
-        ("persona", f"users-0001={persona}"), ("memory", "users-0002=The town hall burned down."),
+        ("persona", f"users-0001={persona}"),
         ("follow", "users-0003=users-0004"), ("post", "newsdesk=Breaking: the bridge is closed"),
         ("post", "users-0005=my injected post"),
     ])
@@ -109,6 +109,8 @@ def test_branch_at_a_round_without_checkpoint_names_the_branchable_rounds(tmp_pa
 def test_bad_interventions_are_one_line_errors(parent, tmp_path):
     with pytest.raises(UsageError, match="no agent 'nobody'"):
         branch_run(parent, 2, tmp_path / "b", interventions=[Intervention("memory", "nobody", "x")])
+    with pytest.raises(UsageError, match="fills no memory slot"):
+        branch_run(parent, 2, tmp_path / "b", interventions=[Intervention("memory", "users-0001", "x")])
     with pytest.raises(UsageError, match="no such persona file"):
         branch_run(parent, 2, tmp_path / "b", interventions=parse_interventions([("persona", "users-0001=/nope.txt")]))
     with pytest.raises(UsageError, match="expected AGENT=VALUE"):
