@@ -150,7 +150,7 @@ def build_cli(plugins: Plugins) -> click.Group:
             if row["hooks"]:
                 click.echo(f"    hooks: {', '.join(row['hooks'])}")
 
-    for add_command in (_branch_command,):
+    for add_command in (_branch_command, _compare_command):
         add_command(cli)
     return cli
 
@@ -187,6 +187,25 @@ def _branch_command(cli: click.Group) -> None:
                                            interventions=changes, progress=progress.update, on_ready=progress.ready, label=label)
             _report(path.path, summary)
             click.echo(str(path.path))
+
+
+def _compare_command(cli: click.Group) -> None:
+    @cli.command("compare")
+    @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
+    @click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only these metrics (default: all).")
+    @click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True,
+                  help="Folder for compare.csv and compare.png.")
+    @common_options
+    def compare(run_dirs: tuple[str, ...], metrics: tuple[str, ...], out: str, **_: Any) -> None:
+        """Metric means after the branch point, side by side, with deltas against the first run."""
+        from .compare import compare_runs, format_table, plot, write_csv
+
+        comparison = compare_runs(run_dirs, metrics)
+        click.echo(format_table(comparison))
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        click.echo(f"table: {write_csv(comparison, folder / 'compare.csv')}", err=True)
+        click.echo(f"plot: {plot(comparison, folder / 'compare.png')}", err=True)
 
 
 class _progress:

@@ -130,3 +130,22 @@ def test_cli_branch_per_recommender(parent, tmp_path):
         assert manifest["scenario"]["recommender"] == {"name": name}
         assert manifest["branch"]["at"] == 2
         assert table(tmp_path / "cf" / name, "posts", "WHERE round < 2") == table(parent, "posts", "WHERE round < 2")
+
+
+def test_compare_prints_deltas_after_the_branch_point_and_plots(parent, tmp_path, capsys):
+    from townsquare.cli import main
+    from townsquare.compare import compare_runs
+
+    run_dir, _ = branch_run(parent, 3, tmp_path / "b", overrides=["plugins.scripted.policy_post_probability=1.0"])
+    comparison = compare_runs([parent, run_dir.path])
+    assert comparison.at == 3
+    posts_after = [sum(1 for row in table(p, "posts", "WHERE round >= 3")) / 3 for p in (parent, run_dir.path)]
+    assert comparison.means["posts.count"] == pytest.approx(posts_after)
+    assert comparison.deltas("posts.count")[1] == pytest.approx(posts_after[1] - posts_after[0])
+    assert posts_after[1] > posts_after[0]
+
+    main(["compare", str(parent), str(run_dir.path), "--out", str(tmp_path / "cmp")])
+    out = capsys.readouterr().out
+    assert "from round 3" in out and "posts.count" in out and f"{posts_after[1] - posts_after[0]:+.4g}" in out
+    assert (tmp_path / "cmp" / "compare.png").read_bytes()[:4] == b"\x89PNG"
+    assert "posts.count" in (tmp_path / "cmp" / "compare.csv").read_text()
