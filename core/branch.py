@@ -166,8 +166,11 @@ class BranchSimulation(Simulation):
             ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=self.model.clock.minutes_per_round,
                               services=self.services, llm=self.services.llm.for_agent(agent.id) if self.services.llm else None,
                               start=self.model.clock.start)
-            await agent_memory(agent).remember(ctx, [MemoryRecord(text=change.value, kind="observation", created=now,
-                                                                  meta={"intervention": True})])
+            chain = agent_memory(agent)
+            record = MemoryRecord(text=change.value, kind="observation", created=now, meta={"intervention": True})
+            left = await chain.remember(ctx, [record])
+            if any(r.text == change.value for r in left):  # every tier passed it on: none keeps observations
+                log.warning("branch.memory_not_kept", agent=agent.id, tiers=chain.slots)
             return
         if change.kind == "post":
             if change.target not in agents:
@@ -295,11 +298,14 @@ def _copy_events(parent: RunDir, run_dir: RunDir, at: int) -> None:
 
 
 def _copy_cache(parent: RunDir, run_dir: RunDir) -> None:
-    source = parent.path / CACHE_FILE
-    if not source.is_file():
-        return
+    if (parent.path / CACHE_FILE).is_file():
+        copy_sqlite(parent.path / CACHE_FILE, run_dir.path / CACHE_FILE)
+
+
+def copy_sqlite(source: Path, target: Path) -> None:
+    """A consistent copy of an SQLite file (its WAL included) that another process may be writing."""
     src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
-    dst = sqlite3.connect(run_dir.path / CACHE_FILE)
+    dst = sqlite3.connect(target)
     try:
         src.backup(dst)
     finally:
