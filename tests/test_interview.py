@@ -91,3 +91,27 @@ def test_interview_errors(zhou_run):
         interview(zhou_run, "hi", population="martians", all_agents=True)
     with pytest.raises(UsageError, match="keeps no checkpoint"):
         interview(zhou_run, "hi", agents=["users-0001"], round=99)
+
+
+def test_memory_injected_by_a_branch_is_recalled_in_an_interview_with_parks_stream(tmp_path):
+    """Park's memory stream: what the agent observed and a memory a branch handed it."""
+    from townsquare.branch import branch_run, parse_interventions
+
+    from helpers import ROOT
+    from test_ga_runs import RULES
+
+    text = (ROOT / "examples" / "generative_agents_social.toml").read_text()
+    text = text.replace('path = "personas.jsonl"', f'path = "{ROOT / "examples" / "personas.jsonl"}"').replace("rounds = 8", "rounds = 4")
+    (tmp_path / "ga.toml").write_text(text + RULES + "\n[engine]\nkeep_checkpoints = 0\n")
+    parent, summary = start_run(tmp_path / "ga.toml", out=tmp_path / "ga", plugin_options=SCRIPTED)
+    assert summary.stopped is None
+    agent = "townsfolk-0001"
+    question = "What happened to the town hall?"
+    [plain] = interview(parent.path, question, agents=[agent])
+    assert "town hall burned down" not in plain.prompt
+
+    changes = parse_interventions([("memory", f"{agent}=I saw that the town hall burned down last night.")])
+    branch, _ = branch_run(parent.path, 2, tmp_path / "b", interventions=changes)
+    [answer] = interview(branch.path, question, agents=[agent])
+    assert "I saw that the town hall burned down last night." in answer.prompt
+    assert answer.round == 3
