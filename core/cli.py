@@ -150,7 +150,7 @@ def build_cli(plugins: Plugins) -> click.Group:
             if row["hooks"]:
                 click.echo(f"    hooks: {', '.join(row['hooks'])}")
 
-    for add_command in (_branch_command, _compare_command, _interview_command):
+    for add_command in (_branch_command, _compare_command, _interview_command, _ablate_command):
         add_command(cli)
     return cli
 
@@ -241,6 +241,46 @@ def _interview_command(cli: click.Group) -> None:
         if all_agents or csv_path:
             stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
             click.echo(f"answers: {write_csv(answers, csv_path or Path(run_dir) / f'interviews-{stamp}.csv')}", err=True)
+
+
+def _ablate_command(cli: click.Group) -> None:
+    @cli.command("ablate")
+    @click.argument("scenario", type=click.Path(dir_okay=False, exists=True))
+    @click.option("--variant", "variant_specs", multiple=True, required=True, metavar='NAME="-p no:X --set k=v"',
+                  help="A variant of the scenario (repeat; an empty right side runs the scenario as it is).")
+    @click.option("--seeds", type=int, default=5, show_default=True, help="Runs per variant (seeds from the scenario's seed on).")
+    @click.option("--first-seed", type=int, default=None, help="First seed (default: the scenario's seed).")
+    @click.option("--baseline", default=None, help="The variant the others are tested against (default: the first).")
+    @click.option("--summary", type=click.Choice(["mean", "last"]), default="mean", show_default=True,
+                  help="A run's value of a metric: its mean over rounds, or its last round's value.")
+    @click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only these metrics in the table (default: all).")
+    @click.option("--jobs", type=int, default=None, help="Runs at once (default: the CPU count).")
+    @click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder of the runs and tables (default runs/ablate-<scenario>).")
+    @common_options
+    def ablate(scenario: str, variant_specs, seeds: int, first_seed: int | None, baseline: str | None, summary: str, metrics,
+               jobs: int | None, out: str | None, plugin_options, **_: Any) -> None:
+        """Run every variant x seed (resumable), then tabulate mean, 95 % CI and Welch's t-test vs the baseline."""
+        from . import ablate as ab
+
+        variants = [ab.parse_variant(spec) for spec in variant_specs]
+        folder = Path(out) if out else Path("runs") / f"ablate-{Path(scenario).stem}"
+        planned = ab.plan(scenario, variants, seeds, folder, first_seed)
+        common = [a for p in plugin_options for a in ("-p", p)]
+        ab.check_variants(scenario, variants, plugin_options)
+        done = iter(range(1, len(planned) + 1))
+        ab.run_jobs(scenario, planned, workers=jobs or os.cpu_count() or 1, common=common,
+                    on_done=lambda job, outcome: click.echo(f"[{next(done)}/{len(planned)}] {job.variant.name} seed {job.seed}: {outcome}", err=True))
+        rows = ab.summarise(planned, baseline or variants[0].name, summary)
+        if metrics:
+            rows = [r for r in rows if r.metric in metrics]
+        text = ab.markdown(rows, baseline or variants[0].name, summary)
+        click.echo(text)
+        (folder / "ablation.md").write_text(text, encoding="utf-8")
+        click.echo(f"tables: {folder / 'ablation.md'}, {ab.write_csv(rows, folder / 'ablation.csv', baseline or variants[0].name)}", err=True)
+        click.echo(f"plot: {ab.plot(rows, folder / 'ablation.png')}", err=True)
+        failed = [job for job in planned if job.status() != "finished"]
+        if failed:
+            raise UsageError(f"{len(failed)} of {len(planned)} runs did not finish (first: {failed[0].path}); run the same command again to resume them")
 
 
 class _progress:
