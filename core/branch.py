@@ -28,7 +28,6 @@ its checkpoint (a persona embedding, say) is kept as it was.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 from dataclasses import asdict, dataclass
@@ -41,14 +40,14 @@ import structlog
 from .actions import Action
 from .components import StepContext
 from .engine import Simulation
-from .errors import RunStopped, UsageError
+from .errors import UsageError
 from .files import read_user_text
 from .lifecycle import RunSummary
 from .memory import MEMORY_TIERS, MemoryRecord, agent_memory
 from .persona import Persona
 from .plugin_manager import make_plugin_manager, parse_plugin_options
 from .rundir import RunDir, environment
-from .runner import redact, redact_override
+from .runner import _play, redact, redact_override
 from .scenario import apply_overrides, resolve
 from .store import ROUND_TABLES, EventStore
 
@@ -223,20 +222,8 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
             if state is not None:
                 run_dir.write_checkpoint(at - 1, state, keep=0)
             _copy_cache(parent, run_dir)
-        simulation = BranchSimulation(scenario, plugins, run_dir, at=at, interventions=interventions,
-                                      parent_slots=manifest.get("slot_table", []), progress=progress,
-                                      on_built=lambda: _built(run_dir, scenario, on_ready))
-        try:
-            return run_dir, asyncio.run(simulation.run(resume=True))
-        except RunStopped as exc:
-            run_dir.update_manifest(status="stopped", stop_reason=exc.reason)
-            raise
-
-
-def _built(run_dir: RunDir, scenario: Any, on_ready: Any) -> None:
-    run_dir.started = True
-    if on_ready is not None:
-        on_ready(scenario, run_dir)
+        options = {"at": at, "interventions": interventions, "parent_slots": manifest.get("slot_table", [])}
+        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, options, resume=True, simulation_class=BranchSimulation)
 
 
 def _branch_scenario(parent: RunDir, manifest: dict[str, Any], overrides: list[str], plugin_options: list[str]):

@@ -84,7 +84,8 @@ def start_run(
 
 
 def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_ready: Any, progress: Progress | None,
-          simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None) -> RunSummary:
+          simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None,
+          simulation_class: type[Simulation] = Simulation) -> RunSummary:
     """Build and run the simulation; the run counts as started once it is built."""
 
     def built() -> None:
@@ -94,7 +95,7 @@ def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_read
         if on_ready is not None:
             on_ready(scenario, run_dir)
 
-    simulation = Simulation(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
+    simulation = simulation_class(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
     try:
         return asyncio.run(simulation.run(resume=resume))
     except RunStopped as exc:
