@@ -92,15 +92,18 @@ def build_cli(plugins: Plugins) -> click.Group:
     @click.option("--llm", "llm_spec", metavar="PROVIDER[:MODEL]", default=None,
                   help="Point the run at an LLM without editing the scenario, e.g. openai:gpt-4o-mini or local.")
     @click.option("--quiet", is_flag=True, help="No progress bar.")
+    @click.option("--play", "play", default=None, metavar="AGENT", help="Take AGENT's turns yourself, in the terminal.")
     @common_options
-    def run(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, llm_spec: str | None, quiet: bool, plugin_options, **_: Any) -> None:
+    def run(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, llm_spec: str | None, quiet: bool,
+            play: str | None, plugin_options, **_: Any) -> None:
         """Run SCENARIO (a TOML file) into a new run directory."""
         from .runner import llm_overrides, start_run
 
-        with _progress(quiet) as progress:
+        played = _play_options(play)
+        with _progress(quiet or play is not None) as progress:
             run_dir, summary = start_run(
                 scenario, overrides=[*llm_overrides(llm_spec), *overrides], seed=seed, out=out, plugin_options=plugin_options,
-                plugins=plugins, progress=progress.update, on_ready=progress.ready,
+                plugins=plugins, progress=progress.update, on_ready=progress.ready, **played,
             )
         _report(run_dir.path, summary)
 
@@ -153,6 +156,15 @@ def build_cli(plugins: Plugins) -> click.Group:
     for add_command in (_branch_command, _compare_command, _interview_command, _ablate_command):
         add_command(cli)
     return cli
+
+
+def _play_options(agent: str | None) -> dict[str, Any]:
+    """``run --play AGENT``: the simulation that hands AGENT's turns to the terminal."""
+    if agent is None:
+        return {}
+    from .play import PlaySimulation
+
+    return {"simulation_class": PlaySimulation, "play": agent}
 
 
 def _branch_command(cli: click.Group) -> None:

@@ -65,6 +65,7 @@ def start_run(
     plugins: Plugins | None = None,
     progress: Progress | None = None,
     on_ready: Any = None,
+    simulation_class: type[Simulation] = Simulation,
     **simulation_options: Any,
 ) -> tuple[RunDir, RunSummary]:
     """Run a scenario file into a new run directory. ``on_ready(scenario, run_dir)`` is called
@@ -80,7 +81,7 @@ def start_run(
     scenario = load_scenario(scenario_path, overrides, plugins, seed=seed)
     with RunDir.claim(out, scenario.model.name) as run_dir:
         run_dir.write_manifest(new_manifest(scenario, plugins, overrides, plugin_options))
-        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options)
+        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options, simulation_class=simulation_class)
 
 
 def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_ready: Any, progress: Progress | None,
