@@ -14,7 +14,6 @@ Only social platforms (those with a home timeline) can be played.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 import click
@@ -57,7 +56,9 @@ class HumanPolicy:
         self.write("actions: " + " | ".join(COMMANDS[k] for k in self.kinds) + " | done")
         actions = [Action(agent.id, "browse", post_ids=tuple(p.id for p in feed), detail={"played": True})] if feed and self.browse else []
         while not self.finished:
-            line = await asyncio.to_thread(self.read)
+            # read on the event loop's thread: the other agents wait for the person (their LLM
+            # calls pause), and Ctrl-C at the prompt stops the run cleanly like anywhere else
+            line = self.read()
             if line is None:
                 self.finished = True  # end of input: the remaining turns end at once
                 break
