@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import structlog
 
-from .compare import read_series
+from .compare import _num as _f, _signed, read_series
 from .errors import UsageError
 from .scenario import read_scenario
 from .stats import Interval, WelchResult, mean_interval, welch_test
@@ -236,14 +236,6 @@ def plot(rows: list[Row], path: Path, max_metrics: int = 12) -> Path:
     for ax in axes[len(metrics):]:
         ax.set_visible(False)
     return save(fig, path)
-
-
-def _f(value: float) -> str:
-    return "-" if math.isnan(value) else f"{value:.4g}"
-
-
-def _signed(value: float) -> str:
-    return "-" if math.isnan(value) else f"{value:+.4g}"
 
 
 def _p(value: float) -> str:

@@ -138,7 +138,7 @@ def plot(comparison: Comparison, path: Path, max_metrics: int = 12) -> Path:
     return save(fig, path)
 
 
-def _num(value: float) -> str:
+def _num(value: float) -> str:  # also the ablation table's number format
     return "-" if math.isnan(value) else f"{value:.4g}"
 
 

@@ -8,7 +8,6 @@ import json
 import sqlite3
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 from structlog.testing import capture_logs
 
