@@ -53,6 +53,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.hash_embedder",
     "townsquare.plugins.embedding_baseline",
     "townsquare.plugins.activity_metrics",
+    "townsquare.plugins.groundedness",
     # run-health monitors (metrics that warn while a run goes on)
     "townsquare.plugins.monitors.repetition",
     "townsquare.plugins.monitors.homogenisation",
