@@ -149,3 +149,25 @@ def test_compare_prints_deltas_after_the_branch_point_and_plots(parent, tmp_path
     assert "from round 3" in out and "posts.count" in out and f"{posts_after[1] - posts_after[0]:+.4g}" in out
     assert (tmp_path / "cmp" / "compare.png").read_bytes()[:4] == b"\x89PNG"
     assert "posts.count" in (tmp_path / "cmp" / "compare.csv").read_text()
+
+
+@pytest.mark.parametrize("design", ["social_agent", "generative_agents"])
+def test_branch_reproduces_runs_of_the_paper_designs(tmp_path, design):
+    """Plans, memories, reflections and persona retrieval all round-trip through the branch."""
+    from helpers import ROOT
+
+    if design == "social_agent":
+        from test_sa_policy_e2e import scenario
+
+        text = scenario("social_agent").replace("rounds = 50", "rounds = 8")
+    else:
+        from test_ga_runs import RULES
+
+        text = (ROOT / "examples" / "generative_agents_social.toml").read_text()
+        text = text.replace('path = "personas.jsonl"', f'path = "{ROOT / "examples" / "personas.jsonl"}"').replace("rounds = 8", "rounds = 5")
+        text += RULES
+    (tmp_path / "s.toml").write_text(text + "\n[engine]\nkeep_checkpoints = 0\n")
+    parent, _ = start_run(tmp_path / "s.toml", out=tmp_path / "p", plugin_options=SCRIPTED)
+    branch, _ = branch_run(parent.path, 3, tmp_path / "b")
+    for name in TABLES:
+        assert table(branch.path, name) == table(parent.path, name), f"{design}: table {name} differs"
