@@ -20,7 +20,8 @@ the platform); ``--memory AGENT=TEXT`` hands an observation to the agent's memor
 (:func:`townsquare.memory.agent_memory`, so every memory design receives it its own way);
 ``--follow A=B`` / ``--unfollow A=B``.
 
-Branching needs P's checkpoint after round R - 1: ``[engine] keep_checkpoints = 0`` keeps every
+A branch stopped during round R resumes (``townsquare resume``) with its interventions applied
+again, once (:func:`resume_options`). Branching needs P's checkpoint after round R - 1: ``[engine] keep_checkpoints = 0`` keeps every
 one (the default keeps the newest 3). A persona edit reaches components that read
 ``agent.persona`` when they act; state a component derived from the old persona and saved in
 its checkpoint (a persona embedding, say) is kept as it was.
@@ -70,8 +71,13 @@ class Intervention:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.pop("persona")
+        if data["persona"] is None:
+            data.pop("persona")
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Intervention":
+        return cls(kind=data["kind"], target=data["target"], value=data["value"], persona=data.get("persona"))
 
     def describe(self) -> str:
         return f"--{self.kind} {self.target}={self.value}"
@@ -213,7 +219,7 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
                 "plugin_options": combined_options, "plugins": plugins.versions(), "disabled_plugins": list(plugins.disabled),
                 "slot_table": scenario.slot_table(), "environment": environment(), "status": "running",
                 "rounds_completed": at, "stop_reason": None,
-                "branch": {"parent": str(parent.path.resolve()), "at": at,
+                "branch": {"parent": str(parent.path.resolve()), "at": at, "parent_slots": manifest.get("slot_table", []),
                            "interventions": [*(f"--set {redact_override(o)}" for o in overrides),
                                              *(f"-p {o}" for o in plugin_options), *(i.describe() for i in interventions)],
                            "changes": [i.to_dict() for i in interventions]},
@@ -224,6 +230,18 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
             _copy_cache(parent, run_dir)
         options = {"at": at, "interventions": interventions, "parent_slots": manifest.get("slot_table", [])}
         return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, options, resume=True, simulation_class=BranchSimulation)
+
+
+def resume_options(manifest: dict[str, Any], rounds_completed: int) -> dict[str, Any]:
+    """What ``resume`` passes to the runner for a branch stopped before its first round was
+    done: the branch simulation again, so the interventions are applied (once: the round's
+    rows and state were rolled back to the checkpoint before it)."""
+    branch = manifest.get("branch") or {}
+    if not branch or rounds_completed > int(branch.get("at", 0)):
+        return {}
+    return {"simulation_class": BranchSimulation, "simulation_options": {
+        "at": int(branch["at"]), "interventions": [Intervention.from_dict(c) for c in branch.get("changes", [])],
+        "parent_slots": branch.get("parent_slots", manifest.get("slot_table", []))}}
 
 
 def _branch_scenario(parent: RunDir, manifest: dict[str, Any], overrides: list[str], plugin_options: list[str]):

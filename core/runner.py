@@ -151,7 +151,12 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
                 manifest["overrides"] = manifest.get("overrides", []) + [redact_override(o) for o in overrides]
             run_dir.write_manifest({**manifest, "status": "running"})
 
-        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options, resume=True, on_built=mark_running)
+        from .branch import resume_options
+
+        manifest = run_dir.read_manifest()
+        branch = resume_options(manifest, int(manifest.get("rounds_completed", 0)))  # a branch stopped in its first round
+        options = {**simulation_options, **branch.pop("simulation_options", {})}
+        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, options, resume=True, on_built=mark_running, **branch)
 
 
 def rerun(path: str | Path, out: str | Path, *, plugins: Plugins | None = None, progress: Progress | None = None,

@@ -58,7 +58,8 @@ def test_branch_without_intervention_reproduces_the_parent(parent, tmp_path, at)
     for name in TABLES:
         assert table(run_dir.path, name) == table(parent, name), f"table {name} differs in a branch at {at}"
     manifest = json.loads((run_dir.path / "manifest.json").read_text())
-    assert manifest["branch"] == {"parent": str(parent.resolve()), "at": at, "interventions": [], "changes": []}
+    assert {k: manifest["branch"][k] for k in ("parent", "at", "interventions", "changes")} == {
+        "parent": str(parent.resolve()), "at": at, "interventions": [], "changes": []}
     assert manifest["status"] == "finished" and manifest["rounds_completed"] == 6
 
 
@@ -171,3 +172,35 @@ def test_branch_reproduces_runs_of_the_paper_designs(tmp_path, design):
     branch, _ = branch_run(parent.path, 3, tmp_path / "b")
     for name in TABLES:
         assert table(branch.path, name) == table(parent.path, name), f"{design}: table {name} differs"
+
+
+def test_a_branch_killed_in_its_first_round_resumes_with_its_interventions(parent, tmp_path):
+    """kill -9 while round R plays: ``resume`` applies the interventions again, once."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    persona = tmp_path / "p.json"
+    persona.write_text(json.dumps({"sentences": ["I collect stamps."], "fields": {"age": 70}}))
+    changes = ["--post", "newsdesk=Breaking news", "--follow", "users-0001=users-0002", "--persona", f"users-0003={persona}"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "support")}
+
+    def cli(*args, **extra_env):
+        return subprocess.run([sys.executable, "-m", "townsquare.cli", *args], capture_output=True, text=True,
+                              env={**env, **extra_env}, timeout=600)
+
+    whole = cli("branch", str(parent), "--at", "3", "--out", str(tmp_path / "whole"), "--quiet", "-p", "kill_switch", *changes)
+    assert whole.returncode == 0, whole.stderr
+    killed = cli("branch", str(parent), "--at", "3", "--out", str(tmp_path / "killed"), "--quiet", "-p", "kill_switch", *changes,
+                 KILL_AT_ROUND="3", KILL_DURING="action")
+    assert killed.returncode == -9, killed.stderr
+    resumed = cli("resume", str(tmp_path / "killed"), "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    for name in TABLES:
+        assert table(tmp_path / "killed", name) == table(tmp_path / "whole", name), name
+    posts = [row for row in table(tmp_path / "killed", "posts") if row[1] == "newsdesk"]
+    assert len(posts) == 1 and posts[0][2] == 3
+    agents = {row[0]: json.loads(row[4]) for row in table(tmp_path / "killed", "agents")}
+    assert agents["users-0003"]["sentences"] == ["I collect stamps."]
