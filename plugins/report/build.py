@@ -24,6 +24,7 @@ from townsquare.plugins.activity_metrics import gini
 from . import figures, html, similarity, tables
 from .html import Number, Raw
 from .text_metrics import distinct_percent, tokenize
+from .health_section import health_section
 from .memory_section import memory_section
 from .recsys_section import recsys_section
 
@@ -93,6 +94,9 @@ def render(run: tables.Run, *, with_similarity: bool = True, plugin_options: Seq
     recsys = recsys_section(db, axis)
     if recsys is not None:
         sections.insert(4, ("recsys", "Recommender system", recsys))
+    health = health_section(db)
+    if health is not None:
+        sections.append(("health", "Run health", health))
     status = str(m.get("status", "unknown"))
     subtitle = (f'<span class="status-{html.escape(status)}">{html.escape(status)}</span> · seed {html.escape(str(m.get("seed")))} · '
                 f'{m.get("rounds_completed", len(rounds))} of {m.get("rounds", "?")} rounds · {len(agents):,} agents · '
