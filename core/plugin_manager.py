@@ -54,6 +54,13 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.embedders.hash",
     "townsquare.plugins.baselines.embedding_baseline",
     "townsquare.plugins.report.activity",
+    "townsquare.plugins.report.groundedness",
+    # run-health monitors (metrics that warn while a run goes on)
+    "townsquare.plugins.monitors.repetition",
+    "townsquare.plugins.monitors.homogenisation",
+    "townsquare.plugins.monitors.silent_agents",
+    "townsquare.plugins.monitors.persona_drift",
+    "townsquare.plugins.monitors.parse_failures",
     # LLM layer: providers, embedders, the middleware chain and its commands
     "townsquare.plugins.llm.openai",
     "townsquare.plugins.llm.langchain",

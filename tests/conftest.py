@@ -14,3 +14,14 @@ def clean_env(monkeypatch):
     for var in ("TOWNSQUARE_DISABLE_PLUGINS", "TOWNSQUARE_DISABLE_PLUGIN_AUTOLOAD"):
         monkeypatch.delenv(var, raising=False)
     return os.environ
+
+
+@pytest.fixture(autouse=True)
+def restore_logging():
+    """A test that runs the CLI in-process reconfigures structlog (``--quiet`` logs errors
+    only); the next test starts from the suite's configuration again."""
+    import structlog
+
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)

@@ -26,6 +26,7 @@ from ..lifecycle import RunInfo, RunSummary
 from ..llm import Handler, LLMCallRecord, LLMClient, LLMProvider, LLMRequest, LLMResponse, Message, ParseFailure, not_text
 from ..llm_faults import LLMFatal, LLMFault, backoff_delay, classify
 from ..markers import hookimpl
+from ..memory_export import memory_rows
 from ..memory import MEMORY_TIERS, Memory, MemoryChain, MemoryRecord, MemoryRetrieval, agent_memory, retrieval_of
 from ..metrics import Metric, RoundView
 from ..persona import Persona, PersonaSource, cycle_personas, name_problem
@@ -34,6 +35,7 @@ from ..prompt_files import fill_prompt, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
 from ..secrets import EndpointConfig, read_secret_file, resolve_secrets
+from ..similarity_rule import SimilarityRule, SimilarityRuleConfig
 from ..slots import SLOT_PROTOCOLS
 from ..specs import (
     AGENT_SLOTS, ComponentSpec, EmbedderSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
@@ -51,7 +53,7 @@ __all__ = [
     "Metric", "MetricSpec", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
     "PluginError", "Policy", "PolicySpec", "PostView", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
-    "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "fill_prompt", "hookimpl", "limits_of", "load_prompts", "name_problem", "normalize_rows", "not_text", "parse_json_list",
+    "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
+    "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "fill_prompt", "hookimpl", "memory_rows", "limits_of", "load_prompts", "name_problem", "normalize_rows", "not_text", "parse_json_list",
     "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "resolve_secrets", "retrieval_of",
 ]
