@@ -48,3 +48,26 @@ def test_three_agent_base_runs_and_agents_meet_at_the_cafe(make_plugins, write_s
     assert metrics[(0, "town_metrics.knows_topic")] >= 1 / 3  # Isabella's seed
     assert metrics[(2, "town_metrics.knows_topic")] == 1.0  # everyone heard of it at the cafe
     assert metrics[(2, "town_metrics.informed")] == 3.0
+
+
+def test_town_run_exports_and_reports_where_agents_were_and_the_diffusion(make_plugins, write_scenario, run_scenario, tmp_path):
+    from townsquare.export import export_run
+    from townsquare.plugins.report.build import build_report
+    from townsquare.plugins.report.town_section import series, trails
+
+    run_dir, _ = run_scenario(example(write_scenario, rounds=3), plugins=make_plugins(enable=[SCRIPTED]))
+    written = export_run(run_dir.events_path, "csv", tmp_path / "csv")
+    actions_csv = next(p for p in written if p.name == "actions.csv").read_text()
+    assert "move" in actions_csv and "Hobbs Cafe" in actions_csv
+    import sqlite3
+
+    db = sqlite3.connect(run_dir.events_path)
+    trail = trails(db)
+    assert set(trail) == {"ville-0001", "ville-0002", "ville-0003"}
+    assert all(stops[-1][2] == "the Ville:Hobbs Cafe:cafe" for stops in trail.values())
+    assert series(db)["knows_topic"] == {0: 1 / 3, 1: 2 / 3, 2: 1.0}
+    db.close()
+    page, _ = build_report(run_dir.path, with_similarity=False)
+    text = page.read_text(encoding="utf-8")
+    assert 'id="town"' in text and 'alt="where each agent was"' in text and 'alt="information diffusion"' in text
+    assert "Isabella Rodriguez" in text and "Hobbs Cafe, cafe" in text and "0.04 -&gt; 0.52" in text
