@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 
-from helpers import ROOT, read_table
+import pytest
+
+from helpers import ROOT, SHARED_DATA, read_table
 
 MINI = ROOT / "tests" / "data" / "smallville" / "base_mini"
 SCRIPTED = "townsquare.testing.scripted"
@@ -71,3 +73,18 @@ def test_town_run_exports_and_reports_where_agents_were_and_the_diffusion(make_p
     text = page.read_text(encoding="utf-8")
     assert 'id="town"' in text and 'alt="where each agent was"' in text and 'alt="information diffusion"' in text
     assert "Isabella Rodriguez" in text and "Hobbs Cafe, cafe" in text and "0.04 -&gt; 0.52" in text
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "generative_agents" / "base_the_ville_n25").is_dir(),
+                    reason="../shared/data/generative_agents not present")
+def test_the_valentines_example_runs_with_the_scripted_model(make_plugins, write_scenario, run_scenario):
+    text = (ROOT / "examples" / "valentines.toml").read_text()
+    text = text.replace("../../shared/data", str(SHARED_DATA)).replace("rounds = 192", "rounds = 2")
+    text = text.replace("start = 2023-02-13T06:00:00", "start = 2023-02-13T09:00:00")  # everyone awake
+    run_dir, summary = run_scenario(write_scenario(text + '[llm]\nname = "scripted"\n'), plugins=make_plugins(enable=[SCRIPTED]))
+    assert summary.rounds_completed == 2
+    metrics = {(r, name): value for r, name, value in read_table(run_dir.path, "metrics")}
+    assert metrics[(0, "town_metrics.knows.ville-0008")] == 1.0  # Isabella, 8th in meta.json, holds the seeded intention
+    assert 1 / 25 <= metrics[(0, "town_metrics.knows_topic")] < 1
+    kinds = {row[4] for row in read_table(run_dir.path, "actions")}
+    assert kinds and kinds <= {"move", "use", "talk", "wait"}

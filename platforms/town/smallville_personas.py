@@ -2,9 +2,10 @@
 ``base_the_ville_n25``, ``base_the_ville_isabella_maria_klaus``, or a user's own copy in the
 same layout; see :mod:`.seed_files`).
 
-``personas = { name = "smallville", path = "<base folder>" }``; ``intentions`` adds a seeded
-intention to an agent's ``currently`` (``{ "Isabella Rodriguez" = "..." }``: the Valentine's
-Day party of Park §7.1 is one); ``names`` keeps those agents, in that order. A population's
+``personas = { name = "smallville", path = "<base folder>" }``; ``currently`` replaces an
+agent's ``currently`` text and ``intentions`` adds a seeded intention to it
+(``{ "Isabella Rodriguez" = "..." }``: the Valentine's Day party of Park §7.1 is one);
+``names`` keeps those agents, in that order. A population's
 ``count`` must not exceed the agents kept.
 """
 
@@ -27,6 +28,7 @@ class SmallvillePersonasConfig(BaseModel):
 
     path: str = Field(description="a Smallville base folder (personas/<Name>/bootstrap_memory/scratch.json)")
     names: list[str] | None = Field(None, description="keep these agents, in this order (default: all, meta.json order)")
+    currently: dict[str, str] = Field(default_factory=dict, description="agent name -> its 'currently' text, replacing the seed's")
     intentions: dict[str, str] = Field(default_factory=dict, description="agent name -> intention added to its 'currently'")
 
 
@@ -51,10 +53,11 @@ def load_personas(config: SmallvillePersonasConfig, base_dir: str = ".") -> list
     base = read_base(folder)
     by_name = {s["name"]: s for s in base.scratches}
     names = config.names or base.names
-    for name in [*names, *config.intentions]:
+    for name in [*names, *config.intentions, *config.currently]:
         if name not in by_name:
             raise UsageError(f"personas 'smallville': no agent {name!r} in {folder} (agents: {', '.join(base.names)})")
-    return [persona_from_scratch(by_name[n], config.intentions.get(n)) for n in names]
+    return [persona_from_scratch({**by_name[n], **({"currently": config.currently[n]} if n in config.currently else {})},
+                                 config.intentions.get(n)) for n in names]
 
 
 def build_smallville_personas(config: SmallvillePersonasConfig | None, ctx: BuildContext) -> SmallvillePersonas:
