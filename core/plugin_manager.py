@@ -89,6 +89,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.platforms.town.smallville_personas",
     "townsquare.plugins.generative_agents.policy.town_agent",
     "townsquare.plugins.generative_agents.town_metrics",
+    "townsquare.plugins.generative_agents.evaluation.evaluate_command",
     # RecAgent (Wang et al.): memory tiers, reflection, profiles, policy; the recsys platform
     "townsquare.platforms.recsys",
     "townsquare.recommenders.item_random",

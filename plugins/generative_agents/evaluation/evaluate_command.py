@@ -1,0 +1,97 @@
+"""``townsquare evaluate RUN``: Park et al.'s controlled evaluation of a finished run's agents
+(§6; see :mod:`.controlled_eval`). The agents are rebuilt from the run's newest checkpoint and
+interviewed under the four architectures with the run's LLM; the judges (``--judge``, repeatable,
+as ``--llm`` is written: ``openai:gpt-4o-mini``; default the run's LLM) rank the answers; the
+command prints the Bradley–Terry table and writes every answer and ordering to
+``RUN/evaluation.json`` (or ``--out``). Nothing in the run's tables changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from townsquare.api import hookimpl
+
+
+async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, questions: int, seed: int,
+                    bootstrap: int) -> tuple[list[Any], list[Any]]:
+    import numpy as np
+
+    from townsquare.components import BuildContext, StepContext
+    from townsquare.engine import Simulation
+    from townsquare.errors import UsageError
+    from townsquare.runner import llm_overrides, load_run
+
+    from .controlled_eval import ARCHITECTURES, evaluate
+    from .ranking import rank_conditions
+
+    run_dir, scenario, plugins = load_run(run_path)
+    checkpoint = run_dir.latest_checkpoint()
+    if checkpoint is None:
+        raise UsageError(f"{run_path}: the run has no checkpoint to interview its agents from")
+    last, state = checkpoint
+    sim = Simulation(scenario, plugins, run_dir)
+    judge_sims = []
+    try:
+        await sim.build()
+        sim.set_state(state)
+        if sim.services.llm is None:
+            raise UsageError(f"{run_path}: the run has no [llm]: nothing to interview with")
+        start, minutes = scenario.model.clock.start, scenario.model.clock.minutes_per_round
+        from datetime import timedelta
+
+        now = start + timedelta(minutes=(last + 1) * minutes)
+        chosen = sim.agents[:agents] if agents else sim.agents
+        contexts = [StepContext(agent=a, round=last + 1, now=now, minutes_per_round=minutes, services=sim.services,
+                                llm=sim.services.llm.for_agent(a.id), start=start) for a in chosen]
+        clients = []
+        for spec in judges or (None,):
+            if spec is None:
+                clients.append(sim.services.llm.for_agent("judge"))
+                continue
+            _, judge_scenario, _ = load_run(run_path, plugins, overrides=llm_overrides(spec))
+            judge_sim = Simulation(judge_scenario, plugins, run_dir)
+            judge_sims.append(judge_sim)
+            llm = judge_sim._build_llm(BuildContext(services=None, seed=scenario.model.seed, base_dir=scenario.base_dir,
+                                                    scenario=judge_scenario.model))
+            clients.append(llm.for_agent("judge"))
+        judged = await evaluate(contexts, clients, np.random.default_rng(seed), per_category=questions)
+        orderings = [o for item in judged for o in item.orderings]
+        return judged, rank_conditions(orderings, list(ARCHITECTURES), rounds=bootstrap, seed=seed)
+    finally:
+        for s in [sim, *judge_sims]:
+            await s._close_all()
+
+
+@hookimpl
+def townsquare_register_commands(cli):
+    from townsquare.cli import common_options
+
+    @cli.command("evaluate")
+    @click.argument("run_dir", metavar="RUN")
+    @click.option("--judge", "judges", multiple=True, metavar="PROVIDER[:MODEL]",
+                  help="An LLM judge (repeat for an ensemble); default: the run's LLM.")
+    @click.option("--agents", type=click.IntRange(min=1), default=None, help="Interview the first N agents (default all).")
+    @click.option("--questions", type=click.IntRange(1, 5), default=5, help="Questions per category (5 in the paper).")
+    @click.option("--seed", type=int, default=0, help="Seeds the answer order shown to judges and the bootstrap.")
+    @click.option("--bootstrap", type=click.IntRange(min=0), default=1000, help="Bootstrap resamples for the intervals.")
+    @click.option("--out", type=click.Path(dir_okay=False), default=None, help="JSON file to write (default RUN/evaluation.json).")
+    @common_options
+    def evaluate_cmd(run_dir: str, judges: tuple[str, ...], agents: int | None, questions: int, seed: int, bootstrap: int,
+                     out: str | None, **_: Any) -> None:
+        """Park et al.'s controlled evaluation: interview RUN's agents under four architectures, rank them."""
+        from dataclasses import asdict
+
+        from .ranking import table
+
+        judged, ranked = asyncio.run(_evaluate(run_dir, judges, agents, questions, seed, bootstrap))
+        target = Path(out) if out else Path(run_dir) / "evaluation.json"
+        target.write_text(json.dumps({"ranking": [asdict(r) for r in ranked], "judgements": [asdict(j) for j in judged]},
+                                     indent=1, ensure_ascii=False), encoding="utf-8")
+        click.echo(table(ranked))
+        click.echo(f"{sum(len(j.orderings) for j in judged)} orderings of {len(judged)} questions; written to {target}")
