@@ -22,9 +22,10 @@ async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, 
                     bootstrap: int) -> tuple[list[Any], list[Any]]:
     import numpy as np
 
-    from townsquare.components import BuildContext, StepContext
+    from townsquare.components import BuildContext, Services, StepContext
     from townsquare.engine import Simulation
     from townsquare.errors import UsageError
+    from townsquare.llm import Accounting, LLMClient, compose
     from townsquare.runner import llm_overrides, load_run
 
     from .controlled_eval import ARCHITECTURES, evaluate
@@ -36,7 +37,7 @@ async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, 
         raise UsageError(f"{run_path}: the run has no checkpoint to interview its agents from")
     last, state = checkpoint
     sim = Simulation(scenario, plugins, run_dir)
-    judge_sims = []
+    providers: list[Any] = []
     try:
         await sim.build()
         sim.set_state(state)
@@ -54,18 +55,24 @@ async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, 
             if spec is None:
                 clients.append(sim.services.llm.for_agent("judge"))
                 continue
+            # the judge's provider behind the run's own middleware (retries, cache, budget)
             _, judge_scenario, _ = load_run(run_path, plugins, overrides=llm_overrides(spec))
-            judge_sim = Simulation(judge_scenario, plugins, run_dir)
-            judge_sims.append(judge_sim)
-            llm = judge_sim._build_llm(BuildContext(services=None, seed=scenario.model.seed, base_dir=scenario.base_dir,
-                                                    scenario=judge_scenario.model))
+            build = BuildContext(services=sim.services, seed=scenario.model.seed, base_dir=scenario.base_dir,
+                                 scenario=judge_scenario.model)
+            provider = judge_scenario.llm.spec.factory(judge_scenario.llm.config, build)
+            providers.append(provider)
+            accounting = Accounting(provider, lambda call: None, lambda: last + 1, price=getattr(provider, "cost", None))
+            llm = LLMClient(compose(provider, [*sim.llm_middleware, accounting]), model=provider.model)
             clients.append(llm.for_agent("judge"))
         judged = await evaluate(contexts, clients, np.random.default_rng(seed), per_category=questions)
         orderings = [o for item in judged for o in item.orderings]
         return judged, rank_conditions(orderings, list(ARCHITECTURES), rounds=bootstrap, seed=seed)
     finally:
-        for s in [sim, *judge_sims]:
-            await s._close_all()
+        for provider in providers:
+            close = getattr(provider, "aclose", None)
+            if close is not None:
+                await close()
+        await sim._close_all()
 
 
 @hookimpl
@@ -89,9 +96,18 @@ def townsquare_register_commands(cli):
 
         from .ranking import table
 
-        judged, ranked = asyncio.run(_evaluate(run_dir, judges, agents, questions, seed, bootstrap))
+        from townsquare.api import RunStopped
+        from townsquare.llm_faults import LLMFault
+
+        try:
+            judged, ranked = asyncio.run(_evaluate(run_dir, judges, agents, questions, seed, bootstrap))
+        except LLMFault as exc:  # retries are the middleware's; what is left stops the evaluation cleanly
+            raise RunStopped(f"evaluation stopped: LLM call failed: {exc.describe()}") from None
         target = Path(out) if out else Path(run_dir) / "evaluation.json"
         target.write_text(json.dumps({"ranking": [asdict(r) for r in ranked], "judgements": [asdict(j) for j in judged]},
                                      indent=1, ensure_ascii=False), encoding="utf-8")
         click.echo(table(ranked))
-        click.echo(f"{sum(len(j.orderings) for j in judged)} orderings of {len(judged)} questions; written to {target}")
+        orderings = sum(len(j.orderings) for j in judged)
+        click.echo(f"{orderings} orderings of {len(judged)} questions; written to {target}")
+        if not orderings:
+            click.echo("note: no judge gave a usable ordering: the scores carry no information", err=True)
