@@ -163,3 +163,46 @@ def test_the_original_bases_load(folder, count):
     assert all(world.has_arena(platform.world.tree, where) for where in platform.position.values())
     isabella = base.names.index("Isabella Rodriguez")
     assert world.has_arena(platform.spatial_memory(f"a{isabella}"), CAFE)
+
+
+def scenario(platform: str, count: int = 2) -> str:
+    return f'''name = "b"
+rounds = 1
+[llm]
+name = "scripted"
+[platform]
+name = "town"
+{platform}
+[[populations]]
+name = "v"
+count = {count}
+slots = {{ policy = "town_agent" }}
+personas = {{ name = "smallville", path = "{MINI}" }}
+'''
+
+
+def test_bad_town_scenarios_stop_before_anything_is_written(make_plugins, write_scenario, run_scenario, tmp_path):
+    from townsquare.api import ScenarioError
+
+    plugins = make_plugins(enable=["townsquare.testing.scripted"])
+    with pytest.raises(ScenarioError, match="give exactly one of path .* or world"):
+        run_scenario(write_scenario(scenario("")), plugins=plugins, out=tmp_path / "r1")
+    with pytest.raises(UsageError, match="count 5 is more than the 3 agents of the base"):
+        run_scenario(write_scenario(scenario(f'path = "{MINI}"', count=5)), plugins=plugins, out=tmp_path / "r2")
+    (tmp_path / "town.json").write_text('{"the Ville": {"Cafe": {"cafe": "piano"}}}')
+    with pytest.raises(UsageError, match=r"town.json: arena the Ville:Cafe:cafe is not a list of object names"):
+        run_scenario(write_scenario(scenario(f'world = "{tmp_path / "town.json"}"')), plugins=plugins, out=tmp_path / "r3")
+    assert not any((tmp_path / name).exists() for name in ("r1", "r2", "r3"))
+
+
+def test_a_world_file_town_lets_agents_know_the_whole_town(make_plugins, write_scenario, run_scenario, tmp_path):
+    (tmp_path / "town.json").write_text(json.dumps({"the Ville": {"Hobbs Cafe": {"cafe": ["piano"]},
+                                                                  "Park": {"lawn": ["bench"]}}}))
+    run_dir, summary = run_scenario(write_scenario(scenario(f'world = "{tmp_path / "town.json"}"')),
+                                    plugins=make_plugins(enable=["townsquare.testing.scripted"]))
+    assert summary.rounds_completed == 1
+    _, state = run_dir.latest_checkpoint()
+    town = state["platform"]
+    # the seed homes are not in this town: each agent starts in the first arena it knows
+    assert set(town["position"].values()) <= {"the Ville:Hobbs Cafe:cafe", "the Ville:Park:lawn"}
+    assert all(set(world.arenas(tree)) == {"the Ville:Hobbs Cafe:cafe", "the Ville:Park:lawn"} for tree in town["known"].values())
