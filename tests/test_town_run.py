@@ -88,3 +88,21 @@ def test_the_valentines_example_runs_with_the_scripted_model(make_plugins, write
     assert 1 / 25 <= metrics[(0, "town_metrics.knows_topic")] < 1
     kinds = {row[4] for row in read_table(run_dir.path, "actions")}
     assert kinds and kinds <= {"move", "use", "talk", "wait"}
+
+
+def test_without_the_day_plan_agents_follow_their_seed_and_state_round_trips(make_plugins, write_scenario, run_scenario):
+    from townsquare.plugins.generative_agents.policy.town_agent import build_town_agent
+
+    path = example(write_scenario, rounds=2)
+    path.write_text(path.read_text().replace('slots = { policy = "town_agent" }', 'slots = { policy = "town_agent", planner = "none" }'))
+    run_dir, summary = run_scenario(path, plugins=make_plugins(enable=[SCRIPTED]))
+    assert summary.rounds_completed == 2
+    details = [json.loads(row[-1] or "{}") for row in read_table(run_dir.path, "actions")]
+    # no plan: the agent's activity is its 'currently' seed
+    assert any(d.get("activity", "").startswith("Isabella Rodriguez is planning a Valentine's Day party") for d in details)
+    _, state = run_dir.latest_checkpoint()
+    for saved in state["agents"].values():
+        policy_state = json.loads(json.dumps(saved["components"]["policy"]))
+        fresh = build_town_agent(None, type("Ctx", (), {"agent": None, "services": None, "base_dir": "."})())
+        fresh.set_state(policy_state)
+        assert fresh.get_state() == policy_state and fresh.seeded
