@@ -137,11 +137,43 @@ def test_evaluate_command_interviews_a_town_runs_agents(tmp_path):
 
     ran = cli("run", str(scenario), "--out", str(tmp_path / "run"), "--set", "rounds=2")
     assert ran.returncode == 0, ran.stderr
-    out = cli("evaluate", str(tmp_path / "run"), "--agents", "2", "--questions", "1", "--bootstrap", "50")
+    out = cli("evaluate", str(tmp_path / "run"), "--agents", "2", "--questions", "1", "--bootstrap", "50",
+              "--topic", "a Valentine's Day party")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0].startswith("architecture")
     assert {line.split()[0] for line in out.stdout.splitlines()[2:6]} == set(ARCHITECTURES)
     assert "10 orderings of 10 questions" in out.stdout
     saved = json.loads((tmp_path / "run" / "evaluation.json").read_text())
     assert len(saved["judgements"]) == 10 and len(saved["ranking"]) == 4
+    assert "know about a Valentine's Day party:" in out.stdout and "relationship density" in out.stdout
+    assert saved["social"]["agents"] == 2 and 0 <= saved["social"]["density"] <= 1
     assert all(set(j["answers"]) == set(ARCHITECTURES) for j in saved["judgements"])
+
+
+def test_social_interviews_count_backed_yeses_and_mutual_acquaintance():
+    from ga_support import RuleLLM
+    from townsquare.plugins.generative_agents.evaluation.social_interviews import REQUIRED as SOCIAL, interview_town
+
+    prompts = load_prompts("evaluation", {**REQUIRED, **SOCIAL})
+    memories = {"a": ["Ann is planning a Valentine's Day party."], "b": ["Ann told me about her party."], "c": []}
+    names = {"a": "Ann Lee", "b": "Ben Ode", "c": "Cy Tan"}
+    # everyone says yes about the party (Cy without a memory of it); Ann and Ben know each other,
+    # Cy claims to know Ann but Ann does not know Cy
+    llm = RuleLLM([(r"You are Ann Lee.*Do you know (Ben Ode|about)", "yes"), (r"You are Ben Ode.*Do you know (Ann Lee|about)", "yes"),
+                   (r"You are Cy Tan.*Do you know (Ann Lee|about)", "yes")], label_default="no")
+
+    def ctx(agent_id):
+        records = [MemoryRecord(t) for t in memories[agent_id]]
+
+        async def recall(ctx, query, k):
+            return records[:k]
+
+        memory = SimpleNamespace(recall=recall, since=lambda when: records, remember=None)
+        agent = SimpleNamespace(id=agent_id, persona=Persona(names[agent_id]), components={"memory.stream": memory})
+        return SimpleNamespace(agent=agent, require_llm=lambda name: llm)
+
+    result = asyncio.run(interview_town([ctx(a) for a in "abc"], prompts, "a Valentine's Day party", "valentine|party"))
+    assert result.said_yes == ["a", "b", "c"] and result.informed == ["a", "b"] and result.hallucinated == ["c"]
+    assert result.knows_share == pytest.approx(2 / 3)
+    assert result.acquaintances == {"a": ["b"], "b": ["a"], "c": ["a"]}
+    assert result.density == pytest.approx(2 / 6)  # only a-b is mutual

@@ -19,7 +19,7 @@ from townsquare.api import hookimpl
 
 
 async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, questions: int, seed: int,
-                    bootstrap: int) -> tuple[list[Any], list[Any]]:
+                    bootstrap: int, topic: str | None = None, evidence: str = "") -> tuple[list[Any], list[Any], Any]:
     import numpy as np
 
     from townsquare.components import BuildContext, Services, StepContext
@@ -28,7 +28,9 @@ async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, 
     from townsquare.llm import Accounting, LLMClient, compose
     from townsquare.runner import llm_overrides, load_run
 
-    from .controlled_eval import ARCHITECTURES, evaluate
+    from ..prompt_files import load_prompts
+    from .controlled_eval import ARCHITECTURES, REQUIRED, evaluate
+    from .social_interviews import REQUIRED as SOCIAL, interview_town
     from .ranking import rank_conditions
 
     run_dir, scenario, plugins = load_run(run_path)
@@ -64,9 +66,12 @@ async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, 
             accounting = Accounting(provider, lambda call: None, lambda: last + 1, price=getattr(provider, "cost", None))
             llm = LLMClient(compose(provider, [*sim.llm_middleware, accounting]), model=provider.model)
             clients.append(llm.for_agent("judge"))
-        judged = await evaluate(contexts, clients, np.random.default_rng(seed), per_category=questions)
+        prompts = load_prompts("evaluation", {**REQUIRED, **SOCIAL})
+        social = await interview_town(contexts, prompts, topic, evidence) if topic else None
+        judged = await evaluate(contexts, clients, np.random.default_rng(seed), per_category=questions, prompts=prompts) \
+            if questions else []
         orderings = [o for item in judged for o in item.orderings]
-        return judged, rank_conditions(orderings, list(ARCHITECTURES), rounds=bootstrap, seed=seed)
+        return judged, rank_conditions(orderings, list(ARCHITECTURES), rounds=bootstrap, seed=seed), social
     finally:
         for provider in providers:
             close = getattr(provider, "aclose", None)
@@ -84,13 +89,16 @@ def townsquare_register_commands(cli):
     @click.option("--judge", "judges", multiple=True, metavar="PROVIDER[:MODEL]",
                   help="An LLM judge (repeat for an ensemble); default: the run's LLM.")
     @click.option("--agents", type=click.IntRange(min=1), default=None, help="Interview the first N agents (default all).")
-    @click.option("--questions", type=click.IntRange(1, 5), default=5, help="Questions per category (5 in the paper).")
+    @click.option("--questions", type=click.IntRange(0, 5), default=5, help="Questions per category (5 in the paper; 0: no battery).")
+    @click.option("--topic", default=None, help="Also ask every agent whether it knows about TOPIC and whether it knows each other agent (Park §7.1).")
+    @click.option("--evidence", default="valentine|party", show_default=True,
+                  help="Regular expression: a memory matching it backs a 'yes' about --topic (else it is a hallucination).")
     @click.option("--seed", type=int, default=0, help="Seeds the answer order shown to judges and the bootstrap.")
     @click.option("--bootstrap", type=click.IntRange(min=0), default=1000, help="Bootstrap resamples for the intervals.")
     @click.option("--out", type=click.Path(dir_okay=False), default=None, help="JSON file to write (default RUN/evaluation.json).")
     @common_options
-    def evaluate_cmd(run_dir: str, judges: tuple[str, ...], agents: int | None, questions: int, seed: int, bootstrap: int,
-                     out: str | None, **_: Any) -> None:
+    def evaluate_cmd(run_dir: str, judges: tuple[str, ...], agents: int | None, questions: int, topic: str | None,
+                     evidence: str, seed: int, bootstrap: int, out: str | None, **_: Any) -> None:
         """Park et al.'s controlled evaluation: interview RUN's agents under four architectures, rank them."""
         from dataclasses import asdict
 
@@ -100,14 +108,27 @@ def townsquare_register_commands(cli):
         from townsquare.llm_faults import LLMFault
 
         try:
-            judged, ranked = asyncio.run(_evaluate(run_dir, judges, agents, questions, seed, bootstrap))
+            import re
+
+            re.compile(evidence)
+            judged, ranked, social = asyncio.run(_evaluate(run_dir, judges, agents, questions, seed, bootstrap, topic, evidence))
+        except re.error as exc:
+            raise click.BadParameter(f"not a regular expression: {exc}", param_hint="--evidence") from None
         except LLMFault as exc:  # retries are the middleware's; what is left stops the evaluation cleanly
             raise RunStopped(f"evaluation stopped: LLM call failed: {exc.describe()}") from None
         target = Path(out) if out else Path(run_dir) / "evaluation.json"
-        target.write_text(json.dumps({"ranking": [asdict(r) for r in ranked], "judgements": [asdict(j) for j in judged]},
-                                     indent=1, ensure_ascii=False), encoding="utf-8")
-        click.echo(table(ranked))
-        orderings = sum(len(j.orderings) for j in judged)
-        click.echo(f"{orderings} orderings of {len(judged)} questions; written to {target}")
-        if not orderings:
-            click.echo("note: no judge gave a usable ordering: the scores carry no information", err=True)
+        saved: dict[str, Any] = {"ranking": [asdict(r) for r in ranked], "judgements": [asdict(j) for j in judged]}
+        if social is not None:
+            saved["social"] = {**asdict(social), "knows_share": social.knows_share, "density": social.density}
+        target.write_text(json.dumps(saved, indent=1, ensure_ascii=False), encoding="utf-8")
+        if judged:
+            click.echo(table(ranked))
+            orderings = sum(len(j.orderings) for j in judged)
+            click.echo(f"{orderings} orderings of {len(judged)} questions")
+            if not orderings:
+                click.echo("note: no judge gave a usable ordering: the scores carry no information", err=True)
+        if social is not None:
+            click.echo(f"know about {social.topic}: {len(social.informed)} of {social.agents} ({social.knows_share:.0%}); "
+                       f"{len(social.hallucinated)} said yes without a memory of it")
+            click.echo(f"relationship density (both say they know each other): {social.density:.3f}")
+        click.echo(f"written to {target}")
