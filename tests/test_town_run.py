@@ -46,6 +46,13 @@ def test_three_agent_base_runs_and_agents_meet_at_the_cafe(make_plugins, write_s
     assert talks, "agents in the same arena talk"
     chats = [r for saved in state["agents"].values() for r in saved["components"]["memory.stream"]["records"] if r["kind"] == "chat"]
     assert chats and all("Valentine's Day party" in r["text"] for r in chats)
+    # the memory stream seeded itself from the persona (Park §3.1); the policy added no second seed
+    from townsquare.platforms.town.seed_files import persona_from_scratch, read_base
+    from townsquare.plugins.generative_agents.memory.memory_stream import seed_statements
+
+    isabella = state["agents"]["ville-0001"]["components"]["memory.stream"]["records"]
+    seeds = [r["text"] for r in isabella if r["meta"].get("seed")]
+    assert seeds == seed_statements(persona_from_scratch(read_base(MINI).scratches[0]))
     metrics = {(r, name): value for r, name, value in read_table(run_dir.path, "metrics")}
     assert metrics[(0, "town_metrics.knows_topic")] >= 1 / 3  # Isabella's seed
     assert metrics[(2, "town_metrics.knows_topic")] == 1.0  # everyone heard of it at the cafe

@@ -3,9 +3,10 @@
 Park et al.'s loop (§4: perceive -> remember -> retrieve -> react or continue -> act) on the
 ``town`` platform. Each time the agent is active:
 
-1. **Seed** (first step only): the persona's sentences (traits, background, ``currently``,
-   lifestyle, daily plan requirement) are written into the memory, one record a sentence, as
-   the paper seeds each agent's memory from its description; the day plan then recalls them.
+1. **Seed** (first step only): unless the memory seeded itself (``memory_stream`` does, §3.1),
+   the persona's sentences (traits, background, ``currently``, lifestyle, daily plan
+   requirement) are written into it, one record a sentence, as the paper seeds each agent's
+   memory from its description; the day plan then recalls them.
 2. **Perceive and remember**: the platform's sentences about the agent's arena (the people
    there and what they do, the objects and their states); each sentence not perceived in the
    previous step becomes an ``observation`` record (what stays the same is not stored again).
@@ -103,8 +104,10 @@ class TownAgent:
         if not self.seeded:
             self.seeded = True
             if memory:
-                await memory.remember(ctx, [MemoryRecord(s, kind="observation", meta={"seed": True})
-                                            for s in seed_sentences(ctx.agent.persona)])
+                await memory.recall(ctx, ctx.agent.persona.name, 1)  # a memory that seeds itself does it on first use
+                if not any(r.meta.get("seed") for r in memory.since(None)):
+                    await memory.remember(ctx, [MemoryRecord(s, kind="observation", meta={"seed": True})
+                                                for s in seed_sentences(ctx.agent.persona)])
         seen = platform.perceive(me)
         fresh = [s for s in seen if s not in self.perceived]
         self.perceived = seen
