@@ -223,6 +223,10 @@ def _report(path: Path, summary) -> None:
         stop.reported = True  # type: ignore[attr-defined]
         raise stop
     click.echo(f"tables for notebooks: townsquare export {path} --format csv --out {path}/export", err=True)
+    from townsquare.plugins.groundedness import run_summary_line  # the metric's own wording; None without its values
+
+    if (line := run_summary_line(path)) is not None:
+        click.echo(line, err=True)
 
 
 def main(argv: list[str] | None = None) -> None:

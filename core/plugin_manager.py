@@ -53,6 +53,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.hash_embedder",
     "townsquare.plugins.embedding_baseline",
     "townsquare.plugins.activity_metrics",
+    "townsquare.plugins.groundedness",
     # LLM layer: providers, embedders, the middleware chain and its commands
     "townsquare.plugins.llm_openai",
     "townsquare.plugins.llm_langchain",
