@@ -27,6 +27,7 @@ DEPRECATED_PLUGIN_NAMES: dict[str, str] = {
     "combined_policy": "social_agent_combined",
     "hotpotqa_knowledge": "hotpotqa",
     "synthetic_personas": "synthetic",
+    "smallville_personas": "smallville",
 }
 
 _warned: set[str] = set()

@@ -1,6 +1,8 @@
 """The declared surface for plugins that add commands (``townsquare_register_commands``).
 
-A command works on scenarios and run directories the way the built-in ones do::
+A command works on scenarios and run directories the way the built-in ones do (reading a run,
+re-resolving its scenario with :func:`load_run`, rebuilding its agents from a checkpoint with
+:class:`Simulation`, as ``townsquare evaluate`` does)::
 
     from townsquare.api.commands import common_options, open_run
 
@@ -20,9 +22,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..cli import common_options
+from ..engine import Simulation
+from ..llm import Accounting, compose
 from ..plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
 from ..rundir import RunDir
-from ..runner import rerun, start_run
+from ..runner import llm_overrides, load_run, rerun, start_run
 from ..scenario import ResolvedScenario, validate_scenario
 from ..scenario import resolve as resolve_scenario
 from ..store import EventStore
@@ -40,6 +44,6 @@ def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()
 
 
 __all__ = [
-    "EventStore", "Plugins", "ResolvedScenario", "RunDir", "common_options", "load_plugins", "open_run", "rerun",
-    "resolve_scenario", "start_run", "validate_scenario",
+    "Accounting", "EventStore", "Plugins", "ResolvedScenario", "RunDir", "Simulation", "common_options", "compose",
+    "llm_overrides", "load_plugins", "load_run", "open_run", "rerun", "resolve_scenario", "start_run", "validate_scenario",
 ]
