@@ -88,6 +88,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.platforms.recsys",
     "townsquare.recommenders.item_random",
     "townsquare.recommenders.item_popularity",
+    "townsquare.recommenders.item_mf",
+    "townsquare.recommenders.rec_strategy",
     "townsquare.plugins.recagent.memory.sensory_memory",
     "townsquare.plugins.recagent.memory.short_term_memory",
     "townsquare.plugins.recagent.memory.long_term_memory",
