@@ -96,6 +96,9 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.recagent.memory.recagent_reflection",
     "townsquare.plugins.recagent.recagent_profiles",
     "townsquare.plugins.recagent.recagent_policy",
+    "townsquare.plugins.recagent.studies.cocoon_entropy",
+    "townsquare.plugins.recagent.studies.soc_strategy",
+    "townsquare.plugins.embedding_item_baseline",
     # reports
     "townsquare.plugins.run_report",
 )

@@ -53,6 +53,7 @@ class ItemMFConfig(BaseModel):
     alpha: float = Field(10.0, ge=0, description="confidence per interaction: c = 1 + alpha * n")
     sweeps: int = Field(3, ge=1, description="ALS sweeps per refit (each sweep solves users, then items)")
     shown_weight: float = Field(0.0, ge=0, description="an item shown but not watched counts this fraction of a watch")
+    impression_weight: float = Field(0.0, ge=0, description="confidence that an item shown but never watched is not wanted")
     max_shown: int = Field(3, ge=1, description="after this many showings an item goes to the end for that viewer")
     init_scale: float = Field(0.1, gt=0, description="standard deviation of new factors")
 
@@ -83,17 +84,26 @@ class ItemMF:
             index[i] = len(index)
         return np.vstack([matrix, self._init_rows(new, kind)]) if new else matrix
 
-    def counts(self, interactions: ItemInteractions) -> dict[tuple[str, str], float]:
-        """n_ui: watches plus ``shown_weight`` times showings, per (user, item)."""
+    def counts(self, interactions: ItemInteractions) -> dict[tuple[str, str], tuple[float, float]]:
+        """(p_ui, n_ui) per (user, item) with evidence: watches plus ``shown_weight`` times
+        showings count for p = 1; an item shown but never watched, with ``impression_weight``,
+        counts its showings for p = 0."""
+        cfg = self.config
         n: dict[tuple[str, str], float] = {}
         for user, watched in interactions.watched.items():
             for item in watched:
                 n[user, item] = n.get((user, item), 0.0) + 1.0
-        if self.config.shown_weight > 0:
+        out = {key: (1.0, value) for key, value in n.items()}
+        if cfg.shown_weight > 0 or cfg.impression_weight > 0:
             for user, shown in interactions.shown.items():
                 for item, times in shown.items():
-                    n[user, item] = n.get((user, item), 0.0) + self.config.shown_weight * times
-        return n
+                    if (user, item) in n:
+                        out[user, item] = (1.0, n[user, item] + cfg.shown_weight * times)
+                    elif cfg.shown_weight > 0:
+                        out[user, item] = (1.0, cfg.shown_weight * times)
+                    else:
+                        out[user, item] = (0.0, cfg.impression_weight * times)
+        return out
 
     def fit(self, interactions: ItemInteractions) -> None:
         """Refit from the current factors on the whole log (``sweeps`` ALS sweeps)."""
@@ -105,24 +115,26 @@ class ItemMF:
             return
         rows = np.fromiter((self.users[u] for u, _ in n), dtype=np.int64, count=len(n))
         cols = np.fromiter((self.items[i] for _, i in n), dtype=np.int64, count=len(n))
-        conf = 1.0 + self.config.alpha * np.fromiter(n.values(), dtype=np.float64, count=len(n))
+        pref = np.fromiter((p for p, _ in n.values()), dtype=np.float64, count=len(n))
+        conf = 1.0 + self.config.alpha * np.fromiter((c for _, c in n.values()), dtype=np.float64, count=len(n))
         for _ in range(self.config.sweeps):
-            self.X = self._half_step(self.Y, rows, cols, conf, len(self.users))
-            self.Y = self._half_step(self.X, cols, rows, conf, len(self.items))
+            self.X = self._half_step(self.Y, rows, cols, pref, conf, len(self.users))
+            self.Y = self._half_step(self.X, cols, rows, pref, conf, len(self.items))
 
-    def _half_step(self, fixed: np.ndarray, rows: np.ndarray, cols: np.ndarray, conf: np.ndarray, size: int) -> np.ndarray:
+    def _half_step(self, fixed: np.ndarray, rows: np.ndarray, cols: np.ndarray, pref: np.ndarray, conf: np.ndarray,
+                   size: int) -> np.ndarray:
         """Solve every row's factors with ``fixed`` held: rows without interactions solve to 0."""
         k = fixed.shape[1]
         gram = fixed.T @ fixed + self.config.regularization * np.eye(k)
         out = np.zeros((size, k))
         order = np.argsort(rows, kind="stable")
-        rows, cols, conf = rows[order], cols[order], conf[order]
+        rows, cols, pref, conf = rows[order], cols[order], pref[order], conf[order]
         starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
         ends = np.r_[starts[1:], len(rows)]
         for start, end in zip(starts, ends):
             f, c = fixed[cols[start:end]], conf[start:end]
             a = gram + (f.T * (c - 1.0)) @ f
-            out[rows[start]] = np.linalg.solve(a, f.T @ c)
+            out[rows[start]] = np.linalg.solve(a, f.T @ (c * pref[start:end]))
         return out
 
     # ------------------------------------------------------------------ ranking
