@@ -98,6 +98,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.recagent.recagent_policy",
     "townsquare.plugins.recagent.studies.cocoon_entropy",
     "townsquare.plugins.recagent.studies.soc_strategy",
+    "townsquare.plugins.recagent.studies.conformity",
     "townsquare.plugins.embedding_item_baseline",
     # reports
     "townsquare.plugins.run_report",
