@@ -99,6 +99,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.recagent.studies.cocoon_entropy",
     "townsquare.plugins.recagent.studies.soc_strategy",
     "townsquare.plugins.recagent.studies.conformity",
+    "townsquare.plugins.recagent.studies.eval_commands",
     "townsquare.plugins.embedding_item_baseline",
     # reports
     "townsquare.plugins.run_report",
