@@ -48,6 +48,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.recommenders.chronological",
     "townsquare.recommenders.random_feed",
     "townsquare.recommenders.mastodon_digest",
+    "townsquare.recommenders.popular_feed",
+    "townsquare.recommenders.embedding_feed",
     # personas, embeddings, the no-LLM baseline, metrics
     "townsquare.plugins.persona_files",
     "townsquare.plugins.hash_embedder",
@@ -89,6 +91,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.recommenders.item_random",
     "townsquare.recommenders.item_popularity",
     "townsquare.recommenders.item_mf",
+    "townsquare.recommenders.item_embedding",
     "townsquare.recommenders.rec_strategy",
     "townsquare.plugins.recagent.memory.sensory_memory",
     "townsquare.plugins.recagent.memory.short_term_memory",
