@@ -24,6 +24,7 @@ from . import figures, html, similarity, tables
 from .html import Number, Raw
 from .text_metrics import distinct_percent, tokenize
 from .recsys_section import recsys_section
+from .studies_section import studies_section
 
 log = structlog.get_logger("townsquare.plugins.report")
 
@@ -87,6 +88,9 @@ def render(run: tables.Run, *, with_similarity: bool = True, plugin_options: Seq
     recsys = recsys_section(db, axis)
     if recsys is not None:
         sections.insert(4, ("recsys", "Recommender system", recsys))
+    studies = studies_section(db, run.path, m)
+    if studies is not None:
+        sections.insert(5, ("studies", "Information cocoon and conformity", studies))
     status = str(m.get("status", "unknown"))
     subtitle = (f'<span class="status-{html.escape(status)}">{html.escape(status)}</span> · seed {html.escape(str(m.get("seed")))} · '
                 f'{m.get("rounds_completed", len(rounds))} of {m.get("rounds", "?")} rounds · {len(agents):,} agents · '
