@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import BuildContext, Item, ItemInteractions, RecommenderSpec, hookimpl, normalize_rows
 
+from .item_ranking import order_items
+
 
 class ItemEmbeddingConfig(BaseModel):
     """``[plugins.item_embedding]`` settings."""
@@ -69,10 +71,7 @@ class ItemEmbedding:
         if profile is not None and len(self.index):
             known = rows >= 0
             score[known] = np.round(self.vectors[rows[known]] @ profile, 6)
-        shown = interactions.shown.get(viewer, {})
-        worn = np.fromiter((shown.get(item.id, 0) >= self.config.max_shown for item in candidates), dtype=bool, count=len(candidates))
-        jitter = rng.random(len(candidates)) if rng is not None else np.arange(len(candidates), dtype=float)
-        return [candidates[int(i)] for i in np.lexsort((jitter, -score, worn))[:limit]]
+        return order_items(viewer, candidates, score, limit, rng, interactions, self.config.max_shown)
 
     def get_state(self) -> dict[str, Any]:
         return {}  # vectors are recomputed from the catalogue and personas at the next round start

@@ -42,6 +42,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import BuildContext, Item, ItemInteractions, RecommenderSpec, hookimpl
 
+from .item_ranking import order_items
+
 
 class ItemMFConfig(BaseModel):
     """``[plugins.item_mf]`` settings (values are our choices; the paper gives none)."""
@@ -156,13 +158,8 @@ class ItemMF:
             return []
         if self.trained_version != interactions.version:
             self.fit(interactions)
-        ids = [item.id for item in candidates]
-        score = np.round(self.scores(viewer, ids), 9)  # equal scores tie exactly, whatever the float noise
-        shown = interactions.shown.get(viewer, {})
-        worn = np.fromiter((shown.get(i, 0) >= self.config.max_shown for i in ids), dtype=bool, count=len(ids))
-        jitter = rng.random(len(ids)) if rng is not None else np.arange(len(ids), dtype=float)
-        order = np.lexsort((jitter, -score, worn))
-        return [candidates[int(i)] for i in order[:limit]]
+        score = np.round(self.scores(viewer, [item.id for item in candidates]), 9)  # equal scores tie exactly
+        return order_items(viewer, candidates, score, limit, rng, interactions, self.config.max_shown)
 
     # ------------------------------------------------------------------ state
 
