@@ -9,9 +9,12 @@ description) in place of learned vectors; it is what the offline cocoon experime
 1. reads the broadcasts its friends sent since its last step; the items in them are *heard of*;
 2. enters the system; with probability ``friend_influence`` and a heard-of item it has not
    watched, it searches that item's title and watches it (a friend's tip);
-3. otherwise it looks at up to ``max_pages`` recommendation pages and watches the item with the
+3. else, with probability ``search_probability``, it searches one of its persona's
+   ``interests`` (at random) and watches the closest unwatched result, as RecAgent's agents
+   search by category (the paper trains MF on "searching behaviors and system recommendations");
+4. otherwise it looks at up to ``max_pages`` recommendation pages and watches the item with the
    highest cosine to its persona on the first page where one reaches ``watch_threshold``;
-4. rates a watched item ``clip(round(5 + 10 * cos), 1, 10)`` (our mapping), broadcasts it to
+5. rates a watched item ``clip(round(5 + 10 * cos), 1, 10)`` (our mapping), broadcasts it to
    its friends with probability ``broadcast_probability``, and leaves.
 
 The persona vector is embedded once and checkpointed. Values are our choices (the paper gives
@@ -38,6 +41,7 @@ class EmbeddingItemsConfig(BaseModel):
     max_pages: int = Field(2, ge=1)
     friend_influence: float = Field(0.3, ge=0.0, le=1.0, description="chance of watching a friend's tip instead")
     broadcast_probability: float = Field(0.5, ge=0.0, le=1.0)
+    search_probability: float = Field(0.0, ge=0.0, le=1.0, description="chance of searching one of the persona's interests")
 
 
 class EmbeddingItems:
@@ -73,6 +77,15 @@ class EmbeddingItems:
             actions.append(Action(me, "search", text=item.title if item else "", post_ids=tuple(i.id for i in found)))
             if item is not None and any(i.id == item.id for i in found):
                 chosen = (item, float((await ctx.embedder.embed([item.line()]))[0] @ persona))
+        interests = [str(i) for i in ctx.agent.persona.fields.get("interests") or ()]
+        if chosen is None and interests and cfg.search_probability > 0 and ctx.rng.random() < cfg.search_probability:
+            query = interests[int(ctx.rng.integers(len(interests)))]
+            found = [i for i in platform.search_items(query, 50) if i.id not in watched][:platform.page_size]
+            actions.append(Action(me, "search", text=query, post_ids=tuple(i.id for i in found)))
+            if found:
+                cosine = (await ctx.embedder.embed([i.line() for i in found])) @ persona
+                best = int(np.argmax(cosine))
+                chosen = (found[best], float(cosine[best]))
         if chosen is None:
             size = platform.page_size
             ranked = platform.recommend(me, size * cfg.max_pages, ctx.rng)
