@@ -120,3 +120,25 @@ def test_cocoon_example_scenario_loads(make_plugins):
     scenario = load_scenario(EXAMPLES / "cocoon.toml", ["plugins.rec_strategy.enabled=true"], make_plugins())
     assert scenario.model.rounds == 50 and scenario.populations[0].config.count == 50
     assert scenario.recommender.spec.name == "item_mf"
+
+
+def test_satisfaction_is_asked_with_an_llm(write_scenario, run_scenario):
+    text = SCENARIO.format(rec="false", soc="false", personas=EXAMPLES / "cocoon_personas.jsonl")
+    text = text.replace('[plugins.rec_strategy]', '[llm]\nname = "scripted"\n[plugins.scripted.rules]\n"How satisfied" = "7"\n'
+                        '[plugins.cocoon_entropy]\nsatisfaction = true\nsatisfaction_every = 2\n[plugins.rec_strategy]')
+    run_dir, _ = run_scenario(write_scenario(text))
+    db = sqlite3.connect(run_dir.events_path)
+    values = dict(db.execute("SELECT round, value FROM metrics WHERE name = 'cocoon_entropy.satisfaction'").fetchall())
+    assert set(values) <= {0, 2, 4} and values and all(v == 7 for v in values.values())
+    calls = db.execute("SELECT COUNT(*) FROM llm_calls WHERE purpose = 'recagent.satisfaction'").fetchone()[0]
+    paged = db.execute("SELECT COUNT(DISTINCT agent_id || '/' || round) FROM actions WHERE kind IN ('recommend') AND round IN (0, 2, 4)").fetchone()[0]
+    assert calls == paged
+
+
+def test_satisfaction_without_an_llm_is_a_clear_error(write_scenario, run_scenario):
+    from townsquare.errors import TownsquareError
+
+    text = SCENARIO.format(rec="false", soc="false", personas=EXAMPLES / "cocoon_personas.jsonl")
+    text = text.replace('[plugins.rec_strategy]', '[plugins.cocoon_entropy]\nsatisfaction = true\n[plugins.rec_strategy]')
+    with pytest.raises(TownsquareError, match="satisfaction needs an LLM"):
+        run_scenario(write_scenario(text))
