@@ -22,6 +22,7 @@ from .knowledge import KnowledgeItem, KnowledgeSource
 from .lifecycle import RunInfo, RunSummary
 from .llm import Handler, LLMCallRecord, LLMClient, LLMProvider, LLMRequest, LLMResponse, Message, ParseFailure
 from .markers import hookimpl
+from .memory_export import memory_rows
 from .memory import MEMORY_TIERS, Memory, MemoryChain, MemoryRecord, MemoryRetrieval, agent_memory, retrieval_of
 from .metrics import Metric, RoundView
 from .persona import Persona, PersonaSource, cycle_personas
@@ -45,5 +46,5 @@ __all__ = [
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
     "PluginError", "Policy", "PolicySpec", "PostView", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "cycle_personas", "hookimpl", "normalize_rows", "platform_actions", "read_user_csv", "read_user_text", "retrieval_of",
+    "UsageError", "agent_memory", "cycle_personas", "hookimpl", "memory_rows", "normalize_rows", "platform_actions", "read_user_csv", "read_user_text", "retrieval_of",
 ]

@@ -92,15 +92,18 @@ def build_cli(plugins: Plugins) -> click.Group:
     @click.option("--llm", "llm_spec", metavar="PROVIDER[:MODEL]", default=None,
                   help="Point the run at an LLM without editing the scenario, e.g. openai:gpt-4o-mini or local.")
     @click.option("--quiet", is_flag=True, help="No progress bar.")
+    @click.option("--play", "play", default=None, metavar="AGENT", help="Take AGENT's turns yourself, in the terminal.")
     @common_options
-    def run(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, llm_spec: str | None, quiet: bool, plugin_options, **_: Any) -> None:
+    def run(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, llm_spec: str | None, quiet: bool,
+            play: str | None, plugin_options, **_: Any) -> None:
         """Run SCENARIO (a TOML file) into a new run directory."""
         from .runner import llm_overrides, start_run
 
-        with _progress(quiet) as progress:
+        played = _play_options(play)
+        with _progress(quiet or play is not None) as progress:
             run_dir, summary = start_run(
                 scenario, overrides=[*llm_overrides(llm_spec), *overrides], seed=seed, out=out, plugin_options=plugin_options,
-                plugins=plugins, progress=progress.update, on_ready=progress.ready,
+                plugins=plugins, progress=progress.update, on_ready=progress.ready, **played,
             )
         _report(run_dir.path, summary)
 
@@ -150,7 +153,146 @@ def build_cli(plugins: Plugins) -> click.Group:
             if row["hooks"]:
                 click.echo(f"    hooks: {', '.join(row['hooks'])}")
 
+    for add_command in (_branch_command, _compare_command, _interview_command, _ablate_command):
+        add_command(cli)
     return cli
+
+
+def _play_options(agent: str | None) -> dict[str, Any]:
+    """``run --play AGENT``: the simulation that hands AGENT's turns to the terminal."""
+    if agent is None:
+        return {}
+    from .play import PlaySimulation
+
+    return {"simulation_class": PlaySimulation, "play": agent}
+
+
+def _branch_command(cli: click.Group) -> None:
+    @cli.command("branch")
+    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.option("--at", "at", type=int, required=True, help="First round that plays differently (the branch starts from the checkpoint after AT-1).")
+    @click.option("--out", type=click.Path(file_okay=False), default=None, help="Branch directory (with --recommenders: a folder of branches).")
+    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Change a scenario key from round AT on.")
+    @click.option("--persona", "personas", multiple=True, metavar="AGENT=FILE", help="Replace an agent's persona (JSON or one sentence a line).")
+    @click.option("--post", "posts", multiple=True, metavar="AUTHOR=TEXT", help="Post TEXT as an agent or an outside account.")
+    @click.option("--memory", "memories", multiple=True, metavar="AGENT=TEXT", help="Hand an observation to an agent's memory.")
+    @click.option("--follow", "follows", multiple=True, metavar="A=B", help="Make agent A follow agent B.")
+    @click.option("--unfollow", "unfollows", multiple=True, metavar="A=B", help="Make agent A unfollow agent B.")
+    @click.option("--recommenders", default=None, metavar="A,B,...", help="One branch per recommender, from the same state.")
+    @click.option("--quiet", is_flag=True, help="No progress bar.")
+    @common_options
+    def branch(run_dir: str, at: int, out: str | None, overrides, personas, posts, memories, follows, unfollows,
+               recommenders: str | None, quiet: bool, plugin_options, **_: Any) -> None:
+        """Continue RUN_DIR from round AT with interventions, into a new run directory."""
+        from .branch import branch_run, parse_interventions
+
+        changes = parse_interventions([*(("persona", v) for v in personas), *(("memory", v) for v in memories),
+                                       *(("follow", v) for v in follows), *(("unfollow", v) for v in unfollows),
+                                       *(("post", v) for v in posts)])
+        variants: list[tuple[str | None, list[str], str | None]] = [(None, list(overrides), out)]
+        if recommenders:
+            names = [n.strip() for n in recommenders.split(",") if n.strip()]
+            variants = [(n, [*overrides, f'recommender={{ name = "{n}" }}'], str(Path(out) / n) if out else None) for n in names]
+        for label, sets, target in variants:
+            with _progress(quiet) as progress:
+                path, summary = branch_run(run_dir, at, target, overrides=sets, plugin_options=plugin_options,
+                                           interventions=changes, progress=progress.update, on_ready=progress.ready, label=label)
+            _report(path.path, summary)
+            click.echo(str(path.path))
+
+
+def _compare_command(cli: click.Group) -> None:
+    @cli.command("compare")
+    @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
+    @click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only these metrics (default: all).")
+    @click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True,
+                  help="Folder for compare.csv and compare.png.")
+    @common_options
+    def compare(run_dirs: tuple[str, ...], metrics: tuple[str, ...], out: str, **_: Any) -> None:
+        """Metric means after the branch point, side by side, with deltas against the first run."""
+        from .compare import compare_runs, format_table, plot, write_csv
+
+        comparison = compare_runs(run_dirs, metrics)
+        click.echo(format_table(comparison))
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        click.echo(f"table: {write_csv(comparison, folder / 'compare.csv')}", err=True)
+        click.echo(f"plot: {plot(comparison, folder / 'compare.png')}", err=True)
+
+
+def _interview_command(cli: click.Group) -> None:
+    @cli.command("interview")
+    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.argument("words", nargs=-1, required=True, metavar="[AGENT] QUESTION")
+    @click.option("--round", "round", type=int, default=None, help="Ask about the state after this round (default: the newest checkpoint).")
+    @click.option("--population", default=None, help="With --all: only this population.")
+    @click.option("--all", "all_agents", is_flag=True, help="Interview every agent (of --population).")
+    @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+                  help="Write the answers as CSV (default with --all: RUN_DIR/interviews-<time>.csv).")
+    @click.option("--memories", type=int, default=8, show_default=True, help="Memories recalled for the question.")
+    @common_options
+    def interview_command(run_dir: str, words: tuple[str, ...], round: int | None, population: str | None, all_agents: bool,
+                          csv_path: str | None, memories: int, **_: Any) -> None:
+        """Ask an agent (or --all) QUESTION; it answers from its persona and memory at a round."""
+        from datetime import datetime
+
+        from .interview import interview, write_csv
+
+        if all_agents:
+            if len(words) != 1:
+                raise UsageError("with --all give only the question")
+            agents, question = [], words[0]
+        else:
+            if len(words) != 2:
+                raise UsageError('give AGENT and "QUESTION" (quote the question)')
+            agents, question = [words[0]], words[1]
+        answers = interview(run_dir, question, agents=agents, population=population, all_agents=all_agents, round=round,
+                            memories=memories)
+        for answer in answers:
+            click.echo(f"{answer.agent_id} (round {answer.round}): {answer.answer}")
+        if all_agents or csv_path:
+            stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+            click.echo(f"answers: {write_csv(answers, csv_path or Path(run_dir) / f'interviews-{stamp}.csv')}", err=True)
+
+
+def _ablate_command(cli: click.Group) -> None:
+    @cli.command("ablate")
+    @click.argument("scenario", type=click.Path(dir_okay=False, exists=True))
+    @click.option("--variant", "variant_specs", multiple=True, required=True, metavar='NAME="-p no:X --set k=v"',
+                  help="A variant of the scenario (repeat; an empty right side runs the scenario as it is).")
+    @click.option("--seeds", type=int, default=5, show_default=True, help="Runs per variant (seeds from the scenario's seed on).")
+    @click.option("--first-seed", type=int, default=None, help="First seed (default: the scenario's seed).")
+    @click.option("--baseline", default=None, help="The variant the others are tested against (default: the first).")
+    @click.option("--summary", type=click.Choice(["mean", "last"]), default="mean", show_default=True,
+                  help="A run's value of a metric: its mean over rounds, or its last round's value.")
+    @click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only these metrics in the table (default: all).")
+    @click.option("--jobs", type=int, default=None, help="Runs at once (default: the CPU count).")
+    @click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder of the runs and tables (default runs/ablate-<scenario>).")
+    @common_options
+    def ablate(scenario: str, variant_specs, seeds: int, first_seed: int | None, baseline: str | None, summary: str, metrics,
+               jobs: int | None, out: str | None, plugin_options, **_: Any) -> None:
+        """Run every variant x seed (resumable), then tabulate mean, 95 % CI and Welch's t-test vs the baseline."""
+        from . import ablate as ab
+
+        variants = [ab.parse_variant(spec) for spec in variant_specs]
+        folder = Path(out) if out else Path("runs") / f"ablate-{Path(scenario).stem}"
+        planned = ab.plan(scenario, variants, seeds, folder, first_seed)
+        common = [a for p in plugin_options for a in ("-p", p)]
+        ab.check_variants(scenario, variants, plugin_options)
+        done = iter(range(1, len(planned) + 1))
+        ab.run_jobs(scenario, planned, workers=jobs or os.cpu_count() or 1, common=common,
+                    on_done=lambda job, outcome: click.echo(f"[{next(done)}/{len(planned)}] {job.variant.name} seed {job.seed}: {outcome}", err=True))
+        rows = ab.summarise(planned, baseline or variants[0].name, summary)
+        if metrics:
+            rows = [r for r in rows if r.metric in metrics]
+        text = ab.markdown(rows, baseline or variants[0].name, summary)
+        click.echo(text)
+        (folder / "ablation.md").write_text(text, encoding="utf-8")
+        click.echo(f"tables: {folder / 'ablation.md'}, {ab.write_csv(rows, folder / 'ablation.csv', baseline or variants[0].name)}", err=True)
+        click.echo(f"plot: {ab.plot(rows, folder / 'ablation.png')}", err=True)
+        failed = [job for job in planned if job.status() != "finished"]
+        if failed:
+            raise UsageError(f"{len(failed)} of {len(planned)} runs did not finish (first: {failed[0].path}); run the same command again to resume them")
 
 
 class _progress:
@@ -223,6 +365,10 @@ def _report(path: Path, summary) -> None:
         stop.reported = True  # type: ignore[attr-defined]
         raise stop
     click.echo(f"tables for notebooks: townsquare export {path} --format csv --out {path}/export", err=True)
+    from townsquare.plugins.groundedness import run_summary_line  # the metric's own wording; None without its values
+
+    if (line := run_summary_line(path)) is not None:
+        click.echo(line, err=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -441,7 +441,9 @@ class Simulation:
                result.error, dumps_detail(action.detail))
         self.store.buffer("actions", row)
         round_actions.append({"agent_id": action.agent_id, "kind": action.kind, "ok": result.ok,
-                              "target_post": action.target_post, "target_agent": action.target_agent})
+                              "target_post": action.target_post, "target_agent": action.target_agent,
+                              "text": action.text, "post_ids": action.post_ids, "created_id": result.created_id,
+                              "detail": action.detail})
         if not result.ok:
             return
         if action.kind in ("post", "comment") and result.created_id:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 class RoundView:
     """What a metric sees at the end of a round. ``now`` is the round's simulated time (ISO);
     ``actions`` are the round's applied actions as stored (``agent_id``, ``kind``, ``ok``,
-    ``target_post``, ``target_agent``); ``platform`` may be read with the platform's read
+    ``target_post``, ``target_agent``, ``text``, ``post_ids``, ``created_id``, ``detail``); ``platform`` may be read with the platform's read
     methods. The keys a metric returns are stored as ``METRIC_NAME.KEY`` (a metric named
     ``post_count`` returning ``{"posts": 3}`` writes ``post_count.posts``)."""
 

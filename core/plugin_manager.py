@@ -55,6 +55,13 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.hash_embedder",
     "townsquare.plugins.embedding_baseline",
     "townsquare.plugins.activity_metrics",
+    "townsquare.plugins.groundedness",
+    # run-health monitors (metrics that warn while a run goes on)
+    "townsquare.plugins.monitors.repetition",
+    "townsquare.plugins.monitors.homogenisation",
+    "townsquare.plugins.monitors.silent_agents",
+    "townsquare.plugins.monitors.persona_drift",
+    "townsquare.plugins.monitors.parse_failures",
     # LLM layer: providers, embedders, the middleware chain and its commands
     "townsquare.plugins.llm_openai",
     "townsquare.plugins.llm_langchain",

@@ -214,6 +214,13 @@ class RunDir:
                 found.append((int(match.group(1)), path))
         return sorted(found)
 
+    def checkpoint_at(self, round: int) -> dict[str, Any] | None:
+        """The state saved after ``round``, or None when that checkpoint is not kept."""
+        for saved, path in self.checkpoints():
+            if saved == round:
+                return state_codec.loads(state_codec.read_maybe_gzip(path))
+        return None
+
     def latest_checkpoint(self) -> tuple[int, dict[str, Any]] | None:
         for round, path in reversed(self.checkpoints()):
             try:
@@ -225,8 +232,9 @@ class RunDir:
     def write_checkpoint(self, round: int, state: dict[str, Any], keep: int) -> Path:
         path = self.path / "checkpoints" / f"round-{round:06d}.json.gz"
         state_codec.write_atomic(path, state_codec.dumps(state), compress=True)
-        for _, old in self.checkpoints()[:-keep]:
-            old.unlink(missing_ok=True)
+        if keep > 0:  # 0: keep every checkpoint (a study that branches at any round)
+            for _, old in self.checkpoints()[:-keep]:
+                old.unlink(missing_ok=True)
         return path
 
 

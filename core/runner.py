@@ -65,6 +65,7 @@ def start_run(
     plugins: Plugins | None = None,
     progress: Progress | None = None,
     on_ready: Any = None,
+    simulation_class: type[Simulation] = Simulation,
     **simulation_options: Any,
 ) -> tuple[RunDir, RunSummary]:
     """Run a scenario file into a new run directory. ``on_ready(scenario, run_dir)`` is called
@@ -80,11 +81,12 @@ def start_run(
     scenario = load_scenario(scenario_path, overrides, plugins, seed=seed)
     with RunDir.claim(out, scenario.model.name) as run_dir:
         run_dir.write_manifest(new_manifest(scenario, plugins, overrides, plugin_options))
-        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options)
+        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options, simulation_class=simulation_class)
 
 
 def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_ready: Any, progress: Progress | None,
-          simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None) -> RunSummary:
+          simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None,
+          simulation_class: type[Simulation] = Simulation) -> RunSummary:
     """Build and run the simulation; the run counts as started once it is built."""
 
     def built() -> None:
@@ -94,7 +96,7 @@ def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_read
         if on_ready is not None:
             on_ready(scenario, run_dir)
 
-    simulation = Simulation(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
+    simulation = simulation_class(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
     try:
         return asyncio.run(simulation.run(resume=resume))
     except RunStopped as exc:
@@ -149,7 +151,12 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
                 manifest["overrides"] = manifest.get("overrides", []) + [redact_override(o) for o in overrides]
             run_dir.write_manifest({**manifest, "status": "running"})
 
-        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options, resume=True, on_built=mark_running)
+        from .branch import resume_options
+
+        manifest = run_dir.read_manifest()
+        branch = resume_options(manifest, int(manifest.get("rounds_completed", 0)))  # a branch stopped in its first round
+        options = {**simulation_options, **branch.pop("simulation_options", {})}
+        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, options, resume=True, on_built=mark_running, **branch)
 
 
 def rerun(path: str | Path, out: str | Path, *, plugins: Plugins | None = None, progress: Progress | None = None,

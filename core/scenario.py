@@ -78,7 +78,9 @@ def limits_of(ctx: Any) -> LimitsConfig:
 class EngineConfig(_Strict):
     concurrency: int = Field(64, gt=0)
     checkpoint_every: int = Field(1, gt=0)
-    keep_checkpoints: int = Field(3, gt=0)
+    #: how many of the newest checkpoints to keep; 0 keeps every one (``townsquare branch``
+    #: can start from any round that has a checkpoint)
+    keep_checkpoints: int = Field(3, ge=0)
 
 
 class FeedStage(_Strict):

@@ -46,15 +46,54 @@ from townsquare.specs import PolicySpec
 log = structlog.get_logger("townsquare.plugins.embedding_baseline")
 
 
-class EmbeddingBaselineConfig(BaseModel):
-    """``[plugins.embedding_baseline]`` settings."""
+class SimilarityRuleConfig(BaseModel):
+    """The thresholds of the similarity rule (see the module docstring)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    feed_size: int = Field(10, gt=0)
     like_threshold: float = Field(0.10, ge=-1.0, le=1.0)
     reblog_threshold: float = Field(0.15, ge=-1.0, le=1.0)
     follow_threshold: float = Field(0.20, ge=-1.0, le=1.0)
+
+
+class SimilarityRule:
+    """The baseline's decision rule for one agent: cosine between its persona and a post
+    against a threshold per decision kind (``like``, ``reblog``, ``follow``). Also the cheap
+    decider other policies route decisions to (the social agent's ``similarity_decides``)."""
+
+    KINDS = ("like", "reblog", "follow")
+
+    def __init__(self, config: SimilarityRuleConfig):
+        self.config = config
+        self._persona_vector: np.ndarray | None = None
+
+    def threshold(self, kind: str) -> float:
+        return float(getattr(self.config, f"{kind}_threshold"))
+
+    async def similarities(self, ctx: Any, texts: list[str]) -> np.ndarray:
+        """Cosine of each text with the agent's persona (embedded once, then kept)."""
+        if self._persona_vector is None:
+            self._persona_vector = np.asarray(await ctx.embedder.embed_one(ctx.agent.persona.text), dtype=np.float32)
+        return (await ctx.embedder.embed(texts)) @ self._persona_vector
+
+    def decides(self, kind: str, similarity: float) -> bool:
+        return similarity >= self.threshold(kind)
+
+    def get_state(self) -> list[float] | None:
+        return None if self._persona_vector is None else self._persona_vector.tolist()
+
+    def set_state(self, vector: list[float] | None) -> None:
+        self._persona_vector = None if vector is None else np.asarray(vector, dtype=np.float32)
+
+
+#: Recorded on each browse: every decision of this policy is the similarity rule's.
+DECIDED_BY = {kind: "similarity" for kind in SimilarityRule.KINDS}
+
+
+class EmbeddingBaselineConfig(SimilarityRuleConfig):
+    """``[plugins.embedding_baseline]`` settings."""
+
+    feed_size: int = Field(10, gt=0)
     post_probability: float = Field(0.3, ge=0.0, le=1.0)
     #: posts written when the agent posts (Zhou §4.1's initial agents publish 7 each at once)
     posts_per_step: int = Field(1, ge=1)
@@ -77,13 +116,8 @@ class EmbeddingBaseline:
     def __init__(self, config: EmbeddingBaselineConfig | None = None, content: tuple[str, ...] = ()):
         self.config = config or EmbeddingBaselineConfig()
         self.content = content
-        self._persona_vector: np.ndarray | None = None
+        self.rule = SimilarityRule(self.config)
         self._followed: set[str] = set()
-
-    async def _persona(self, ctx: Any) -> np.ndarray:
-        if self._persona_vector is None:
-            self._persona_vector = np.asarray(await ctx.embedder.embed_one(ctx.agent.persona.text), dtype=np.float32)
-        return self._persona_vector
 
     async def step(self, ctx: Any) -> list[Action]:
         cfg = self.config
@@ -91,20 +125,20 @@ class EmbeddingBaseline:
         actions: list[Action] = []
         feed = await ctx.home_timeline(cfg.feed_size)
         if feed:
-            actions.append(Action(me, "browse", post_ids=tuple(p.id for p in feed)))
-            persona = await self._persona(ctx)
-            similarity = (await ctx.embedder.embed([p.text for p in feed])) @ persona
+            rule = self.rule
+            actions.append(Action(me, "browse", post_ids=tuple(p.id for p in feed), detail={"decided_by": DECIDED_BY}))
+            similarity = await rule.similarities(ctx, [p.text for p in feed])
             # Only posts over the lowest bar get a Python-level look.
-            low = min(cfg.like_threshold, cfg.reblog_threshold, cfg.follow_threshold)
+            low = min(rule.threshold(kind) for kind in rule.KINDS)
             for i in np.flatnonzero(similarity >= low):
                 post, sim = feed[i], float(similarity[i])
                 detail = {"similarity": round(sim, 4)}
-                if sim >= cfg.like_threshold:
+                if rule.decides("like", sim):
                     actions.append(Action(me, "like", target_post=post.id, detail=detail))
-                if sim >= cfg.reblog_threshold:
+                if rule.decides("reblog", sim):
                     actions.append(Action(me, "reblog", target_post=post.id, detail=detail))
                 author = post.author_id
-                if sim >= cfg.follow_threshold and author != me and author not in self._followed:
+                if rule.decides("follow", sim) and author != me and author not in self._followed:
                     self._followed.add(author)
                     actions.append(Action(me, "follow", target_agent=author, detail=detail))
         if cfg.post_probability > 0 and ctx.rng.random() < cfg.post_probability:
@@ -114,14 +148,10 @@ class EmbeddingBaseline:
         return actions
 
     def get_state(self) -> dict[str, Any]:
-        return {
-            "persona_vector": None if self._persona_vector is None else self._persona_vector.tolist(),
-            "followed": sorted(self._followed),
-        }
+        return {"persona_vector": self.rule.get_state(), "followed": sorted(self._followed)}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        vector = state.get("persona_vector")
-        self._persona_vector = None if vector is None else np.asarray(vector, dtype=np.float32)
+        self.rule.set_state(state.get("persona_vector"))
         self._followed = set(state.get("followed", []))
 
 

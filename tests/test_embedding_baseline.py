@@ -129,7 +129,7 @@ def test_state_round_trips_through_json():
     copy.set_state(state)
     assert json.loads(json.dumps(copy.get_state())) == state
     expected = asyncio.run(world.services.embedder.embed_one(HIKER.text))
-    assert np.array_equal(copy._persona_vector, expected)
+    assert np.array_equal(copy.rule._persona_vector, expected)
     fresh = EmbeddingBaseline()
     assert fresh.get_state() == {"persona_vector": None, "followed": []}
 

@@ -118,3 +118,12 @@ def test_export_writes_the_memories_table(make_plugins, write_scenario, run_scen
     for row in reflections:
         evidence = json.loads(row["evidence"])
         assert evidence and all((row["agent"], e) in by_key for e in evidence)
+
+
+def test_report_shows_reflections_and_plans(make_plugins, write_scenario, run_scenario):
+    from townsquare.plugins.report.build import build_report
+
+    plugins = make_plugins(enable=[SCRIPTED])
+    run_dir, _ = run_scenario(example(write_scenario, rounds=6), plugins=plugins)
+    page = build_report(run_dir.path, with_similarity=False, plugins=plugins)[0].read_text()
+    assert "Reflections and plans" in page and "from " in page.split("Reflections and plans", 1)[1]

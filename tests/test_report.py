@@ -21,7 +21,8 @@ from townsquare.specs import PolicySpec
 
 REPORT_PLUGIN = "townsquare.plugins.run_report"
 SCRIPTED = "townsquare.testing.scripted"
-SECTIONS = ("Run", "Slot table", "Key numbers", "Followers", "Actions over time", "Text diversity", "Persona similarity", "LLM calls")
+SECTIONS = ("Run", "Slot table", "Key numbers", "Followers", "Actions over time", "Text diversity", "Persona similarity", "Groundedness",
+            "LLM calls")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -109,6 +110,15 @@ def test_baseline_report_has_every_section_and_is_self_contained(baseline):
     assert len(re.findall(r"<img ", html)) == 3  # followers, actions, similarity (no LLM plot)
     assert "no LLM calls in this run" in html
     assert html.count("none in this run") >= 2  # comments: distinct and similarity
+
+
+def test_baseline_groundedness_section_shows_the_metric(baseline):
+    run_dir, html = baseline
+    part = section(html, "groundedness")
+    last = query(run_dir, "SELECT MAX(round) FROM metrics")[0][0]
+    metrics = dict(query(run_dir, "SELECT name, value FROM metrics WHERE round = ? AND name LIKE 'groundedness.%'", (last,)))
+    assert num(part, "persona margin of posts (own − others)") == f"{metrics['groundedness.posts.margin']:.4f}"
+    assert float(num(part, "AUC of persona–post cosine for liked vs not liked")) == 1.0  # a threshold rule
 
 
 def test_baseline_header_shows_run_and_slot_table(baseline):

@@ -291,7 +291,8 @@ def test_combined_policy_validation_and_default():
 
 
 def test_registration_state_and_prompts_file(tmp_path):
-    (spec,) = social_policy.townsquare_register_policies()
+    spec, routed = social_policy.townsquare_register_policies()
+    assert (routed.name, routed.needs_llm) == ("social_agent_routed", True) and routed.priority < 100
     (combined,) = combined_policy.townsquare_register_policies()
     assert (spec.name, spec.priority, spec.needs_llm) == ("social_agent", 100, True)
     assert (combined.name, combined.needs_llm) == ("social_agent_combined", True) and combined.priority < 100
@@ -337,3 +338,60 @@ def test_unreadable_topics_fall_back_to_the_persona():
     # two distinct hobbies, drawn with the agent's generator
     topics = [a.detail["topic"] for a in actions]
     assert len(set(topics)) == 2 and set(topics) <= {"Hiking", "Camping", "Cooking"}
+
+
+# --------------------------------------------------------------------------- per-decision routing
+
+
+def test_routed_decisions_go_to_the_similarity_rule_and_say_so():
+    from townsquare.plugins.social_agent.social_policy import RoutedSocialAgentPolicy, build_routed_social_agent
+
+    world = World([HIKER, PIANIST], scripted({LIKE: "no operation", FORWARD: "forward", COMMENT: "Comment content: Nice!"}))
+    me, other = world.agents
+    me.components["policy"] = build_routed_social_agent(SocialAgentConfig(post_probability_without_plan=0.0),
+                                                        BuildContext(services=None, seed=0))
+    assert isinstance(me.components["policy"], RoutedSocialAgentPolicy)
+
+    async def run():
+        await world.post(other, "Hiking in the mountains with a camping stove.")  # close to the hiker's persona
+        await world.post(other, "Quarterly tax filing deadline reminder.")  # unrelated
+        return await me.components["policy"].step(world.ctx(me))
+
+    actions = asyncio.run(run())
+    # the LLM is asked only about comments: like and reblog come from the rule
+    assert world.recorder.purposes() == ["comment", "comment"]
+    browse = actions[0]
+    assert browse.detail["decided_by"] == {"like": "similarity", "reblog": "similarity", "comment": "llm"}
+    by_kind = {(a.kind, a.target_post): a.detail for a in actions[1:]}
+    # the rule likes and reblogs the hiking post (cosine over both thresholds), not the tax post,
+    # although the LLM would have said "no operation" to likes and "forward" to every reblog
+    assert by_kind[("like", "p1")]["decided_by"] == "similarity" and by_kind[("like", "p1")]["similarity"] >= 0.15
+    assert by_kind[("reblog", "p1")]["decided_by"] == "similarity"
+    assert ("like", "p2") not in by_kind and ("reblog", "p2") not in by_kind
+    assert by_kind[("comment", "p2")] == {"decided_by": "llm"}
+    # the persona vector is kept in the checkpoint
+    state = json.loads(json.dumps(me.components["policy"].get_state()))
+    assert state["persona_vector"] is not None
+
+
+def test_routing_is_a_setting_of_every_social_policy():
+    for cls in (SocialAgentPolicy, CombinedSocialAgentPolicy):
+        world, actions = browse_step(scripted({LIKE: "like", FORWARD: "forward", COMMENT: "no comment",
+                                               COMBINED: '{"like": true, "reblog": true, "comment": ""}'}),
+                                     ["Quarterly tax filing deadline reminder."], cls)
+        assert actions[0].detail["decided_by"] == {"like": "llm", "reblog": "llm", "comment": "llm"}
+        assert [a.detail["decided_by"] for a in actions[1:]] == ["llm", "llm"]
+    # reblog only to the rule; an unrelated post gets no reblog whatever the LLM says
+    world = World([HIKER, PIANIST], scripted({LIKE: "like", FORWARD: "forward", COMMENT: "no comment"}))
+    me, other = world.agents
+    me.components["policy"] = policy(similarity_decides=["reblog"])
+
+    async def run():
+        await world.post(other, "Quarterly tax filing deadline reminder.")
+        return await me.components["policy"].step(world.ctx(me))
+
+    actions = asyncio.run(run())
+    assert kinds(actions) == [("browse", None, None), ("like", "p1", None)]
+    assert world.recorder.purposes() == ["like", "comment"]
+    with pytest.raises(ValueError, match="follow"):
+        SocialAgentConfig(similarity_decides=["follow"])  # follows are the reflector's

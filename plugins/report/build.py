@@ -17,12 +17,15 @@ from typing import Any
 import numpy as np
 import structlog
 
+from townsquare.api import memory_rows
 from townsquare.errors import UsageError
 from townsquare.plugins.activity_metrics import gini
 
 from . import figures, html, similarity, tables
 from .html import Number, Raw
 from .text_metrics import distinct_percent, tokenize
+from .health_section import health_section
+from .memory_section import memory_section
 from .recsys_section import recsys_section
 from .studies_section import studies_section
 
@@ -83,14 +86,21 @@ def render(run: tables.Run, *, with_similarity: bool = True, plugin_options: Seq
         ("actions", "Actions over time", actions_section(db, axis)),
         ("text", "Text diversity", text_section(posts, comments, diversity)),
         ("similarity", "Persona similarity", similarity_section(sim, sim_problem)),
+        ("groundedness", "Groundedness", groundedness_section(db)),
         ("llm", "LLM calls", llm_section(db, llm, axis)),
     ]
+    minds = memory_section(memory_rows(run.path)[1], {a.agent_id: a.persona.name for a in agents})
+    if minds is not None:
+        sections.insert(-1, ("memory", "Reflections and plans", minds))
     recsys = recsys_section(db, axis)
     if recsys is not None:
         sections.insert(4, ("recsys", "Recommender system", recsys))
     studies = studies_section(db, run.path, m)
     if studies is not None:
         sections.insert(5, ("studies", "Information cocoon and conformity", studies))
+    health = health_section(db)
+    if health is not None:
+        sections.append(("health", "Run health", health))
     status = str(m.get("status", "unknown"))
     subtitle = (f'<span class="status-{html.escape(status)}">{html.escape(status)}</span> · seed {html.escape(str(m.get("seed")))} · '
                 f'{m.get("rounds_completed", len(rounds))} of {m.get("rounds", "?")} rounds · {len(agents):,} agents · '
@@ -245,6 +255,32 @@ def similarity_section(sim: similarity.SimilarityResult | None, problem: str) ->
         "BERTScore (Zhou et al. Table 1 and appendix). Agents' own posts are left out of the browsed groups.")
     if any(r.agents_acted for r in sim.rows):
         body += html.image(figures.similarity(sim.rows, sim.per_agent, sim.embedder), "persona similarity by action")
+    return body
+
+
+def groundedness_section(db) -> str:
+    """The ``groundedness`` metric at the last round, and who took the decisions."""
+    values = tables.last_metrics(db, "groundedness")
+    if not values:
+        return html.none("no groundedness values in this run (metric disabled?)")
+    rows = [
+        ("posts measured", int(values.get("posts.count", 0))),
+        ("mean cosine of a post with its author's persona", _cos(values.get("posts.own"))),
+        ("mean cosine of a post with the other personas", _cos(values.get("posts.others"))),
+        ("persona margin of posts (own − others)", _cos(values.get("posts.margin"))),
+        ("like decisions (browsed posts, own left out)", int(values.get("likes.decisions", 0))),
+        ("like rate", None if "likes.rate" not in values else round(values["likes.rate"], 3)),
+        ("like rate per unit of persona–post cosine (slope)", None if "likes.slope" not in values else round(values["likes.slope"], 3)),
+        ("AUC of persona–post cosine for liked vs not liked", None if "likes.auc" not in values else round(values["likes.auc"], 3)),
+    ]
+    body = html.table(("measure", "value"), rows)
+    body += html.note(
+        "With the run's embedder. A positive margin: posts are closer to their own author's persona than to the "
+        "others'. AUC 0.5: likes do not depend on the persona; 1: a similarity threshold decides them. "
+        "Computed at round ends by the groundedness metric (townsquare.plugins.groundedness).")
+    decided = tables.deciders(db)
+    if decided:
+        body += html.table(("action", "decided by", "actions"), [(k, by, n) for (k, by), n in sorted(decided.items())])
     return body
 
 

@@ -154,6 +154,29 @@ def own_posts(db: sqlite3.Connection) -> dict[str, list[str]]:
     return dict(out)
 
 
+def last_metrics(db: sqlite3.Connection, metric: str) -> dict[str, float]:
+    """One metric's values at the last round it reported, keys without the ``metric.`` prefix."""
+    prefix = f"{metric}."
+    rows = db.execute("SELECT name, value FROM metrics WHERE substr(name, 1, ?) = ? AND round = "
+                      "(SELECT MAX(round) FROM metrics WHERE substr(name, 1, ?) = ?)",
+                      (len(prefix), prefix, len(prefix), prefix)).fetchall()
+    return {name[len(prefix):]: float(value) for name, value in rows}
+
+
+def deciders(db: sqlite3.Connection) -> dict[tuple[str, str], int]:
+    """(action kind, decided_by) -> accepted actions, for actions whose detail names who decided
+    them (the social agent's per-decision routing)."""
+    out: dict[tuple[str, str], int] = defaultdict(int)
+    for kind, detail in db.execute("SELECT kind, detail FROM actions WHERE ok = 1 AND detail LIKE '%decided_by%' AND kind != 'browse'"):
+        try:
+            by = json.loads(detail).get("decided_by")
+        except (json.JSONDecodeError, AttributeError):
+            continue
+        if isinstance(by, str):
+            out[(kind, by)] += 1
+    return dict(out)
+
+
 # --------------------------------------------------------------------------- LLM calls
 
 #: ``parse_failure`` rows record an unusable answer, not an extra request to the provider.

@@ -17,6 +17,11 @@ quotas and the browse window: see :mod:`.social_step`. Calls per browsed post: u
 once a quota is used up); per post written: topics (one call per posting round), then one per
 post plus any shorten/regenerate requests.
 
+``social_agent_routed`` is the same policy with per-decision routing on by default: like and
+reblog are taken by the embedding baseline's similarity rule, comments and posts by the LLM
+(``similarity_decides`` in :class:`.social_step.SocialAgentConfig`), so the slot table names
+the mix.
+
 ``[plugins.social_policy]``: see :class:`.social_step.SocialAgentConfig`.
 """
 
@@ -76,9 +81,21 @@ class SocialAgentPolicy(SocialAgentBase):
         return Decision(like, reblog, comment)
 
 
+class RoutedSocialAgentPolicy(SocialAgentPolicy):
+    """:class:`SocialAgentPolicy` with like and reblog routed to the similarity rule."""
+
+    name = "social_agent_routed"
+    default_routed = ("like", "reblog")
+
+
 def build_social_agent(config: SocialAgentConfig | None, ctx: Any) -> SocialAgentPolicy:
     config = config or SocialAgentConfig()
     return SocialAgentPolicy(config, load_prompts_for(config, ctx))
+
+
+def build_routed_social_agent(config: SocialAgentConfig | None, ctx: Any) -> RoutedSocialAgentPolicy:
+    config = config or SocialAgentConfig()
+    return RoutedSocialAgentPolicy(config, load_prompts_for(config, ctx))
 
 
 @hookimpl
@@ -88,5 +105,10 @@ def townsquare_register_policies():
             "social_agent", build_social_agent, config_model=SocialAgentConfig, priority=100, needs_llm=True,
             uses=ZHOU_SLOTS, requires=ZHOU_REQUIRES,
             description="Zhou et al.: browse, then one LLM decision per action (like, reblog, comment); planned posts",
-        )
+        ),
+        PolicySpec(
+            "social_agent_routed", build_routed_social_agent, config_model=SocialAgentConfig, priority=90, needs_llm=True,
+            uses=ZHOU_SLOTS,
+            description="Zhou et al.'s agent, like and reblog by persona-post similarity (embedding baseline rule), comments and posts by the LLM",
+        ),
     ]

@@ -16,6 +16,15 @@ A step, each time the agent is active:
    the agent stops asking about that action, and once all are used up it stops asking.
 4. Post: the due posts (:func:`.post_writer.write_posts`).
 
+Per-decision routing (``similarity_decides``): the decision kinds listed there (``like``,
+``reblog``) are taken by the embedding baseline's similarity rule
+(:class:`townsquare.plugins.embedding_baseline.SimilarityRule`: persona-post cosine against
+``similarity_rule``'s thresholds) instead of the LLM, and only the other kinds are asked
+(:meth:`decide` gets only those). Every like / reblog / comment action says who decided it in
+``Action.detail["decided_by"]`` (``llm`` or ``similarity``, with the cosine), and each
+``browse`` action's detail maps every decision kind to its decider, so the trace shows the
+routing even for posts that got no action. The LLM still writes comments and posts.
+
 Every decision goes through ``choose`` (fixed labels), ``json`` (a validated schema) or the
 strict comment format, so nothing a post says can make the agent do anything outside like,
 reblog, comment on that post.
@@ -24,13 +33,14 @@ reblog, comment on that post.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.actions import Action
 from townsquare.api import DuplicateCheck, EngagementLog, MemoryRecord, agent_memory
+from townsquare.plugins.embedding_baseline import SimilarityRule, SimilarityRuleConfig
 
 from .action_prompts import action_prompts
 from .persona_access import persona_text
@@ -57,6 +67,10 @@ ZHOU_REQUIRES: dict[str, tuple[type, ...]] = {"memory.short_term": (DuplicateChe
 #: The three decisions per browsed post, in the order they are taken.
 DECISIONS = ("like", "reblog", "comment")
 
+#: Decisions the similarity rule can take instead of the LLM (a comment needs text; follows
+#: are the reflector's).
+ROUTABLE = Literal["like", "reblog"]
+
 
 class SocialAgentConfig(BaseModel):
     """Settings shared by ``[plugins.social_policy]`` and ``[plugins.combined_policy]``."""
@@ -75,6 +89,12 @@ class SocialAgentConfig(BaseModel):
     #: posts written at the agent's first step on top of the plan's schedule (Zhou §4.1: 150
     #: initial agents publish 1,050 posts, 7 each)
     initial_posts: int = Field(0, ge=0)
+    #: decision kinds taken by the embedding baseline's similarity rule instead of the LLM;
+    #: None: the component's default (none for ``social_agent``, like and reblog for
+    #: ``social_agent_routed``)
+    similarity_decides: tuple[ROUTABLE, ...] | None = None
+    #: the similarity rule's thresholds (those of ``[plugins.embedding_baseline]`` by default)
+    similarity_rule: SimilarityRuleConfig = Field(default_factory=SimilarityRuleConfig)
 
 
 @dataclass(frozen=True)
@@ -89,9 +109,16 @@ class SocialAgentBase:
 
     name = "social_agent"
 
+    #: the decisions the similarity rule takes when the config leaves ``similarity_decides`` unset
+    default_routed: tuple[str, ...] = ()
+
     def __init__(self, config: SocialAgentConfig, prompts: dict[str, str]):
         self.config = config
         self.prompts = prompts
+        chosen = config.similarity_decides if config.similarity_decides is not None else self.default_routed
+        self.routed = tuple(k for k in DECISIONS if k in chosen)
+        self.rule = SimilarityRule(config.similarity_rule)
+        self.deciders = {k: "similarity" if k in self.routed else "llm" for k in DECISIONS}
         self.counts = {"sessions": 0, "decided_posts": 0, "posts": 0}
         self.initial_left = config.initial_posts
 
@@ -109,7 +136,7 @@ class SocialAgentBase:
         if cfg.browse and (session is None or session.browse):
             feed = await ctx.home_timeline(cfg.feed_size)
             if feed:
-                actions.append(Action(me, "browse", post_ids=tuple(p.id for p in feed)))
+                actions.append(Action(me, "browse", post_ids=tuple(p.id for p in feed), detail={"decided_by": dict(self.deciders)}))
                 memory = ctx.agent.components.get("memory.short_term")
                 if memory is not None and hasattr(memory, "remember_posts"):
                     memory.remember_posts(feed)
@@ -121,22 +148,30 @@ class SocialAgentBase:
                                                             meta={"post_id": p.id, "author_id": p.author_id}) for p in feed])
                 left = {k: session.quota(k, len(feed), ctx.rng) if session else len(feed) for k in DECISIONS}
                 self.counts["sessions"] += 1
-                for post in feed:
+                similarity = await self.rule.similarities(ctx, [p.text for p in feed]) if self.routed else None
+                for index, post in enumerate(feed):
                     open_kinds = tuple(k for k in DECISIONS if left[k] > 0)
                     if not open_kinds:
                         break
-                    persona = await persona_text(ctx, post.text)
-                    decision = await self.decide(ctx, llm, post, persona, open_kinds)
+                    asked = tuple(k for k in open_kinds if k not in self.routed)
+                    decision = Decision()
+                    if asked:
+                        persona = await persona_text(ctx, post.text)
+                        decision = await self.decide(ctx, llm, post, persona, asked)
+                    taken = {"like": decision.like, "reblog": decision.reblog, "comment": bool(decision.comment)}
+                    details = {k: {"decided_by": "llm"} for k in DECISIONS}
+                    if similarity is not None:
+                        sim = float(similarity[index])
+                        for kind in self.routed:
+                            taken[kind] = self.rule.decides(kind, sim)
+                            details[kind] = {"decided_by": "similarity", "similarity": round(sim, 4)}
                     self.counts["decided_posts"] += 1
-                    if decision.like and "like" in open_kinds:
-                        actions.append(Action(me, "like", target_post=post.id))
-                        left["like"] -= 1
-                    if decision.reblog and "reblog" in open_kinds:
-                        actions.append(Action(me, "reblog", target_post=post.id))
-                        left["reblog"] -= 1
-                    if decision.comment and "comment" in open_kinds:
-                        actions.append(Action(me, "comment", target_post=post.id, text=cut(decision.comment, cfg.max_chars)))
-                        left["comment"] -= 1
+                    for kind in DECISIONS:
+                        if not (taken[kind] and kind in open_kinds):
+                            continue
+                        text = cut(decision.comment, cfg.max_chars) if kind == "comment" else None
+                        actions.append(Action(me, kind, target_post=post.id, text=text, detail=details[kind]))
+                        left[kind] -= 1
         if session is not None:
             due = session.posts_due
         else:
@@ -150,11 +185,12 @@ class SocialAgentBase:
         return actions
 
     def get_state(self) -> dict[str, Any]:
-        return {"counts": dict(self.counts), "initial_left": self.initial_left}
+        return {"counts": dict(self.counts), "initial_left": self.initial_left, "persona_vector": self.rule.get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.counts = {**self.counts, **state.get("counts", {})}
         self.initial_left = state.get("initial_left", 0)
+        self.rule.set_state(state.get("persona_vector"))
 
 
 def load_prompts_for(config: SocialAgentConfig, ctx: Any) -> dict[str, str]:

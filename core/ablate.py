@@ -1,0 +1,244 @@
+"""``townsquare ablate SCENARIO --variant NAME="-p no:X --set k=v" ... --seeds N``.
+
+Every variant x seed is one ordinary run, ``<out>/<variant>/seed-<S>``, played by a separate
+``townsquare run`` process (at most ``jobs`` at once). The command is resumable: a run whose
+manifest says ``finished`` is skipped, a stopped or killed one is resumed, and a folder left
+without a manifest is started again.
+
+Then, per metric (every ``metrics`` row plus the counts ``compare`` reads: ``rounds.active``,
+``rounds.actions``, ``rounds.llm_calls``, ``posts.count``), each run is summarised by its mean
+over rounds (``summary = "mean"``) or its last round's value (``"last"``), and the table gives
+per variant the mean over seeds, the 95 % Student-t confidence interval, the difference to the
+baseline variant (the first one unless named) and Welch's unequal-variances t-test against it
+(two-sided p; see :mod:`townsquare.stats`). Written as ``ablation.md``, ``ablation.csv`` and
+``ablation.png`` in ``out``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import structlog
+
+from .compare import _num as _f, _signed, read_series
+from .errors import UsageError
+from .scenario import read_scenario
+from .stats import Interval, WelchResult, mean_interval, welch_test
+
+log = structlog.get_logger("townsquare.ablate")
+
+SUMMARIES = ("mean", "last")
+
+
+@dataclass
+class Variant:
+    name: str
+    overrides: list[str] = field(default_factory=list)
+    plugin_options: list[str] = field(default_factory=list)
+
+    def args(self) -> list[str]:
+        return [*(a for o in self.overrides for a in ("--set", o)), *(a for p in self.plugin_options for a in ("-p", p))]
+
+
+def parse_variant(spec: str) -> Variant:
+    """``NAME="-p no:X --set k=v"`` (an empty right side: the scenario as it is)."""
+    name, sep, rest = spec.partition("=")
+    name = name.strip()
+    if not sep or not name or any(ch in name for ch in "/\\ ") or name in (".", ".."):
+        raise UsageError(f"--variant {spec!r}: expected NAME=\"-p no:PLUGIN --set key=value ...\" (NAME without spaces or slashes)")
+    try:
+        tokens = shlex.split(rest)
+    except ValueError as exc:
+        raise UsageError(f"--variant {name}: {exc}") from None
+    variant = Variant(name)
+    it = iter(tokens)
+    for token in it:
+        if token in ("-p", "--plugin", "--set"):
+            value = next(it, None)
+            if value is None:
+                raise UsageError(f"--variant {name}: {token} needs a value")
+            (variant.overrides if token == "--set" else variant.plugin_options).append(value)
+        elif token.startswith("--set="):
+            variant.overrides.append(token[6:])
+        elif token.startswith("-p") and len(token) > 2 and not token.startswith("--"):
+            variant.plugin_options.append(token[2:])
+        else:
+            raise UsageError(f"--variant {name}: unexpected {token!r} (a variant takes -p NAME, -p no:NAME and --set KEY=VALUE)")
+    return variant
+
+
+@dataclass
+class Job:
+    variant: Variant
+    seed: int
+    path: Path
+
+    def status(self) -> str | None:
+        try:
+            return json.loads((self.path / "manifest.json").read_text(encoding="utf-8")).get("status")
+        except (OSError, ValueError):
+            return None
+
+
+def plan(scenario: str | Path, variants: Sequence[Variant], seeds: int, out: Path, first_seed: int | None = None) -> list[Job]:
+    if not variants:
+        raise UsageError("give at least one --variant")
+    names = [v.name for v in variants]
+    if len(set(names)) < len(names):
+        raise UsageError(f"--variant names repeat: {', '.join(names)}")
+    if seeds < 2:
+        raise UsageError("--seeds must be at least 2 (a confidence interval needs two runs)")
+    base = int(read_scenario(scenario).get("seed", 0)) if first_seed is None else first_seed
+    return [Job(v, base + i, out / v.name / f"seed-{base + i}") for v in variants for i in range(seeds)]
+
+
+def check_variants(scenario: str | Path, variants: Sequence[Variant], common: Sequence[str] = ()) -> None:
+    """Resolve the scenario as each variant changes it, so a misspelt key or plugin stops the
+    command (one line naming the variant) before any run starts."""
+    from .plugin_manager import make_plugin_manager, parse_plugin_options
+    from .scenario import load_scenario
+
+    for variant in variants:
+        enable, disable = parse_plugin_options([*common, *variant.plugin_options])
+        try:
+            load_scenario(scenario, list(variant.overrides), make_plugin_manager(enable=enable, disable=disable))
+        except UsageError as exc:
+            raise UsageError(f"--variant {variant.name}: {exc}") from None
+
+
+def run_jobs(scenario: str | Path, jobs: list[Job], *, workers: int, common: Sequence[str] = (), env: dict[str, str] | None = None,
+             on_done: Callable[[Job, str], None] | None = None) -> list[tuple[Job, str]]:
+    """Play the jobs not finished yet (``workers`` processes at once); returns (job, outcome)."""
+
+    def play(job: Job) -> tuple[Job, str]:
+        status = job.status()
+        if status == "finished":
+            outcome = "skipped (finished)"
+        else:
+            if status is None and job.path.exists():
+                shutil.rmtree(job.path)  # killed before its manifest: nothing to keep
+            if status is None:
+                job.path.parent.mkdir(parents=True, exist_ok=True)
+                command = ["run", str(scenario), "--out", str(job.path), "--seed", str(job.seed), "--quiet", *job.variant.args()]
+            else:
+                command = ["resume", str(job.path), "--quiet"]
+            done = subprocess.run([sys.executable, "-m", "townsquare.cli", *command, *common], capture_output=True, text=True,
+                                  env={**os.environ, **(env or {})})
+            last = (done.stderr.strip().splitlines() or [""])[-1]
+            outcome = "finished" if done.returncode == 0 and job.status() == "finished" else f"failed ({done.returncode}): {last}"
+            log.info("ablate.run", variant=job.variant.name, seed=job.seed, outcome=outcome)
+        if on_done is not None:
+            on_done(job, outcome)
+        return job, outcome
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(play, jobs))
+
+
+@dataclass
+class Row:
+    metric: str
+    variant: str
+    values: list[float]
+    interval: Interval
+    delta: float
+    test: WelchResult | None  # None for the baseline itself
+
+
+def summarise(jobs: list[Job], baseline: str, summary: str = "mean") -> list[Row]:
+    """One row per metric x variant, over the finished runs."""
+    if summary not in SUMMARIES:
+        raise UsageError(f"--summary {summary}: choose one of {', '.join(SUMMARIES)}")
+    per_variant: dict[str, dict[str, list[float]]] = {}
+    order: list[str] = []
+    for job in jobs:
+        if job.variant.name not in order:
+            order.append(job.variant.name)
+        if job.status() != "finished":
+            continue
+        for metric, values in read_series(job.path).series.items():
+            if values:
+                rounds = sorted(values)
+                value = values[rounds[-1]] if summary == "last" else sum(values.values()) / len(values)
+                per_variant.setdefault(job.variant.name, {}).setdefault(metric, []).append(value)
+    if baseline not in order:
+        raise UsageError(f"--baseline {baseline}: no such variant (variants: {', '.join(order)})")
+    metrics = sorted({m for by_metric in per_variant.values() for m in by_metric})
+    rows = []
+    for metric in metrics:
+        base_values = per_variant.get(baseline, {}).get(metric, [])
+        base_mean = mean_interval(base_values).mean
+        for name in order:
+            values = per_variant.get(name, {}).get(metric, [])
+            interval = mean_interval(values)
+            test = None if name == baseline else welch_test(values, base_values)
+            rows.append(Row(metric, name, values, interval, interval.mean - base_mean, test))
+    return rows
+
+
+def markdown(rows: list[Row], baseline: str, summary: str, alpha: float = 0.05) -> str:
+    """A paper-style table per metric."""
+    lines = [f"Per run: the metric's {'mean over rounds' if summary == 'mean' else 'value at the last round'}. "
+             f"Mean over seeds with its 95 % confidence interval (Student's t); Δ and p against the baseline "
+             f"**{baseline}** (Welch's two-sided t-test, unequal variances); * p < {alpha:g}.", ""]
+    for metric in dict.fromkeys(r.metric for r in rows):
+        lines += [f"### {metric}", "", "| variant | n | mean | 95 % CI | Δ vs baseline | t | df | p |", "|---|---:|---:|---|---:|---:|---:|---:|"]
+        for r in (r for r in rows if r.metric == metric):
+            ci = "-" if math.isnan(r.interval.low) else f"[{_f(r.interval.low)}, {_f(r.interval.high)}]"
+            if r.test is None:
+                tail = "(baseline) | | | |"
+            else:
+                star = " *" if not math.isnan(r.test.p) and r.test.p < alpha else ""
+                tail = f"{_signed(r.delta)} | {_f(r.test.t)} | {_f(r.test.df)} | {_p(r.test.p)}{star} |"
+            lines.append(f"| {r.variant} | {r.interval.n} | {_f(r.interval.mean)} | {ci} | {tail}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_csv(rows: list[Row], path: Path, baseline: str) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["metric", "variant", "n", "mean", "sd", "ci95_low", "ci95_high", "baseline", "delta", "welch_t", "welch_df", "p_value", "values"])
+        for r in rows:
+            t = r.test or WelchResult(math.nan, math.nan, math.nan)
+            writer.writerow([r.metric, r.variant, r.interval.n, r.interval.mean, r.interval.sd, r.interval.low, r.interval.high,
+                             baseline, r.delta, t.t, t.df, t.p, " ".join(repr(v) for v in r.values)])
+    return path
+
+
+def plot(rows: list[Row], path: Path, max_metrics: int = 12) -> Path:
+    """Per metric: each variant's mean with its 95 % interval."""
+    from .study_plots import figure, save
+
+    metrics = list(dict.fromkeys(r.metric for r in rows))[:max_metrics]
+    cols = min(3, max(1, len(metrics)))
+    n_rows = math.ceil(len(metrics) / cols)
+    fig, axes = figure(n_rows, cols, width=4.2 * cols, height=2.8 * n_rows)
+    for ax, metric in zip(axes, metrics):
+        mine = [r for r in rows if r.metric == metric]
+        means = [r.interval.mean for r in mine]
+        errors = [[0 if math.isnan(r.interval.low) else r.interval.mean - r.interval.low for r in mine],
+                  [0 if math.isnan(r.interval.high) else r.interval.high - r.interval.mean for r in mine]]
+        ax.bar(range(len(mine)), means, yerr=errors, capsize=3, color="#669bbc")
+        ax.set_xticks(range(len(mine)), [r.variant for r in mine], rotation=20, fontsize=7)
+        ax.set_title(metric, fontsize=9)
+    for ax in axes[len(metrics):]:
+        ax.set_visible(False)
+    return save(fig, path)
+
+
+def _p(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"

@@ -1,0 +1,129 @@
+"""The statistics of an ablation table: Student's t confidence interval of a mean and Welch's
+unequal-variances t-test, with the t distribution computed here (numpy and math only; scipy
+is not a dependency).
+
+- 95 % CI of the mean of n runs: mean +- t_{1 - alpha/2, n-1} * s / sqrt(n), s the sample
+  standard deviation (ddof = 1).
+- Welch's t-test of variant A against the baseline B: t = (mean_A - mean_B) / sqrt(s_A^2/n_A +
+  s_B^2/n_B), degrees of freedom by the Welch-Satterthwaite equation, two-sided p-value.
+- The t distribution's CDF through the regularised incomplete beta function,
+  P(|T| > t) = I_{df / (df + t^2)}(df / 2, 1 / 2), evaluated by its continued fraction
+  (modified Lentz); quantiles by bisection on the CDF.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+
+@dataclass(frozen=True)
+class Interval:
+    mean: float
+    low: float
+    high: float
+    sd: float
+    n: int
+
+
+@dataclass(frozen=True)
+class WelchResult:
+    t: float
+    df: float
+    p: float
+
+
+def mean_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
+    """The mean and its t-interval; low = high = nan with fewer than two values."""
+    xs = [float(v) for v in values if not math.isnan(float(v))]
+    n = len(xs)
+    if n == 0:
+        return Interval(math.nan, math.nan, math.nan, math.nan, 0)
+    mean = sum(xs) / n
+    if n < 2:
+        return Interval(mean, math.nan, math.nan, math.nan, n)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    half = t_quantile(1 - (1 - confidence) / 2, n - 1) * sd / math.sqrt(n)
+    return Interval(mean, mean - half, mean + half, sd, n)
+
+
+def welch_test(a: Sequence[float], b: Sequence[float]) -> WelchResult:
+    """Welch's two-sided t-test of ``a`` against ``b``; nan where it is undefined (fewer than
+    two values in a group, or no variance in either: then p is 1 for equal means, 0 else)."""
+    xs, ys = [float(v) for v in a if not math.isnan(float(v))], [float(v) for v in b if not math.isnan(float(v))]
+    if len(xs) < 2 or len(ys) < 2:
+        return WelchResult(math.nan, math.nan, math.nan)
+    ma, mb = sum(xs) / len(xs), sum(ys) / len(ys)
+    va = sum((x - ma) ** 2 for x in xs) / (len(xs) - 1) / len(xs)
+    vb = sum((y - mb) ** 2 for y in ys) / (len(ys) - 1) / len(ys)
+    if va + vb == 0:
+        return WelchResult(math.nan, math.nan, 1.0 if ma == mb else 0.0)
+    t = (ma - mb) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / ((va ** 2 / (len(xs) - 1) if va else 0.0) + (vb ** 2 / (len(ys) - 1) if vb else 0.0))
+    return WelchResult(t, df, two_sided_p(t, df))
+
+
+def two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom."""
+    if math.isinf(t):
+        return 0.0
+    return min(1.0, max(0.0, incomplete_beta(df / (df + t * t), df / 2, 0.5)))
+
+
+def t_cdf(t: float, df: float) -> float:
+    tail = two_sided_p(t, df) / 2
+    return 1 - tail if t > 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t (bisection on :func:`t_cdf`, to 1e-12)."""
+    if not 0 < p < 1:
+        raise ValueError("p must be in (0, 1)")
+    if p == 0.5:
+        return 0.0
+    low, high = -1.0, 1.0
+    while t_cdf(low, df) > p:
+        low *= 2
+    while t_cdf(high, df) < p:
+        high *= 2
+    for _ in range(200):
+        mid = (low + high) / 2
+        if t_cdf(mid, df) < p:
+            low = mid
+        else:
+            high = mid
+        if high - low < 1e-12:
+            break
+    return (low + high) / 2
+
+
+def incomplete_beta(x: float, a: float, b: float) -> float:
+    """The regularised incomplete beta function I_x(a, b)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    # the continued fraction converges fast for x < (a + 1) / (a + b + 2); use symmetry otherwise
+    if x < (a + 1) / (a + b + 2):
+        return front * _beta_fraction(x, a, b) / a
+    return 1.0 - front * _beta_fraction(1 - x, b, a) / b
+
+
+def _beta_fraction(x: float, a: float, b: float) -> float:
+    tiny, eps = 1e-300, 1e-15
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 500):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < eps:
+            break
+    return result

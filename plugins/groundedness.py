@@ -1,0 +1,237 @@
+"""Groundedness: do the agents write and choose like their personas? Metric ``groundedness``.
+
+Two measures, both with the run's own embedder (cosine of unit vectors), over the whole run so
+far (the value at the last round is the run's):
+
+* **persona margin of posts** (``posts.margin``): for each top-level post, its similarity to
+  its author's persona minus its mean similarity to every other agent's persona; the mean over
+  posts. Positive: posts are closer to their own persona than to anyone else's; 0: the text
+  could have been written by anyone in the run. ``posts.own`` and ``posts.others`` are the two
+  terms. A margin, not a raw similarity, because an embedder scores all text of one style
+  alike: the raw number is not comparable across embedders, the margin's sign is.
+* **persona slope of likes** (``likes.slope``): each post an agent browsed (its own left out)
+  is one like decision, ``x`` = persona-post similarity, ``y`` = 1 if it liked the post. The
+  least-squares slope of ``y`` on ``x`` (like rate gained per unit of cosine), and
+  ``likes.auc``: the probability that a liked post is more similar to the persona than a
+  browsed, unliked one (Mann-Whitney; 0.5: likes ignore the persona; 1: a similarity threshold
+  such as the embedding baseline's). ``likes.rate`` and ``likes.decisions`` give the base;
+  ``likes.by_similarity`` is the share of like decisions a similarity rule took (the social
+  agent's per-decision routing and the embedding baseline say so in each browse action's
+  ``detail["decided_by"]``): for those, AUC 1 holds by construction.
+
+The issue that asked for these left the exact statistics open; these are the choices. The
+denominator follows Zhou et al. Table 1's "not like" (shown and not liked), so a post the policy
+stopped asking about once its plan's quota was used counts as not liked. The AUC is computed
+from a histogram of similarities (``AUC_BINS`` bins on [-1, 1], ties within a bin count half),
+so the checkpointed state stays the same size however long the run.
+
+Persona text: :attr:`Persona.text` (the whole persona, as the report's similarity section uses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from townsquare import hookimpl
+from townsquare.metrics import RoundView
+from townsquare.specs import MetricSpec
+
+#: Histogram bins for the like AUC (width 0.005 in cosine).
+AUC_BINS = 400
+
+
+def persona_margins(post_vectors: np.ndarray, authors: Sequence[int], persona_vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per post: (similarity to its author's persona, mean similarity to the other personas).
+    ``authors[i]`` is the row of post i's author in ``persona_vectors`` (at least two rows)."""
+    if persona_vectors.shape[0] < 2:
+        raise ValueError("a persona margin needs at least two personas")
+    sims = np.asarray(post_vectors, dtype=np.float64) @ np.asarray(persona_vectors, dtype=np.float64).T
+    rows = np.arange(sims.shape[0])
+    own = sims[rows, np.asarray(authors, dtype=int)]
+    others = (sims.sum(axis=1) - own) / (sims.shape[1] - 1)
+    return own, others
+
+
+def slope(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Least-squares slope of ``y`` on ``x`` (None when ``x`` does not vary)."""
+    return slope_from_sums(*sums(x, y))
+
+
+def sums(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float, float, float]:
+    """(n, sum x, sum y, sum x², sum xy): what a running slope keeps."""
+    xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    return float(xa.size), float(xa.sum()), float(ya.sum()), float((xa * xa).sum()), float((xa * ya).sum())
+
+
+def slope_from_sums(n: float, sx: float, sy: float, sxx: float, sxy: float) -> float | None:
+    denominator = n * sxx - sx * sx
+    if n < 2 or denominator <= 1e-12 * max(1.0, n * sxx):
+        return None
+    return (n * sxy - sx * sy) / denominator
+
+
+def auc(positive: Sequence[float], negative: Sequence[float]) -> float | None:
+    """P(a positive scores above a negative), ties counted half; None if either is empty."""
+    pos, neg = np.asarray(positive, dtype=np.float64), np.asarray(negative, dtype=np.float64)
+    if pos.size == 0 or neg.size == 0:
+        return None
+    neg_sorted = np.sort(neg)
+    below = np.searchsorted(neg_sorted, pos, side="left")
+    upto = np.searchsorted(neg_sorted, pos, side="right")
+    return float((below + 0.5 * (upto - below)).sum() / (pos.size * neg.size))
+
+
+def histogram_auc(positive: np.ndarray, negative: np.ndarray) -> float | None:
+    """:func:`auc` from two histograms over the same bins (ties within a bin count half)."""
+    n_pos, n_neg = positive.sum(), negative.sum()
+    if n_pos == 0 or n_neg == 0:
+        return None
+    below = np.cumsum(negative) - negative  # negatives in lower bins
+    return float((positive * (below + 0.5 * negative)).sum() / (n_pos * n_neg))
+
+
+def bin_of(similarity: np.ndarray) -> np.ndarray:
+    return np.clip(((np.asarray(similarity) + 1.0) / 2.0 * AUC_BINS).astype(int), 0, AUC_BINS - 1)
+
+
+class GroundednessMetric:
+    """Accumulates the two measures over the run (see the module docstring)."""
+
+    def __init__(self, embedder: Any):
+        self.embedder = embedder
+        self._personas: tuple[list[str], np.ndarray] | None = None
+        self.set_state({})
+
+    async def _persona_vectors(self, agents: list[Any]) -> tuple[dict[str, int], np.ndarray]:
+        ids = [agent.id for agent in agents]
+        if self._personas is None or self._personas[0] != ids:
+            self._personas = (ids, np.asarray(await self.embedder.embed([a.persona.text for a in agents]), dtype=np.float64))
+        return {agent_id: row for row, agent_id in enumerate(ids)}, self._personas[1]
+
+    async def measure(self, view: RoundView) -> dict[str, float]:
+        if self.embedder is not None and len(view.agents) >= 2:
+            rows, personas = await self._persona_vectors(view.agents)
+            await self._add_posts(view.actions, rows, personas)
+            await self._add_likes(view, rows, personas)
+        return self.values()
+
+    async def _add_posts(self, actions: list[dict[str, Any]], rows: dict[str, int], personas: np.ndarray) -> None:
+        posts = [a for a in actions if a["kind"] == "post" and a.get("ok", True) and a.get("text") and a["agent_id"] in rows]
+        if not posts:
+            return
+        vectors = np.asarray(await self.embedder.embed([a["text"] for a in posts]), dtype=np.float64)
+        own, others = persona_margins(vectors, [rows[a["agent_id"]] for a in posts], personas)
+        self.posts += np.array([len(posts), own.sum(), others.sum()])
+
+    async def _add_likes(self, view: RoundView, rows: dict[str, int], personas: np.ndarray) -> None:
+        liked = {(a["agent_id"], a["target_post"]) for a in view.actions if a["kind"] == "like" and a.get("ok", True)}
+        pairs: list[tuple[str, str]] = []
+        texts: dict[str, str] = {}
+        routed = 0
+        for action in view.actions:
+            agent = action["agent_id"]
+            if action["kind"] != "browse" or agent not in rows:
+                continue
+            by = (action.get("detail") or {}).get("decided_by")
+            rule = isinstance(by, dict) and by.get("like") == "similarity"
+            before = len(pairs)
+            for post_id in action.get("post_ids") or ():
+                if post_id not in texts:
+                    post = await view.platform.get_post(post_id)
+                    texts[post_id] = "" if post is None or post.author_id == agent else post.text
+                if texts[post_id]:
+                    pairs.append((agent, post_id))
+            routed += (len(pairs) - before) if rule else 0
+        if not pairs:
+            return
+        ids = sorted({post_id for _, post_id in pairs})
+        vectors = dict(zip(ids, np.asarray(await self.embedder.embed([texts[i] for i in ids]), dtype=np.float64)))
+        x = np.array([vectors[post_id] @ personas[rows[agent]] for agent, post_id in pairs])
+        y = np.array([1.0 if pair in liked else 0.0 for pair in pairs])
+        self.likes += np.array(sums(x, y))
+        self.routed += routed
+        bins = bin_of(x)
+        np.add.at(self.liked_hist, bins[y == 1], 1)
+        np.add.at(self.passed_hist, bins[y == 0], 1)
+
+    def values(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        n_posts, own, others = self.posts
+        out["posts.count"] = float(n_posts)
+        if n_posts:
+            out.update({"posts.own": own / n_posts, "posts.others": others / n_posts, "posts.margin": (own - others) / n_posts})
+        n = self.likes[0]
+        out["likes.decisions"] = float(n)
+        if n:
+            out["likes.rate"] = float(self.likes[2] / n)
+            out["likes.by_similarity"] = float(self.routed / n)
+        fitted = slope_from_sums(*self.likes)
+        if fitted is not None:
+            out["likes.slope"] = fitted
+        area = histogram_auc(self.liked_hist, self.passed_hist)
+        if area is not None:
+            out["likes.auc"] = area
+        return out
+
+    def get_state(self) -> dict[str, Any]:
+        return {"posts": self.posts.tolist(), "likes": self.likes.tolist(), "routed": self.routed,
+                "liked_hist": self.liked_hist.tolist(), "passed_hist": self.passed_hist.tolist()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.posts = np.asarray(state.get("posts", [0.0] * 3), dtype=np.float64)
+        self.likes = np.asarray(state.get("likes", [0.0] * 5), dtype=np.float64)
+        self.routed = int(state.get("routed", 0))
+        self.liked_hist = np.asarray(state.get("liked_hist", [0] * AUC_BINS), dtype=np.int64)
+        self.passed_hist = np.asarray(state.get("passed_hist", [0] * AUC_BINS), dtype=np.int64)
+
+
+def summary_line(metrics: dict[str, float]) -> str | None:
+    """One line on groundedness for the end of a run, from the last round's metric values
+    (keys without the ``groundedness.`` prefix); None when nothing was measured."""
+    parts = []
+    if "posts.margin" in metrics:
+        margin = metrics["posts.margin"]
+        parts.append(f"posts {margin:+.3f} cosine closer to their author's persona than to others'"
+                     f" ({int(metrics['posts.count'])} posts)")
+    if "likes.slope" in metrics:
+        area = metrics.get("likes.auc")
+        share = metrics.get("likes.by_similarity", 0.0)
+        by = "" if share == 0 else (" (decided by the similarity rule)" if share == 1 else f" ({share:.0%} decided by the similarity rule)")
+        parts.append(f"likes{by}: rate {metrics['likes.slope']:+.2f} per unit of persona-post cosine"
+                     + (f", AUC {area:.2f} (0.5 = ignores the persona)" if area is not None else ""))
+    if not parts:
+        return None
+    return "groundedness: " + "; ".join(parts)
+
+
+def run_summary_line(run_path: Any) -> str | None:
+    """:func:`summary_line` for a run directory (reads its ``metrics`` table); None if the run
+    has no groundedness values."""
+    import sqlite3
+    from pathlib import Path
+
+    db = Path(run_path) / "events.sqlite"
+    if not db.exists():
+        return None
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        try:
+            rows = conn.execute(
+                "SELECT name, value FROM metrics WHERE name LIKE 'groundedness.%' AND round = "
+                "(SELECT MAX(round) FROM metrics WHERE name LIKE 'groundedness.%')").fetchall()
+        except sqlite3.Error:
+            return None
+    return summary_line({name.removeprefix("groundedness."): value for name, value in rows})
+
+
+def build_groundedness(config: None, ctx: Any) -> GroundednessMetric:
+    services = getattr(ctx, "services", None)
+    return GroundednessMetric(getattr(services, "embedder", None))
+
+
+@hookimpl
+def townsquare_register_metrics():
+    return [MetricSpec("groundedness", build_groundedness, priority=100,
+                       description="persona margin of posts and persona slope/AUC of likes, with the run's embedder")]

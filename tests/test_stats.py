@@ -1,0 +1,52 @@
+"""The ablation table's statistics on known numbers (t tables; R's t.test)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from townsquare.stats import incomplete_beta, mean_interval, t_quantile, two_sided_p, welch_test
+
+
+@pytest.mark.parametrize("df,expected", [(1, 12.706205), (4, 2.776445), (9, 2.262157), (10, 2.228139), (30, 2.042272)])
+def test_t_quantiles_match_the_t_table(df, expected):
+    assert t_quantile(0.975, df) == pytest.approx(expected, abs=1e-6)
+
+
+def test_two_sided_p_at_the_critical_values():
+    assert two_sided_p(2.228139, 10) == pytest.approx(0.05, abs=1e-6)
+    assert two_sided_p(12.706205, 1) == pytest.approx(0.05, abs=1e-6)
+    assert two_sided_p(0.0, 7) == 1.0
+    # df = 1 is the Cauchy distribution: P(|T| > 1) = 1/2 exactly
+    assert two_sided_p(1.0, 1) == pytest.approx(0.5, abs=1e-12)
+
+
+def test_incomplete_beta_closed_forms():
+    assert incomplete_beta(0.3, 1, 1) == pytest.approx(0.3)
+    assert incomplete_beta(0.3, 2, 1) == pytest.approx(0.09)  # x^a when b = 1
+    assert incomplete_beta(0.3, 1, 3) == pytest.approx(1 - 0.7 ** 3)
+
+
+def test_confidence_interval_of_a_mean():
+    interval = mean_interval([1, 2, 3, 4, 5])
+    # mean 3, s = sqrt(2.5), half-width t(0.975, 4) * s / sqrt(5) = 2.776445 * 0.707107
+    assert interval.mean == 3 and interval.sd == pytest.approx(math.sqrt(2.5))
+    assert (interval.low, interval.high) == pytest.approx((3 - 1.963243, 3 + 1.963243), abs=1e-6)
+    assert interval.n == 5
+    one = mean_interval([4.0])
+    assert one.mean == 4.0 and math.isnan(one.low)
+
+
+def test_welch_t_test_matches_r():
+    # R: t.test(c(1,2,3,4,5), c(2,4,6,8,10)) -> t = -1.8974, df = 5.8824, p-value = 0.1075
+    result = welch_test([1, 2, 3, 4, 5], [2, 4, 6, 8, 10])
+    assert result.t == pytest.approx(-1.897367, abs=1e-6)
+    assert result.df == pytest.approx(5.882353, abs=1e-6)
+    assert result.p == pytest.approx(0.1075, abs=5e-5)
+
+
+def test_welch_edge_cases():
+    assert math.isnan(welch_test([1.0], [1.0, 2.0]).p)
+    assert welch_test([2, 2, 2], [2, 2, 2]).p == 1.0
+    assert welch_test([2, 2, 2], [3, 3, 3]).p == 0.0
