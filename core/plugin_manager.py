@@ -93,6 +93,12 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.generative_agents.memory.park_retrieval",
     "townsquare.plugins.generative_agents.reflection.park_reflection",
     "townsquare.plugins.generative_agents.policy.generative_agent",
+    # Smallville in text (Park et al. §5): the town platform, its seed files, the town policy, its metrics
+    "townsquare.platforms.town",
+    "townsquare.platforms.town.smallville_personas",
+    "townsquare.plugins.generative_agents.policy.town_agent",
+    "townsquare.plugins.generative_agents.town_metrics",
+    "townsquare.plugins.generative_agents.evaluation.evaluate_command",
     # RecAgent (Wang et al.): memory tiers, reflection, profiles, policy; the recsys platform
     "townsquare.platforms.recsys",
     "townsquare.recommenders.item_random",

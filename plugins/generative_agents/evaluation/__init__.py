@@ -1,0 +1,1 @@
+"""Park et al.'s controlled evaluation (§6): interviews, architectures, judges, ranking."""
