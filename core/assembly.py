@@ -63,7 +63,7 @@ async def assemble(
     embedder = EmbeddingCache(scenario.embedder.spec.factory(scenario.embedder.config, ctx()))
     services = Services(platform=None, embedder=embedder, run_dir=run_path)  # type: ignore[arg-type]
     built = Assembly(services=services, metrics=[], agents=[], agent_rows=[], stages={}, llm_middleware=list(llm_middleware))
-    services.llm = _build_llm(scenario, ctx(services), built, llm_provider, on_llm_call, current_round)
+    services.llm = build_llm(scenario, ctx(services), built, llm_provider, on_llm_call, current_round)
     if scenario.knowledge:
         services.knowledge = scenario.knowledge.spec.factory(scenario.knowledge.config, ctx(services))
     services.recommender = scenario.recommender.spec.factory(scenario.recommender.config, ctx(services))
@@ -119,8 +119,10 @@ def activity_levels(seed: int, count: int, population_index: int, activity: Any)
     return sample_activity(rng, count, activity.alpha, activity.x_min)
 
 
-def _build_llm(scenario: ResolvedScenario, build_ctx: BuildContext, built: Assembly, provider: Any,
+def build_llm(scenario: ResolvedScenario, build_ctx: BuildContext, built: Assembly, provider: Any,
                on_llm_call: Callable[[LLMCallRecord], None], current_round: Callable[[], int]) -> LLMClient | None:
+    """The run's LLM client: ``provider`` (else the scenario's), the configured middleware
+    around it, the accounting link innermost; what it built is kept in ``built``."""
     if provider is None and scenario.llm is not None:
         provider = scenario.llm.spec.factory(scenario.llm.config, build_ctx)
     if provider is None:

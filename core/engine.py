@@ -34,7 +34,7 @@ import structlog
 from .actions import Action, ActionResult
 from .platform import platform_actions
 from .activity import active_probability
-from .assembly import assemble
+from .assembly import Assembly, assemble, build_llm
 from .components import Agent, StepContext
 from .errors import ComponentError, RunStopped
 from .lifecycle import RunInfo, RunSummary
@@ -99,6 +99,17 @@ class Simulation:
         self._order = {agent.id: agent.index for agent in self.agents}
         self._round_observers = round_observers([self.services.platform, self.services.recommender, *(m for _, m in self.metrics),
                                                  *self.llm_middleware, *(c for a in self.agents for c in a.components.values())])
+
+    def build_llm(self, build_ctx: Any) -> Any:
+        """The run's LLM client alone (provider, middleware, accounting), for commands that
+        need no agents (``townsquare eval discrimination``); :meth:`_close_all` closes it."""
+        built = Assembly(services=build_ctx.services, metrics=[], agents=[], agent_rows=[], stages={},
+                         llm_middleware=list(self.llm_middleware))
+        client = build_llm(self.scenario, build_ctx, built, self.llm_provider, self._on_llm_call, lambda: self.round)
+        self.llm_middleware = built.llm_middleware
+        if built.provider is not None:
+            self.provider, self.accounting = built.provider, built.accounting
+        return client
 
     def feed_authors(self, population: str, round: int) -> frozenset[str] | None:
         """The authors a population's feeds may show in ``round`` (None: everyone)."""

@@ -28,6 +28,7 @@ DEPRECATED_PLUGIN_NAMES: dict[str, str] = {
     "hotpotqa_knowledge": "hotpotqa",
     "synthetic_personas": "synthetic",
     "smallville_personas": "smallville",
+    "embedding_item_baseline": "embedding_items",
 }
 
 _warned: set[str] = set()

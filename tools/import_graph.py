@@ -22,6 +22,12 @@ PACKAGE_DIRS = {"core": "townsquare", "plugins": "townsquare.plugins", "platform
 #: what plugins may import of townsquare, besides their own package
 PLUGIN_SURFACE = ("townsquare.api", "townsquare.testing")
 PLUGIN_DIRS = ("plugins", "platforms", "recommenders")
+#: (importer, imported) pairs allowed across plugin packages, each with the reason; to fold, not to grow
+KNOWN_EXCEPTIONS = {
+    # RecAgent's discrimination study reads MovieLens with the recsys platform's loader; the
+    # fold: a catalogue reader in townsquare.api (or the loader moved into the study's package)
+    ("townsquare.plugins.recagent.studies.discrimination", "townsquare.platforms.recsys.catalogue"),
+}
 DOC = ROOT / "docs" / "architecture.md"
 BEGIN, END = "<!-- import-graph:begin (tools/import_graph.py --write) -->", "<!-- import-graph:end -->"
 
@@ -100,8 +106,10 @@ def forbidden_imports() -> list[str]:
         for target, line in imports_of(name, path, known):
             if any(target == s or target.startswith(s + ".") for s in PLUGIN_SURFACE):
                 continue
-            if target == own or target.startswith(own + "."):
+            if target == own or target.startswith(own + ".") or (name, target) in KNOWN_EXCEPTIONS:
                 continue
+            if len(name.split(".")) == 3 and target.rpartition(".")[0] == name.rpartition(".")[0]:
+                continue  # a sibling module of a flat folder (recommenders/item_mf.py -> item_ranking.py)
             problems.append(f"{path.relative_to(ROOT)}:{line}: imports {target} (plugins import townsquare.api, "
                             f"townsquare.testing and their own package only)")
     return problems

@@ -27,7 +27,7 @@ from ..llm import Accounting, compose
 from ..plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
 from ..rundir import RunDir
 from ..runner import llm_overrides, load_run, rerun, start_run
-from ..scenario import ResolvedScenario, validate_scenario
+from ..scenario import ResolvedScenario, load_scenario, validate_scenario
 from ..scenario import resolve as resolve_scenario
 from ..store import EventStore
 
@@ -45,5 +45,5 @@ def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()
 
 __all__ = [
     "Accounting", "EventStore", "Plugins", "ResolvedScenario", "RunDir", "Simulation", "common_options", "compose",
-    "llm_overrides", "load_plugins", "load_run", "open_run", "rerun", "resolve_scenario", "start_run", "validate_scenario",
+    "llm_overrides", "load_plugins", "load_run", "load_scenario", "open_run", "rerun", "resolve_scenario", "start_run", "validate_scenario",
 ]

@@ -53,6 +53,13 @@ class RecsysPlatform:
         self.inboxes: dict[str, list[dict[str, Any]]] = {}
         self.broadcasts: list[dict[str, Any]] = []
         self.in_system: dict[str, bool] = {}
+        #: this round's recommendation pages per agent (item ids, in order): the cocoon metric reads it
+        self.recommended: dict[str, list[str]] = {}
+        #: friendships added during the run (Soc-Strategy), both directions
+        self.extra_friends: dict[str, list[str]] = {}
+
+    def on_round_start(self, round: int, now: Any) -> None:
+        self.recommended = {}
 
     # ------------------------------------------------------------------ accounts and friends
 
@@ -74,9 +81,20 @@ class RecsysPlatform:
         ids = agent.persona.fields.get("friend_ids")
         if ids is not None:
             wanted = {str(i) for i in ids}
-            return [m.id for m in self.members.values() if str(m.persona.fields.get("id")) in wanted and m.id != agent_id]
+            return self._with_extra(agent_id, [m.id for m in self.members.values()
+                                               if str(m.persona.fields.get("id")) in wanted and m.id != agent_id])
         names = set(agent.persona.fields.get("friends") or ())
-        return [a.id for a in self.accounts.values() if a.display_name in names and a.id != agent_id]
+        found = [a.id for a in self.accounts.values() if a.display_name in names and a.id != agent_id]
+        return self._with_extra(agent_id, found)
+
+    def _with_extra(self, agent_id: str, found: list[str]) -> list[str]:
+        return list(dict.fromkeys([*found, *self.extra_friends.get(agent_id, ())]))
+
+    def add_friend(self, a: str, b: str) -> None:
+        """Make ``a`` and ``b`` friends from now on (an intervention such as Soc-Strategy)."""
+        for x, y in ((a, b), (b, a)):
+            if y not in self.extra_friends.setdefault(x, []):
+                self.extra_friends[x].append(y)
 
     async def followers(self, agent_id: str) -> list[str]:
         return self.friends(agent_id)
@@ -154,7 +172,14 @@ class RecsysPlatform:
         self.interactions.record_shown(action.agent_id, action.post_ids)
         return ActionResult()
 
-    _apply_recommend = _apply_next_page = _apply_search = _shown
+    def _recommended(self, action: Action, round: int, now: str) -> ActionResult:
+        result = self._shown(action, round, now)
+        if result.ok:
+            self.recommended.setdefault(action.agent_id, []).extend(action.post_ids)
+        return result
+
+    _apply_search = _shown
+    _apply_recommend = _apply_next_page = _recommended
 
     def _apply_watch(self, action: Action, round: int, now: str) -> ActionResult:
         item_id = action.target_post
@@ -197,6 +222,7 @@ class RecsysPlatform:
             "inboxes": {k: [dict(m) for m in v] for k, v in self.inboxes.items()},
             "broadcasts": [dict(b) for b in self.broadcasts],
             "in_system": dict(self.in_system),
+            "extra_friends": {k: list(v) for k, v in self.extra_friends.items()},
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -204,5 +230,6 @@ class RecsysPlatform:
         self.inboxes = {k: [dict(m) for m in v] for k, v in state.get("inboxes", {}).items()}
         self.broadcasts = [dict(b) for b in state.get("broadcasts", [])]
         self.in_system = dict(state.get("in_system", {}))
+        self.extra_friends = {k: list(v) for k, v in state.get("extra_friends", {}).items()}
 
 

@@ -26,6 +26,7 @@ from .text_metrics import distinct_percent, tokenize
 from .health_section import health_section
 from .memory_section import memory_section
 from .recsys_section import recsys_section
+from .studies_section import studies_section
 from .town_section import town_section
 
 log = structlog.get_logger("townsquare.plugins.report")
@@ -97,6 +98,9 @@ def render(run: tables.Run, *, with_similarity: bool = True, plugin_options: Seq
     town = town_section(db, axis)
     if town is not None:
         sections.insert(4, ("town", "Town", town))
+    studies = studies_section(db, run.path, m)
+    if studies is not None:
+        sections.insert(5, ("studies", "Information cocoon and conformity", studies))
     health = health_section(db)
     if health is not None:
         sections.append(("health", "Run health", health))

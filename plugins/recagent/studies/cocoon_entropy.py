@@ -1,0 +1,116 @@
+"""Information-cocoon entropy (Wang et al., "Studying the information cocoon phenomenon", fig. 4):
+
+    E = -(1/|U|) sum_{u in U} sum_{c in C} f_{u,c} log f_{u,c}
+
+with f_{u,c} the frequency of category c among the items recommended to user u. Smaller E is a
+stronger cocoon. Measured every round (metric ``cocoon_entropy``, key ``entropy``) over the
+recommendation pages of that round (``recommend`` and ``next_page``; search results are not
+recommendations); U is the agents that got a page in the round (``users``), so a round with
+none stores no entropy. An item counts once for each of its genres, and the frequencies are
+normalised over them; an item with no genre counts as the category "(none)". The paper does not
+give the logarithm's base: natural log.
+
+Satisfaction (fig. 4c/d, upper left): with ``satisfaction = true`` and an LLM, every
+``satisfaction_every`` rounds each agent that got a page is asked how satisfied it is with the
+items shown, 1-10 (prompt ``satisfaction`` of ``prompts/studies.toml``); the mean is stored as
+``satisfaction``. A malformed answer is repaired once, then counts as 5.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from townsquare.api import BuildContext, ComponentError, MetricSpec, RoundView, hookimpl
+
+from ..prompts import fill, load_prompts
+from ..unified_prompt import render_profile
+
+NO_CATEGORY = "(none)"
+SCORES = tuple(str(n) for n in range(1, 11))
+
+
+class CocoonEntropyConfig(BaseModel):
+    """``[plugins.cocoon_entropy]`` settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    satisfaction: bool = Field(False, description="also ask each paged agent its satisfaction 1-10 (needs an LLM)")
+    satisfaction_every: int = Field(5, ge=1, description="ask every this many rounds")
+    profile_fields: list[str] = Field(default_factory=lambda: ["age", "gender", "traits", "interests"])
+    prompts_file: str | None = None
+
+
+def category_entropy(items: Sequence[Sequence[str]]) -> float:
+    """-sum_c f_c log f_c over the categories of ``items`` (each a sequence of genres)."""
+    counts = Counter(g for genres in items for g in (genres or (NO_CATEGORY,)))
+    total = sum(counts.values())
+    return -sum(n / total * math.log(n / total) for n in counts.values()) if total else 0.0
+
+
+def cocoon_entropy(recommended: Mapping[str, Sequence[Sequence[str]]]) -> float | None:
+    """E over the users with at least one recommended item (None when there are none)."""
+    users = [items for items in recommended.values() if items]
+    return sum(category_entropy(items) for items in users) / len(users) if users else None
+
+
+class CocoonEntropy:
+    def __init__(self, config: CocoonEntropyConfig | None = None, ctx: BuildContext | None = None):
+        self.config = config or CocoonEntropyConfig()
+        self.llm = None
+        if self.config.satisfaction:
+            self.llm = getattr(ctx.services, "llm", None) if ctx is not None else None
+            if self.llm is None:
+                raise ComponentError("plugins.cocoon_entropy.satisfaction needs an LLM ([llm] or --llm)")
+            self.prompt = load_prompts("studies", {"satisfaction": frozenset({"name", "profile", "items"})},
+                                       self.config.prompts_file, ctx.base_dir)["satisfaction"]
+
+    async def satisfaction(self, view: RoundView) -> float | None:
+        agents = {a.id: a for a in view.agents}
+        scores = []
+        for user, ids in view.platform.recommended.items():
+            agent = agents.get(user)
+            items = [view.platform.item(i) for i in ids if view.platform.item(i) is not None]
+            if agent is None or not items:
+                continue
+            prompt = fill(self.prompt, name=agent.persona.name, profile=render_profile(agent.persona, self.config.profile_fields),
+                          items="\n".join(f"- {item.line()}" for item in items))
+            answer = await self.llm.for_agent(user).choose(prompt, SCORES, purpose="recagent.satisfaction", default="5")
+            scores.append(int(answer))
+        return sum(scores) / len(scores) if scores else None
+
+    async def measure(self, view: RoundView) -> dict[str, float]:
+        platform = view.platform
+        log = getattr(platform, "recommended", None)
+        if not log:
+            return {"users": 0.0}
+        recommended = {user: [platform.item(i).genres for i in ids if platform.item(i) is not None] for user, ids in log.items()}
+        value = cocoon_entropy(recommended)
+        out = {"users": float(sum(1 for items in recommended.values() if items))}
+        if value is not None:
+            out["entropy"] = value
+        if self.llm is not None and view.round % self.config.satisfaction_every == 0:
+            mean = await self.satisfaction(view)
+            if mean is not None:
+                out["satisfaction"] = mean
+        return out
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        pass
+
+
+def build_cocoon_entropy(config: CocoonEntropyConfig | None, ctx: BuildContext) -> CocoonEntropy:
+    return CocoonEntropy(config, ctx)
+
+
+@hookimpl
+def townsquare_register_metrics():
+    return [MetricSpec("cocoon_entropy", build_cocoon_entropy, config_model=CocoonEntropyConfig,
+                       description="recsys: entropy of the recommended items' genres per user, averaged (RecAgent fig. 4)")]
