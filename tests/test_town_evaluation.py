@@ -1,5 +1,5 @@
 """Park et al.'s controlled evaluation (§6): the battery, memory access per architecture,
-judges' orderings, Bradley–Terry with bootstrap intervals, and ``townsquare evaluate`` on a
+judges' orderings, Bradley–Terry with bootstrap intervals, and ``townsquare eval park`` on a
 town run."""
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def test_evaluate_command_interviews_a_town_runs_agents(tmp_path):
 
     ran = cli("run", str(scenario), "--out", str(tmp_path / "run"), "--set", "rounds=2")
     assert ran.returncode == 0, ran.stderr
-    out = cli("evaluate", str(tmp_path / "run"), "--agents", "2", "--questions", "1", "--bootstrap", "50",
+    out = cli("eval", "park", str(tmp_path / "run"), "--agents", "2", "--questions", "1", "--bootstrap", "50",
               "--topic", "a Valentine's Day party")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0].startswith("architecture")

@@ -2,7 +2,7 @@
 
 A command works on scenarios and run directories the way the built-in ones do (reading a run,
 re-resolving its scenario with :func:`load_run`, rebuilding its agents from a checkpoint with
-:class:`Simulation`, as ``townsquare evaluate`` does)::
+:class:`Simulation`, as ``townsquare eval park`` does)::
 
     from townsquare.api.commands import common_options, open_run
 
@@ -37,6 +37,19 @@ def open_run(path: str) -> RunDir:
     return RunDir.open(path)
 
 
+def eval_group(cli) -> "click.Group":
+    """The ``townsquare eval`` group that evaluation plugins add their subcommands to
+    (``eval park``, ``eval discrimination``...), made by whichever plugin asks first."""
+    import click
+
+    group = cli.commands.get("eval")
+    if not isinstance(group, click.Group):
+        @cli.group("eval")
+        def group() -> None:
+            """Evaluate agents: Park et al.'s interviews, RecAgent's discrimination test."""
+    return group
+
+
 def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()) -> Plugins:
     """The plugin set a command's ``-p`` options (``plugin_options``) ask for, less ``disable``."""
     enable, disabled = parse_plugin_options(plugin_options)
@@ -44,6 +57,7 @@ def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()
 
 
 __all__ = [
+    "eval_group",
     "Accounting", "EventStore", "Plugins", "ResolvedScenario", "RunDir", "Simulation", "common_options", "compose",
     "llm_overrides", "load_plugins", "load_run", "load_scenario", "open_run", "rerun", "resolve_scenario", "start_run", "validate_scenario",
 ]

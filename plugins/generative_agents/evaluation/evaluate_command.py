@@ -1,4 +1,4 @@
-"""``townsquare evaluate RUN``: Park et al.'s controlled evaluation of a finished run's agents
+"""``townsquare eval park RUN``: Park et al.'s controlled evaluation of a finished run's agents
 (§6; see :mod:`.controlled_eval`). The agents are rebuilt from the run's newest checkpoint and
 interviewed under the four architectures with the run's LLM; the judges (``--judge``, repeatable,
 as ``--llm`` is written: ``openai:gpt-4o-mini``; default the run's LLM) rank the answers; the
@@ -79,9 +79,9 @@ async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, 
 
 @hookimpl
 def townsquare_register_commands(cli):
-    from townsquare.api.commands import common_options
+    from townsquare.api.commands import common_options, eval_group
 
-    @cli.command("evaluate")
+    @eval_group(cli).command("park")
     @click.argument("run_dir", metavar="RUN")
     @click.option("--judge", "judges", multiple=True, metavar="PROVIDER[:MODEL]",
                   help="An LLM judge (repeat for an ensemble); default: the run's LLM.")

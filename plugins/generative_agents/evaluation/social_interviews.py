@@ -8,7 +8,7 @@ asked of the agents themselves, as the paper measures them.
 * Relationships: each agent is asked, for every other agent, whether it knows them; an edge
   needs a yes from both (the paper's mutual knowledge), density eta = 2|E| / (|V|(|V|-1)).
 
-``townsquare evaluate RUN --topic "Isabella's Valentine's Day party" --evidence "valentine|party"``
+``townsquare eval park RUN --topic "Isabella's Valentine's Day party" --evidence "valentine|party"``
 runs them on a run's agents (no battery with ``--questions 0``).
 """
 

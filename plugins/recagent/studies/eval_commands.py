@@ -69,13 +69,9 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 @hookimpl
 def townsquare_register_commands(cli):
-    from townsquare.api.commands import common_options
+    from townsquare.api.commands import common_options, eval_group
 
-    group = cli.commands.get("eval")
-    if not isinstance(group, click.Group):
-        @cli.group("eval")
-        def group() -> None:
-            """Evaluations of simulated users against real data."""
+    group = eval_group(cli)
 
     @group.command("discrimination")
     @click.argument("scenario", type=click.Path(dir_okay=False))
