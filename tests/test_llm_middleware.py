@@ -343,3 +343,19 @@ def test_middleware_order_in_a_resolved_scenario():
             "populations": [{"name": "u", "count": 1, "personas": {"name": "inline", "items": [{"name": "A"}]}}]}
     scenario = resolve(data, "<test>", ".", plugins)
     assert [c.spec.name for c in scenario.llm_middleware] == ["llm_cache", "llm_budget", "llm_retry", "llm_concurrency"]
+
+
+def test_a_decision_cut_off_on_every_attempt_falls_to_its_parser_not_a_stop():
+    """A small model that runs past max_tokens each time: after the attempts, the cut-off
+    answer reaches the JSON parser (repair, then the safe default), and the run goes on."""
+    class Rambler:
+        name, model = "rambler", "rambler"
+
+        async def complete(self, request):
+            return LLMResponse(text='{"sentence": "on and on and on', meta={"finish_reason": "length"})
+
+    chain, slept = retry_chain(Rambler(), attempts=3)
+    answer = asyncio.run(chain.client.json("Compress this.", {"type": "object"}, purpose="sensory", default={"sentence": ""}))
+    assert answer == {"sentence": ""}
+    assert len(slept) == 4  # 2 retries for the question, 2 for its repair
+    assert chain.statuses() == ["error"] * 6 + ["parse_failure"]  # every cut-off attempt has its row

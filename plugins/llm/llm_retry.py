@@ -12,6 +12,10 @@ Backoff and Jitter", AWS Architecture Blog, 2015). The jitter comes from a gener
 with the run's seed; waiting times never change results. Anything that is not a provider
 fault (a bug, a replay miss, a budget stop) passes through untouched.
 
+A decision cut off by the token limit (``length``) on every attempt is not an outage: the last
+cut-off answer is returned, and the decision's parser treats it like any unreadable answer (one
+repair request, then a recorded parse failure and the decision's safe default).
+
 When the attempts are used up, or the fault is fatal (401/403, 404, a context too long,
 another 4xx), the call raises :class:`~townsquare.llm_faults.LLMFatal`, a
 :class:`~townsquare.errors.RunStopped`: the run stops cleanly at its last checkpoint (exit
@@ -80,6 +84,13 @@ class LLMRetry:
                 if not fault.retryable:
                     raise LLMFatal(f"LLM endpoint refused the request ({who}), not retried: {fault.describe()}") from exc
                 if attempt >= attempts:
+                    if fault.kind == "length" and fault.response is not None:
+                        # a model that keeps talking past the limit is no outage: its cut-off
+                        # answer goes to the decision's parser (one repair, then the recorded
+                        # parse failure and the decision's safe default), the run goes on
+                        log.warning("llm.cut_off_answer_kept", purpose=request.purpose, agent=request.agent_id,
+                                    attempts=attempts)
+                        return fault.response
                     raise LLMFatal(f"LLM call failed {attempts} times ({who}); last: {fault.describe()}") from exc
                 delay = self.delay(attempt, exc)
                 log.info("llm.retry", purpose=request.purpose, agent=request.agent_id, attempt=attempt,
