@@ -273,40 +273,9 @@ class Simulation:
         self.hook.townsquare_on_round_start(run=self.info, round=r, now=now_iso)
         await notify_round_start(self._round_observers, r, now)
 
-        present = [a for a in self.agents if a.present(r)]
-        semaphore = asyncio.Semaphore(self.model.engine.concurrency)
         minutes = self.model.clock.minutes_per_round
-        accepted = platform_actions(self.platform)
-
-        async def turn(agent: Agent) -> tuple[bool, list[Action]]:
-            async with semaphore:
-                ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=self.services,
-                                  llm=self.services.llm.for_agent(agent.id) if self.services.llm else None,
-                                  feed_authors=self.feed_authors(agent.population, r), start=self.model.clock.start)
-                drawn = agent.rng.random() < active_probability(agent.activity, minutes)
-                planner = agent.components.get("planner")
-                verdict = await planner.is_active(ctx) if planner is not None else None
-                active = drawn if verdict is None else bool(verdict)
-                actions: list[Action] = []
-                if active:
-                    actions += await agent.components["policy"].step(ctx) or []
-                reflector = agent.components.get("reflector")
-                if reflector is not None:
-                    actions += await reflector.reflect(ctx) or []
-                for action in actions:
-                    if not isinstance(action, Action) or action.agent_id != agent.id:
-                        raise ComponentError(f"agent {agent.id}: a component returned {action!r}, not an Action of this agent")
-                    if action.kind not in accepted:
-                        raise ComponentError(f"agent {agent.id}: action kind {action.kind!r} is not accepted by platform "
-                                             f"{self.scenario.platform.spec.name!r} (accepts: {', '.join(sorted(accepted))})")
-                return active, actions
-
-        tasks = [asyncio.ensure_future(turn(a)) for a in present]
-        try:
-            results = await asyncio.gather(*tasks)
-        except BaseException as exc:
-            await self._settle(tasks, exc)
-            raise
+        present = [a for a in self.agents if a.present(r)]
+        results = await self.take_turns(r, present, now)
         n_active = sum(1 for active, _ in results if active)
 
         ordered = [action for _, actions in results for action in actions]
@@ -352,6 +321,45 @@ class Simulation:
             self.run_dir.update_manifest(rounds_completed=r + 1)
         if self.progress is not None:
             self.progress(r, dict(self.totals))
+
+    async def take_turns(self, r: int, present: list[Agent], now: Any) -> list[tuple[bool, list[Action]]]:
+        """Step 2 of a round: every present agent's turn, concurrently (at most
+        ``engine.concurrency`` at once); ``(active, actions)`` per agent, in ``present``'s order.
+        Platform reads happen here, writes do not: the caller applies the actions in order."""
+        minutes = self.model.clock.minutes_per_round
+        semaphore = asyncio.Semaphore(self.model.engine.concurrency)
+        accepted = platform_actions(self.platform)
+
+        async def turn(agent: Agent) -> tuple[bool, list[Action]]:
+            async with semaphore:
+                ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=self.services,
+                                  llm=self.services.llm.for_agent(agent.id) if self.services.llm else None,
+                                  feed_authors=self.feed_authors(agent.population, r), start=self.model.clock.start)
+                drawn = agent.rng.random() < active_probability(agent.activity, minutes)
+                planner = agent.components.get("planner")
+                verdict = await planner.is_active(ctx) if planner is not None else None
+                active = drawn if verdict is None else bool(verdict)
+                actions: list[Action] = []
+                if active:
+                    actions += await agent.components["policy"].step(ctx) or []
+                reflector = agent.components.get("reflector")
+                if reflector is not None:
+                    actions += await reflector.reflect(ctx) or []
+                for action in actions:
+                    if not isinstance(action, Action) or action.agent_id != agent.id:
+                        raise ComponentError(f"agent {agent.id}: a component returned {action!r}, not an Action of this agent")
+                    if action.kind not in accepted:
+                        raise ComponentError(f"agent {agent.id}: action kind {action.kind!r} is not accepted by platform "
+                                             f"{self.scenario.platform.spec.name!r} (accepts: {', '.join(sorted(accepted))})")
+                return active, actions
+
+        tasks = [asyncio.ensure_future(turn(a)) for a in present]
+        try:
+            results = await asyncio.gather(*tasks)
+        except BaseException as exc:
+            await self._settle(tasks, exc)
+            raise
+        return results
 
     async def _settle(self, tasks: list[asyncio.Future], exc: BaseException) -> None:
         """One turn failed or the run is interrupted: refuse new LLM calls, let the calls in
