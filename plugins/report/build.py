@@ -226,7 +226,7 @@ def text_section(posts: list[str], comments: list[str], diversity: dict[str, dic
         else:
             rows.append((label, 0, 0, Raw('<span class="none">none in this run</span>'), None))
     return (html.table(("text", "count", "tokens", "distinct-1 (%)", "distinct-2 (%)"), rows)
-            + html.note("distinct-n (Li et al., 2016): distinct n-grams / all n-grams over the whole set, as a "
+            + html.note("distinct-n (Li et al., 2016): distinct n-grams / all tokens over the whole set, as a "
                         "percentage (Zhou et al. Table 1: posts 22.40 / 63.88, comments 3.38 / 19.05). Tokens: "
                         "lowercased words and punctuation marks; n-grams do not cross texts. Comments are posts "
                         "that reply to another."))
