@@ -205,8 +205,8 @@ class HotpotQAKnowledge:
         vector = np.asarray(await self.embedder.embed_one(query), dtype=np.float32)
         found = collection.query(query_embeddings=vector[None, :], n_results=min(k, len(self.texts)),
                                  include=["distances"])
-        return [KnowledgeItem(id=f"hotpotqa-{key}", text=self.texts[int(key)], score=round(1.0 - float(distance), 6),
-                              meta=dict(self.meta[int(key)]))
+        return [KnowledgeItem(id=f"hotpotqa-{key}", text=self.texts[int(key)], title=self.meta[int(key)].get("title", ""),
+                              score=round(1.0 - float(distance), 6), meta=dict(self.meta[int(key)]))
                 for key, distance in zip(found["ids"][0], found["distances"][0])]
 
     def get_state(self) -> dict[str, Any]:
