@@ -28,6 +28,7 @@ from .memory_section import memory_section
 from .recsys_section import recsys_section
 from .studies_section import studies_section
 from .town_section import town_section
+from .zhou_section import zhou_sections
 
 log = structlog.get_logger("townsquare.plugins.report")
 
@@ -101,6 +102,7 @@ def render(run: tables.Run, *, with_similarity: bool = True, plugin_options: Seq
     studies = studies_section(db, run.path, m)
     if studies is not None:
         sections.insert(5, ("studies", "Information cocoon and conformity", studies))
+    sections[-1:-1] = zhou_sections(run, notes, with_similarity=with_similarity, plugin_options=plugin_options, plugins=plugins)
     health = health_section(db)
     if health is not None:
         sections.append(("health", "Run health", health))
