@@ -238,3 +238,21 @@ def test_groups_per_stage():
     rng = np.random.default_rng(0)
     picked = sample(list(range(10)), 3, rng)
     assert len(picked) == 3 and picked == sorted(picked) and sample([1, 2], 3, rng) == [1, 2] and sample([1, 2, 3], 0, rng) == [1, 2, 3]
+
+
+def test_bertscore_that_cannot_load_falls_back_to_the_embedder_under_auto(monkeypatch):
+    import townsquare.plugins.report.pair_similarity as ps
+    from townsquare.api import UsageError
+
+    def offline(*args, **kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load this model\nmore detail")
+
+    monkeypatch.setattr(ps, "bert_score_available", lambda: True)
+    monkeypatch.setattr(ps, "BertScoreSimilarity", lambda model_type=None: BertScoreSimilarity(model_type, scorer=offline))
+    notes: list[str] = []
+    chosen = make_similarity("auto", lambda: (fake_embed, "fake"), notes=notes)
+    assert isinstance(chosen, EmbedderSimilarity)
+    assert notes == ["BERTScore failed: OSError: We couldn't connect to 'https://huggingface.co' to load this model; "
+                     "the run's embedder's cosine is used instead"]
+    with pytest.raises(UsageError, match="^BERTScore failed: OSError"):
+        make_similarity("bertscore", lambda: (fake_embed, "fake")).score([("a", "b")])

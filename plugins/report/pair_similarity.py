@@ -79,16 +79,29 @@ class BertScoreSimilarity:
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         if not pairs:
             return np.zeros(0)
-        _, _, f1 = self.scorer([c for _, c in pairs], [r for r, _ in pairs], model_type=self.model_type, lang=self.lang,
-                               batch_size=self.batch_size, verbose=False)
+        try:
+            _, _, f1 = self.scorer([c for _, c in pairs], [r for r, _ in pairs], model_type=self.model_type, lang=self.lang,
+                                   batch_size=self.batch_size, verbose=False)
+        except Exception as exc:  # a model that cannot be loaded (offline, no cache), out of memory...
+            raise UsageError(f"BERTScore failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
         return np.asarray(f1.tolist() if hasattr(f1, "tolist") else f1, dtype=np.float64)
 
 
-def make_similarity(choice: str, embedder: Callable[[], tuple[Embed, str]], model_type: str | None = None) -> PairSimilarity:
+def make_similarity(choice: str, embedder: Callable[[], tuple[Embed, str]], model_type: str | None = None,
+                    notes: list[str] | None = None) -> PairSimilarity:
     """``choice``: ``embedder``, ``bertscore`` or ``auto`` (BERTScore when ``bert_score``
-    imports). ``embedder()`` gives the run's embed function and its name, built only when needed."""
+    imports and its model loads, else the embedder, with a line in ``notes`` saying why).
+    ``embedder()`` gives the run's embed function and its name, built only when needed."""
     if choice not in ("auto", "embedder", "bertscore"):
         raise UsageError(f"--similarity {choice!r}: expected auto, embedder or bertscore")
-    if choice == "bertscore" or (choice == "auto" and bert_score_available()):
+    if choice == "bertscore":
         return BertScoreSimilarity(model_type)
+    if choice == "auto" and bert_score_available():
+        scorer = BertScoreSimilarity(model_type)
+        try:
+            scorer.score([("a persona", "a post")])  # loads the model once, here rather than mid-evaluation
+            return scorer
+        except UsageError as exc:
+            if notes is not None:
+                notes.append(f"{exc}; the run's embedder's cosine is used instead")
     return EmbedderSimilarity(*embedder())

@@ -47,10 +47,12 @@ def evaluate_run(run_path: str, *, similarity: str = "auto", bertscore_model: st
             cache, name = run_similarity.run_embedder(run.manifest, str(run.path / "manifest.json"), plugin_options, plugins)
             return run_similarity.sync_embed(cache), name
 
-        scorer = pair_similarity.make_similarity(similarity, embedder, bertscore_model)
+        notes: list[str] = []
+        scorer = pair_similarity.make_similarity(similarity, embedder, bertscore_model, notes)
         latest = open_run(str(run.path)).latest_checkpoint()
         result, work = zhou_metrics.measure(run.db, run.manifest, scorer, checkpoint=latest[1] if latest else None,
                                             populations=populations, pairs=pairs, seed=seed)
+        result.notes += notes
     finally:
         run.close()
     if nli.startswith("transformers:"):

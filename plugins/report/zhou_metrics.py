@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from townsquare.api import UsageError
+
 from . import tables
 from .activity import gini
 from .text_metrics import distinct_percent
@@ -63,8 +65,6 @@ def regular_populations(manifest: dict[str, Any], chosen: Sequence[str] = ()) ->
     if chosen:
         unknown = [c for c in chosen if c not in names]
         if unknown:
-            from townsquare.api import UsageError
-
             raise UsageError(f"--population {unknown[0]!r}: the run has {', '.join(map(str, names))}")
         return list(chosen)
     staged = [p.get("name") for p in populations if p.get("feed_stages")]
