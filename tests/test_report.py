@@ -42,8 +42,9 @@ def tokens(text: str) -> list[str]:
 
 
 def distinct(texts: list[str], n: int) -> float:
+    """Li et al. (2016): distinct n-grams over all tokens."""
     grams = [tuple(t[i:i + n]) for t in map(tokens, texts) for i in range(len(t) - n + 1)]
-    return round(100 * len(set(grams)) / len(grams), 2)
+    return round(100 * len(set(grams)) / sum(len(tokens(t)) for t in texts), 2)
 
 
 def num(html: str, label: str) -> str:

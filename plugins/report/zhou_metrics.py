@@ -256,6 +256,8 @@ def measure(db: sqlite3.Connection, manifest: dict[str, Any], similarity: Any, *
         regular=regular, stages=stages, actions=rows, texts=texts,
         knowledge=knowledge_adoption(data, stages, checkpoint, manifest, regular),
         followers=regular_followers(db, list(data.personas)))
+    everyone = {p.get("name") for p in (manifest.get("scenario") or {}).get("populations") or []}
+    result.followers["all_agents"] = set(regular) >= everyone
     return result, work
 
 

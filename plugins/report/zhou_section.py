@@ -115,7 +115,9 @@ def render(result: Any, source: str) -> str:
         body += html.note("No checkpoint: the adoption counters are kept in the components' checkpointed state.")
     f = result.followers
     body += f"<h3>Followers of the regular agents (fig. 6)</h3>"
-    if f["agents"]:
+    if f.get("all_agents"):
+        body += html.note("Every agent is a regular agent here: the plot is the Followers section's.")
+    elif f["agents"]:
         body += html.image(figures.followers([int(c) for c in f["counts"]]), "followers per regular agent")
     body += html.table(("measure", "value"), [("regular agents", f["agents"]), ("with no follower", f["with_none"]),
                                                ("max", f["max"]), ("mean", _n(f["mean"], 2)), ("Gini", _n(f["gini"]))])
