@@ -15,7 +15,9 @@ DialogueNLI. Here the judge is pluggable (:class:`NLIJudge`):
 **Info / Cons / Hum** (§4.2): an LLM judge gives each text informativeness, consistency with
 the persona and humanness on 1 (poor), 2 (moderate), 3 (good) (prompt ``quality``).
 :func:`parse_quality` reads a JSON object (or, failing that, "name: n" lines); an answer it
-cannot read gets one repair request (``quality_repair``) and then counts as unjudged.
+cannot read gets one repair request (``quality_repair``) and then counts as unjudged. The
+request carries the answer's JSON schema, so a provider that constrains its output (the local
+model's grammar, an endpoint's JSON mode) writes it in that shape.
 
 Persona text for both (§4.2: "only personality, hobbies, and social media content
 preferences of the persona are used"): :func:`evaluation_persona`.
@@ -42,6 +44,10 @@ LABEL_SCORE = {"entailment": 1, "neutral": 0, "contradiction": -1}
 QUALITY = ("informativeness", "consistency", "humanness")
 _ALIASES = {"info": "informativeness", "informativeness": "informativeness", "cons": "consistency",
             "consistency": "consistency", "hum": "humanness", "humanness": "humanness"}
+#: the answer's shape, sent with the request: a provider that constrains output (the local
+#: model's grammar, an endpoint's JSON mode) then cannot write anything else
+QUALITY_SCHEMA = {"type": "object", "properties": {key: {"type": "integer", "enum": [1, 2, 3]} for key in QUALITY},
+                  "required": list(QUALITY)}
 #: the persona attributes the paper evaluates against (§4.2)
 EVALUATED_FIELDS = ("personality", "hobbies", "preferences for social media content")
 
@@ -181,13 +187,13 @@ class QualityJudge:
     async def _one(self, kind: str, persona: str, text: str, context: str) -> dict[str, int] | None:
         prompt = fill_prompt(self.prompts["quality"], kind=kind, persona=persona, text=text,
                              context=f"\nIt replies to this post:\n{context}\n" if context else "")
-        answer = await self.llm.text(prompt, purpose="zhou.quality", max_tokens=60)
+        answer = await self.llm.text(prompt, purpose="zhou.quality", max_tokens=60, json_schema=QUALITY_SCHEMA)
         try:
             return parse_quality(answer)
         except QualityParseError as exc:
             repair = (Message("user", prompt), Message("assistant", answer),
                       Message("user", fill_prompt(self.prompts["quality_repair"], problem=str(exc))))
-            answer = await self.llm.text(repair, purpose="zhou.quality.repair", max_tokens=60)
+            answer = await self.llm.text(repair, purpose="zhou.quality.repair", max_tokens=60, json_schema=QUALITY_SCHEMA)
         try:
             return parse_quality(answer)
         except QualityParseError:
