@@ -65,6 +65,7 @@ class Simulation:
         llm_middleware: list[Any] | None = None,
         llm_provider: Any | None = None,
         on_built: Callable[[], None] | None = None,
+        backend: Callable[["Simulation"], Any] | None = None,
     ):
         self.scenario = scenario
         self.model = scenario.model
@@ -75,7 +76,9 @@ class Simulation:
         self.llm_middleware = list(llm_middleware or [])
         self.llm_provider = llm_provider
         self.on_built = on_built  # the runner's cue: every input was read and checked
-        #: where the turns run when not in this process (``[engine] backend``; see :meth:`take_turns`)
+        #: ``async backend(simulation)`` -> where the turns run when not in this process (the
+        #: runner passes :meth:`townsquare.ray_backend.RayBackend.start` for ``[engine] backend = "ray"``)
+        self._start_backend = backend
         self.backend: Any = None
         self.round = -1
         self.agents: list[Agent] = []
@@ -99,10 +102,8 @@ class Simulation:
         if built.provider is not None:
             self.provider, self.accounting = built.provider, built.accounting
         self._order = {agent.id: agent.index for agent in self.agents}
-        if self.model.engine.backend == "ray":
-            from .ray_backend import RayBackend  # imports ray: only for runs that use it
-
-            self.backend = await RayBackend.start(self)
+        if self._start_backend is not None:
+            self.backend = await self._start_backend(self)
         # the agents' components hear the round start where their turns run (the shards' copies)
         local_agents = self.agents if self.backend is None else []
         self._round_observers = round_observers([self.services.platform, self.services.recommender, *(m for _, m in self.metrics),
@@ -348,7 +349,7 @@ class Simulation:
         """Step 2 of a round: every present agent's turn, concurrently (at most
         ``engine.concurrency`` at once); ``(active, actions)`` per agent, in ``present``'s order.
         Platform reads happen here, writes do not: the caller applies the actions in order.
-        With ``[engine] backend = "ray"`` the turns run in the shards (:mod:`townsquare.ray_backend`)."""
+        With a backend (``[engine] backend = "ray"``) the turns run there (:mod:`townsquare.ray_backend`)."""
         if self.backend is not None:
             return await self.backend.take_turns(r, present)
         minutes = self.model.clock.minutes_per_round

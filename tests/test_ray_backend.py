@@ -113,3 +113,50 @@ def test_branch_of_a_sharded_run_equals_the_single_process_branch(ray_cluster, w
         logs.append(event_log(branch.path))
     assert logs[0] == logs[1]
     assert any(row[4] == "post" and row[7] == "Mountains at dawn, hiking" for row in logs[0]["actions"])
+
+
+# ---------------------------------------------------------------------------- without a cluster
+
+
+def test_missing_ray_is_a_one_line_install_hint(monkeypatch, write_scenario, tmp_path, capsys):
+    import sys
+
+    from townsquare.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails, find_spec says None
+    path = write_scenario(baseline_text())
+    with pytest.raises(SystemExit) as exit:
+        main(["run", str(path), "--out", str(tmp_path / "run"), "--backend", "ray"])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "engine.backend" in err and "pip install 'townsquare[ray]'" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_shards_get_equal_shares_of_the_concurrency_limits(make_plugins, write_scenario):
+    from townsquare.ray_backend import shard_scenario
+    from townsquare.scenario import load_scenario
+
+    extra = SCRIPTED + "[engine]\nconcurrency = 100\n[plugins.llm_concurrency]\nlimit = 30\n"
+    path = write_scenario(scenario_text(policy="scripted_feed", llm=True, extra=extra))
+    scenario = load_scenario(path, [], make_plugins(enable=["townsquare.testing.scripted"]))
+    shard = shard_scenario(scenario, 1, 4, ledger=None)
+    assert shard.model.engine.concurrency == 25
+    link = next(c for c in shard.llm_middleware if c.spec.name == "llm_concurrency")
+    assert link.config.limit == 8 and shard.model.plugins["llm_concurrency"]["limit"] == 8
+    assert scenario.model.engine.concurrency == 100  # the driver's scenario is left as it was
+
+
+def test_endpoints_are_spread_over_shards():
+    from townsquare.plugins.llm.openai import Endpoint, OpenAIConfig
+    from townsquare.ray_backend import spread_endpoints
+
+    config = OpenAIConfig(base_url="http://a/v1", api_key_env="", endpoints=[
+        Endpoint(base_url=f"http://{name}/v1", api_key_env="") for name in "bcd"])
+
+    def urls(shard: int, shards: int) -> list[str]:
+        mine = spread_endpoints(config, shard, shards)
+        return [mine.base_url, *(e.base_url for e in mine.endpoints)]
+
+    assert [urls(k, 2) for k in range(2)] == [["http://a/v1", "http://c/v1"], ["http://b/v1", "http://d/v1"]]
+    assert urls(5, 8) == ["http://b/v1", "http://c/v1", "http://d/v1", "http://a/v1"]  # fewer than shards: all, rotated
