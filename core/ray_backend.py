@@ -207,7 +207,7 @@ def _ledger(ray: Any, sim: Any) -> Any:
     config = getattr(link, "config", None)
     if config is None or not any((config.max_calls, config.max_tokens, config.max_cost)):
         return None
-    return ray.remote(BudgetLedger).options(num_cpus=0).remote(config, str(sim.run_dir.path))
+    return ray.remote(BudgetLedger).options(num_cpus=0).remote(link.spec.factory, config, str(sim.run_dir.path))
 
 
 def shard_scenario(scenario: Any, shard: int, shards: int, ledger: Any) -> Any:

@@ -16,6 +16,7 @@ call asks one ledger actor first, as every call asks the one budget link in a si
 
 from __future__ import annotations
 
+import sys
 from datetime import timedelta
 from typing import Any
 
@@ -60,13 +61,6 @@ class Shard(Simulation):
     async def build(self) -> int:
         from .assembly import assemble
 
-        try:  # several processes write the run's one LLM journal: commit each answer at once, so no
-            # shard holds the file's write lock between its answers (a group would, up to GROUP_SECONDS)
-            from townsquare.plugins.llm import llm_cache
-
-            llm_cache.GROUP_ROWS = 1
-        except ImportError:  # pragma: no cover - the cache plugin is not installed
-            pass
 
         built = await assemble(self.scenario, self.run_path, on_llm_call=self._on_llm_call, current_round=lambda: self.round,
                                owns=lambda index: owner_of(index, self.shards) == self.shard)
@@ -74,6 +68,12 @@ class Shard(Simulation):
         self.llm_middleware, self._stages = built.llm_middleware, built.stages
         if built.provider is not None:
             self.provider, self.accounting = built.provider, built.accounting
+        for link in self.llm_middleware:
+            if hasattr(getattr(link, "store", None), "flush"):
+                # several processes write the run's one LLM journal: the cache commits each answer
+                # at once, so no shard holds the file's write lock between its answers (a group
+                # commit would, for up to its GROUP_SECONDS); this process is this shard's alone
+                sys.modules[type(link).__module__].GROUP_ROWS = 1
         self._by_id = {agent.id: agent for agent in self.agents}
         self._round_observers = round_observers([self.platform, self.services.recommender, *self.llm_middleware,
                                                  *(c for a in self.agents for c in a.components.values())])
@@ -195,10 +195,8 @@ class BudgetLedger:
     """The actor behind :class:`LedgerBudget`: the driver sets it from its own budget at each
     round's start; the shards' calls are counted and refused here in the order they ask."""
 
-    def __init__(self, config: Any, run_dir: str):
-        from townsquare.plugins.llm.llm_budget import LLMBudget
-
-        self.budget = LLMBudget(config, _RunDir(run_dir))
+    def __init__(self, budget_class: Any, config: Any, run_dir: str):
+        self.budget = budget_class(config, _RunDir(run_dir))  # the scenario's llm_budget link
 
     def reset(self, state: dict[str, Any]) -> None:
         self.budget.set_state(state)
