@@ -35,6 +35,7 @@ import asyncio
 import dataclasses
 import functools
 import math
+import time
 from typing import Any
 
 import structlog
@@ -110,7 +111,10 @@ class RayBackend:
         if self.ledger is not None:
             await self.ledger.reset.remote(self._budget().get_state())
         turns: dict[str, tuple[bool, list[Any]]] = {}
-        for out in await self._all("turns", r):
+        started = time.perf_counter()
+        outs = await self._all("turns", r)
+        log.debug("ray.round.turns", round=r, seconds=round(time.perf_counter() - started, 4))
+        for out in outs:
             turns.update((agent_id, (active, actions)) for agent_id, active, actions in out["turns"])
         return [turns[agent.id] for agent in present]
 
@@ -119,12 +123,16 @@ class RayBackend:
 
     async def round_applied(self, r: int) -> None:
         ordered, self._applied = self._applied, []
-        for out in await self._all("applied", r, self.ray.put(ordered)):
+        started = time.perf_counter()
+        outs = await self._all("applied", r, self.ray.put(ordered))
+        log.debug("ray.round.applied", round=r, seconds=round(time.perf_counter() - started, 4))
+        for out in outs:
             for agent_id, state in out["states"].items():
                 agent = self._agents[agent_id]
                 agent.rng.bit_generator.state = state["rng"]
                 for slot, component in agent.components.items():
                     component.set_state(state["components"][slot])
+        log.debug("ray.round.synced", round=r, seconds=round(time.perf_counter() - started, 4))
 
     async def checkpoint(self, r: int) -> None:
         await asyncio.gather(*(shard.checkpoint.remote() for shard in self.shards))
