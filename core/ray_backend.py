@@ -35,6 +35,7 @@ import asyncio
 import dataclasses
 import functools
 import math
+import socket
 import time
 from typing import Any
 
@@ -79,6 +80,7 @@ class RayBackend:
         ray = import_ray()
         started = not ray.is_initialized()
         if started:
+            _check_reachable(engine.ray_address)
             try:
                 ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False, configure_logging=False)
             except (ConnectionError, ValueError, RuntimeError) as exc:
@@ -91,6 +93,9 @@ class RayBackend:
         backend = cls(sim, ray, shards, ledger, started)
         try:
             sizes = await asyncio.gather(*(shard.build.remote() for shard in shards))
+        except ray.exceptions.RayTaskError as exc:  # a shard could not build (a file missing on its node)
+            await backend.aclose()
+            raise exc.as_instanceof_cause() from None
         except BaseException:
             await backend.aclose()
             raise
@@ -199,6 +204,20 @@ class RayBackend:
         self.shards = []
         if self.started:
             ray.shutdown()
+
+
+def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
+    """``HOST:PORT`` and ``ray://HOST:PORT`` answer a TCP connection within ``timeout``, or
+    the run stops with one line (Ray itself retries an unreachable address for minutes)."""
+    if not address or address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"engine.ray_address {address!r}: expected HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise UsageError(f"engine.ray_address {address!r}: no Ray cluster answers there ({exc})") from None
 
 
 async def _quiet(ref: Any) -> None:

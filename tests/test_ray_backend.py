@@ -160,3 +160,15 @@ def test_endpoints_are_spread_over_shards():
 
     assert [urls(k, 2) for k in range(2)] == [["http://a/v1", "http://c/v1"], ["http://b/v1", "http://d/v1"]]
     assert urls(5, 8) == ["http://b/v1", "http://c/v1", "http://d/v1", "http://a/v1"]  # fewer than shards: all, rotated
+
+
+def test_an_unreachable_cluster_is_one_line_at_once():
+    from townsquare.errors import UsageError
+    from townsquare.ray_backend import _check_reachable
+
+    for address in ("127.0.0.1:1", "ray://127.0.0.1:1"):
+        with pytest.raises(UsageError, match="no Ray cluster answers there"):
+            _check_reachable(address, timeout=2)
+    with pytest.raises(UsageError, match="expected HOST:PORT"):
+        _check_reachable("nowhere")
+    _check_reachable("auto")  # left to Ray
