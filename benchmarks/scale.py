@@ -91,14 +91,15 @@ def fault_servers(count: int, latency_ms: float):
             server.wait()
 
 
-def measure_round(urls: list[str], readers: int, concurrency: int, backend: str, shards: int | None) -> tuple[int, float]:
+def measure_round(urls: list[str], readers: int, concurrency: int, backend: str, shards: int | None,
+                  sets: list[str] = ()) -> tuple[int, float]:
     """One run; (LLM calls, wall seconds) of its round 2."""
     from townsquare.plugin_manager import make_plugin_manager
     from townsquare.runner import start_run
 
     endpoints = ", ".join(f'{{ base_url = "{url}", api_key_env = "" }}' for url in urls[1:])
     text = SCENARIO.format(concurrency=concurrency, base_url=urls[0], endpoints=endpoints, readers=readers)
-    overrides = [f'engine.backend="{backend}"'] + ([f"engine.shards={shards}"] if shards and backend == "ray" else [])
+    overrides = [f'engine.backend="{backend}"', *sets] + ([f"engine.shards={shards}"] if shards and backend == "ray" else [])
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "scale.toml"
         path.write_text(text, encoding="utf-8")
@@ -125,7 +126,7 @@ def p1(args: argparse.Namespace) -> None:
     with fault_servers(args.servers, latency * 1000) as urls:
         for concurrency in args.concurrency:
             for backend in args.backend:
-                calls, wall = measure_round(urls, args.waves * concurrency, concurrency, backend, args.shards)
+                calls, wall = measure_round(urls, args.waves * concurrency, concurrency, backend, args.shards, args.set)
                 bound = calls * latency / concurrency
                 verdict = "met" if wall / bound <= P1_TARGET else "MISSED"
                 label = backend if backend == "local" else f"ray x{args.shards or os.cpu_count()}"
@@ -139,7 +140,7 @@ def p2(args: argparse.Namespace) -> None:
     print(f"{'backend':>10}  {'agent-steps':>11}  {'wall s':>7}  {'steps/s':>8}  {'of target':>9}")
     with fault_servers(args.servers, 0.0) as urls:
         for backend in args.backend:
-            calls, wall = measure_round(urls, args.p2_agents, 64, backend, args.shards)
+            calls, wall = measure_round(urls, args.p2_agents, 64, backend, args.shards, args.set)
             rate = args.p2_agents / wall
             label = backend if backend == "local" else f"ray x{args.shards or os.cpu_count()}"
             print(f"{label:>10}  {args.p2_agents:>11}  {wall:>7.2f}  {rate:>8.1f}  {rate / P2_TARGET:>9.2f}  ({calls} calls)", flush=True)
@@ -168,6 +169,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--waves", type=int, default=10, help="P1 readers per concurrency slot")
     parser.add_argument("--p2-agents", type=int, default=1000)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario key")
     args = parser.parse_args()
     if not (args.p1 or args.p2 or args.p5):
         args.p1 = args.p2 = True

@@ -16,7 +16,8 @@ the cluster), each building the run from the scenario with components for its ow
    replays them on its copy and calls ``on_applied`` for its own agents at the same point the
    single process does; the shards send back the state of the agents the round touched, so
    metrics, ``interview`` and checkpoints read current agents on the driver;
-4. at a checkpoint the shards' LLM journals commit (the cache's commit point).
+4. the shards' answers travel back with their actions and the driver writes them to the run's
+   LLM journal (the response cache's file), as its one writer; a checkpoint commits them.
 
 LLM I/O: each shard has its own provider, connection pool and middleware chain. The
 concurrency limits (``engine.concurrency`` and ``[plugins.llm_concurrency] limit``) are split
@@ -42,7 +43,7 @@ from typing import Any
 import structlog
 
 from .errors import RunStopped, UsageError
-from .ray_shard import BudgetLedger, LedgerBudget, Shard, owner_of
+from .ray_shard import BudgetLedger, LedgerBudget, Shard, ShippedJournal, owner_of
 
 log = structlog.get_logger("townsquare.ray_backend")
 
@@ -65,6 +66,9 @@ class RayBackend:
         self._agents = {agent.id: agent for agent in sim.agents}
         self._applied: list[tuple[str, list]] = []
         self._synced = False
+        #: the run's LLM journal (the response cache's store), which the shards' answers go to
+        self._journal = next((m.store for m in sim.llm_middleware if ShippedJournal.fits(m)), None)
+        self._journal_rows: list[int] = []
 
     @classmethod
     async def start(cls, sim: Any) -> "RayBackend | None":
@@ -105,11 +109,6 @@ class RayBackend:
     # ------------------------------------------------------------------ a round
 
     async def take_turns(self, r: int, present: list[Any]) -> list[tuple[bool, list[Any]]]:
-        for link in self.sim.llm_middleware:  # the driver's own answers (metrics, building): the
-            # journal's write lock is free while the shards write theirs
-            flush = getattr(getattr(link, "store", None), "flush", None)
-            if flush is not None:
-                flush()
         if not self._synced:
             await self._sync()
             self._synced = True
@@ -141,6 +140,9 @@ class RayBackend:
 
     async def checkpoint(self, r: int) -> None:
         await asyncio.gather(*(shard.checkpoint.remote() for shard in self.shards))
+        if self._journal is not None:  # the shards' answers used so far count on resume
+            self._journal.commit(self._journal_rows)
+            self._journal_rows = []
 
     async def _all(self, method: str, *args: Any) -> list[dict[str, Any]]:
         """Call ``method`` on every shard; their LLM records reach the driver (in shard order,
@@ -153,7 +155,8 @@ class RayBackend:
             try:
                 out = await getattr(shard, method).remote(*args)
             except ray.exceptions.RayActorError as exc:
-                out = {"stopped": f"Ray shard {k} is gone ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})", "records": []}
+                out = {"stopped": f"Ray shard {k} is gone ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})",
+                       "records": [], "journal": []}
             except ray.exceptions.RayTaskError as exc:
                 raise exc.as_instanceof_cause() from None
             if "stopped" in out:
@@ -164,13 +167,22 @@ class RayBackend:
 
         outs = await asyncio.gather(*(call(k, shard) for k, shard in enumerate(self.shards)))
         for out in outs:
-            self._ingest(out["records"])
+            self._ingest(out["records"], out["journal"])
         if stopped:
             raise RunStopped(stopped[0])
         return outs
 
-    def _ingest(self, records: list[Any]) -> None:
-        """A shard's ``llm_calls`` records, as if made here: rows, totals, hooks, the budget's counts."""
+    def _ingest(self, records: list[Any], journals: list[tuple[list, list]]) -> None:
+        """A shard's ``llm_calls`` records, as if made here (rows, totals, hooks, the budget's
+        counts), and its answers into the run's LLM journal."""
+        for puts, touches in journals:
+            if self._journal is None:
+                break
+            for put in puts:
+                self._journal_rows.append(self._journal.put(*put))
+            for rowid, round in touches:
+                self._journal.touch(rowid, round)
+                self._journal_rows.append(rowid)
         sim = self.sim
         observers = getattr(getattr(sim, "accounting", None), "observers", ())
         for record in records:

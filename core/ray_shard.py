@@ -16,7 +16,6 @@ call asks one ledger actor first, as every call asks the one budget link in a si
 
 from __future__ import annotations
 
-import sys
 from datetime import timedelta
 from typing import Any
 
@@ -54,9 +53,10 @@ class Shard(Simulation):
     def _on_llm_call(self, call: LLMCallRecord) -> None:
         self.records.append(call)
 
-    def _take_records(self) -> list[LLMCallRecord]:
+    def _outcome(self, **out: Any) -> dict[str, Any]:
+        """``out`` with the LLM records and the journal writes made since the last outcome."""
         records, self.records = self.records, []
-        return records
+        return {**out, "records": records, "journal": [journal.take() for journal in getattr(self, "journals", ())]}
 
     async def build(self) -> int:
         from .assembly import assemble
@@ -68,12 +68,7 @@ class Shard(Simulation):
         self.llm_middleware, self._stages = built.llm_middleware, built.stages
         if built.provider is not None:
             self.provider, self.accounting = built.provider, built.accounting
-        for link in self.llm_middleware:
-            if hasattr(getattr(link, "store", None), "flush"):
-                # several processes write the run's one LLM journal: the cache commits each answer
-                # at once, so no shard holds the file's write lock between its answers (a group
-                # commit would, for up to its GROUP_SECONDS); this process is this shard's alone
-                sys.modules[type(link).__module__].GROUP_ROWS = 1
+        self.journals = [ShippedJournal(link) for link in self.llm_middleware if ShippedJournal.fits(link)]
         self._by_id = {agent.id: agent for agent in self.agents}
         self._round_observers = round_observers([self.platform, self.services.recommender, *self.llm_middleware,
                                                  *(c for a in self.agents for c in a.components.values())])
@@ -115,8 +110,8 @@ class Shard(Simulation):
             present = [a for a in self.agents if a.present(r)]
             results = await Simulation.take_turns(self, r, present, now)
         except STOPS as exc:
-            return {"stopped": _stop_reason(exc), "records": self._take_records()}
-        return {"turns": [(a.id, active, actions) for a, (active, actions) in zip(present, results)], "records": self._take_records()}
+            return self._outcome(stopped=_stop_reason(exc))
+        return self._outcome(turns=[(a.id, active, actions) for a, (active, actions) in zip(present, results)])
 
     async def applied(self, r: int, ordered: list[tuple[str, list[tuple[Any, Any]]]]) -> dict[str, Any]:
         """Replay the round's writes (``(agent_id, [(action, the driver's result)])`` in apply
@@ -135,12 +130,12 @@ class Shard(Simulation):
                 if agent is not None:
                     await Simulation.notify_applied(self, agent, r, now, pairs)
         except STOPS as exc:
-            return {"stopped": _stop_reason(exc), "records": self._take_records()}
+            return self._outcome(stopped=_stop_reason(exc))
         touched = {a.id: a for a in self._observing}
         touched.update((a.id, a) for a in self.agents if a.present(r))
         states = {a.id: {"rng": a.rng.bit_generator.state, "components": {s: c.get_state() for s, c in a.components.items()}}
                   for a in touched.values()}
-        return {"states": states, "records": self._take_records()}
+        return self._outcome(states=states)
 
     async def checkpoint(self) -> None:
         """The driver writes a checkpoint: the LLM links commit as their ``get_state`` does."""
@@ -161,6 +156,48 @@ class Shard(Simulation):
         import os
 
         return os.getpid()
+
+
+class ShippedJournal:
+    """Stands in for the response cache's journal (a link's ``store``: ``put``, ``touch``,
+    ``commit``, ``flush``) in a shard: reads go to the run's journal file, writes travel to the
+    driver with the shard's answers and the driver writes them, in group commits, as the one
+    writer of the file (several processes committing each answer would wait on its lock)."""
+
+    def __init__(self, link: Any):
+        self.store = link.store
+        link.store = self
+        self.puts: list[tuple] = []
+        self.touches: list[tuple[int, int]] = []
+
+    @staticmethod
+    def fits(link: Any) -> bool:
+        store = getattr(link, "store", None)
+        return all(hasattr(store, name) for name in ("put", "touch", "commit", "flush")) and not getattr(link, "replay", False)
+
+    def __getattr__(self, name: str) -> Any:  # next_n, get, restore, meta...: the file's
+        return getattr(self.store, name)
+
+    def put(self, agent: str, key: str, n: int, round: int, purpose: str, response: Any) -> int:
+        self.puts.append((agent, key, n, round, purpose, response))
+        return -len(self.puts)  # not a row yet: the driver's put makes it one
+
+    def touch(self, rowid: int, round: int) -> None:
+        self.touches.append((rowid, round))
+
+    def commit(self, rowids: list[int]) -> None:
+        """The driver commits the rows it wrote and touched (:meth:`RayBackend.checkpoint`)."""
+
+    def flush(self) -> None:
+        """Nothing is written here."""
+
+    def take(self) -> tuple[list[tuple], list[tuple[int, int]]]:
+        taken = (self.puts, self.touches)
+        self.puts, self.touches = [], []
+        return taken
+
+    def close(self) -> None:
+        self.store.close()
 
 
 class LedgerBudget:

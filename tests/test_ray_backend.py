@@ -40,6 +40,16 @@ def event_log(run_dir) -> dict[str, list[tuple]]:
         db.close()
 
 
+def journal(run_dir) -> list[tuple]:
+    """The run's LLM journal (the response cache), without wall-clock columns, in key order."""
+    db = sqlite3.connect(f"{run_dir}/llm_cache.sqlite")
+    try:
+        return db.execute("SELECT agent, key, n, round, committed, purpose, text, prompt_tokens, completion_tokens"
+                          " FROM responses ORDER BY agent, key, n").fetchall()
+    finally:
+        db.close()
+
+
 def baseline_text(rounds: int = 4, count: int = 9) -> str:
     """Embedding-baseline agents with Pareto activity (the agents' generators decide who acts)."""
     return (f'name = "t"\nseed = 5\nrounds = {rounds}\n[activity]\nmodel = "pareto"\nx_min = 3.0\n'
@@ -53,6 +63,7 @@ def test_scripted_model_same_log_as_one_process(ray_cluster, write_scenario, run
     assert summary.stopped is None and summary.llm_calls > 0
     assert event_log(sharded.path) == event_log(one.path)
     assert event_log(one.path)["actions"] and event_log(one.path)["llm_calls"]
+    assert journal(sharded.path) == journal(one.path)  # the shards' answers reach the run's cache
 
 
 def test_embedding_baseline_same_log_as_one_process(ray_cluster, write_scenario, run_scenario):
@@ -86,6 +97,7 @@ def test_killed_shard_stops_at_checkpoint_and_resume_gives_the_same_log(ray_clus
     _, resumed = resume_run(killed.path, plugins=make_plugins(enable=["townsquare.testing.scripted"]))
     assert resumed.stopped is None and resumed.rounds_completed == 4
     assert event_log(killed.path) == event_log(one.path)
+    assert journal(killed.path) == journal(one.path)
 
 
 def test_budget_stops_at_the_same_call_as_one_process(ray_cluster, write_scenario, run_scenario):
