@@ -100,7 +100,9 @@ def test_killed_shard_stops_at_checkpoint_and_resume_gives_the_same_log(ray_clus
     assert journal(killed.path) == journal(one.path)
 
 
-def test_budget_stops_at_the_same_call_as_one_process(ray_cluster, write_scenario, run_scenario):
+def test_budget_stops_at_the_same_call_as_one_process(ray_cluster, write_scenario, run_scenario, make_plugins):
+    from townsquare.runner import resume_run
+
     extra = SCRIPTED + "[plugins.llm_budget]\nmax_calls = 13\n"
     path = write_scenario(scenario_text(rounds=4, count=6, policy="scripted_feed", llm=True, extra=extra))
     one, stop_one = run_scenario(path)
@@ -109,6 +111,14 @@ def test_budget_stops_at_the_same_call_as_one_process(ray_cluster, write_scenari
     assert stop_sharded.stopped is not None and "LLM budget reached" in stop_sharded.stopped
     assert stop_sharded.rounds_completed == stop_one.rounds_completed
     assert event_log(sharded.path) == event_log(one.path)
+    # the single process's stopped run goes on on Ray, the sharded one in one process
+    plugins = make_plugins(enable=["townsquare.testing.scripted"])
+    raise_budget = ["plugins.llm_budget.max_calls=1000"]
+    resume_run(one.path, overrides=[*raise_budget, *RAY], plugins=plugins)
+    resume_run(sharded.path, overrides=[*raise_budget, "engine.backend=local"], plugins=plugins)
+    assert event_log(sharded.path) == event_log(one.path)
+    assert journal(sharded.path) == journal(one.path)
+    assert event_log(one.path)["rounds"][-1][0] == 3
 
 
 def test_branch_of_a_sharded_run_equals_the_single_process_branch(ray_cluster, write_scenario, run_scenario, make_plugins, tmp_path):
