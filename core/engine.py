@@ -282,7 +282,6 @@ class Simulation:
         self.hook.townsquare_on_round_start(run=self.info, round=r, now=now_iso)
         await notify_round_start(self._round_observers, r, now)
 
-        minutes = self.model.clock.minutes_per_round
         present = [a for a in self.agents if a.present(r)]
         results = await self.take_turns(r, present, now)
         n_active = sum(1 for active, _ in results if active)
@@ -326,7 +325,7 @@ class Simulation:
         every = self.model.engine.checkpoint_every
         if (r + 1) % every == 0 or r == self.model.rounds - 1:
             if self.backend is not None:
-                await self.backend.checkpoint(r)  # the shards' LLM journals commit, as get_state does here
+                await self.backend.checkpoint(r)  # the answers the shards used commit, as get_state does here
             self.run_dir.write_checkpoint(r, self.get_state(r), self.model.engine.keep_checkpoints)
             self.run_dir.update_manifest(rounds_completed=r + 1)
         if self.progress is not None:
