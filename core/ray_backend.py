@@ -92,6 +92,9 @@ class RayBackend:
         cpus = ray.cluster_resources().get("CPU", 1.0)
         count = engine.shards or max(1, int(cpus))
         ledger = _ledger(ray, sim)
+        journal = next((m.store for m in sim.llm_middleware if ShippedJournal.fits(m)), None)
+        if journal is not None:
+            journal.flush()  # the shards open the journal while building: no write of ours holds its lock
         actor = ray.remote(Shard).options(num_cpus=min(1.0, cpus / count), scheduling_strategy="SPREAD")
         shards = [actor.remote(shard_scenario(sim.scenario, k, count, ledger), str(sim.run_dir.path), k, count) for k in range(count)]
         backend = cls(sim, ray, shards, ledger, started)
@@ -192,6 +195,8 @@ class RayBackend:
 
     async def _sync(self) -> None:
         sim, ray, count = self.sim, self.ray, len(self.shards)
+        if self._journal is not None:
+            self._journal.flush()  # a resumed shard's journal marks rows as the driver's did
         resumed = sim.info.start_round > 0
         llm = {type(m).__name__: m.get_state() for m in sim.llm_middleware if resumed and hasattr(m, "get_state")}
         common = ray.put({"platform": sim.platform.get_state(), "recommender": sim.services.recommender.get_state(), "llm": llm})
