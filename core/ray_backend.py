@@ -92,6 +92,10 @@ class RayBackend:
         cpus = ray.cluster_resources().get("CPU", 1.0)
         count = engine.shards or max(1, int(cpus))
         ledger = _ledger(ray, sim)
+        if sim.services.knowledge is not None:
+            # a knowledge store kept in the run directory is built here, once: the shards open it
+            # (several processes building one chromadb store at once break it)
+            await sim.services.knowledge.search("the shards open what this builds", 1)
         journal = next((m.store for m in sim.llm_middleware if ShippedJournal.fits(m)), None)
         if journal is not None:
             journal.flush()  # the shards open the journal while building: no write of ours holds its lock
