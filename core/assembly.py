@@ -50,13 +50,10 @@ async def assemble(
     llm_middleware: list[Any] = (),  # type: ignore[assignment]
     on_llm_call: Callable[[LLMCallRecord], None],
     current_round: Callable[[], int],
-    owns: Callable[[int], bool] | None = None,
 ) -> Assembly:
     """Build everything ``scenario`` names. ``llm_provider`` replaces the scenario's provider
     (replay, estimate); ``llm_middleware`` links go inside the configured ones; ``on_llm_call``
-    hears every call and parse failure (building components may call the LLM already).
-    ``owns(index)`` (a Ray shard's): only those agents get components and are in
-    ``agents``; every account is still registered and every row made."""
+    hears every call and parse failure (building components may call the LLM already)."""
     model = scenario.model
     seed = model.seed
 
@@ -92,22 +89,20 @@ async def assemble(
                 activity=float(levels[k]), rng=np.random.default_rng([seed, 2, index]),
                 start_round=cfg.start_round, end_round=cfg.end_round,
             )
-            mine = owns is None or owns(index)
-            for slot in AGENT_SLOTS if mine else ():
+            for slot in AGENT_SLOTS:
                 choice = pop.slots.get(slot)
                 if choice is not None:
                     agent.components[slot] = choice.spec.factory(choice.config, ctx(services, agent=agent, population=cfg.name))
-            if mine:
-                check_agent(agent, pop.slots, f"populations[{p}] ({cfg.name})", noted)
-                built.agents.append(agent)
+            check_agent(agent, pop.slots, f"populations[{p}] ({cfg.name})", noted)
             await services.platform.register_account(agent.id, persona.name, " ".join(persona.sentences[:2]))
+            built.agents.append(agent)
             # field order is kept: Persona.text follows it, and the report rebuilds the text
             persona_json = json.dumps(persona.to_dict(), ensure_ascii=False)
             built.agent_rows.append((agent.id, index, cfg.name, persona.name, persona_json, agent.activity, cfg.start_round, cfg.end_round))
             index += 1
     members: dict[str, list[str]] = {}
-    for row in built.agent_rows:  # (agent_id, index, population, ...): every agent, owned or not
-        members.setdefault(row[2], []).append(row[0])
+    for agent in built.agents:
+        members.setdefault(agent.population, []).append(agent.id)
     built.stages = {
         pop.config.name: [(st.start_round, st.end_round, frozenset(a for name in st.authors for a in members.get(name, ())))
                           for st in pop.config.feed_stages]

@@ -43,7 +43,7 @@ from typing import Any
 import structlog
 
 from .errors import RunStopped, UsageError
-from .ray_shard import BudgetLedger, LedgerBudget, Shard, ShippedJournal, owner_of
+from .ray_shard import BudgetLedger, LedgerBudget, Shard, ShippedJournal
 
 log = structlog.get_logger("townsquare.ray_backend")
 
@@ -66,6 +66,8 @@ class RayBackend:
         self._agents = {agent.id: agent for agent in sim.agents}
         self._applied: list[tuple[str, list]] = []
         self._synced = False
+        #: the state of the agents the last round touched: every shard's replicas take it
+        self._touched: dict[str, Any] = {}
         #: the run's LLM journal (the response cache's store), which the shards' answers go to
         self._journal = next((m.store for m in sim.llm_middleware if ShippedJournal.fits(m)), None)
         self._journal_rows: list[int] = []
@@ -123,7 +125,7 @@ class RayBackend:
             await self.ledger.reset.remote(self._budget().get_state())
         turns: dict[str, tuple[bool, list[Any]]] = {}
         started = time.perf_counter()
-        outs = await self._all("turns", r)
+        outs = await self._all("turns", r, self.ray.put(self._touched))
         log.debug("ray.round.turns", round=r, seconds=round(time.perf_counter() - started, 4))
         for out in outs:
             turns.update((agent_id, (active, actions)) for agent_id, active, actions in out["turns"])
@@ -137,7 +139,9 @@ class RayBackend:
         started = time.perf_counter()
         outs = await self._all("applied", r, self.ray.put(ordered))
         log.debug("ray.round.applied", round=r, seconds=round(time.perf_counter() - started, 4))
+        self._touched = {}
         for out in outs:
+            self._touched.update(out["states"])
             for agent_id, state in out["states"].items():
                 agent = self._agents[agent_id]
                 agent.rng.bit_generator.state = state["rng"]
@@ -198,18 +202,17 @@ class RayBackend:
                 observer(record)
 
     async def _sync(self) -> None:
-        sim, ray, count = self.sim, self.ray, len(self.shards)
+        sim, ray = self.sim, self.ray
         if self._journal is not None:
             self._journal.flush()  # a resumed shard's journal marks rows as the driver's did
         resumed = sim.info.start_round > 0
         llm = {type(m).__name__: m.get_state() for m in sim.llm_middleware if resumed and hasattr(m, "get_state")}
         common = ray.put({"platform": sim.platform.get_state(), "recommender": sim.services.recommender.get_state(), "llm": llm})
-        mine: list[dict[str, Any]] = [{} for _ in range(count)]
-        for agent in sim.agents:
-            mine[owner_of(agent.index, count)][agent.id] = {
-                "persona": agent.persona, "rng": agent.rng.bit_generator.state,
-                "components": {slot: c.get_state() for slot, c in agent.components.items()}}
-        await asyncio.gather(*(shard.sync.remote(common, agents) for shard, agents in zip(self.shards, mine)))
+        agents = ray.put({agent.id: {"persona": agent.persona, "rng": agent.rng.bit_generator.state,
+                                     "components": {slot: c.get_state() for slot, c in agent.components.items()}}
+                          for agent in sim.agents})
+        self._touched = {}
+        await asyncio.gather(*(shard.sync.remote(common, agents) for shard in self.shards))
 
     def _budget(self) -> Any:
         return next(m for m in self.sim.llm_middleware if type(m).__name__ == "LLMBudget")

@@ -62,23 +62,27 @@ class Shard(Simulation):
         from .assembly import assemble
 
 
-        built = await assemble(self.scenario, self.run_path, on_llm_call=self._on_llm_call, current_round=lambda: self.round,
-                               owns=lambda index: owner_of(index, self.shards) == self.shard)
+        built = await assemble(self.scenario, self.run_path, on_llm_call=self._on_llm_call, current_round=lambda: self.round)
         self.services, self.platform, self.agents = built.services, built.services.platform, built.agents
+        # every agent is built here: a design may read another agent during a turn (RecAgent's
+        # chat reads the partner's memory through the platform), so the others are replicas,
+        # set from their owners' state at each round's start (:meth:`turns`)
+        self.mine = [agent for agent in self.agents if owner_of(agent.index, self.shards) == self.shard]
         self.llm_middleware, self._stages = built.llm_middleware, built.stages
         if built.provider is not None:
             self.provider, self.accounting = built.provider, built.accounting
         self.journals = [ShippedJournal(link) for link in self.llm_middleware if ShippedJournal.fits(link)]
-        self._by_id = {agent.id: agent for agent in self.agents}
+        self._by_id = {agent.id: agent for agent in self.mine}
+        self._all = {agent.id: agent for agent in self.agents}
         self._round_observers = round_observers([self.platform, self.services.recommender, *self.llm_middleware,
                                                  *(c for a in self.agents for c in a.components.values())])
         # whose state can change in a round they are absent from: theirs is sent back every round
-        self._observing = [a for a in self.agents if any(hasattr(c, "on_round_start") for c in a.components.values())]
+        self._observing = [a for a in self.mine if any(hasattr(c, "on_round_start") for c in a.components.values())]
         # calls made while building were made (and recorded) by the driver's build too; the
         # driver's state replaces whatever they gave here (sync)
         self.records.clear()
-        log.info("ray.shard.built", shard=self.shard, agents=len(self.agents))
-        return len(self.agents)
+        log.info("ray.shard.built", shard=self.shard, agents=len(self.mine))
+        return len(self.mine)
 
     async def sync(self, common: dict[str, Any], agents: dict[str, Any]) -> None:
         """Take the driver's state: at a run's first round (after building, a resume, a branch's
@@ -86,28 +90,36 @@ class Shard(Simulation):
         self.platform.set_state(common["platform"])
         self.services.recommender.set_state(common["recommender"])
         for agent in self.agents:
-            saved = agents[agent.id]
-            agent.persona = saved["persona"]
-            agent.rng.bit_generator.state = saved["rng"]
-            for slot, component in agent.components.items():
-                component.set_state(saved["components"][slot])
+            agent.persona = agents[agent.id]["persona"]
+        self._set_agents(agents)
         for link in self.llm_middleware:
             state = common["llm"].get(type(link).__name__)
             if state is not None and hasattr(link, "set_state"):
                 link.set_state(state)
 
+    def _set_agents(self, states: dict[str, Any], replicas_only: bool = False) -> None:
+        for agent_id, saved in states.items():
+            agent = self._all[agent_id]
+            if replicas_only and agent_id in self._by_id:
+                continue
+            agent.rng.bit_generator.state = saved["rng"]
+            for slot, component in agent.components.items():
+                component.set_state(saved["components"][slot])
+
     def _now(self, r: int) -> Any:
         clock = self.model.clock
         return clock.start + timedelta(minutes=r * clock.minutes_per_round)
 
-    async def turns(self, r: int) -> dict[str, Any]:
+    async def turns(self, r: int, replicas: dict[str, Any]) -> dict[str, Any]:
         """Round ``r``'s turns of this shard's present agents: ``{"turns": [(id, active, actions)],
-        "records": [...]}``, or ``{"stopped": reason, "records": [...]}``."""
+        "records": [...]}``, or ``{"stopped": reason, "records": [...]}``. ``replicas``: the state
+        of the agents the last round touched, from their owners."""
         self.round = r
         now = self._now(r)
+        self._set_agents(replicas, replicas_only=True)
         try:
             await notify_round_start(self._round_observers, r, now)
-            present = [a for a in self.agents if a.present(r)]
+            present = [a for a in self.mine if a.present(r)]
             results = await Simulation.take_turns(self, r, present, now)
         except STOPS as exc:
             return self._outcome(stopped=_stop_reason(exc))
@@ -132,7 +144,7 @@ class Shard(Simulation):
         except STOPS as exc:
             return self._outcome(stopped=_stop_reason(exc))
         touched = {a.id: a for a in self._observing}
-        touched.update((a.id, a) for a in self.agents if a.present(r))
+        touched.update((a.id, a) for a in self.mine if a.present(r))
         states = {a.id: {"rng": a.rng.bit_generator.state, "components": {s: c.get_state() for s, c in a.components.items()}}
                   for a in touched.values()}
         return self._outcome(states=states)

@@ -194,3 +194,16 @@ def test_an_unreachable_cluster_is_one_line_at_once():
     with pytest.raises(UsageError, match="expected HOST:PORT"):
         _check_reachable("nowhere")
     _check_reachable("auto")  # left to Ray
+
+
+def test_recagent_reads_other_agents_the_same_on_ray(ray_cluster, write_scenario, run_scenario):
+    """RecAgent's chat reads the partner's memory through the platform: the shards' copies of
+    the other agents must hold their owners' state."""
+    from test_recagent_policy import scenario
+
+    path = write_scenario(scenario(rounds=4))
+    one, _ = run_scenario(path)
+    sharded, _ = run_scenario(path, overrides=RAY)
+    log = event_log(one.path)
+    assert event_log(sharded.path) == log
+    assert {"chat", "broadcast"} & {row[4] for row in log["actions"]}  # friends' messages reach memories
