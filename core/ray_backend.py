@@ -3,11 +3,11 @@
 The driver (the process that runs ``townsquare run``) builds the run as always and keeps
 everything that is written: the platform, the events store, the metrics, the checkpoints.
 It starts ``engine.shards`` actors (:class:`townsquare.ray_shard.Shard`; default one per CPU of
-the cluster), each building the run from the scenario with components for its own agents
-(round robin by agent index). Each round:
+the cluster), each building the whole run from the scenario and taking the turns of its own
+agents (round robin by agent index). Each round:
 
 1. the driver hands every shard its state once, at the run's first round (after building, a
-   resume, a branch's interventions): platform, recommender, its agents' state and persona;
+   resume, a branch's interventions): platform, recommender, every agent's state and persona;
 2. every shard takes its present agents' turns concurrently, with its own LLM client and
    connection pool, on its copy of the platform as it was at the round's start (a consistent
    snapshot), and returns their actions and its ``llm_calls`` records;
@@ -15,7 +15,8 @@ the cluster), each building the run from the scenario with components for its ow
    agent's), writes them, and sends the round's writes with their answers to every shard, which
    replays them on its copy and calls ``on_applied`` for its own agents at the same point the
    single process does; the shards send back the state of the agents the round touched, so
-   metrics, ``interview`` and checkpoints read current agents on the driver;
+   metrics, ``interview`` and checkpoints read current agents on the driver, and the other
+   shards' copies of those agents take it at the next round's start;
 4. the shards' answers travel back with their actions and the driver writes them to the run's
    LLM journal (the response cache's file), as its one writer; a checkpoint commits them.
 

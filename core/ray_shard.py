@@ -1,9 +1,10 @@
-"""One shard of a Ray run: an actor that holds some of the agents (see :mod:`townsquare.ray_backend`).
+"""One shard of a Ray run: an actor that takes some of the agents' turns (see :mod:`townsquare.ray_backend`).
 
 A shard builds the run from the scenario as the driver does (:func:`townsquare.assembly.assemble`,
-same seeds), with components only for its own agents (index ``i`` with ``i % shards ==
-shard``), and keeps a copy of the platform and the recommender. Each round it takes its
-agents' turns exactly as the single process does (:meth:`townsquare.engine.Simulation.take_turns`),
+same seeds) and keeps a copy of the platform, the recommender and every agent. Its own agents
+are those with index ``i % shards == shard``; the others are copies, set at each round's start
+from the state their owners sent back, because a design may read another agent during a turn
+(RecAgent's chat reads the partner's memory). Each round it takes its own agents' turns exactly as the single process does (:meth:`townsquare.engine.Simulation.take_turns`),
 with its own LLM client and connection pool, and returns the actions and the ``llm_calls``
 records; then it replays the round's writes, in the driver's order, on its platform copy,
 telling its agents' components what the platform answered (``on_applied``) at the point the
