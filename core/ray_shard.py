@@ -17,6 +17,8 @@ call asks one ledger actor first, as every call asks the one budget link in a si
 
 from __future__ import annotations
 
+import os
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -50,6 +52,9 @@ class Shard(Simulation):
         self.llm_middleware: list[Any] = []
         self.llm_provider = None
         self.records: list[LLMCallRecord] = []
+        from . import logs
+
+        logs.configure(level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning"))  # a worker's own logging
 
     def _on_llm_call(self, call: LLMCallRecord) -> None:
         self.records.append(call)
@@ -117,6 +122,7 @@ class Shard(Simulation):
         of the agents the last round touched, from their owners."""
         self.round = r
         now = self._now(r)
+        cpu, wall = time.process_time(), time.perf_counter()
         self._set_agents(replicas, replicas_only=True)
         try:
             await notify_round_start(self._round_observers, r, now)
@@ -124,6 +130,8 @@ class Shard(Simulation):
             results = await Simulation.take_turns(self, r, present, now)
         except STOPS as exc:
             return self._outcome(stopped=_stop_reason(exc))
+        log.debug("ray.shard.turns", shard=self.shard, round=r, agents=len(present), wall_s=round(time.perf_counter() - wall, 4),
+                  cpu_s=round(time.process_time() - cpu, 4))
         return self._outcome(turns=[(a.id, active, actions) for a, (active, actions) in zip(present, results)])
 
     async def applied(self, r: int, ordered: list[tuple[str, list[tuple[Any, Any]]]]) -> dict[str, Any]:
@@ -166,8 +174,6 @@ class Shard(Simulation):
         await self._close_all()
 
     def pid(self) -> int:
-        import os
-
         return os.getpid()
 
 
