@@ -71,7 +71,7 @@ def pager(path: str, offset: int, limit: int, total: int, extra: str = "") -> Ra
     links = []
     if offset > 0:
         links.append(tag("a", "← newer", href=f"{path}?offset={max(0, offset - limit)}{extra}"))
-    shown = f"{offset + 1}–{min(total, offset + limit)} of {total}" if total else ""
+    shown = f"{offset + 1}–{min(total, offset + limit)} of {total}" if offset < total else f"{total} in all"
     links.append(tag("span", shown))
     if offset + limit < total:
         links.append(tag("a", "older →", href=f"{path}?offset={offset + limit}{extra}", class_="older"))
