@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from functools import lru_cache
 from typing import Any, Sequence
 from urllib.parse import quote
 
@@ -22,10 +23,16 @@ MAX_FORCE_NODES = 600
 
 
 def layout(nodes: Sequence[str], edges: Sequence[tuple[str, str]]) -> dict[str, tuple[float, float]]:
-    """Positions in [0, 1]^2; the same graph always gets the same picture (seeded by its nodes)."""
+    """Positions in [0, 1]^2; the same graph always gets the same picture (seeded by its nodes),
+    computed once while the graph stays the same (an open page re-renders every round)."""
+    return dict(_layout(tuple(nodes), tuple(edges)))
+
+
+@lru_cache(maxsize=8)
+def _layout(nodes: tuple[str, ...], edges: tuple[tuple[str, str], ...]) -> tuple[tuple[str, tuple[float, float]], ...]:
     n = len(nodes)
     if n == 0:
-        return {}
+        return ()
     angle = np.linspace(0, 2 * math.pi, n, endpoint=False)
     pos = np.stack([np.cos(angle), np.sin(angle)], axis=1) * 0.5
     if 1 < n <= MAX_FORCE_NODES:
@@ -52,7 +59,7 @@ def layout(nodes: Sequence[str], edges: Sequence[tuple[str, str]]) -> dict[str, 
     low, high = pos.min(axis=0), pos.max(axis=0)
     span = np.where(high - low > 1e-9, high - low, 1.0)
     scaled = (pos - low) / span
-    return {a: (float(x), float(y)) for a, (x, y) in zip(nodes, scaled)}
+    return tuple((a, (float(x), float(y))) for a, (x, y) in zip(nodes, scaled))
 
 
 def graph_svg(agents: Sequence[dict[str, Any]], edges: set[tuple[str, str]]) -> Raw:
