@@ -18,6 +18,8 @@ from .svg_chart import PALETTE
 SIZE = 720
 MARGIN = 40
 ITERATIONS = 120
+#: the pull to the middle, against the repulsion that pushes agents nobody follows to the edges
+GRAVITY = 0.3
 #: past this many agents the layout is a circle (the force layout is O(n^2) per iteration)
 MAX_FORCE_NODES = 600
 
@@ -52,7 +54,7 @@ def _layout(nodes: tuple[str, ...], edges: tuple[tuple[str, str], ...]) -> tuple
                 pull = d / length[:, None] * (length * length / k)[:, None]  # attraction along edges
                 np.add.at(force, pairs[:, 0], -pull)
                 np.add.at(force, pairs[:, 1], pull)
-            force -= pos * 0.05 * n * k  # a weak pull to the middle keeps unconnected agents on the page
+            force -= pos * GRAVITY * n * k  # keeps agents nobody follows near the rest
             step = np.linalg.norm(force, axis=1)
             pos += force / np.maximum(step, 1e-9)[:, None] * np.minimum(step, temperature)[:, None]
             temperature *= 0.97
