@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -24,7 +23,7 @@ from typing import Iterator
 import pytest
 
 from helpers import ROOT, scenario_text
-from test_dashboard import quickstart_run
+from test_dashboard import query, quickstart_run
 
 REQUIRE = os.environ.get("TOWNSQUARE_REQUIRE_BROWSER") == "1"
 #: hang guards, far above normal durations (a page loads in well under a second here)
@@ -123,14 +122,6 @@ def shots(tmp_path_factory) -> Path:
     folder = Path(os.environ.get("TOWNSQUARE_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def query(run: Path, sql: str, params: tuple = ()) -> list[tuple]:
-    db = sqlite3.connect(run / "events.sqlite")
-    try:
-        return db.execute(sql, params).fetchall()
-    finally:
-        db.close()
 
 
 def shoot(page, shots: Path, name: str) -> Path:
