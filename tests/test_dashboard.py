@@ -165,7 +165,7 @@ def test_llm_page_totals_match_the_store(run, client):
     page = client.get("/llm").text
     [(calls, prompt, completion)] = query(run, "SELECT COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) FROM llm_calls "
                                                "WHERE status != 'parse_failure'")
-    assert f"<b>{calls:,}</b><span>calls</span>" in page
+    assert f"<b>{calls:,}</b><span>calls</span>" in page and f"<b>{calls:,}</b><span>LLM calls</span>" in page  # the run bar too
     assert f"<b>{prompt:,}</b><span>prompt tokens</span>" in page
     assert f"<b>{completion:,}</b><span>completion tokens</span>" in page
     newest = query(run, "SELECT seq FROM llm_calls ORDER BY seq DESC LIMIT 1")[0][0]

@@ -51,6 +51,7 @@ class RunReader:
         self.path = self.run.path
         self.run.read_manifest()  # a broken manifest is reported now, not on the first page
         self._memories: tuple[Any, dict[str, list[Memory]]] | None = None
+        self._kinds: tuple[str, set[str]] | None = None
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ run state
@@ -101,8 +102,10 @@ class RunReader:
                 last = db.execute("SELECT round, sim_time FROM rounds ORDER BY round DESC LIMIT 1").fetchone()
                 if last:
                     out["last_round"], out["sim_time"] = int(last[0]), last[1]
-                for table in ("posts", "actions", "llm_calls", "agents"):
+                for table in ("posts", "actions", "agents"):
                     out[table] = int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+                # a parse_failure row records an unusable answer, not another request
+                out["llm_calls"] = int(db.execute("SELECT COUNT(*) FROM llm_calls WHERE status != 'parse_failure'").fetchone()[0])
         except NoEvents:
             pass
         live = manifest.get("status") == "running" and self.writer() is not None
@@ -307,11 +310,20 @@ class RunReader:
     # ------------------------------------------------------------------ recsys and town
 
     def kinds(self) -> set[str]:
+        """The action kinds in the run (which pages the navigation offers), read again only
+        when the run has changed: every page asks, and it scans the actions table."""
+        version = self.version()
+        with self._lock:
+            if self._kinds is not None and self._kinds[0] == version:
+                return self._kinds[1]
         try:
             with self.db() as db:
-                return {k for (k,) in db.execute("SELECT DISTINCT kind FROM actions")}
+                found = {k for (k,) in db.execute("SELECT DISTINCT kind FROM actions")}
         except NoEvents:
-            return set()
+            found = set()
+        with self._lock:
+            self._kinds = (version, found)
+        return found
 
     def item_actions(self, kinds: tuple[str, ...], limit: int) -> list[dict[str, Any]]:
         """The newest accepted actions of ``kinds`` (watches, chats, broadcasts), newest first."""
