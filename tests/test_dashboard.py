@@ -7,6 +7,7 @@ The browser tests are in test_dashboard_browser.py; they reuse :func:`quickstart
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import select
@@ -385,3 +386,24 @@ def test_serve_without_the_dashboard_extra_says_how_to_install_it(run, capsys, m
     code, err = serve([str(run)], capsys)
     assert code == 2 and err.count("\n") == 0
     assert "pip install 'townsquare[dashboard]'" in err and "missing: uvicorn" in err
+
+
+def test_a_recagent_run_shows_its_watches_chats_and_insights_with_their_evidence(write_scenario, run_scenario):
+    from test_recagent_policy import scenario as recagent_scenario
+
+    run_dir, _ = run_scenario(write_scenario(recagent_scenario()))
+    client = TestClient(make_app(run_dir.path))
+    page = client.get("/recsys").text
+    [(watches,)] = query(run_dir.path, "SELECT COUNT(*) FROM actions WHERE kind = 'watch' AND ok = 1")
+    social = query(run_dir.path, "SELECT kind, text FROM actions WHERE kind IN ('chat', 'broadcast') AND ok = 1")
+    assert watches and social
+    assert f"<b>{watches}</b><span>watches</span>" in page and "Tense and stylish." in page
+    for kind in ("chat", "broadcast"):
+        assert f"<b>{sum(k == kind for k, _ in social)}</b><span>{kind}s</span>" in page
+    assert all(html.escape(text) in page for _, text in social)
+    _, state = run_dir.latest_checkpoint()
+    records = [r for slot in state["agents"]["users-0002"]["components"].values() if isinstance(slot, dict)
+               for r in slot.get("records", ()) if r.get("kind") in ("reflection", "insight")]
+    reflections = section(client.get("/agents/users-0002").text, "reflections")
+    assert reflections.count('class="reflection"') == len(records) > 0
+    assert reflections.count("<summary>rests on") == sum(1 for r in records if r.get("evidence")) > 0
