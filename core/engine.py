@@ -33,6 +33,7 @@ import structlog
 
 from .actions import Action, ActionResult
 from .platform import platform_actions
+from .progress import count_llm_call, new_totals
 from .activity import active_probability
 from .assembly import Assembly, assemble, build_llm
 from .components import Agent, StepContext
@@ -49,7 +50,11 @@ from .store import EventStore, dumps_detail
 
 log = structlog.get_logger("townsquare.engine")
 
-Progress = Callable[[int, dict[str, int]], None]
+#: ``progress(round, totals)``: before the first round played (``round`` = the last one done, -1
+#: for a new run) and after each round; ``totals`` is a copy of the running totals
+#: (:func:`townsquare.progress.new_totals`: rounds, actions, posts, LLM calls, tokens, cost,
+#: errors, repairs, parse failures).
+Progress = Callable[[int, dict[str, float]], None]
 
 
 class Simulation:
@@ -82,7 +87,7 @@ class Simulation:
         self.backend: Any = None
         self.round = -1
         self.agents: list[Agent] = []
-        self.totals = {"rounds": 0, "actions": 0, "posts": 0, "llm_calls": 0, "active": 0}
+        self.totals = new_totals()
         self._llm_rows: list[tuple[int, int, tuple]] = []
         self._record_llm = True
         # called for every LLM call: skip pluggy's dispatch when no plugin listens
@@ -128,7 +133,7 @@ class Simulation:
         return None
 
     def _on_llm_call(self, call: LLMCallRecord) -> None:
-        self.totals["llm_calls"] += 1
+        count_llm_call(self.totals, call)
         if self._record_llm:
             order = self._order.get(call.agent_id or "", -1) if hasattr(self, "_order") else -1
             row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
@@ -226,6 +231,8 @@ class Simulation:
             last_done = start_round - 1
             self.hook.townsquare_on_run_start(run=self.info)
             started = True
+            if self.progress is not None:
+                self.progress(start_round - 1, dict(self.totals))
             for r in range(start_round, self.model.rounds):
                 await self.play_round(r)
                 last_done = r
