@@ -60,6 +60,21 @@ def common_options(func):
     return func
 
 
+def backend_options(func):
+    """``--backend`` and ``--ray-address`` of run, resume and branch: ``[engine]`` settings."""
+    func = click.option("--ray-address", default=None, metavar="ADDR",
+                        help="With --backend ray: the cluster to join (ray://HOST:10001, auto); default: a local one.")(func)
+    func = click.option("--backend", type=click.Choice(["local", "ray"]), default=None,
+                        help="Where agents take their turns (engine.backend): this process, or Ray actors.")(func)
+    return func
+
+
+def backend_overrides(backend: str | None, ray_address: str | None) -> list[str]:
+    """``--backend ray --ray-address A`` -> ``engine.backend="ray"``, ``engine.ray_address="A"``."""
+    sets = [f'engine.backend="{backend}"'] if backend else []
+    return sets + ([f"engine.ray_address={json.dumps(ray_address)}"] if ray_address else [])
+
+
 def _accept_plugin_options(group: click.Group) -> None:
     """Give every command (third-party ones included) the options ``_early_options`` already
     applied, so ``-p``/``--strict-plugins`` work after any command name."""
@@ -94,17 +109,18 @@ def build_cli(plugins: Plugins) -> click.Group:
                   help="Point the run at an LLM without editing the scenario, e.g. openai:gpt-4o-mini or local.")
     @click.option("--quiet", is_flag=True, help="No progress bar or progress lines.")
     @click.option("--play", "play", default=None, metavar="AGENT", help="Take AGENT's turns yourself, in the terminal.")
+    @backend_options
     @common_options
     def run(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, llm_spec: str | None, quiet: bool,
-            play: str | None, plugin_options, **_: Any) -> None:
+            play: str | None, plugin_options, backend: str | None, ray_address: str | None, **_: Any) -> None:
         """Run SCENARIO (a TOML file) into a new run directory."""
         from .runner import llm_overrides, start_run
 
         played = _play_options(play)
         with _progress(quiet or play is not None) as progress:
             run_dir, summary = start_run(
-                scenario, overrides=[*llm_overrides(llm_spec), *overrides], seed=seed, out=out, plugin_options=plugin_options,
-                plugins=plugins, progress=progress.update, on_ready=progress.announce, **played,
+                scenario, overrides=[*llm_overrides(llm_spec), *backend_overrides(backend, ray_address), *overrides], seed=seed, out=out,
+                plugin_options=plugin_options, plugins=plugins, progress=progress.update, on_ready=progress.announce, **played,
             )
         _report(run_dir.path, summary)
 
@@ -112,13 +128,15 @@ def build_cli(plugins: Plugins) -> click.Group:
     @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Change a scenario key from here on.")
     @click.option("--quiet", is_flag=True, help="No progress bar or progress lines.")
+    @backend_options
     @common_options
-    def resume(run_dir: str, overrides: tuple[str, ...], quiet: bool, **_: Any) -> None:
+    def resume(run_dir: str, overrides: tuple[str, ...], quiet: bool, backend: str | None, ray_address: str | None, **_: Any) -> None:
         """Continue RUN_DIR from its newest checkpoint."""
         from .runner import resume_run
 
         with _progress(quiet) as progress:
-            path, summary = resume_run(run_dir, overrides=overrides, progress=progress.update, on_ready=progress.announce)
+            path, summary = resume_run(run_dir, overrides=[*backend_overrides(backend, ray_address), *overrides], progress=progress.update,
+                                       on_ready=progress.announce)
         _report(path.path, summary)
 
     @cli.command("export")
@@ -181,15 +199,17 @@ def _branch_command(cli: click.Group) -> None:
     @click.option("--unfollow", "unfollows", multiple=True, metavar="A=B", help="Make agent A unfollow agent B.")
     @click.option("--recommenders", default=None, metavar="A,B,...", help="One branch per recommender, from the same state.")
     @click.option("--quiet", is_flag=True, help="No progress bar or progress lines.")
+    @backend_options
     @common_options
     def branch(run_dir: str, at: int, out: str | None, overrides, personas, posts, memories, follows, unfollows,
-               recommenders: str | None, quiet: bool, plugin_options, **_: Any) -> None:
+               recommenders: str | None, quiet: bool, plugin_options, backend: str | None, ray_address: str | None, **_: Any) -> None:
         """Continue RUN_DIR from round AT with interventions, into a new run directory."""
         from .branch import branch_run, parse_interventions
 
         changes = parse_interventions([*(("persona", v) for v in personas), *(("memory", v) for v in memories),
                                        *(("follow", v) for v in follows), *(("unfollow", v) for v in unfollows),
                                        *(("post", v) for v in posts)])
+        overrides = [*backend_overrides(backend, ray_address), *overrides]
         variants: list[tuple[str | None, list[str], str | None]] = [(None, list(overrides), out)]
         if recommenders:
             names = [n.strip() for n in recommenders.split(",") if n.strip()]
