@@ -20,6 +20,7 @@ from . import __version__, logs
 from .errors import RunStopped, UsageError
 from .export import FORMATS, export_run
 from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
+from .progress import AblateProgress, RunProgress, progress_mode
 from .secrets import redact_text
 
 log = structlog.get_logger("townsquare.cli")
@@ -59,6 +60,21 @@ def common_options(func):
     return func
 
 
+def backend_options(func):
+    """``--backend`` and ``--ray-address`` of run, resume and branch: ``[engine]`` settings."""
+    func = click.option("--ray-address", default=None, metavar="ADDR",
+                        help="With --backend ray: the cluster to join (ray://HOST:10001, auto); default: a local one.")(func)
+    func = click.option("--backend", type=click.Choice(["local", "ray"]), default=None,
+                        help="Where agents take their turns (engine.backend): this process, or Ray actors.")(func)
+    return func
+
+
+def backend_overrides(backend: str | None, ray_address: str | None) -> list[str]:
+    """``--backend ray --ray-address A`` -> ``engine.backend="ray"``, ``engine.ray_address="A"``."""
+    sets = [f'engine.backend="{backend}"'] if backend else []
+    return sets + ([f"engine.ray_address={json.dumps(ray_address)}"] if ray_address else [])
+
+
 def _accept_plugin_options(group: click.Group) -> None:
     """Give every command (third-party ones included) the options ``_early_options`` already
     applied, so ``-p``/``--strict-plugins`` work after any command name."""
@@ -91,33 +107,36 @@ def build_cli(plugins: Plugins) -> click.Group:
     @click.option("--out", type=click.Path(file_okay=False), default=None, help="Run directory (default runs/<name>).")
     @click.option("--llm", "llm_spec", metavar="PROVIDER[:MODEL]", default=None,
                   help="Point the run at an LLM without editing the scenario, e.g. openai:gpt-4o-mini or local.")
-    @click.option("--quiet", is_flag=True, help="No progress bar.")
+    @click.option("--quiet", is_flag=True, help="No progress bar or progress lines.")
     @click.option("--play", "play", default=None, metavar="AGENT", help="Take AGENT's turns yourself, in the terminal.")
+    @backend_options
     @common_options
     def run(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, llm_spec: str | None, quiet: bool,
-            play: str | None, plugin_options, **_: Any) -> None:
+            play: str | None, plugin_options, backend: str | None, ray_address: str | None, **_: Any) -> None:
         """Run SCENARIO (a TOML file) into a new run directory."""
         from .runner import llm_overrides, start_run
 
         played = _play_options(play)
         with _progress(quiet or play is not None) as progress:
             run_dir, summary = start_run(
-                scenario, overrides=[*llm_overrides(llm_spec), *overrides], seed=seed, out=out, plugin_options=plugin_options,
-                plugins=plugins, progress=progress.update, on_ready=progress.ready, **played,
+                scenario, overrides=[*llm_overrides(llm_spec), *backend_overrides(backend, ray_address), *overrides], seed=seed, out=out,
+                plugin_options=plugin_options, plugins=plugins, progress=progress.update, on_ready=progress.announce, **played,
             )
         _report(run_dir.path, summary)
 
     @cli.command()
     @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Change a scenario key from here on.")
-    @click.option("--quiet", is_flag=True, help="No progress bar.")
+    @click.option("--quiet", is_flag=True, help="No progress bar or progress lines.")
+    @backend_options
     @common_options
-    def resume(run_dir: str, overrides: tuple[str, ...], quiet: bool, **_: Any) -> None:
+    def resume(run_dir: str, overrides: tuple[str, ...], quiet: bool, backend: str | None, ray_address: str | None, **_: Any) -> None:
         """Continue RUN_DIR from its newest checkpoint."""
         from .runner import resume_run
 
         with _progress(quiet) as progress:
-            path, summary = resume_run(run_dir, overrides=overrides, progress=progress.update, on_ready=progress.ready)
+            path, summary = resume_run(run_dir, overrides=[*backend_overrides(backend, ray_address), *overrides], progress=progress.update,
+                                       on_ready=progress.announce)
         _report(path.path, summary)
 
     @cli.command("export")
@@ -179,24 +198,26 @@ def _branch_command(cli: click.Group) -> None:
     @click.option("--follow", "follows", multiple=True, metavar="A=B", help="Make agent A follow agent B.")
     @click.option("--unfollow", "unfollows", multiple=True, metavar="A=B", help="Make agent A unfollow agent B.")
     @click.option("--recommenders", default=None, metavar="A,B,...", help="One branch per recommender, from the same state.")
-    @click.option("--quiet", is_flag=True, help="No progress bar.")
+    @click.option("--quiet", is_flag=True, help="No progress bar or progress lines.")
+    @backend_options
     @common_options
     def branch(run_dir: str, at: int, out: str | None, overrides, personas, posts, memories, follows, unfollows,
-               recommenders: str | None, quiet: bool, plugin_options, **_: Any) -> None:
+               recommenders: str | None, quiet: bool, plugin_options, backend: str | None, ray_address: str | None, **_: Any) -> None:
         """Continue RUN_DIR from round AT with interventions, into a new run directory."""
         from .branch import branch_run, parse_interventions
 
         changes = parse_interventions([*(("persona", v) for v in personas), *(("memory", v) for v in memories),
                                        *(("follow", v) for v in follows), *(("unfollow", v) for v in unfollows),
                                        *(("post", v) for v in posts)])
+        overrides = [*backend_overrides(backend, ray_address), *overrides]
         variants: list[tuple[str | None, list[str], str | None]] = [(None, list(overrides), out)]
         if recommenders:
             names = [n.strip() for n in recommenders.split(",") if n.strip()]
             variants = [(n, [*overrides, f'recommender={{ name = "{n}" }}'], str(Path(out) / n) if out else None) for n in names]
         for label, sets, target in variants:
-            with _progress(quiet) as progress:
+            with _progress(quiet, label or "rounds") as progress:
                 path, summary = branch_run(run_dir, at, target, overrides=sets, plugin_options=plugin_options,
-                                           interventions=changes, progress=progress.update, on_ready=progress.ready, label=label)
+                                           interventions=changes, progress=progress.update, on_ready=progress.announce, label=label)
             _report(path.path, summary)
             click.echo(str(path.path))
 
@@ -279,9 +300,10 @@ def _ablate_command(cli: click.Group) -> None:
         planned = ab.plan(scenario, variants, seeds, folder, first_seed)
         common = [a for p in plugin_options for a in ("-p", p)]
         ab.check_variants(scenario, variants, plugin_options)
-        done = iter(range(1, len(planned) + 1))
-        ab.run_jobs(scenario, planned, workers=jobs or os.cpu_count() or 1, common=common,
-                    on_done=lambda job, outcome: click.echo(f"[{next(done)}/{len(planned)}] {job.variant.name} seed {job.seed}: {outcome}", err=True))
+        runs = {variant.name: sum(1 for job in planned if job.variant.name == variant.name) for variant in variants}
+        with AblateProgress(progress_mode(log_json=_log_json()), runs) as progress:
+            ab.run_jobs(scenario, planned, workers=jobs or os.cpu_count() or 1, common=common,
+                        on_done=lambda job, outcome: progress.done(job.variant.name, job.seed, outcome))
         rows = ab.summarise(planned, baseline or variants[0].name, summary)
         if metrics:
             rows = [r for r in rows if r.metric in metrics]
@@ -295,43 +317,30 @@ def _ablate_command(cli: click.Group) -> None:
             raise UsageError(f"{len(failed)} of {len(planned)} runs did not finish (first: {failed[0].path}); run the same command again to resume them")
 
 
-class _progress:
-    """A progress bar over rounds with action and LLM-call counts; silent when ``quiet``."""
+class _progress(RunProgress):
+    """A run's start-up lines (its directory, slot table and LLM) then its progress
+    (:mod:`townsquare.progress`: a bar on a terminal, a line per round otherwise, nothing with
+    ``--quiet``)."""
 
-    def __init__(self, quiet: bool):
-        self.quiet = quiet
-        self.bar = None
+    def __init__(self, quiet: bool, label: str = "rounds"):
+        super().__init__(progress_mode(quiet=quiet, log_json=_log_json()), label=label)
 
-    def __enter__(self) -> "_progress":
-        return self
-
-    def ready(self, scenario, run_dir) -> None:
+    def announce(self, scenario, run_dir) -> None:
         click.echo(f"run directory: {run_dir.path}", err=True)
         click.echo(format_slot_table(scenario.slot_table()), err=True)
         if scenario.llm is not None:
             click.echo(llm_banner(scenario), err=True)
-        self.rounds = scenario.model.rounds
-        if self.quiet:
-            return
-        self.stats = ""
-        if sys.stderr.isatty():
-            self.bar = click.progressbar(length=self.rounds, label="rounds", file=sys.stderr,
-                                         item_show_func=lambda _: self.stats, show_pos=True)
-            self.bar.__enter__()
+        self.ready(scenario.model.rounds)
 
-    def update(self, round: int, totals: dict[str, int]) -> None:
-        if self.quiet:
-            return
-        self.stats = f"actions {totals['actions']}  posts {totals['posts']}  llm calls {totals['llm_calls']}"
-        if self.bar is not None:
-            self.bar.update(round + 1 - self.bar.pos, current_item=round)
-        elif (round + 1) % max(1, self.rounds // 10) == 0 or round + 1 == self.rounds:
-            # Not a terminal (CI, a log file): a line every tenth of the run instead of a bar.
-            click.echo(f"round {round + 1}/{self.rounds}  {self.stats}", err=True)
 
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
+def _log_json() -> bool:
+    """Whether ``--log-json`` was given (to the group or the command)."""
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None:
+        if ctx.params.get("log_json"):
+            return True
+        ctx = ctx.parent
+    return False
 
 
 def llm_banner(scenario) -> str:

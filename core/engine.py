@@ -33,6 +33,7 @@ import structlog
 
 from .actions import Action, ActionResult
 from .platform import platform_actions
+from .progress import count_llm_call, new_totals
 from .activity import active_probability
 from .assembly import Assembly, assemble, build_llm
 from .components import Agent, StepContext
@@ -49,7 +50,11 @@ from .store import EventStore, dumps_detail
 
 log = structlog.get_logger("townsquare.engine")
 
-Progress = Callable[[int, dict[str, int]], None]
+#: ``progress(round, totals)``: before the first round played (``round`` = the last one done, -1
+#: for a new run) and after each round; ``totals`` is a copy of the running totals
+#: (:func:`townsquare.progress.new_totals`: rounds, actions, posts, LLM calls, tokens, cost,
+#: errors, repairs, parse failures).
+Progress = Callable[[int, dict[str, float]], None]
 
 
 class Simulation:
@@ -65,6 +70,7 @@ class Simulation:
         llm_middleware: list[Any] | None = None,
         llm_provider: Any | None = None,
         on_built: Callable[[], None] | None = None,
+        backend: Callable[["Simulation"], Any] | None = None,
     ):
         self.scenario = scenario
         self.model = scenario.model
@@ -75,9 +81,13 @@ class Simulation:
         self.llm_middleware = list(llm_middleware or [])
         self.llm_provider = llm_provider
         self.on_built = on_built  # the runner's cue: every input was read and checked
+        #: ``async backend(simulation)`` -> where the turns run when not in this process (the
+        #: runner passes :meth:`townsquare.ray_backend.RayBackend.start` for ``[engine] backend = "ray"``)
+        self._start_backend = backend
+        self.backend: Any = None
         self.round = -1
         self.agents: list[Agent] = []
-        self.totals = {"rounds": 0, "actions": 0, "posts": 0, "llm_calls": 0, "active": 0}
+        self.totals = new_totals()
         self._llm_rows: list[tuple[int, int, tuple]] = []
         self._record_llm = True
         # called for every LLM call: skip pluggy's dispatch when no plugin listens
@@ -97,8 +107,12 @@ class Simulation:
         if built.provider is not None:
             self.provider, self.accounting = built.provider, built.accounting
         self._order = {agent.id: agent.index for agent in self.agents}
+        if self._start_backend is not None:
+            self.backend = await self._start_backend(self)
+        # the agents' components hear the round start where their turns run (the shards' copies)
+        local_agents = self.agents if self.backend is None else []
         self._round_observers = round_observers([self.services.platform, self.services.recommender, *(m for _, m in self.metrics),
-                                                 *self.llm_middleware, *(c for a in self.agents for c in a.components.values())])
+                                                 *self.llm_middleware, *(c for a in local_agents for c in a.components.values())])
 
     def build_llm(self, build_ctx: Any) -> Any:
         """The run's LLM client alone (provider, middleware, accounting), for commands that
@@ -119,7 +133,7 @@ class Simulation:
         return None
 
     def _on_llm_call(self, call: LLMCallRecord) -> None:
-        self.totals["llm_calls"] += 1
+        count_llm_call(self.totals, call)
         if self._record_llm:
             order = self._order.get(call.agent_id or "", -1) if hasattr(self, "_order") else -1
             row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
@@ -217,6 +231,8 @@ class Simulation:
             last_done = start_round - 1
             self.hook.townsquare_on_run_start(run=self.info)
             started = True
+            if self.progress is not None:
+                self.progress(start_round - 1, dict(self.totals))
             for r in range(start_round, self.model.rounds):
                 await self.play_round(r)
                 last_done = r
@@ -251,7 +267,7 @@ class Simulation:
             self.store.close()
         services = getattr(self, "services", None)
         embedder = getattr(getattr(services, "embedder", None), "embedder", None)
-        closables = [getattr(self, "platform", None), getattr(services, "knowledge", None), embedder,
+        closables = [self.backend, getattr(self, "platform", None), getattr(services, "knowledge", None), embedder,
                      *self.llm_middleware, getattr(self, "provider", None)]
         for obj in closables:
             if obj is None:
@@ -273,7 +289,6 @@ class Simulation:
         self.hook.townsquare_on_round_start(run=self.info, round=r, now=now_iso)
         await notify_round_start(self._round_observers, r, now)
 
-        minutes = self.model.clock.minutes_per_round
         present = [a for a in self.agents if a.present(r)]
         results = await self.take_turns(r, present, now)
         n_active = sum(1 for active, _ in results if active)
@@ -294,12 +309,11 @@ class Simulation:
                 self.hook.townsquare_on_action_applied(run=self.info, round=r, action=action, result=result)
                 applied.append((action, result))
             if applied:
-                ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=self.services,
-                                  start=self.model.clock.start)
-                for component in agent.components.values():
-                    on_applied = getattr(component, "on_applied", None)
-                    if on_applied is not None:
-                        await on_applied(ctx, applied)
+                await self.notify_applied(agent, r, now, applied)
+        if self.backend is not None:
+            # the shards replay the round's writes on their platform copies, hear their agents'
+            # results, and send the agents' state back: metrics and checkpoints read it here
+            await self.backend.round_applied(r)
 
         values: dict[str, float] = {}
         view = RoundView(round=r, now=now_iso, platform=self.platform, agents=self.agents, actions=round_actions)
@@ -317,15 +331,33 @@ class Simulation:
         self.store.commit_round((r, now_iso, n_active, len(round_actions), len(llm_rows), round(time.perf_counter() - wall, 4)))
         every = self.model.engine.checkpoint_every
         if (r + 1) % every == 0 or r == self.model.rounds - 1:
+            if self.backend is not None:
+                await self.backend.checkpoint(r)  # the answers the shards used commit, as get_state does here
             self.run_dir.write_checkpoint(r, self.get_state(r), self.model.engine.keep_checkpoints)
             self.run_dir.update_manifest(rounds_completed=r + 1)
         if self.progress is not None:
             self.progress(r, dict(self.totals))
 
+    async def notify_applied(self, agent: Agent, r: int, now: Any, applied: list[tuple[Action, ActionResult]]) -> None:
+        """Tell ``agent``'s components (``on_applied``) what the platform answered to its actions;
+        on another backend the shard that holds the agent is told (:meth:`round_applied`)."""
+        if self.backend is not None:
+            self.backend.applied(agent, applied)
+            return
+        ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=self.model.clock.minutes_per_round,
+                          services=self.services, start=self.model.clock.start)
+        for component in agent.components.values():
+            on_applied = getattr(component, "on_applied", None)
+            if on_applied is not None:
+                await on_applied(ctx, applied)
+
     async def take_turns(self, r: int, present: list[Agent], now: Any) -> list[tuple[bool, list[Action]]]:
         """Step 2 of a round: every present agent's turn, concurrently (at most
         ``engine.concurrency`` at once); ``(active, actions)`` per agent, in ``present``'s order.
-        Platform reads happen here, writes do not: the caller applies the actions in order."""
+        Platform reads happen here, writes do not: the caller applies the actions in order.
+        With a backend (``[engine] backend = "ray"``) the turns run there (:mod:`townsquare.ray_backend`)."""
+        if self.backend is not None:
+            return await self.backend.take_turns(r, present)
         minutes = self.model.clock.minutes_per_round
         semaphore = asyncio.Semaphore(self.model.engine.concurrency)
         accepted = platform_actions(self.platform)

@@ -96,6 +96,10 @@ def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_read
         if on_ready is not None:
             on_ready(scenario, run_dir)
 
+    if scenario.model.engine.backend == "ray":
+        from .ray_backend import RayBackend  # imports ray: only for the runs that use it
+
+        simulation_options = {"backend": RayBackend.start, **simulation_options}
     simulation = simulation_class(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
     try:
         return asyncio.run(simulation.run(resume=resume))

@@ -82,6 +82,23 @@ class EngineConfig(_Strict):
     #: how many of the newest checkpoints to keep; 0 keeps every one (``townsquare branch``
     #: can start from any round that has a checkpoint)
     keep_checkpoints: int = Field(3, ge=0)
+    #: where the agents' turns run: ``local`` (this process, under asyncio) or ``ray`` (agents
+    #: sharded over Ray actors; the same event log, see :mod:`townsquare.ray_backend`)
+    backend: Literal["local", "ray"] = "local"
+    #: with ``backend = "ray"``: the cluster to join (``ray://HOST:10001``, ``auto``); None
+    #: starts a local one, or joins the one this process already started
+    ray_address: str | None = None
+    #: with ``backend = "ray"``: how many shard actors (None: one per CPU of the cluster)
+    shards: int | None = Field(None, gt=0)
+
+    @field_validator("backend")
+    @classmethod
+    def _ray_installed(cls, value: str) -> str:
+        import importlib.util
+
+        if value == "ray" and importlib.util.find_spec("ray") is None:
+            raise ValueError("Ray is not installed: pip install 'townsquare[ray]'")
+        return value
 
 
 class FeedStage(_Strict):

@@ -4,6 +4,7 @@ here straight from ``events.sqlite``, and the page is self-contained."""
 from __future__ import annotations
 
 import base64
+from html import escape
 import json
 import re
 import sqlite3
@@ -21,8 +22,10 @@ from townsquare.specs import PolicySpec
 
 REPORT_PLUGIN = "townsquare.plugins.report.run_report"
 SCRIPTED = "townsquare.testing.scripted"
-SECTIONS = ("Run", "Slot table", "Key numbers", "Followers", "Actions over time", "Text diversity", "Persona similarity", "Groundedness",
-            "LLM calls")
+SECTIONS = ("At a glance", "Key numbers", "Actions by kind", "Followers", "Actions", "Text diversity", "Persona similarity",
+            "Groundedness", "LLM calls", "Run", "Slot table")
+#: the page's order: what happened first, how the run was set up last
+ORDER = ["headline", "followers", "actions", "text", "similarity", "groundedness", "llm", "health", "run"]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -107,10 +110,32 @@ def test_baseline_report_has_every_section_and_is_self_contained(baseline):
     run_dir, html = baseline
     for title in SECTIONS:
         assert re.search(rf">{title}[^<]*</h[23]>", html), title
+    assert re.findall(r'<section id="([^"]+)">', html) == ORDER
     check_self_contained(html)
-    assert len(re.findall(r"<img ", html)) == 3  # followers, actions, similarity (no LLM plot)
+    # actions over time and the main metrics (headline), followers, similarity (no LLM plot)
+    assert len(re.findall(r"<img ", html)) == 4
     assert "no LLM calls in this run" in html
     assert html.count("none in this run") >= 2  # comments: distinct and similarity
+
+
+def test_baseline_headline_leads_with_what_happened(baseline):
+    from townsquare.plugins.report.groundedness import run_summary_line
+
+    run_dir, html = baseline
+    top = section(html, "headline")
+    assert "<strong class=\"status-finished\">Finished</strong>: 16 of 16 rounds, " in top
+    # key numbers and actions by kind sit in the headline, with the trace's numbers
+    posts = query(run_dir, "SELECT COUNT(*) FROM posts WHERE reply_to IS NULL")[0][0]
+    assert posts > 0 and f"<td>posts / comments</td><td>{posts:,} / 0</td>" in top
+    for kind, n in query(run_dir, "SELECT kind, COUNT(*) FROM actions WHERE ok = 1 GROUP BY kind"):
+        assert f'<td>{kind}</td><td class="num">{n:,}</td>' in top, kind
+    assert f"<p>{escape(run_summary_line(run_dir))}</p>" in top
+    assert 'alt="actions over time"' in top and 'alt="main metrics over rounds"' in top
+    assert "persona margin of posts (groundedness.posts.margin)" in top and "follower Gini (activity.followers.gini)" in top
+    assert f"<code>townsquare serve {run_dir}</code>" in top
+    # the run's metadata and slot table come last
+    assert html.index('<section id="run">') > html.index('<section id="llm">')
+    assert "persona.context" not in top
 
 
 def test_baseline_groundedness_section_shows_the_metric(baseline):
@@ -224,7 +249,8 @@ def test_llm_calls_section(tmp_path):
     for purpose, n in query(run_dir, "SELECT purpose, COUNT(*) FROM llm_calls WHERE status != 'parse_failure' GROUP BY purpose"):
         assert f'<td>{purpose}</td><td class="num">{n:,}</td>' in html
     assert "like.repair" in html
-    assert len(re.findall(r"<img ", html)) == 4  # + LLM calls and tokens
+    assert len(re.findall(r"<img ", html)) == 5  # + LLM calls and tokens
+    assert num(section(html, "headline"), "LLM answers that failed to parse") == f"{statuses['parse_failure']:,}"
     assert "no LLM calls in this run" not in html
 
 
@@ -331,3 +357,18 @@ def test_out_in_a_missing_folder_is_one_line_exit_2(comment_run, tmp_path):
     assert out.returncode == 2
     assert [line for line in out.stderr.splitlines() if "plugin.failed" not in line] == [
         f"error: --out {tmp_path / 'nope' / 'r.html'}: folder {tmp_path / 'nope'} does not exist"]
+
+
+def test_a_stopped_run_says_why_and_how_to_continue_first(make_plugins, write_scenario, run_scenario):
+    from townsquare.plugins.report.build import build_report
+
+    plugins = make_plugins(enable=[SCRIPTED])
+    scenario = write_scenario(scenario_text(rounds=4, count=3, policy="scripted_feed", llm=True,
+                                            extra="[plugins.llm_budget]\nmax_calls = 6\n"))
+    run, summary = run_scenario(scenario, plugins=plugins)
+    assert summary.stopped and summary.rounds_completed < 4
+    page = build_report(run.path, with_similarity=False, plugins=plugins)[0].read_text(encoding="utf-8")
+    top = section(page, "headline")
+    assert f'<strong class="status-stopped">Stopped</strong> after {summary.rounds_completed} of 4 rounds, 3 agents: ' in top
+    assert escape(summary.stopped) in top and f"Continue with <code>townsquare resume {run.path}</code>." in top
+    assert page.index("Stopped</strong>") < page.index('<section id="followers">')

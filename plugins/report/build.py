@@ -1,16 +1,20 @@
 """``townsquare report RUN``: one self-contained HTML page about a finished (or stopped) run.
 
-Sections: the run and its slot table (what ran: an ablation shows), key numbers, the follower
-distribution at the end (Zhou et al. fig. 6), actions per kind over time, distinct-1/2 of posts
-and comments (Table 1), persona similarity of engaged vs browsed-only posts (Table 1 / ΔBS),
-and LLM calls, tokens and cost. A run without comments or LLM calls still renders: those
-sections say so.
+What a reader wants first leads (:data:`SECTIONS` is the page's order): "At a glance" (how the
+run ended, key numbers, actions by kind and over time, the main metrics over rounds, the
+groundedness line, the command to watch the run live), then the follower distribution at the
+end (Zhou et al. fig. 6), actions accepted and refused, the town, recommender and study
+sections where the run has them, distinct-1/2 of posts and comments (Table 1), persona
+similarity of engaged vs browsed-only posts (Table 1 / ΔBS), groundedness, reflections and
+plans, LLM calls, tokens and cost, run health; the run's metadata and slot table come last. A
+run without comments or LLM calls still renders: those sections say so.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +27,13 @@ from . import figures, html, similarity, tables
 from .activity import gini
 from .html import Number, Raw
 from .text_metrics import distinct_percent, tokenize
+from .headline_section import headline_section
 from .health_section import health_section
 from .memory_section import memory_section
 from .recsys_section import recsys_section
 from .studies_section import studies_section
 from .town_section import town_section
-from .zhou_section import zhou_sections
+from .zhou_section import zhou_section
 
 log = structlog.get_logger("townsquare.plugins.report")
 
@@ -55,6 +60,49 @@ def build_report(run_path: str | Path, out: str | Path | None = None, *, with_si
     return target, notes
 
 
+@dataclass
+class Report:
+    """What the sections read: the run and what :func:`render` computed once for the page."""
+
+    run: tables.Run
+    agents: list[tables.AgentRow]
+    rounds: list[tuple[int, str]]
+    axis: "TimeAxis"
+    posts: list[str]
+    comments: list[str]
+    diversity: dict[str, dict[str, float | None]]
+    followers: dict[str, int]
+    llm: dict[str, Any]
+    sim: similarity.SimilarityResult | None
+    sim_problem: str
+    #: the plugin set that rebuilds the run's embedder (sections that embed: zhou)
+    plugin_options: Sequence[str] = ()
+    plugins: Any = None
+
+
+#: The page, top to bottom: (anchor, title, builder). A builder takes the :class:`Report` and
+#: returns the section's HTML, or None to leave the section out (a run without reflections has
+#: no "Reflections and plans"). What happened comes first, how the run was set up last; a new
+#: section is one line here.
+SECTIONS: list[tuple[str, str, Callable[[Report], str | None]]] = [
+    ("headline", "At a glance", lambda r: headline_section(r, summary_section(r))),
+    ("followers", "Followers", lambda r: followers_section(r.agents, r.followers)),
+    ("actions", "Actions", lambda r: actions_section(r.run.db)),
+    ("town", "Town", lambda r: town_section(r.run.db, r.axis)),
+    ("recsys", "Recommender system", lambda r: recsys_section(r.run.db, r.axis)),
+    ("studies", "Information cocoon and conformity", lambda r: studies_section(r.run.db, r.run.path, r.run.manifest)),
+    ("text", "Text diversity", lambda r: text_section(r.posts, r.comments, r.diversity)),
+    ("similarity", "Persona similarity", lambda r: similarity_section(r.sim, r.sim_problem)),
+    ("groundedness", "Groundedness", lambda r: groundedness_section(r.run.db)),
+    ("zhou", "Zhou et al. metrics", lambda r: zhou_section(r)),
+    ("memory", "Reflections and plans",
+     lambda r: memory_section(memory_rows(r.run.path)[1], {a.agent_id: a.persona.name for a in r.agents})),
+    ("llm", "LLM calls", lambda r: llm_section(r.run.db, r.llm, r.axis)),
+    ("health", "Run health", lambda r: health_section(r.run.db)),
+    ("run", "Run", lambda r: run_section(r.run.manifest, r.agents, r.rounds)),
+]
+
+
 def render(run: tables.Run, *, with_similarity: bool = True, plugin_options: Sequence[str] = (),
            plugins: Any = None) -> tuple[str, list[str]]:
     m, db = run.manifest, run.db
@@ -65,10 +113,6 @@ def render(run: tables.Run, *, with_similarity: bool = True, plugin_options: Seq
     axis = TimeAxis([r for r, _ in rounds], int(clock.get("minutes_per_round", 60)))
 
     posts, comments = tables.post_texts(db, comments=False), tables.post_texts(db, comments=True)
-    diversity = {"posts": distinct_percent(posts), "comments": distinct_percent(comments)}
-    followers = tables.follower_counts(db, [a.agent_id for a in agents])
-    llm = tables.llm_totals(db)
-
     sim: similarity.SimilarityResult | None = None
     sim_problem = "not computed (--no-similarity)"
     if with_similarity:
@@ -79,33 +123,11 @@ def render(run: tables.Run, *, with_similarity: bool = True, plugin_options: Seq
         except UsageError as exc:
             sim_problem = f"not computed: {exc}"
             notes.append(f"persona similarity {sim_problem}")
-
-    sections = [
-        ("run", "Run", run_section(m, agents, rounds)),
-        ("summary", "Key numbers", summary_section(agents, followers, posts, comments, diversity, db, llm, sim)),
-        ("followers", "Followers", followers_section(agents, followers)),
-        ("actions", "Actions over time", actions_section(db, axis)),
-        ("text", "Text diversity", text_section(posts, comments, diversity)),
-        ("similarity", "Persona similarity", similarity_section(sim, sim_problem)),
-        ("groundedness", "Groundedness", groundedness_section(db)),
-        ("llm", "LLM calls", llm_section(db, llm, axis)),
-    ]
-    minds = memory_section(memory_rows(run.path)[1], {a.agent_id: a.persona.name for a in agents})
-    if minds is not None:
-        sections.insert(-1, ("memory", "Reflections and plans", minds))
-    recsys = recsys_section(db, axis)
-    if recsys is not None:
-        sections.insert(4, ("recsys", "Recommender system", recsys))
-    town = town_section(db, axis)
-    if town is not None:
-        sections.insert(4, ("town", "Town", town))
-    studies = studies_section(db, run.path, m)
-    if studies is not None:
-        sections.insert(5, ("studies", "Information cocoon and conformity", studies))
-    sections[-1:-1] = zhou_sections(run, notes, with_similarity=with_similarity, plugin_options=plugin_options, plugins=plugins)
-    health = health_section(db)
-    if health is not None:
-        sections.append(("health", "Run health", health))
+    report = Report(run=run, agents=agents, rounds=rounds, axis=axis, posts=posts, comments=comments,
+                    diversity={"posts": distinct_percent(posts), "comments": distinct_percent(comments)},
+                    followers=tables.follower_counts(db, [a.agent_id for a in agents]), llm=tables.llm_totals(db),
+                    sim=sim, sim_problem=sim_problem, plugin_options=plugin_options, plugins=plugins)
+    sections = [(anchor, title, body) for anchor, title, build in SECTIONS if (body := build(report)) is not None]
     status = str(m.get("status", "unknown"))
     subtitle = (f'<span class="status-{html.escape(status)}">{html.escape(status)}</span> · seed {html.escape(str(m.get("seed")))} · '
                 f'{m.get("rounds_completed", len(rounds))} of {m.get("rounds", "?")} rounds · {len(agents):,} agents · '
@@ -167,22 +189,24 @@ def run_section(m: dict[str, Any], agents: list[tables.AgentRow], rounds: list[t
     return html.table(None, facts) + "<h3>Slot table: what filled each slot</h3>" + slots
 
 
-def summary_section(agents, followers, posts, comments, diversity, db, llm, sim) -> str:
-    totals = {r["kind"]: r["ok"] for r in tables.action_totals(db)}
-    engaged = next((r for r in sim.rows if r.action == "engaged"), None) if sim else None
-    counts = list(followers.values())
+def summary_section(r: Report) -> str:
+    """The key numbers (the headline shows them)."""
+    totals = {row["kind"]: row["ok"] for row in tables.action_totals(r.run.db)}
+    engaged = next((row for row in r.sim.rows if row.action == "engaged"), None) if r.sim else None
+    counts = list(r.followers.values())
     rows = [
-        ("agents", len(agents)),
-        ("posts / comments", f"{len(posts):,} / {len(comments):,}"),
+        ("agents", len(r.agents)),
+        ("posts / comments", f"{len(r.posts):,} / {len(r.comments):,}"),
         ("likes / reblogs", f"{totals.get('like', 0):,} / {totals.get('reblog', 0):,}"),
         ("follow edges at the end", sum(counts)),
         ("agents with no follower", f"{sum(1 for c in counts if c == 0):,} of {len(counts):,}"),
-        ("distinct-1 / distinct-2 of posts (%)", _pair(diversity["posts"])),
-        ("distinct-1 / distinct-2 of comments (%)", _pair(diversity["comments"])),
+        ("distinct-1 / distinct-2 of posts (%)", _pair(r.diversity["posts"])),
+        ("distinct-1 / distinct-2 of comments (%)", _pair(r.diversity["comments"])),
         ("ΔBS engaged − browsed only (cosine)", _cos(engaged.delta) if engaged else None),
-        ("LLM calls", llm["calls"]),
-        ("LLM tokens (prompt + completion)", llm["prompt_tokens"] + llm["completion_tokens"]),
-        ("LLM cost", _money(llm["cost"])),
+        ("LLM calls", r.llm["calls"]),
+        ("LLM tokens (prompt + completion)", r.llm["prompt_tokens"] + r.llm["completion_tokens"]),
+        ("LLM cost", _money(r.llm["cost"])),
+        ("LLM answers that failed to parse", tables.llm_status_counts(r.run.db).get("parse_failure", 0)),
     ]
     return html.table(("measure", "value"), rows)
 
@@ -206,17 +230,13 @@ def followers_section(agents: list[tables.AgentRow], followers: dict[str, int]) 
     return body + f'<div class="cols"><div>{html.table(("measure", "value"), stats)}</div><div>{top_html}</div></div>'
 
 
-def actions_section(db, axis: TimeAxis) -> str:
+def actions_section(db) -> str:
+    """Actions per kind, accepted and refused (the plot over time is in the headline)."""
     totals = tables.action_totals(db)
     if not totals:
         return html.none("no actions in this run")
-    per_round = tables.actions_per_round(db)
-    series = {k: axis.group(per_round[k]) for k in tables.KIND_ORDER if k in per_round}
-    series.update({k: axis.group(v) for k, v in per_round.items() if k not in series})
-    body = ""
-    if series and axis.buckets:
-        body += html.image(figures.actions(series, axis.buckets, axis.label), "actions over time")
-    return body + html.table(("kind", "accepted", "refused by the platform"), [(r["kind"], r["ok"], r["refused"]) for r in totals])
+    body = html.table(("kind", "accepted", "refused by the platform"), [(r["kind"], r["ok"], r["refused"]) for r in totals])
+    return body + html.note("Actions over time: the plot at the top of the page.")
 
 
 def text_section(posts: list[str], comments: list[str], diversity: dict[str, dict[str, float | None]]) -> str:

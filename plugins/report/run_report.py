@@ -1,10 +1,11 @@
 """``townsquare report RUN``: an HTML page with plots about a run.
 
 The page (default ``RUN/report.html``) is self-contained: images are embedded PNGs, there is
-no script and nothing is fetched, so it opens offline. It shows the run's slot table, the
-follower distribution (Zhou et al. fig. 6), actions over time, distinct-1/2 of posts and
-comments, persona similarity of engaged vs browsed-only posts (Table 1, ΔBS) and LLM calls,
-tokens and cost. The work lives in :mod:`townsquare.plugins.report`.
+no script and nothing is fetched, so it opens offline. It leads with what happened (key
+numbers, actions over time, the main metrics, groundedness), then the follower distribution
+(Zhou et al. fig. 6), distinct-1/2 of posts and comments, persona similarity of engaged vs
+browsed-only posts (Table 1, ΔBS), LLM calls, tokens and cost, and ends with the run's metadata
+and slot table. The work lives in :mod:`townsquare.plugins.report.build`.
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ from . import figures, html
 from .html import Number
 
 EVAL_FILE = "zhou_eval.json"
+#: what the report says of persona similarity under ``--no-similarity``
+NO_SIMILARITY = "not computed (--no-similarity)"
 #: the paper's own numbers, to read ours against (Table 1 first / second stage; Table 2)
 PAPER = ("Zhou et al. Table 1 (BERTScore, first stage): like 0.440 vs not like 0.433, reblog 0.438 vs 0.432, "
          "comment 0.435 vs 0.433, post 0.465; C.score: like 0.972 vs 0.934; distinct-1/2 of posts 22.40 / 63.88, "
@@ -28,7 +30,7 @@ PAPER = ("Zhou et al. Table 1 (BERTScore, first stage): like 0.440 vs not like 0
 
 
 class _NoSimilarity:
-    name = "not computed (--no-similarity)"
+    name = NO_SIMILARITY
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         return np.zeros(0)
@@ -63,18 +65,20 @@ def load_or_measure(run: Any, *, with_similarity: bool, plugin_options: Sequence
     return result, "computed for this report (no judge: run townsquare eval zhou RUN for C.score and Info / Cons / Hum)"
 
 
-def zhou_sections(run: Any, notes: list[str], *, with_similarity: bool = True, plugin_options: Sequence[str] = (),
-                  plugins: Any = None) -> list[tuple[str, str, str]]:
-    """``[("zhou", title, body)]`` for a run with posts (or a saved evaluation); ``[]`` otherwise."""
+def zhou_section(report: Any) -> str | None:
+    """The section's HTML for the report's :class:`~.build.Report`; None for a run without
+    posts (and without a saved evaluation). The embedder is rebuilt from the manifest with the
+    report's plugins; ``--no-similarity`` leaves BS out here too."""
+    run = report.run
     has_posts = run.db.execute("SELECT 1 FROM posts LIMIT 1").fetchone() is not None
     if not has_posts and not (run.path / EVAL_FILE).is_file():
-        return []
+        return None
+    with_similarity = report.sim is not None or report.sim_problem != NO_SIMILARITY
     try:
-        result, source = load_or_measure(run, with_similarity=with_similarity, plugin_options=plugin_options, plugins=plugins)
+        result, source = load_or_measure(run, with_similarity=with_similarity, plugin_options=report.plugin_options, plugins=report.plugins)
     except UsageError as exc:
-        notes.append(f"Zhou et al. metrics not computed: {exc}")
-        return [("zhou", "Zhou et al. metrics", html.none(f"not computed: {exc}"))]
-    return [("zhou", "Zhou et al. metrics", render(result, source))]
+        return html.none(f"Zhou et al. metrics not computed: {exc}")
+    return render(result, source)
 
 
 def render(result: Any, source: str) -> str:

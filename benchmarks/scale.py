@@ -1,0 +1,198 @@
+"""Scale budgets of issue 17: LLM-bound rounds in one process and on Ray shards.
+
+Each measurement is a real run (``townsquare.runner.start_run``): readers with the test-only
+``scripted_feed`` policy (a 1-post feed, one like/skip decision through ``LLMClient.choose``)
+talk to the ``openai`` provider and the whole middleware chain (cache journal, budget, retries,
+concurrency limit, accounting) against fault servers without faults
+(``townsquare.testing.fault_server``, each in its own process; several servers are several
+``endpoints``, spread over the shards). One author posts every round; round 1 warms the
+connection pools up, round 2 is measured: its wall time (the ``rounds`` table) includes the
+driver's apply, the shards' replay and state sync and the store commit. Metrics are off
+(``metrics = []``): these are LLM-bound rounds.
+
+* **P1** (``--p1``): 100 ms latency, concurrency ``C`` (64, 256) with ``--waves`` x ``C``
+  readers; the bound is calls x latency / C; target wall <= 1.10 x bound.
+* **P2** (``--p2``): zero latency, 1,000 readers; agent-steps per second (readers / wall);
+  target >= 900 on 2 cores with the client work in more than one process.
+* **P5** (``--p5``): ``benchmarks/population.py``'s ``main`` (a million embedding-baseline
+  agents; that file's own options follow ``--p5-args``), when that file exists.
+
+``--backend local ray`` picks where the turns run (default both); ``--shards`` how many Ray
+shards (default: one per CPU). The load average is printed: the machine's cores may be shared.
+Usage: ``python benchmarks/scale.py --p1 --p2 [--shards 2] [--servers 1]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+P1_TARGET, P2_TARGET = 1.10, 900.0
+
+SCENARIO = """
+name = "scale"
+seed = 3
+rounds = 3
+metrics = []
+[activity]
+model = "always"
+[engine]
+concurrency = {concurrency}
+[recommender]
+name = "chronological"
+[llm]
+name = "openai"
+model = "bench"
+api_key_env = ""
+base_url = "{base_url}"
+endpoints = [{endpoints}]
+[plugins.scripted]
+policy_feed_size = 1
+policy_post_probability = 0.0
+[[populations]]
+name = "author"
+count = 1
+slots = {{ policy = "scripted_feed" }}
+personas = {{ name = "inline", items = [{{ name = "Ada", sentences = ["I write about mountain walks."] }}] }}
+config = {{ scripted = {{ policy_post_probability = 1.0 }} }}
+[[populations]]
+name = "readers"
+count = {readers}
+slots = {{ policy = "scripted_feed" }}
+[populations.personas]
+name = "inline"
+items = [
+  {{ name = "Bo", sentences = ["I play jazz piano at night."] }},
+  {{ name = "Cy", sentences = ["I follow football every weekend."] }},
+  {{ name = "Di", sentences = ["Mountains and hiking relax me."] }},
+]
+"""
+
+
+@contextlib.contextmanager
+def fault_servers(count: int, latency_ms: float):
+    """``count`` fault servers without faults, each in its own process: their base URLs."""
+    servers = [subprocess.Popen([sys.executable, "-m", "townsquare.testing.fault_server", "--port", "0",
+                                 "--latency-ms", str(latency_ms)], stdout=subprocess.PIPE, text=True) for _ in range(count)]
+    try:
+        yield [server.stdout.readline().strip() for server in servers]
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait()
+
+
+def measure_round(urls: list[str], readers: int, concurrency: int, backend: str, shards: int | None,
+                  sets: list[str] = ()) -> tuple[int, float]:
+    """One run; (LLM calls, wall seconds) of its round 2."""
+    from townsquare.plugin_manager import make_plugin_manager
+    from townsquare.runner import start_run
+
+    endpoints = ", ".join(f'{{ base_url = "{url}", api_key_env = "" }}' for url in urls[1:])
+    text = SCENARIO.format(concurrency=concurrency, base_url=urls[0], endpoints=endpoints, readers=readers)
+    overrides = [f'engine.backend="{backend}"', *sets] + ([f"engine.shards={shards}"] if shards and backend == "ray" else [])
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "scale.toml"
+        path.write_text(text, encoding="utf-8")
+        plugins = make_plugin_manager(enable=["townsquare.testing.scripted"])
+        run_dir, summary = start_run(path, overrides=overrides, plugins=plugins, out=Path(folder) / "run")
+        if summary.stopped:
+            raise SystemExit(f"the run stopped: {summary.stopped}")
+        db = sqlite3.connect(run_dir.events_path)
+        try:
+            calls, wall = db.execute("SELECT llm_calls, wall_seconds FROM rounds WHERE round = 2").fetchone()
+            failed = db.execute("SELECT COUNT(*) FROM llm_calls WHERE status != 'ok'").fetchone()[0]
+        finally:
+            db.close()
+    if failed:
+        raise SystemExit(f"{failed} calls did not succeed: not a measurement")
+    return calls, wall
+
+
+def p1(args: argparse.Namespace) -> None:
+    latency = 0.1
+    print(f"P1: LLM-bound round, {latency * 1000:g} ms endpoint(s) x {args.servers}, wall <= {P1_TARGET:.2f} x bound "
+          f"(calls x latency / concurrency); {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'backend':>10}  {'concurrency':>11}  {'calls':>6}  {'wall s':>7}  {'bound s':>7}  {'wall/bound':>10}")
+    with fault_servers(args.servers, latency * 1000) as urls:
+        for concurrency in args.concurrency:
+            for backend in args.backend:
+                calls, wall = measure_round(urls, args.waves * concurrency, concurrency, backend, args.shards, args.set)
+                bound = calls * latency / concurrency
+                verdict = "met" if wall / bound <= P1_TARGET else "MISSED"
+                label = backend if backend == "local" else f"ray x{args.shards or os.cpu_count()}"
+                print(f"{label:>10}  {concurrency:>11}  {calls:>6}  {wall:>7.2f}  {bound:>7.2f}  {wall / bound:>10.2f}  "
+                      f"(target <= {P1_TARGET:.2f}: {verdict})", flush=True)
+
+
+def p2(args: argparse.Namespace) -> None:
+    print(f"P2: one LLM call per agent-step, {args.p2_agents} agents, zero-latency endpoint(s) x {args.servers}, "
+          f"target >= {P2_TARGET:g} agent-steps/s; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'backend':>10}  {'agent-steps':>11}  {'wall s':>7}  {'steps/s':>8}  {'of target':>9}")
+    with fault_servers(args.servers, 0.0) as urls:
+        for backend in args.backend:
+            calls, wall = measure_round(urls, args.p2_agents, 64, backend, args.shards, args.set)
+            rate = args.p2_agents / wall
+            label = backend if backend == "local" else f"ray x{args.shards or os.cpu_count()}"
+            print(f"{label:>10}  {args.p2_agents:>11}  {wall:>7.2f}  {rate:>8.1f}  {rate / P2_TARGET:>9.2f}  ({calls} calls)", flush=True)
+
+
+def p5(args: argparse.Namespace) -> None:
+    path = HERE / "population.py"
+    if not path.is_file():
+        print("P5: benchmarks/population.py is not here: nothing to run")
+        return
+    spec = importlib.util.spec_from_file_location("population", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(args.p5_args)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--p1", action="store_true")
+    parser.add_argument("--p2", action="store_true")
+    parser.add_argument("--p5", action="store_true")
+    parser.add_argument("--p5-args", nargs=argparse.REMAINDER, default=[], help="options for benchmarks/population.py")
+    parser.add_argument("--backend", nargs="+", choices=["local", "ray"], default=["local", "ray"])
+    parser.add_argument("--shards", type=int, default=None, help="Ray shards (default: one per CPU)")
+    parser.add_argument("--servers", type=int, default=1, help="fault servers (endpoints), each its own process")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--waves", type=int, default=10, help="P1 readers per concurrency slot")
+    parser.add_argument("--p2-agents", type=int, default=1000)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario key")
+    args = parser.parse_args()
+    if not (args.p1 or args.p2 or args.p5):
+        args.p1 = args.p2 = True
+    from townsquare import logs
+
+    logs.configure(level="error")
+    started = time.perf_counter()
+    if "ray" in args.backend:
+        import ray
+
+        ray.init(num_cpus=args.shards or os.cpu_count(), include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        if args.p1:
+            p1(args)
+        if args.p2:
+            p2(args)
+        if args.p5:
+            p5(args)
+    finally:
+        if "ray" in args.backend:
+            ray.shutdown()
+    print(f"({time.perf_counter() - started:.0f} s in all)")
+
+
+if __name__ == "__main__":
+    main()

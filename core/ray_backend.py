@@ -1,0 +1,302 @@
+"""``[engine] backend = "ray"``: a run's agents sharded over Ray actors, the same event log.
+
+The driver (the process that runs ``townsquare run``) builds the run as always and keeps
+everything that is written: the platform, the events store, the metrics, the checkpoints.
+It starts ``engine.shards`` actors (:class:`townsquare.ray_shard.Shard`; default one per CPU of
+the cluster), each building the whole run from the scenario and taking the turns of its own
+agents (round robin by agent index). Each round:
+
+1. the driver hands every shard its state once, at the run's first round (after building, a
+   resume, a branch's interventions): platform, recommender, every agent's state and persona;
+2. every shard takes its present agents' turns concurrently, with its own LLM client and
+   connection pool, on its copy of the platform as it was at the round's start (a consistent
+   snapshot), and returns their actions and its ``llm_calls`` records;
+3. the driver applies the actions in the single process's order (agent order, then each
+   agent's), writes them, and sends the round's writes with their answers to every shard, which
+   replays them on its copy and calls ``on_applied`` for its own agents at the same point the
+   single process does; the shards send back the state of the agents the round touched, so
+   metrics, ``interview`` and checkpoints read current agents on the driver, and the other
+   shards' copies of those agents take it at the next round's start;
+4. the shards' answers travel back with their actions and the driver writes them to the run's
+   LLM journal (the response cache's file), as its one writer; a checkpoint commits them.
+
+LLM I/O: each shard has its own provider, connection pool and middleware chain. The
+concurrency limits (``engine.concurrency`` and ``[plugins.llm_concurrency] limit``) are split
+into equal per-shard shares (no call waits on another process for a slot); several endpoints
+or keys are spread over the shards (each shard gets its own subset when there are at least
+as many endpoints as shards, else all of them starting at a different one). An LLM budget
+with a limit is one :class:`~townsquare.ray_shard.BudgetLedger` actor that every call asks
+first, so it stops the run at the same call as in one process. Same scenario and seed, the
+same event log as the single process, byte for byte apart from wall-clock columns; a shard
+that dies stops the run cleanly at its last checkpoint, and ``resume`` continues it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import math
+import socket
+import time
+from typing import Any
+
+import structlog
+
+from .errors import RunStopped, UsageError
+from .ray_shard import BudgetLedger, LedgerBudget, Shard, ShippedJournal
+
+log = structlog.get_logger("townsquare.ray_backend")
+
+INSTALL_HINT = "engine.backend = 'ray' needs Ray: pip install 'townsquare[ray]'"
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise UsageError(INSTALL_HINT) from None
+    return ray
+
+
+class RayBackend:
+    """The driver's side: the shard actors and the round's traffic with them."""
+
+    def __init__(self, sim: Any, ray: Any, shards: list[Any], ledger: Any, started: bool):
+        self.sim, self.ray, self.shards, self.ledger, self.started = sim, ray, shards, ledger, started
+        self._agents = {agent.id: agent for agent in sim.agents}
+        self._applied: list[tuple[str, list]] = []
+        self._synced = False
+        #: the state of the agents the last round touched: every shard's replicas take it
+        self._touched: dict[str, Any] = {}
+        #: the run's LLM journal (the response cache's store), which the shards' answers go to
+        self._journal = next((m.store for m in sim.llm_middleware if ShippedJournal.fits(m)), None)
+        self._journal_rows: list[int] = []
+
+    @classmethod
+    async def start(cls, sim: Any) -> "RayBackend | None":
+        """Join (or start) the cluster and build the shards; None when the run cannot be
+        sharded and plays in this process instead (a replay's provider, a person at the keyboard)."""
+        engine = sim.model.engine
+        if sim.llm_provider is not None or getattr(sim, "play", None) is not None:
+            log.warning("ray.backend.local", reason="a replay, an estimate or --play runs in one process")
+            return None
+        if hasattr(sim.platform, "apply_batch"):
+            raise UsageError(f"engine.backend = 'ray': platform {sim.scenario.platform.spec.name!r} lives on a server; "
+                             "Ray shards need a platform whose state is in the run (in_memory, recsys, town)")
+        ray = import_ray()
+        started = not ray.is_initialized()
+        if started:
+            _check_reachable(engine.ray_address)
+            try:
+                ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise UsageError(f"engine.ray_address {engine.ray_address!r}: no Ray cluster there ({exc})") from None
+        cpus = ray.cluster_resources().get("CPU", 1.0)
+        count = engine.shards or max(1, int(cpus))
+        ledger = _ledger(ray, sim)
+        if sim.services.knowledge is not None:
+            # a knowledge store kept in the run directory is built here, once: the shards open it
+            # (several processes building one chromadb store at once break it)
+            await sim.services.knowledge.search("the shards open what this builds", 1)
+        journal = next((m.store for m in sim.llm_middleware if ShippedJournal.fits(m)), None)
+        if journal is not None:
+            journal.flush()  # the shards open the journal while building: no write of ours holds its lock
+        actor = ray.remote(Shard).options(num_cpus=min(1.0, cpus / count), scheduling_strategy="SPREAD")
+        shards = [actor.remote(shard_scenario(sim.scenario, k, count, ledger), str(sim.run_dir.path), k, count) for k in range(count)]
+        backend = cls(sim, ray, shards, ledger, started)
+        try:
+            sizes = await asyncio.gather(*(shard.build.remote() for shard in shards))
+        except ray.exceptions.RayTaskError as exc:  # a shard could not build (a file missing on its node)
+            await backend.aclose()
+            raise exc.as_instanceof_cause() from None
+        except BaseException:
+            await backend.aclose()
+            raise
+        log.info("ray.backend.ready", shards=count, agents=sizes, cluster_cpus=cpus, budget_ledger=ledger is not None)
+        return backend
+
+    # ------------------------------------------------------------------ a round
+
+    async def take_turns(self, r: int, present: list[Any]) -> list[tuple[bool, list[Any]]]:
+        if not self._synced:
+            await self._sync()
+            self._synced = True
+        if self.ledger is not None:
+            await self.ledger.reset.remote(self._budget().get_state())
+        turns: dict[str, tuple[bool, list[Any]]] = {}
+        started = time.perf_counter()
+        outs = await self._all("turns", r, self.ray.put(self._touched))
+        log.debug("ray.round.turns", round=r, seconds=round(time.perf_counter() - started, 4))
+        for out in outs:
+            turns.update((agent_id, (active, actions)) for agent_id, active, actions in out["turns"])
+        return [turns[agent.id] for agent in present]
+
+    def applied(self, agent: Any, applied: list[tuple[Any, Any]]) -> None:
+        self._applied.append((agent.id, applied))
+
+    async def round_applied(self, r: int) -> None:
+        ordered, self._applied = self._applied, []
+        started = time.perf_counter()
+        outs = await self._all("applied", r, self.ray.put(ordered))
+        log.debug("ray.round.applied", round=r, seconds=round(time.perf_counter() - started, 4))
+        self._touched = {}
+        for out in outs:
+            self._touched.update(out["states"])
+            for agent_id, state in out["states"].items():
+                agent = self._agents[agent_id]
+                agent.rng.bit_generator.state = state["rng"]
+                for slot, component in agent.components.items():
+                    component.set_state(state["components"][slot])
+        log.debug("ray.round.synced", round=r, seconds=round(time.perf_counter() - started, 4))
+
+    async def checkpoint(self, r: int) -> None:
+        await asyncio.gather(*(shard.checkpoint.remote() for shard in self.shards))
+        if self._journal is not None:  # the shards' answers used so far count on resume
+            self._journal.commit(self._journal_rows)
+            self._journal_rows = []
+
+    async def _all(self, method: str, *args: Any) -> list[dict[str, Any]]:
+        """Call ``method`` on every shard; their LLM records reach the driver (in shard order,
+        which keeps each agent's calls in order); a stop in one shard, or a dead shard, stops
+        the others' new calls and then the round."""
+        ray = self.ray
+        stopped: list[str] = []
+
+        async def call(k: int, shard: Any) -> dict[str, Any]:
+            try:
+                out = await getattr(shard, method).remote(*args)
+            except ray.exceptions.RayActorError as exc:
+                out = {"stopped": f"Ray shard {k} is gone ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})",
+                       "records": [], "journal": []}
+            except ray.exceptions.RayTaskError as exc:
+                raise exc.as_instanceof_cause() from None
+            if "stopped" in out:
+                stopped.append(out["stopped"])
+                for other in self.shards:
+                    other.stop.remote(out["stopped"])
+            return out
+
+        outs = await asyncio.gather(*(call(k, shard) for k, shard in enumerate(self.shards)))
+        for out in outs:
+            self._ingest(out["records"], out["journal"])
+        if stopped:
+            raise RunStopped(stopped[0])
+        return outs
+
+    def _ingest(self, records: list[Any], journals: list[tuple[list, list]]) -> None:
+        """A shard's ``llm_calls`` records, as if made here (rows, totals, hooks, the budget's
+        counts), and its answers into the run's LLM journal."""
+        for puts, touches in journals:
+            if self._journal is None:
+                break
+            for put in puts:
+                self._journal_rows.append(self._journal.put(*put))
+            for rowid, round in touches:
+                self._journal.touch(rowid, round)
+                self._journal_rows.append(rowid)
+        sim = self.sim
+        observers = getattr(getattr(sim, "accounting", None), "observers", ())
+        for record in records:
+            sim._on_llm_call(record)
+            for observer in observers:
+                observer(record)
+
+    async def _sync(self) -> None:
+        sim, ray = self.sim, self.ray
+        if self._journal is not None:
+            self._journal.flush()  # a resumed shard's journal marks rows as the driver's did
+        resumed = sim.info.start_round > 0
+        llm = {type(m).__name__: m.get_state() for m in sim.llm_middleware if resumed and hasattr(m, "get_state")}
+        common = ray.put({"platform": sim.platform.get_state(), "recommender": sim.services.recommender.get_state(), "llm": llm})
+        agents = ray.put({agent.id: {"persona": agent.persona, "rng": agent.rng.bit_generator.state,
+                                     "components": {slot: c.get_state() for slot, c in agent.components.items()}}
+                          for agent in sim.agents})
+        self._touched = {}
+        await asyncio.gather(*(shard.sync.remote(common, agents) for shard in self.shards))
+
+    def _budget(self) -> Any:
+        return next(m for m in self.sim.llm_middleware if type(m).__name__ == "LLMBudget")
+
+    async def aclose(self) -> None:
+        """Close every shard (its LLM journal flushes), then end the actors."""
+        ray = self.ray
+        closing = [shard.close.remote() for shard in self.shards]
+        if closing:
+            await asyncio.wait([asyncio.ensure_future(_quiet(ref)) for ref in closing], timeout=30)
+        for actor in [*self.shards, *([self.ledger] if self.ledger is not None else [])]:
+            ray.kill(actor)
+        self.shards = []
+        if self.started:
+            ray.shutdown()
+
+
+def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
+    """``HOST:PORT`` and ``ray://HOST:PORT`` answer a TCP connection within ``timeout``, or
+    the run stops with one line (Ray itself retries an unreachable address for minutes)."""
+    if not address or address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"engine.ray_address {address!r}: expected HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise UsageError(f"engine.ray_address {address!r}: no Ray cluster answers there ({exc})") from None
+
+
+async def _quiet(ref: Any) -> None:
+    try:
+        await ref
+    except Exception:  # noqa: BLE001 - a dead shard has nothing left to close
+        pass
+
+
+def _ledger(ray: Any, sim: Any) -> Any:
+    """The budget's actor, when the scenario's ``llm_budget`` has a limit (else None: nothing
+    to enforce mid-round, and the driver's budget counts every shard's calls anyway)."""
+    link = next((c for c in sim.scenario.llm_middleware if c.spec.name == "llm_budget"), None)
+    config = getattr(link, "config", None)
+    if config is None or not any((config.max_calls, config.max_tokens, config.max_cost)):
+        return None
+    return ray.remote(BudgetLedger).options(num_cpus=0).remote(link.spec.factory, config, str(sim.run_dir.path))
+
+
+def shard_scenario(scenario: Any, shard: int, shards: int, ledger: Any) -> Any:
+    """The scenario as shard ``shard`` of ``shards`` builds it: its share of the concurrency
+    limits, its endpoints, and the budget ledger in place of the budget link."""
+    model = scenario.model
+    share = math.ceil(model.engine.concurrency / shards)
+    plugins = {name: dict(section) for name, section in model.plugins.items()}
+    middleware = []
+    for choice in scenario.llm_middleware:
+        config = choice.config
+        if choice.spec.name == "llm_concurrency" and getattr(config, "limit", None):
+            config = config.model_copy(update={"limit": math.ceil(config.limit / shards)})
+            plugins.setdefault("llm_concurrency", {})["limit"] = config.limit
+        elif choice.spec.name == "llm_budget" and ledger is not None:
+            choice = dataclasses.replace(choice, spec=dataclasses.replace(choice.spec, factory=functools.partial(LedgerBudget, ledger=ledger)))
+        middleware.append(dataclasses.replace(choice, config=config))
+    llm = scenario.llm
+    if llm is not None and getattr(llm.config, "endpoints", None):
+        llm = dataclasses.replace(llm, config=spread_endpoints(llm.config, shard, shards))
+    engine = model.engine.model_copy(update={"concurrency": share})
+    return dataclasses.replace(scenario, model=model.model_copy(update={"engine": engine, "plugins": plugins}),
+                               llm=llm, llm_middleware=middleware)
+
+
+def spread_endpoints(config: Any, shard: int, shards: int) -> Any:
+    """An endpoint config (``base_url`` + keys, and ``endpoints``) for one shard: with at least
+    as many endpoints as shards, every ``shards``-th endpoint from this shard's; else all of
+    them, starting at a different one in each shard."""
+    endpoint = type(config.endpoints[0])
+    every = [endpoint.model_construct(base_url=config.base_url, api_key_env=config.api_key_env, api_key_file=config.api_key_file),
+             *config.endpoints]
+    if len(every) >= shards:
+        mine = every[shard::shards]
+    else:
+        start = shard % len(every)
+        mine = every[start:] + every[:start]
+    first = mine[0]
+    return config.model_copy(update={"base_url": first.base_url, "api_key_env": first.api_key_env,
+                                     "api_key_file": first.api_key_file, "endpoints": mine[1:]})

@@ -1,0 +1,285 @@
+"""One shard of a Ray run: an actor that takes some of the agents' turns (see :mod:`townsquare.ray_backend`).
+
+A shard builds the run from the scenario as the driver does (:func:`townsquare.assembly.assemble`,
+same seeds) and keeps a copy of the platform, the recommender and every agent. Its own agents
+are those with index ``i % shards == shard``; the others are copies, set at each round's start
+from the state their owners sent back, because a design may read another agent during a turn
+(RecAgent's chat reads the partner's memory). Each round it takes its own agents' turns exactly as the single process does (:meth:`townsquare.engine.Simulation.take_turns`),
+with its own LLM client and connection pool, and returns the actions and the ``llm_calls``
+records; then it replays the round's writes, in the driver's order, on its platform copy,
+telling its agents' components what the platform answered (``on_applied``) at the point the
+single process does, and returns its agents' state. A replayed write whose answer differs
+from the driver's is a :class:`ShardDiverged` error: the copies never drift silently.
+
+:class:`LedgerBudget` and :class:`BudgetLedger` keep an LLM budget with limits global: every
+call asks one ledger actor first, as every call asks the one budget link in a single process.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+from typing import Any
+
+import structlog
+
+from .engine import Simulation, _stop_reason
+from .errors import RunStopped
+from .llm import LLMCallRecord
+from .llm_faults import LLMFault
+from .slots import notify_round_start, round_observers
+
+log = structlog.get_logger("townsquare.ray_shard")
+
+#: what a stopped round ends with in a shard (the calls in flight land first)
+STOPS = (RunStopped, LLMFault)
+
+
+class ShardDiverged(RuntimeError):
+    """A shard's platform copy answered a replayed write unlike the driver's platform."""
+
+
+class Shard(Simulation):
+    """The actor (``ray.remote(Shard)``): a :class:`Simulation` with some agents, no store and
+    no plugin hooks; every method is a coroutine, so :meth:`stop` runs while turns are in flight."""
+
+    def __init__(self, scenario: Any, run_path: str, shard: int, shards: int):  # noqa: D107 - no Simulation.__init__: no hooks
+        self.scenario, self.model, self.run_path = scenario, scenario.model, run_path
+        self.shard, self.shards = shard, shards
+        self.backend = None
+        self.round = -1
+        self.llm_middleware: list[Any] = []
+        self.llm_provider = None
+        self.records: list[LLMCallRecord] = []
+        from . import logs
+
+        logs.configure(level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning"))  # a worker's own logging
+
+    def _on_llm_call(self, call: LLMCallRecord) -> None:
+        self.records.append(call)
+
+    def _outcome(self, **out: Any) -> dict[str, Any]:
+        """``out`` with the LLM records and the journal writes made since the last outcome."""
+        records, self.records = self.records, []
+        return {**out, "records": records, "journal": [journal.take() for journal in getattr(self, "journals", ())]}
+
+    async def build(self) -> int:
+        from .assembly import assemble
+
+
+        built = await assemble(self.scenario, self.run_path, on_llm_call=self._on_llm_call, current_round=lambda: self.round)
+        self.services, self.platform, self.agents = built.services, built.services.platform, built.agents
+        # every agent is built here: a design may read another agent during a turn (RecAgent's
+        # chat reads the partner's memory through the platform), so the others are replicas,
+        # set from their owners' state at each round's start (:meth:`turns`)
+        self.mine = [agent for agent in self.agents if owner_of(agent.index, self.shards) == self.shard]
+        self.llm_middleware, self._stages = built.llm_middleware, built.stages
+        if built.provider is not None:
+            self.provider, self.accounting = built.provider, built.accounting
+        self.journals = [ShippedJournal(link) for link in self.llm_middleware if ShippedJournal.fits(link)]
+        self._by_id = {agent.id: agent for agent in self.mine}
+        self._all = {agent.id: agent for agent in self.agents}
+        self._round_observers = round_observers([self.platform, self.services.recommender, *self.llm_middleware,
+                                                 *(c for a in self.agents for c in a.components.values())])
+        # whose state can change in a round they are absent from: theirs is sent back every round
+        self._observing = [a for a in self.mine if any(hasattr(c, "on_round_start") for c in a.components.values())]
+        # calls made while building were made (and recorded) by the driver's build too; the
+        # driver's state replaces whatever they gave here (sync)
+        self.records.clear()
+        log.info("ray.shard.built", shard=self.shard, agents=len(self.mine))
+        return len(self.mine)
+
+    async def sync(self, common: dict[str, Any], agents: dict[str, Any]) -> None:
+        """Take the driver's state: at a run's first round (after building, a resume, a branch's
+        interventions), so every copy starts from the driver's."""
+        self.platform.set_state(common["platform"])
+        self.services.recommender.set_state(common["recommender"])
+        for agent in self.agents:
+            agent.persona = agents[agent.id]["persona"]
+        self._set_agents(agents)
+        for link in self.llm_middleware:
+            state = common["llm"].get(type(link).__name__)
+            if state is not None and hasattr(link, "set_state"):
+                link.set_state(state)
+
+    def _set_agents(self, states: dict[str, Any], replicas_only: bool = False) -> None:
+        for agent_id, saved in states.items():
+            agent = self._all[agent_id]
+            if replicas_only and agent_id in self._by_id:
+                continue
+            agent.rng.bit_generator.state = saved["rng"]
+            for slot, component in agent.components.items():
+                component.set_state(saved["components"][slot])
+
+    def _now(self, r: int) -> Any:
+        clock = self.model.clock
+        return clock.start + timedelta(minutes=r * clock.minutes_per_round)
+
+    async def turns(self, r: int, replicas: dict[str, Any]) -> dict[str, Any]:
+        """Round ``r``'s turns of this shard's present agents: ``{"turns": [(id, active, actions)],
+        "records": [...]}``, or ``{"stopped": reason, "records": [...]}``. ``replicas``: the state
+        of the agents the last round touched, from their owners."""
+        self.round = r
+        now = self._now(r)
+        cpu, wall = time.process_time(), time.perf_counter()
+        self._set_agents(replicas, replicas_only=True)
+        try:
+            await notify_round_start(self._round_observers, r, now)
+            present = [a for a in self.mine if a.present(r)]
+            results = await Simulation.take_turns(self, r, present, now)
+        except STOPS as exc:
+            return self._outcome(stopped=_stop_reason(exc))
+        log.debug("ray.shard.turns", shard=self.shard, round=r, agents=len(present), wall_s=round(time.perf_counter() - wall, 4),
+                  cpu_s=round(time.process_time() - cpu, 4))
+        return self._outcome(turns=[(a.id, active, actions) for a, (active, actions) in zip(present, results)])
+
+    async def applied(self, r: int, ordered: list[tuple[str, list[tuple[Any, Any]]]]) -> dict[str, Any]:
+        """Replay the round's writes (``(agent_id, [(action, the driver's result)])`` in apply
+        order) on the platform copy; this shard's agents hear theirs right after them. Returns
+        the state of every agent of this shard that the round touched."""
+        now = self._now(r)
+        now_iso = now.isoformat()
+        try:
+            for agent_id, pairs in ordered:
+                for action, expected in pairs:
+                    got = await self.platform.apply(action, r, now_iso)
+                    if (got.ok, got.created_id) != (expected.ok, expected.created_id):
+                        raise ShardDiverged(f"shard {self.shard}: round {r}, {action.kind} by {agent_id}: the platform copy answered "
+                                            f"{got.ok}/{got.created_id}, the driver's {expected.ok}/{expected.created_id}")
+                agent = self._by_id.get(agent_id)
+                if agent is not None:
+                    await Simulation.notify_applied(self, agent, r, now, pairs)
+        except STOPS as exc:
+            return self._outcome(stopped=_stop_reason(exc))
+        touched = {a.id: a for a in self._observing}
+        touched.update((a.id, a) for a in self.mine if a.present(r))
+        states = {a.id: {"rng": a.rng.bit_generator.state, "components": {s: c.get_state() for s, c in a.components.items()}}
+                  for a in touched.values()}
+        return self._outcome(states=states)
+
+    async def checkpoint(self) -> None:
+        """The driver writes a checkpoint: the LLM links commit as their ``get_state`` does."""
+        for link in self.llm_middleware:
+            if hasattr(link, "get_state"):
+                link.get_state()
+
+    async def stop(self, reason: str) -> None:
+        """Another shard stopped the round: refuse new LLM calls (those in flight land)."""
+        accounting = getattr(self, "accounting", None)
+        if accounting is not None:
+            accounting.refuse = reason
+
+    async def close(self) -> None:
+        await self._close_all()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class ShippedJournal:
+    """Stands in for the response cache's journal (a link's ``store``: ``put``, ``touch``,
+    ``commit``, ``flush``) in a shard: reads go to the run's journal file, writes travel to the
+    driver with the shard's answers and the driver writes them, in group commits, as the one
+    writer of the file (several processes committing each answer would wait on its lock)."""
+
+    def __init__(self, link: Any):
+        self.store = link.store
+        link.store = self
+        self.puts: list[tuple] = []
+        self.touches: list[tuple[int, int]] = []
+
+    @staticmethod
+    def fits(link: Any) -> bool:
+        store = getattr(link, "store", None)
+        return all(hasattr(store, name) for name in ("put", "touch", "commit", "flush")) and not getattr(link, "replay", False)
+
+    def __getattr__(self, name: str) -> Any:  # next_n, get, restore, meta...: the file's
+        return getattr(self.store, name)
+
+    def put(self, agent: str, key: str, n: int, round: int, purpose: str, response: Any) -> int:
+        self.puts.append((agent, key, n, round, purpose, response))
+        return -len(self.puts)  # not a row yet: the driver's put makes it one
+
+    def touch(self, rowid: int, round: int) -> None:
+        self.touches.append((rowid, round))
+
+    def commit(self, rowids: list[int]) -> None:
+        """The driver commits the rows it wrote and touched (:meth:`RayBackend.checkpoint`)."""
+
+    def flush(self) -> None:
+        """Nothing is written here."""
+
+    def take(self) -> tuple[list[tuple], list[tuple[int, int]]]:
+        taken = (self.puts, self.touches)
+        self.puts, self.touches = [], []
+        return taken
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class LedgerBudget:
+    """``llm_budget`` in a shard when the scenario sets a limit: the counts live in one
+    :class:`BudgetLedger` actor, so the limit is the run's, not the shard's."""
+
+    def __init__(self, config: Any, ctx: Any, ledger: Any):
+        self.config = config
+        self.ledger = ledger
+
+    def bind_accounting(self, accounting: Any) -> None:
+        accounting.observers.append(self.observe)
+
+    def observe(self, call: LLMCallRecord) -> None:
+        if call.status in ("ok", "error"):
+            self.ledger.observe.remote(call.status, call.prompt_tokens + call.completion_tokens, call.cost)
+
+    async def __call__(self, request: Any, call_next: Any) -> Any:
+        refused = await self.ledger.acquire.remote()
+        if refused is not None:
+            raise RunStopped(refused)
+        try:
+            return await call_next(request)
+        finally:
+            self.ledger.release.remote()
+
+    def get_state(self) -> dict[str, Any]:
+        return {}  # the driver's budget holds the run's counts
+
+
+class BudgetLedger:
+    """The actor behind :class:`LedgerBudget`: the driver sets it from its own budget at each
+    round's start; the shards' calls are counted and refused here in the order they ask."""
+
+    def __init__(self, budget_class: Any, config: Any, run_dir: str):
+        self.budget = budget_class(config, _RunDir(run_dir))  # the scenario's llm_budget link
+
+    def reset(self, state: dict[str, Any]) -> None:
+        self.budget.set_state(state)
+        self.budget.in_flight = 0
+
+    def acquire(self) -> str | None:
+        reached = self.budget.reached()
+        if reached is not None:
+            return self.budget.message(reached)
+        self.budget.in_flight += 1
+        return None
+
+    def release(self) -> None:
+        self.budget.in_flight -= 1
+
+    def observe(self, status: str, tokens: int, cost: float) -> None:
+        self.budget.observe(LLMCallRecord(round=0, agent_id=None, purpose="", provider="", model="", status=status,
+                                          prompt_tokens=tokens, cost=cost))
+
+
+class _RunDir:
+    """The little of a BuildContext the budget's message needs."""
+
+    def __init__(self, run_dir: str):
+        self.services = type("Services", (), {"run_dir": run_dir})()
+
+
+def owner_of(index: int, shards: int) -> int:
+    """The shard that holds agent ``index``: round robin, so populations spread evenly."""
+    return index % shards

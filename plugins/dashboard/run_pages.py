@@ -1,0 +1,81 @@
+"""Pages about the whole run: the follower graph, metric plots over rounds, the LLM calls."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .follower_graph import graph_svg
+from .html_parts import Raw, agent_link, cards, join, money, number, pager, section, table, tag
+from .run_reader import RunReader
+from .svg_chart import line_chart
+
+CALLS_PER_PAGE = 50
+#: per-agent or per-item keys of a metric (``town_metrics.knows.<agent>``) are not plotted
+MAX_SERIES_PER_METRIC = 8
+
+
+def graph_page(reader: RunReader) -> tuple[str, Raw]:
+    agents = reader.agents()
+    edges = reader.follow_edges()
+    top = sorted(agents, key=lambda a: (-a["followers"], a["name"]))[:10]
+    names = {a["id"]: a["name"] for a in agents}
+    return "Follower graph", join([
+        cards([("agents", number(len(agents))), ("follow edges", number(len(edges))),
+               ("agents nobody follows", number(sum(1 for a in agents if not a["followers"])))]),
+        tag("p", "Now: every follow and unfollow so far, replayed. An arrow points from follower to followee; "
+                 "a node's area grows with its followers. Click an agent to open it.", class_="note"),
+        tag("div", graph_svg(agents, edges), class_="graph-box"),
+        section("Most followed", table(("agent", "population", "followers", "follows"),
+                                       [(agent_link(a["id"], names), a["population"], a["followers"], a["following"]) for a in top])),
+    ])
+
+
+def metric_groups(values: dict[str, dict[int, float]]) -> dict[str, dict[str, dict[int, float]]]:
+    """``name.key`` series grouped by metric name, one chart each."""
+    groups: dict[str, dict[str, dict[int, float]]] = defaultdict(dict)
+    for name, series in sorted(values.items()):
+        metric, _, key = name.partition(".")
+        groups[metric][key or metric] = series
+    return dict(groups)
+
+
+def metrics_page(reader: RunReader) -> tuple[str, Raw]:
+    rounds = reader.rounds()
+    charts = [line_chart(reader.actions_per_round(), "Accepted actions per round, by kind", "actions"),
+              line_chart({"active agents": {r["round"]: float(r["active"] or 0) for r in rounds},
+                          "LLM calls": {r["round"]: float(r["llm_calls"] or 0) for r in rounds}}, "Activity per round")]
+    for metric, series in metric_groups(reader.metrics()).items():
+        # a metric that reports one key per agent (or item) would be a bundle of lines: plot its summary keys only
+        summary = {k: v for k, v in series.items() if k.count(".") == 0} or series
+        charts.append(line_chart(dict(list(summary.items())[:MAX_SERIES_PER_METRIC]), metric))
+    return "Metrics", join([tag("p", "Over rounds, as the run's metric plugins measured them (the metrics table).", class_="note"),
+                            tag("div", join(charts), class_="charts")])
+
+
+def llm_page(reader: RunReader, offset: int) -> tuple[str, Raw]:
+    summary = reader.llm_summary()
+    totals = summary["totals"]
+    calls, total = reader.llm_calls(CALLS_PER_PAGE, offset)
+    names = reader.names()
+    mean_latency = [r["mean_latency_ms"] for r in summary["purposes"] if r["mean_latency_ms"] is not None]
+    purposes = [(r["purpose"], number(r["calls"]), number(r["ok"]), number(r["errors"]), number(r["parse_failures"]),
+                 number(r["prompt_tokens"]), number(r["completion_tokens"]), number(r["mean_latency_ms"], 1), money(r["cost"]))
+                for r in summary["purposes"]]
+    rows = [(c["seq"], c["round"], agent_link(c["agent"], names) if c["agent"] else "–", c["purpose"], c["model"],
+             tag("span", c["status"], class_=f"status-{c['status']}"), number(c["prompt_tokens"]), number(c["completion_tokens"]),
+             number(c["latency_ms"], 1), money(c["cost"]), c["error_kind"] or (c["error"] or "")[:80]) for c in calls]
+    per_round = summary["per_round"]
+    return "LLM calls", join([
+        cards([("calls", number(totals["calls"])), ("failed attempts", number(totals["errors"])),
+               ("parse failures", number(totals["parse_failures"])), ("prompt tokens", number(totals["prompt_tokens"])),
+               ("completion tokens", number(totals["completion_tokens"])), ("cost", money(totals["cost"])),
+               ("mean latency", f"{number(sum(mean_latency) / len(mean_latency), 1)} ms" if mean_latency else "–")]),
+        tag("div", join([line_chart({"calls": per_round["calls"]}, "LLM calls per round (round -1: while the run was built)"),
+                         line_chart({"tokens": per_round["tokens"]}, "Tokens per round (prompt + completion)"),
+                         line_chart({"mean latency (ms)": per_round["latency"]}, "Mean latency per round", "ms")]), class_="charts"),
+        section("By purpose", table(("purpose", "calls", "ok", "failed", "parse failures", "prompt tokens", "completion tokens",
+                                     "mean latency (ms)", "cost"), purposes, empty="no LLM calls")),
+        section("Calls, newest first", join([pager("/llm", offset, CALLS_PER_PAGE, total),
+                                             table(("#", "round", "agent", "purpose", "model", "status", "prompt", "completion",
+                                                    "latency (ms)", "cost", "error"), rows, empty="no LLM calls")])),
+    ])

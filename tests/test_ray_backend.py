@@ -1,0 +1,209 @@
+"""``[engine] backend = "ray"`` gives the single process's event log (budget P6).
+
+One local Ray cluster of 2 CPUs for the module (skipped when Ray is not installed); every run
+uses two shard actors. Tables are compared whole, but for the wall-clock columns.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from helpers import PERSONAS, scenario_text
+
+#: columns that hold wall-clock times: the only ones allowed to differ
+WALL_CLOCK = {"latency_ms", "wall_seconds"}
+RAY = ["engine.backend=ray", "engine.shards=2"]
+SCRIPTED = '[recommender]\nname = "random"\n[plugins.scripted]\nlatency_ms = 1.0\n'
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+def event_log(run_dir) -> dict[str, list[tuple]]:
+    """Every table of ``events.sqlite`` in row order, without the wall-clock columns."""
+    db = sqlite3.connect(f"{run_dir}/events.sqlite")
+    try:
+        tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+        log = {}
+        for table in tables:
+            columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})") if row[1] not in WALL_CLOCK]
+            log[table] = db.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid").fetchall()
+        return log
+    finally:
+        db.close()
+
+
+def journal(run_dir) -> list[tuple]:
+    """The run's LLM journal (the response cache), without wall-clock columns, in key order."""
+    db = sqlite3.connect(f"{run_dir}/llm_cache.sqlite")
+    try:
+        return db.execute("SELECT agent, key, n, round, committed, purpose, text, prompt_tokens, completion_tokens"
+                          " FROM responses ORDER BY agent, key, n").fetchall()
+    finally:
+        db.close()
+
+
+def baseline_text(rounds: int = 4, count: int = 9) -> str:
+    """Embedding-baseline agents with Pareto activity (the agents' generators decide who acts)."""
+    return (f'name = "t"\nseed = 5\nrounds = {rounds}\n[activity]\nmodel = "pareto"\nx_min = 3.0\n'
+            '[embedder]\nname = "hash"\n' + PERSONAS.format(count=count, policy="embedding_baseline"))
+
+
+def test_scripted_model_same_log_as_one_process(ray_cluster, write_scenario, run_scenario):
+    path = write_scenario(scenario_text(rounds=3, count=6, policy="scripted_feed", llm=True, extra=SCRIPTED))
+    one, _ = run_scenario(path)
+    sharded, summary = run_scenario(path, overrides=RAY)
+    assert summary.stopped is None and summary.llm_calls > 0
+    assert event_log(sharded.path) == event_log(one.path)
+    assert event_log(one.path)["actions"] and event_log(one.path)["llm_calls"]
+    assert journal(sharded.path) == journal(one.path)  # the shards' answers reach the run's cache
+
+
+def test_embedding_baseline_same_log_as_one_process(ray_cluster, write_scenario, run_scenario):
+    path = write_scenario(baseline_text())
+    one, _ = run_scenario(path)
+    sharded, _ = run_scenario(path, overrides=RAY)
+    log = event_log(one.path)
+    assert event_log(sharded.path) == log
+    assert {row[4] for row in log["actions"]} >= {"post", "like"}
+
+
+def test_killed_shard_stops_at_checkpoint_and_resume_gives_the_same_log(ray_cluster, write_scenario, run_scenario, make_plugins):
+    from townsquare.engine import Simulation
+    from townsquare.runner import resume_run
+
+    class KillsAShard(Simulation):
+        """Kills shard 0 while round 2's turns are in flight."""
+
+        async def take_turns(self, r, present, now):
+            if r == 2:
+                ray_cluster.kill(self.backend.shards[0])
+            return await super().take_turns(r, present, now)
+
+    path = write_scenario(scenario_text(rounds=4, count=6, policy="scripted_feed", llm=True, extra=SCRIPTED))
+    one, _ = run_scenario(path)
+    killed, summary = run_scenario(path, overrides=RAY, simulation_class=KillsAShard)
+    assert summary.stopped is not None and "Ray shard 0" in summary.stopped
+    assert summary.rounds_completed == 2
+    manifest = killed.read_manifest()
+    assert manifest["status"] == "stopped" and manifest["rounds_completed"] == 2
+    _, resumed = resume_run(killed.path, plugins=make_plugins(enable=["townsquare.testing.scripted"]))
+    assert resumed.stopped is None and resumed.rounds_completed == 4
+    assert event_log(killed.path) == event_log(one.path)
+    assert journal(killed.path) == journal(one.path)
+
+
+def test_budget_stops_at_the_same_call_as_one_process(ray_cluster, write_scenario, run_scenario, make_plugins):
+    from townsquare.runner import resume_run
+
+    extra = SCRIPTED + "[plugins.llm_budget]\nmax_calls = 13\n"
+    path = write_scenario(scenario_text(rounds=4, count=6, policy="scripted_feed", llm=True, extra=extra))
+    one, stop_one = run_scenario(path)
+    sharded, stop_sharded = run_scenario(path, overrides=RAY)
+    assert stop_one.stopped is not None and "LLM budget reached" in stop_one.stopped
+    assert stop_sharded.stopped is not None and "LLM budget reached" in stop_sharded.stopped
+    assert stop_sharded.rounds_completed == stop_one.rounds_completed
+    assert event_log(sharded.path) == event_log(one.path)
+    # the single process's stopped run goes on on Ray, the sharded one in one process
+    plugins = make_plugins(enable=["townsquare.testing.scripted"])
+    raise_budget = ["plugins.llm_budget.max_calls=1000"]
+    resume_run(one.path, overrides=[*raise_budget, *RAY], plugins=plugins)
+    resume_run(sharded.path, overrides=[*raise_budget, "engine.backend=local"], plugins=plugins)
+    assert event_log(sharded.path) == event_log(one.path)
+    assert journal(sharded.path) == journal(one.path)
+    assert event_log(one.path)["rounds"][-1][0] == 3
+
+
+def test_branch_of_a_sharded_run_equals_the_single_process_branch(ray_cluster, write_scenario, run_scenario, make_plugins, tmp_path):
+    from townsquare.branch import branch_run, parse_interventions
+
+    path = write_scenario(baseline_text(rounds=4))
+    logs = []
+    for name, sets in (("one", []), ("sharded", RAY)):
+        parent, _ = run_scenario(path, overrides=sets, out=tmp_path / f"parent-{name}", plugins=make_plugins())
+        branch, summary = branch_run(parent.path, 2, tmp_path / f"branch-{name}", overrides=sets,
+                                     interventions=parse_interventions([("post", "users-0001=Mountains at dawn, hiking"),
+                                                                        ("follow", "users-0002=users-0003")]))
+        assert summary.stopped is None
+        logs.append(event_log(branch.path))
+    assert logs[0] == logs[1]
+    assert any(row[4] == "post" and row[7] == "Mountains at dawn, hiking" for row in logs[0]["actions"])
+
+
+# ---------------------------------------------------------------------------- without a cluster
+
+
+def test_missing_ray_is_a_one_line_install_hint(monkeypatch, write_scenario, tmp_path, capsys):
+    import sys
+
+    from townsquare.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails, find_spec says None
+    path = write_scenario(baseline_text())
+    with pytest.raises(SystemExit) as exit:
+        main(["run", str(path), "--out", str(tmp_path / "run"), "--backend", "ray"])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "engine.backend" in err and "pip install 'townsquare[ray]'" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_shards_get_equal_shares_of_the_concurrency_limits(make_plugins, write_scenario):
+    from townsquare.ray_backend import shard_scenario
+    from townsquare.scenario import load_scenario
+
+    extra = SCRIPTED + "[engine]\nconcurrency = 100\n[plugins.llm_concurrency]\nlimit = 30\n"
+    path = write_scenario(scenario_text(policy="scripted_feed", llm=True, extra=extra))
+    scenario = load_scenario(path, [], make_plugins(enable=["townsquare.testing.scripted"]))
+    shard = shard_scenario(scenario, 1, 4, ledger=None)
+    assert shard.model.engine.concurrency == 25
+    link = next(c for c in shard.llm_middleware if c.spec.name == "llm_concurrency")
+    assert link.config.limit == 8 and shard.model.plugins["llm_concurrency"]["limit"] == 8
+    assert scenario.model.engine.concurrency == 100  # the driver's scenario is left as it was
+
+
+def test_endpoints_are_spread_over_shards():
+    from townsquare.plugins.llm.openai import Endpoint, OpenAIConfig
+    from townsquare.ray_backend import spread_endpoints
+
+    config = OpenAIConfig(base_url="http://a/v1", api_key_env="", endpoints=[
+        Endpoint(base_url=f"http://{name}/v1", api_key_env="") for name in "bcd"])
+
+    def urls(shard: int, shards: int) -> list[str]:
+        mine = spread_endpoints(config, shard, shards)
+        return [mine.base_url, *(e.base_url for e in mine.endpoints)]
+
+    assert [urls(k, 2) for k in range(2)] == [["http://a/v1", "http://c/v1"], ["http://b/v1", "http://d/v1"]]
+    assert urls(5, 8) == ["http://b/v1", "http://c/v1", "http://d/v1", "http://a/v1"]  # fewer than shards: all, rotated
+
+
+def test_an_unreachable_cluster_is_one_line_at_once():
+    from townsquare.errors import UsageError
+    from townsquare.ray_backend import _check_reachable
+
+    for address in ("127.0.0.1:1", "ray://127.0.0.1:1"):
+        with pytest.raises(UsageError, match="no Ray cluster answers there"):
+            _check_reachable(address, timeout=2)
+    with pytest.raises(UsageError, match="expected HOST:PORT"):
+        _check_reachable("nowhere")
+    _check_reachable("auto")  # left to Ray
+
+
+def test_recagent_reads_other_agents_the_same_on_ray(ray_cluster, write_scenario, run_scenario):
+    """RecAgent's chat reads the partner's memory through the platform: the shards' copies of
+    the other agents must hold their owners' state."""
+    from test_recagent_policy import scenario
+
+    path = write_scenario(scenario(rounds=4))
+    one, _ = run_scenario(path)
+    sharded, _ = run_scenario(path, overrides=RAY)
+    log = event_log(one.path)
+    assert event_log(sharded.path) == log
+    assert {"chat", "broadcast"} & {row[4] for row in log["actions"]}  # friends' messages reach memories
