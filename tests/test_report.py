@@ -25,7 +25,7 @@ SCRIPTED = "townsquare.testing.scripted"
 SECTIONS = ("At a glance", "Key numbers", "Actions by kind", "Followers", "Actions", "Text diversity", "Persona similarity",
             "Groundedness", "LLM calls", "Run", "Slot table")
 #: the page's order: what happened first, how the run was set up last
-ORDER = ["headline", "followers", "actions", "text", "similarity", "groundedness", "llm", "health", "run"]
+ORDER = ["headline", "followers", "actions", "text", "similarity", "groundedness", "zhou", "llm", "health", "run"]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
