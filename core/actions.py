@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: Actions on a social platform (Zhou et al. §3.3: browse, like, reblog, comment, post, follow).
+#: Actions on a social platform (Zhou et al. §3.1.2: browse, like, reblog, comment, post, follow).
 SOCIAL_ACTIONS: frozenset[str] = frozenset(
     {"browse", "post", "comment", "like", "reblog", "follow", "unfollow"}
 )

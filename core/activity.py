@@ -1,6 +1,6 @@
 """Who is active: Pareto-distributed activity levels.
 
-RecAgent (Wang et al., "Simulator", eq. 1) and Zhou et al. (§3.4, eq. 2) draw each agent's
+RecAgent (Wang et al., "Simulator", eq. 1) and Zhou et al. (§3.2.3, eq. 2) draw each agent's
 activity level from a Pareto distribution with density
 
     p(x) = alpha * x_min**alpha / x**(alpha + 1),   x >= x_min.

@@ -83,7 +83,7 @@ from .memory import Memory, MemoryRecord, MemoryRetrieval  # noqa: E402  (re-exp
 
 class DuplicateCheck(Component, Protocol):
     """What a policy that avoids repeating itself needs of ``memory.short_term`` (Zhou et al.
-    §3.1.2: a new post too similar to the agent's earlier ones is regenerated, at most
+    §3.1.4: a new post too similar to the agent's earlier ones is regenerated, at most
     ``max_attempts`` times, then skipped)."""
 
     @property
@@ -100,7 +100,7 @@ class DuplicateCheck(Component, Protocol):
 
 class EngagementLog(Component, Protocol):
     """What browsing and the follow reflection need of ``memory.short_term`` (Zhou et al.
-    §3.1.3): the posts the agent saw, and the posts it engaged with since a round."""
+    §3.1.4, §3.1.5): the posts the agent saw, and the posts it engaged with since a round."""
 
     def remember_posts(self, posts: Sequence[Any]) -> None:
         """Keep the browsed posts (``PostView``) so later actions on them can be described."""

@@ -57,6 +57,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.baselines.embedding_baseline",
     "townsquare.plugins.report.activity",
     "townsquare.plugins.report.groundedness",
+    "townsquare.plugins.report.zhou_command",
     # run-health monitors (metrics that warn while a run goes on)
     "townsquare.plugins.monitors.repetition",
     "townsquare.plugins.monitors.homogenisation",

@@ -47,7 +47,7 @@ class ClockConfig(_Strict):
 
 
 class ActivityConfig(_Strict):
-    """Activity levels are drawn from a Pareto distribution (RecAgent eq. 1, Zhou et al. §3.4).
+    """Activity levels are drawn from a Pareto distribution (RecAgent eq. 1, Zhou et al. §3.2.3).
     A level is the expected number of active sessions per simulated day."""
 
     model: Literal["pareto", "always"] = "pareto"

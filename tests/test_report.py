@@ -25,7 +25,7 @@ SCRIPTED = "townsquare.testing.scripted"
 SECTIONS = ("At a glance", "Key numbers", "Actions by kind", "Followers", "Actions", "Text diversity", "Persona similarity",
             "Groundedness", "LLM calls", "Run", "Slot table")
 #: the page's order: what happened first, how the run was set up last
-ORDER = ["headline", "followers", "actions", "text", "similarity", "groundedness", "llm", "health", "run"]
+ORDER = ["headline", "followers", "actions", "text", "similarity", "groundedness", "zhou", "llm", "health", "run"]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -45,8 +45,9 @@ def tokens(text: str) -> list[str]:
 
 
 def distinct(texts: list[str], n: int) -> float:
+    """Li et al. (2016): distinct n-grams over all tokens."""
     grams = [tuple(t[i:i + n]) for t in map(tokens, texts) for i in range(len(t) - n + 1)]
-    return round(100 * len(set(grams)) / len(grams), 2)
+    return round(100 * len(set(grams)) / sum(len(tokens(t)) for t in texts), 2)
 
 
 def num(html: str, label: str) -> str:

@@ -20,28 +20,33 @@ def test_tokenize_lowercases_and_splits_punctuation():
 
 
 def test_distinct_n_one_text():
-    # a b a b: unigrams a,b,a,b -> 2 distinct of 4; bigrams ab,ba,ab -> 2 distinct of 3
+    # a b a b: 4 tokens; unigrams a,b -> 2 distinct; bigrams ab,ba,ab -> 2 distinct of 3
     assert distinct_n(["a b a b"], 1) == pytest.approx(2 / 4)
-    assert distinct_n(["a b a b"], 2) == pytest.approx(2 / 3)
+    assert distinct_n(["a b a b"], 2) == pytest.approx(2 / 4)  # Li et al.: per token
+    assert distinct_n(["a b a b"], 2, per="ngram") == pytest.approx(2 / 3)
 
 
 def test_distinct_n_does_not_cross_texts():
     # "a b" | "b a": bigrams (a,b) and (b,a) only; crossing would add (b,b) and make 3 of 3
-    assert distinct_n(["a b", "b a"], 2) == pytest.approx(2 / 2)
+    assert distinct_n(["a b", "b a"], 2, per="ngram") == pytest.approx(2 / 2)
+    assert distinct_n(["a b", "b a"], 2) == pytest.approx(2 / 4)
     assert distinct_n(["a b", "b a"], 1) == pytest.approx(2 / 4)
 
 
 def test_distinct_percent_like_the_paper():
-    # i like cats . | i like dogs .  -> 8 unigrams, 5 distinct; 6 bigrams, 5 distinct
-    assert distinct_percent(["I like cats.", "I like dogs."]) == {"distinct-1": 62.5, "distinct-2": 83.33}
+    # i like cats . | i like dogs .  -> 8 tokens, 5 distinct unigrams; 6 bigrams, 5 distinct
+    assert distinct_percent(["I like cats.", "I like dogs."]) == {"distinct-1": 62.5, "distinct-2": 62.5}
+    assert distinct_percent(["I like cats.", "I like dogs."], per="ngram") == {"distinct-1": 62.5, "distinct-2": 83.33}
 
 
 def test_distinct_n_empty_and_short():
     assert distinct_n([], 1) is None
-    assert distinct_n(["one", "two"], 2) is None
+    assert distinct_n(["one", "two"], 2) == 0.0 and distinct_n(["one", "two"], 2, per="ngram") is None
     assert distinct_percent([]) == {"distinct-1": None, "distinct-2": None}
     with pytest.raises(ValueError):
         distinct_n(["a"], 0)
+    with pytest.raises(ValueError):
+        distinct_n(["a"], 1, per="word")
 
 
 # --------------------------------------------------------------------------- followers

@@ -1,5 +1,5 @@
 """Knowledge boundary (Zhou §3.1.1, T_k = 0.25 in §4.1) and its ablations: unbounded
-knowledge (non-personalized) and no knowledge (w/o KB)."""
+knowledge (non-personalized: the paper's w/o KB, appendix G) and no knowledge at all."""
 
 from __future__ import annotations
 

@@ -170,6 +170,6 @@ def test_shared_hotpotqa_dev_set(tmp_path):
     services = Services(platform=None, embedder=EmbeddingCache(HashEmbedder()), run_dir=str(tmp_path))
     source = build_hotpotqa(HotpotQAConfig(path=str(path)), BuildContext(services=services, seed=0))
     items = asyncio.run(source.search("Were Scott Derrickson and Ed Wood of the same nationality?", 3))
-    assert len(source.records) == 7405
+    assert len(source.texts) == 7405
     assert items[0].meta["answer"] == "yes" and "Scott Derrickson" in items[0].text
     assert source.build_seconds is not None and np.isfinite(source.build_seconds)

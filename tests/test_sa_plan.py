@@ -7,6 +7,7 @@ import json
 import math
 from datetime import datetime, timedelta
 
+import numpy as np
 import pytest
 
 from test_sa_policy_world import HIKER, PLAN, PLAN_REPAIR, START, World, scripted
@@ -14,7 +15,7 @@ from townsquare.components import BuildContext
 from townsquare.plugins.social_agent.planning import activity_plan
 from townsquare.plugins.social_agent.planning.activity_plan import ActivityPlanConfig, build_activity_plan
 from townsquare.plugins.social_agent.planning.plan_parsing import (Clock, Plan, PlanFormatError, PlanSession, Window, activity_fraction,
-                                                          fallback_plan, in_window, parse_plan, posts_in_round, quota)
+                                                          fallback_plan, full_activity_level, in_window, parse_plan, posts_in_round, quota)
 
 GOOD = """Browsing time period: 19:00-21:30
 Probability of liking: 30%
@@ -61,19 +62,37 @@ def test_malformed_plans_are_rejected(replace, problem):
 
 
 def test_activity_fraction_mapping():
-    assert activity_fraction(1.0) == pytest.approx(1 - math.exp(-1))  # 0.632
-    assert round(activity_fraction(2.0), 3) == 0.865
+    # alpha = 2, x_min = 1: the 99th percentile is x = 10 and reads 1; the rest in proportion
+    assert full_activity_level(2.0, 1.0) == pytest.approx(10.0)
+    assert activity_fraction(1.0) == pytest.approx(0.10)  # x_min
+    assert activity_fraction(math.sqrt(2)) == pytest.approx(0.1414, abs=1e-4)  # the median agent
+    assert activity_fraction(math.sqrt(10)) == pytest.approx(0.3162, abs=1e-4)  # the 90th percentile
+    assert activity_fraction(10.0) == 1.0 and activity_fraction(25.0) == 1.0
+    assert activity_fraction(2.0, alpha=1.0, x_min=0.5) == pytest.approx(2.0 / 50.0)  # x_0.99 = 0.5 * 100
+    assert activity_fraction(1.0, quantile=0.75) == pytest.approx(0.5) and activity_fraction(3.0, quantile=0.75) == 1.0  # x_0.75 = 2
     assert activity_fraction(math.inf) == 1.0
-    assert activity_fraction(0.0) == 0.01 and activity_fraction(-3) == 0.01
-    assert 0 < activity_fraction(0.001) <= 1
+    assert activity_fraction(0.0) == 0.01 and activity_fraction(-3) == 0.01 and activity_fraction(math.nan) == 0.01
+    with pytest.raises(ValueError):
+        full_activity_level(2.0, 1.0, quantile=1.0)
+
+
+def test_activity_fraction_keeps_the_long_tail():
+    """Zhou §3.2.3: "a few users are highly active and most users are low active"."""
+    from townsquare.activity import sample_activity
+
+    shown = np.array([activity_fraction(x) for x in sample_activity(np.random.default_rng(7), 20_000, 2.0, 1.0)])
+    assert np.mean(shown <= 0.2) == pytest.approx(0.75, abs=0.01)  # P(x <= 2) = 1 - 2**-2
+    assert np.mean(shown == 1.0) == pytest.approx(0.01, abs=0.003)
+    assert np.median(shown) == pytest.approx(0.1414, abs=0.005)
+    assert shown.min() >= 0.1  # the old 1 - exp(-x) showed every agent at 0.63 or more
 
 
 def test_fallback_plan_from_activity():
     assert fallback_plan(1.0).text().splitlines() == [
         "Browsing time period: 20:00-24:00", "Probability of liking: 30%", "Probability of forwarding: 10%",
         "Probability of commenting: 5%", "Posting time period: day 1-18:00-20:00", "Frequency of posting: 7 times per week"]
-    low = fallback_plan(activity_fraction(1.0))  # a = 0.632
-    assert (low.browse, low.like, low.forward, low.comment, low.posts_per_week) == (Window(1200, 1380), 19.0, 6.0, 3.0, 4)
+    low = fallback_plan(activity_fraction(1.0))  # a = 0.1
+    assert (low.browse, low.like, low.forward, low.comment, low.posts_per_week) == (Window(1200, 1260), 3.0, 1.0, 1.0, 1)
     assert parse_plan(low.text()) == low
 
 
@@ -159,7 +178,7 @@ def test_planner_parses_the_model_plan_and_decides_activity():
     assert world.recorder.purposes() == ["plan"]  # made once
     assert planner.get_state()["source"] == "llm"
     prompt = world.recorder.requests[0].messages[-1].content
-    assert "Your activity level is 0.63" in prompt and "I love hiking in the mountains." in prompt
+    assert "Your activity level is 0.10" in prompt and "I love hiking in the mountains." in prompt
     session = asyncio.run(planner.session(world.ctx(agent, 10)))
     assert session == PlanSession(browse=False, posts_due=2, like=30, forward=10, comment=5)
 

@@ -33,6 +33,7 @@ from .memory_section import memory_section
 from .recsys_section import recsys_section
 from .studies_section import studies_section
 from .town_section import town_section
+from .zhou_section import zhou_section
 
 log = structlog.get_logger("townsquare.plugins.report")
 
@@ -74,6 +75,9 @@ class Report:
     llm: dict[str, Any]
     sim: similarity.SimilarityResult | None
     sim_problem: str
+    #: the plugin set that rebuilds the run's embedder (sections that embed: zhou)
+    plugin_options: Sequence[str] = ()
+    plugins: Any = None
 
 
 #: The page, top to bottom: (anchor, title, builder). A builder takes the :class:`Report` and
@@ -90,6 +94,7 @@ SECTIONS: list[tuple[str, str, Callable[[Report], str | None]]] = [
     ("text", "Text diversity", lambda r: text_section(r.posts, r.comments, r.diversity)),
     ("similarity", "Persona similarity", lambda r: similarity_section(r.sim, r.sim_problem)),
     ("groundedness", "Groundedness", lambda r: groundedness_section(r.run.db)),
+    ("zhou", "Zhou et al. metrics", lambda r: zhou_section(r)),
     ("memory", "Reflections and plans",
      lambda r: memory_section(memory_rows(r.run.path)[1], {a.agent_id: a.persona.name for a in r.agents})),
     ("llm", "LLM calls", lambda r: llm_section(r.run.db, r.llm, r.axis)),
@@ -121,7 +126,7 @@ def render(run: tables.Run, *, with_similarity: bool = True, plugin_options: Seq
     report = Report(run=run, agents=agents, rounds=rounds, axis=axis, posts=posts, comments=comments,
                     diversity={"posts": distinct_percent(posts), "comments": distinct_percent(comments)},
                     followers=tables.follower_counts(db, [a.agent_id for a in agents]), llm=tables.llm_totals(db),
-                    sim=sim, sim_problem=sim_problem)
+                    sim=sim, sim_problem=sim_problem, plugin_options=plugin_options, plugins=plugins)
     sections = [(anchor, title, body) for anchor, title, build in SECTIONS if (body := build(report)) is not None]
     status = str(m.get("status", "unknown"))
     subtitle = (f'<span class="status-{html.escape(status)}">{html.escape(status)}</span> · seed {html.escape(str(m.get("seed")))} · '
@@ -243,7 +248,7 @@ def text_section(posts: list[str], comments: list[str], diversity: dict[str, dic
         else:
             rows.append((label, 0, 0, Raw('<span class="none">none in this run</span>'), None))
     return (html.table(("text", "count", "tokens", "distinct-1 (%)", "distinct-2 (%)"), rows)
-            + html.note("distinct-n (Li et al., 2016): distinct n-grams / all n-grams over the whole set, as a "
+            + html.note("distinct-n (Li et al., 2016): distinct n-grams / all tokens over the whole set, as a "
                         "percentage (Zhou et al. Table 1: posts 22.40 / 63.88, comments 3.38 / 19.05). Tokens: "
                         "lowercased words and punctuation marks; n-grams do not cross texts. Comments are posts "
                         "that reply to another."))

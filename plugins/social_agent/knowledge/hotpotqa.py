@@ -1,12 +1,22 @@
-"""Knowledge source ``hotpotqa``: HotpotQA question-answer pairs in a chromadb collection.
+"""Knowledge source ``hotpotqa``: HotpotQA knowledge in a chromadb collection.
 
 Zhou et al. use HotpotQA (Yang et al., 2018) as the external knowledge source and the
-agents' long-term memory (§3.1.1, §3.1.4), retrieved with ColBERT. This source reads a
-HotpotQA-format JSON file (a list of ``{"question", "answer", "type"}`` records, as in
-``hotpot_dev_v1_simplified.json``), turns each record into one item ``"Q: <question> A:
-<answer>"`` and retrieves by cosine similarity with the run's embedder (DESIGN.md §3:
-chromadb holds large shared stores) instead of ColBERT. The "Q:"/"A:" markers are single
-letters, which the TF-IDF tokenizer of the knowledge boundary ignores.
+agents' long-term memory (§3.1.1, §3.1.4), retrieved with ColBERT. Their knowledge items are
+the Wikipedia paragraphs of HotpotQA's contexts, shown as "Title: ... Text: ..." (appendix H,
+table 17). This source reads a HotpotQA JSON list in either shape:
+
+* the official (distractor / fullwiki) format, records with ``"context": [[title,
+  [sentence, ...]], ...]``: every context paragraph is one item ``"Title: <title> Text:
+  <sentences joined>"`` (a paragraph shared by several questions is one item), as the paper;
+* the simplified format, ``{"question", "answer", "type"}`` records (as in
+  ``hotpot_dev_v1_simplified.json``, which has no paragraphs): each record is one item
+  ``"Q: <question> A: <answer>"``. The "Q:"/"A:" markers are single letters, which the TF-IDF
+  tokenizer of the knowledge boundary ignores.
+
+``items = "auto"`` (default) takes paragraphs when every record has a context, else the
+question-answer pairs; ``"paragraphs"`` or ``"qa"`` force one. Items are retrieved by cosine
+similarity with the run's embedder (DESIGN.md §3: chromadb holds large shared stores)
+instead of ColBERT.
 
 chromadb is imported only here, when the source is built; without it the run stops with one
 line naming the extra to install. Its default embedding function downloads a model, so it is
@@ -27,7 +37,7 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import structlog
@@ -50,24 +60,70 @@ class HotpotQAConfig(BaseModel):
     persist: bool = Field(True, description="keep the collection under RUN_DIR/knowledge/ (false: in memory)")
     batch_size: int = Field(5000, gt=0, description="records embedded and inserted per batch (capped by chromadb's maximum)")
     collection: str = Field("hotpotqa", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,60}[a-zA-Z0-9]$")
+    items: Literal["auto", "paragraphs", "qa"] = Field(
+        "auto", description="paragraphs: one item per context paragraph; qa: one per question; auto: paragraphs when present")
 
 
 def item_text(record: dict[str, Any]) -> str:
     return f"Q: {record['question']} A: {record['answer']}"
 
 
-def read_hotpotqa(path: Path, limit: int | None = None) -> list[dict[str, str]]:
-    """The records of a HotpotQA-format file; a problem is one line naming the file."""
+def paragraph_text(title: str, sentences: list[str]) -> str:
+    """A context paragraph as the paper shows knowledge: ``Title: <title> Text: <text>``
+    (HotpotQA's sentences keep their leading spaces, so they are joined as they are)."""
+    return f"Title: {title} Text: {''.join(sentences).strip()}"
+
+
+def _context(value: Any) -> list[tuple[str, list[str]]] | None:
+    """HotpotQA's ``context`` (``[[title, [sentence, ...]], ...]``), or None when malformed."""
+    if not isinstance(value, list):
+        return None
+    paragraphs = []
+    for entry in value:
+        if (not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str) or not isinstance(entry[1], list)
+                or not all(isinstance(s, str) for s in entry[1])):
+            return None
+        paragraphs.append((entry[0], list(entry[1])))
+    return paragraphs
+
+
+def read_hotpotqa(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """The records of a HotpotQA-format file (simplified or official); a problem is one line
+    naming the file. A record keeps ``context`` (as (title, sentences) pairs) when it has one."""
     text = read_user_text(path, "HotpotQA file")
-    data = parse_json_list(text, path, "{question, answer, type} records")
+    data = parse_json_list(text, path, "{question, answer, type} or {question, answer, context} records")
     records = []
     for i, record in enumerate(data[:limit] if limit else data):
         if not isinstance(record, dict) or not isinstance(record.get("question"), str) or not isinstance(record.get("answer"), str):
             raise UsageError(f'{path}: record {i}: expected {{"question": str, "answer": str, "type": str}}')
-        records.append({"question": record["question"], "answer": record["answer"], "type": str(record.get("type", ""))})
+        kept: dict[str, Any] = {"question": record["question"], "answer": record["answer"], "type": str(record.get("type", ""))}
+        if "context" in record:
+            context = _context(record["context"])
+            if context is None:
+                raise UsageError(f'{path}: record {i}: "context" must be a list of [title, [sentence, ...]] pairs')
+            kept["context"] = context
+        records.append(kept)
     if not records:
         raise UsageError(f"{path}: no records")
     return records
+
+
+def knowledge_items(records: list[dict[str, Any]], items: str = "auto", source: str = "HotpotQA file") -> list[tuple[str, dict[str, Any]]]:
+    """(text, meta) of every item: one per distinct context paragraph, or one per question
+    (see the module docstring for ``items``)."""
+    with_context = all("context" in r for r in records)
+    if items == "paragraphs" and not with_context:
+        missing = next(i for i, r in enumerate(records) if "context" not in r)
+        raise UsageError(f'{source}: items = "paragraphs" but record {missing} has no "context" (a simplified file?)')
+    if items == "qa" or (items == "auto" and not with_context):
+        return [(item_text(r), {"question": r["question"], "answer": r["answer"], "type": r["type"]}) for r in records]
+    found: dict[str, dict[str, Any]] = {}
+    for record in records:
+        for title, sentences in record["context"]:
+            text = paragraph_text(title, sentences)
+            if text not in found and sentences:
+                found[text] = {"title": title, "question": record["question"]}
+    return list(found.items())
 
 
 def _import_chromadb() -> Any:
@@ -82,11 +138,11 @@ def _import_chromadb() -> Any:
 class HotpotQAKnowledge:
     """HotpotQA items in a chromadb collection, searched with the run's embedder."""
 
-    def __init__(self, config: HotpotQAConfig, records: list[dict[str, str]], embedder: Any, directory: Path | None,
+    def __init__(self, config: HotpotQAConfig, items: list[tuple[str, dict[str, Any]]], embedder: Any, directory: Path | None,
                  fingerprint: str):
         self.config = config
-        self.records = records
-        self.texts = [item_text(r) for r in records]
+        self.texts = [text for text, _ in items]
+        self.meta = [meta for _, meta in items]
         self.embedder = embedder
         self.directory = directory
         self.fingerprint = fingerprint
@@ -118,9 +174,9 @@ class HotpotQAKnowledge:
         existing = {c if isinstance(c, str) else c.name for c in client.list_collections()}
         if name in existing:
             collection = client.get_collection(name, embedding_function=None)
-            if (collection.metadata or {}).get("fingerprint") == self.fingerprint and collection.count() == len(self.records):
+            if (collection.metadata or {}).get("fingerprint") == self.fingerprint and collection.count() == len(self.texts):
                 self.reused = True
-                log.info("knowledge.reused", source="hotpotqa", collection=name, items=len(self.records))
+                log.info("knowledge.reused", source="hotpotqa", collection=name, items=len(self.texts))
                 return collection
             client.delete_collection(name)
         collection = client.create_collection(
@@ -137,7 +193,7 @@ class HotpotQAKnowledge:
             # should not wait on it
             await asyncio.to_thread(collection.add, ids=[str(i) for i in range(start, start + len(texts))], embeddings=vectors)
         self.build_seconds = time.perf_counter() - started
-        log.info("knowledge.built", source="hotpotqa", collection=name, items=len(self.records),
+        log.info("knowledge.built", source="hotpotqa", collection=name, items=len(self.texts),
                  seconds=round(self.build_seconds, 3), persistent=self.directory is not None)
         return collection
 
@@ -147,14 +203,11 @@ class HotpotQAKnowledge:
             return []
         collection = await self._ensure()
         vector = np.asarray(await self.embedder.embed_one(query), dtype=np.float32)
-        found = collection.query(query_embeddings=vector[None, :], n_results=min(k, len(self.records)),
+        found = collection.query(query_embeddings=vector[None, :], n_results=min(k, len(self.texts)),
                                  include=["distances"])
-        items = []
-        for key, distance in zip(found["ids"][0], found["distances"][0]):
-            record = self.records[int(key)]
-            items.append(KnowledgeItem(id=f"hotpotqa-{key}", text=self.texts[int(key)], score=round(1.0 - float(distance), 6),
-                                       meta={"question": record["question"], "answer": record["answer"], "type": record["type"]}))
-        return items
+        return [KnowledgeItem(id=f"hotpotqa-{key}", text=self.texts[int(key)], title=self.meta[int(key)].get("title", ""),
+                              score=round(1.0 - float(distance), 6), meta=dict(self.meta[int(key)]))
+                for key, distance in zip(found["ids"][0], found["distances"][0])]
 
     def get_state(self) -> dict[str, Any]:
         return {}  # the collection is rebuilt or reopened from the file
@@ -170,21 +223,21 @@ def build_hotpotqa(config: HotpotQAConfig | None, ctx: Any) -> HotpotQAKnowledge
     path = Path(config.path)
     if not path.is_absolute():
         path = Path(getattr(ctx, "base_dir", ".") or ".") / path
-    records = read_hotpotqa(path, config.limit)
+    items = knowledge_items(read_hotpotqa(path, config.limit), config.items, str(path))
     services = ctx.services
     embedder = services.embedder
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     raw = getattr(embedder, "embedder", embedder)
     fingerprint = hashlib.sha256(json.dumps(
-        [digest, config.limit, getattr(embedder, "name", "?"), getattr(embedder, "dim", 0), repr(getattr(raw, "config", None))],
+        [digest, config.limit, config.items, getattr(embedder, "name", "?"), getattr(embedder, "dim", 0), repr(getattr(raw, "config", None))],
     ).encode()).hexdigest()
     directory = Path(services.run_dir) / "knowledge" if config.persist and services.run_dir else None
-    return HotpotQAKnowledge(config, records, embedder, directory, fingerprint)
+    return HotpotQAKnowledge(config, items, embedder, directory, fingerprint)
 
 
 @hookimpl
 def townsquare_register_knowledge_sources():
     return [
         KnowledgeSourceSpec("hotpotqa", build_hotpotqa, config_model=HotpotQAConfig, priority=100,
-                            description="HotpotQA question-answer pairs in chromadb, searched with the run's embedder (Zhou §3.1.1)"),
+                            description="HotpotQA Wikipedia paragraphs (or question-answer pairs) in chromadb, searched with the run's embedder (Zhou §3.1.1)"),
     ]

@@ -1,6 +1,7 @@
 """Persona knowledge ``unbounded_knowledge``: every retrieved item is used.
 
-The "non-personalized knowledge" ablation of Zhou et al. (appendix G, tables 15-16): the
+Zhou et al.'s "w/o KB" ablation (appendix G, tables 15-16: KB is the knowledge *boundary*,
+and the text describes the ablated agent as "using ... non-personalized knowledge"): the
 agent draws on the knowledge source with no knowledge boundary, like agents that "directly
 retrieve it from knowledge datasets" (§1). Same retrieval as ``knowledge_boundary`` (top
 ``k`` items for the topic from the run's ``[knowledge]`` source), no TF-IDF filter.
@@ -43,6 +44,6 @@ def townsquare_register_persona_components():
         PersonaComponentSpec(
             "unbounded_knowledge", build_unbounded_knowledge, config_model=UnboundedKnowledgeConfig, persona_kind="knowledge",
             priority=50, needs_knowledge=True,
-            description="every retrieved knowledge item, no boundary (Zhou appendix G, non-personalized knowledge)",
+            description="every retrieved knowledge item, no boundary (Zhou appendix G, w/o KB: non-personalized knowledge)",
         )
     ]

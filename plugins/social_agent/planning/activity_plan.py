@@ -8,8 +8,10 @@ the agent is active, and kept in checkpoints (the paper does not say it is ever 
 
 How the Pareto level enters (§3.2.3: "user activity and persona information are input into
 the plan generation process"): only through the plan. The agent's level is mapped to (0, 1]
-(:func:`.plan_parsing.activity_fraction`: ``1 - exp(-x)``) and shown to the model, which sets
-the windows, probabilities and frequency. :meth:`ActivityPlanner.is_active` then decides every
+in proportion to the level at the 99th percentile of its population's Pareto distribution
+(:func:`.plan_parsing.activity_fraction`: ``min(1, x / x_0.99)``, so most agents read low
+and a few read 1, as the paper's long tail has it) and shown to the model, which sets the
+windows, probabilities and frequency. :meth:`ActivityPlanner.is_active` then decides every
 round: True when the round overlaps the day's browsing window or a post is due, False
 otherwise; the engine's own activity draw is overridden.
 
@@ -32,7 +34,7 @@ from townsquare.api import Message, PlannerSpec, hookimpl
 
 from ..actions.action_prompts import action_prompts, fill
 from ..persona.persona_access import full_persona_text
-from .plan_parsing import Clock, Plan, PlanFormatError, PlanSession, activity_fraction, fallback_plan, in_window, parse_plan, posts_in_round
+from .plan_parsing import FULL_ACTIVITY_QUANTILE, Clock, Plan, PlanFormatError, PlanSession, activity_fraction, fallback_plan, in_window, parse_plan, posts_in_round
 
 log = structlog.get_logger("townsquare.plugins.social_agent.planning.activity_plan")
 
@@ -49,15 +51,18 @@ class ActivityPlanConfig(BaseModel):
     max_posts_per_week: int = Field(70, ge=0)
     max_tokens: int = Field(200, gt=0)
     prompts_file: str | None = None
+    #: the Pareto quantile shown as "full activity level" 1 (see ``activity_fraction``)
+    full_activity_quantile: float = Field(FULL_ACTIVITY_QUANTILE, gt=0.0, lt=1.0)
 
 
 class ActivityPlanner:
     """Makes the plan and answers, each round, whether the agent is active."""
 
-    def __init__(self, config: ActivityPlanConfig, prompts: dict[str, str], activity_level: float):
+    def __init__(self, config: ActivityPlanConfig, prompts: dict[str, str], activity_level: float,
+                 alpha: float = 2.0, x_min: float = 1.0):
         self.config = config
         self.prompts = prompts
-        self.activity = activity_fraction(activity_level)
+        self.activity = activity_fraction(activity_level, alpha, x_min, config.full_activity_quantile)
         self.plan: Plan | None = None
         self.source: str | None = None
         self.answer: str | None = None
@@ -120,11 +125,25 @@ class ActivityPlanner:
         self._due = None
 
 
+def pareto_parameters(ctx: Any) -> tuple[float, float]:
+    """(alpha, x_min) of the activity model the agent's level was drawn from: its population's
+    ``activity`` table, else the scenario's ``[activity]``; (2, 1) without a scenario."""
+    scenario = getattr(ctx, "scenario", None)
+    activity = getattr(scenario, "activity", None)
+    for population in getattr(scenario, "populations", None) or ():
+        if population.name == getattr(ctx, "population", None) and population.activity is not None:
+            activity = population.activity
+    if activity is None:
+        return 2.0, 1.0
+    return float(activity.alpha), float(activity.x_min)
+
+
 def build_activity_plan(config: ActivityPlanConfig | None, ctx: Any) -> ActivityPlanner:
     config = config or ActivityPlanConfig()
     agent = getattr(ctx, "agent", None)
     level = agent.activity if agent is not None else 1.0
-    return ActivityPlanner(config, action_prompts(config.prompts_file, getattr(ctx, "base_dir", ".")), level)
+    alpha, x_min = pareto_parameters(ctx)
+    return ActivityPlanner(config, action_prompts(config.prompts_file, getattr(ctx, "base_dir", ".")), level, alpha, x_min)
 
 
 @hookimpl

@@ -25,10 +25,11 @@ Where the paper is silent, we choose:
   instead read the posting period as a daily one (``post_days = "daily"``).
 * A round takes part in a window when the round's time span ``[now, now + minutes_per_round)``
   overlaps it, so a window shorter than a round is not missed.
-* Probabilities become quotas per browse session (one active round's feed):
-  ``quota = floor(p / 100 * posts browsed + 0.5)`` (half up: 30% of 10 posts is 3 likes, 25% of
-  10 is 3). The paper says only that it converts the probabilities into numbers of actions
-  (§3.1.3); the agent never exceeds them.
+* Probabilities become quotas per browse session (one active round's feed): ``x = p / 100 *
+  posts browsed`` rounded stochastically with the agent's generator, ``floor(x)`` plus one with
+  probability ``x - floor(x)``, so the expected number of actions is exactly ``x`` (see
+  :func:`quota`). The paper says only that it converts the probabilities into numbers of
+  actions (§3.1.3); the agent never exceeds them.
 * The weekly posts are spread evenly over the rounds of the week's posting windows, in order:
   slot ``i`` of ``n`` gets ``floor((i + 1) f / n) - floor(i f / n)`` of the ``f`` posts.
 """
@@ -184,21 +185,41 @@ def parse_plan(text: str, max_posts_per_week: int = 70) -> Plan:
 # --------------------------------------------------------------------------- activity and fallback
 
 
-def activity_fraction(level: float) -> float:
-    """The activity level shown to the plan prompt, in (0, 1] ("full activity level is 1").
+#: The Pareto quantile read as "full activity level" (1) in the plan prompt; our choice.
+FULL_ACTIVITY_QUANTILE = 0.99
 
-    The kernel reads an agent's Pareto level ``x`` as its expected number of sessions per
-    simulated day (a Poisson process; see ``townsquare.activity``). We show the chance that
-    the agent has at least one session in a day, ``1 - exp(-x)``: 0.63 at x = 1 (the default
-    x_min), 0.86 at x = 2, 0.95 at x = 3, 1 for ``activity.model = "always"`` (x = inf). Values
-    are clipped to [0.01, 1] so the prompt never reads 0. The paper feeds a level in (0, 1]
-    without saying how it maps its Pareto draw there (§3.2.3, table 11).
+
+def full_activity_level(alpha: float, x_min: float, quantile: float = FULL_ACTIVITY_QUANTILE) -> float:
+    """The Pareto level at ``quantile``: ``x_q = x_min * (1 - q) ** (-1 / alpha)`` (10 for
+    alpha = 2, x_min = 1, q = 0.99)."""
+    if not 0 < quantile < 1:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
+    return x_min * (1.0 - quantile) ** (-1.0 / alpha)
+
+
+def activity_fraction(level: float, alpha: float = 2.0, x_min: float = 1.0,
+                      quantile: float = FULL_ACTIVITY_QUANTILE) -> float:
+    """The activity level shown to the plan prompt, in (0, 1] ("full activity level is 1";
+    Zhou et al. §3.2.3 and appendix C, table 11).
+
+    The paper draws a Pareto level (eq. 2, alpha = 2 in §4.1) so that "a few users are highly
+    active and most users are low active" (§3.2.3), and feeds it to the plan prompt without
+    saying how it maps the draw into (0, 1]. We keep it proportional: ``a = min(1, x / x_q)``
+    with ``x_q`` the level at the ``quantile`` (default 0.99) of the same Pareto distribution
+    (:func:`full_activity_level`). A linear map of a Pareto variable is Pareto, so the long tail
+    survives: with alpha = 2, x_min = 1 an agent at x_min reads 0.10, the median agent
+    (x = sqrt 2) 0.14, the 90th percentile (x = sqrt 10) 0.32, and only the top 1% read 1;
+    three agents in four read at most 0.20, and an agent twice as active reads twice as high.
+    (The earlier ``1 - exp(-x)`` showed every agent at least 0.63 active: the tail was gone.)
+    ``x = inf`` (``activity.model = "always"``) reads 1; values are clipped to [0.01, 1] so
+    the prompt never reads 0.
     """
     if math.isnan(level):
         return 0.01
     if math.isinf(level):
         return 1.0 if level > 0 else 0.01
-    return min(1.0, max(0.01, 1.0 - math.exp(-max(level, 0.0))))
+    share = max(level, 0.0) / full_activity_level(alpha, x_min, quantile)
+    return min(1.0, max(0.01, share))
 
 
 def _half_up(value: float) -> int:
