@@ -35,6 +35,7 @@ from .actions import Action, ActionResult
 from .platform import platform_actions
 from .activity import active_probability
 from .assembly import Assembly, assemble, build_llm
+from .batch_turns import take_turns_batch
 from .components import Agent, StepContext
 from .errors import ComponentError, RunStopped
 from .lifecycle import RunInfo, RunSummary
@@ -353,13 +354,14 @@ class Simulation:
                                              f"{self.scenario.platform.spec.name!r} (accepts: {', '.join(sorted(accepted))})")
                 return active, actions
 
-        tasks = [asyncio.ensure_future(turn(a)) for a in present]
+        batched = await take_turns_batch(self, r, present, now)  # None: the agent takes its turn alone
+        tasks = [asyncio.ensure_future(turn(a)) for a, done in zip(present, batched) if done is None]
         try:
-            results = await asyncio.gather(*tasks)
+            results = iter(await asyncio.gather(*tasks))
         except BaseException as exc:
             await self._settle(tasks, exc)
             raise
-        return results
+        return [next(results) if done is None else done for done in batched]
 
     async def _settle(self, tasks: list[asyncio.Future], exc: BaseException) -> None:
         """One turn failed or the run is interrupted: refuse new LLM calls, let the calls in
