@@ -403,50 +403,16 @@ class InMemoryPlatform:
     # ------------------------------------------------------------------ state
 
     def get_state(self) -> dict[str, Any]:
-        return {
-            "accounts": {agent: {"display_name": name, "bio": bio} for agent, (name, bio) in self._accounts.items()},
-            "posts": {
-                "author": list(self._author),
-                "text": list(self._text),
-                "round": list(self._round),
-                "created_at": list(self._created),
-                "reply_to": [None if r is None else _pid(r) for r in self._reply_to],
-            },
-            "likes": {_pid(i): sorted(agents) for i, agents in sorted(self._likes.items()) if agents},
-            # [event position, agent, post id]: positions interleave reblogs with posts.
-            "reblogs": [[e, agent, _pid(self._event_post[e])] for e, agent in self._reblog_events],
-            "following": {agent: sorted(f) for agent, f in sorted(self._following.items()) if f},
-            # Post indices (``p{i+1}``), as arrays: 10k agents' read marks stay compact.
-            "reads": {agent: np.array(sorted(r), dtype=np.int64) for agent, r in sorted(self._reads.items())},
-            "rng": self._rng.bit_generator.state,
-        }
+        """Columnar (see :mod:`townsquare.platforms.in_memory_state`)."""
+        from . import in_memory_state
+
+        return in_memory_state.dump(self)
 
     def set_state(self, state: dict[str, Any]) -> None:
+        from . import in_memory_state
+
         self._reset()
-        for agent, account in state.get("accounts", {}).items():
-            self._accounts[agent] = (account["display_name"], sys.intern(account["bio"]))
-        posts = state.get("posts", {})
-        rows = zip(posts.get("author", []), posts.get("text", []), posts.get("round", []),
-                   posts.get("created_at", []), posts.get("reply_to", []))
-        reblogs = {int(e): (agent, post_id) for e, agent, post_id in state.get("reblogs", [])}
-        # Replay posts and reblogs in their original order so "following" feeds keep it.
-        for position in range(len(posts.get("author", [])) + len(reblogs)):
-            if position in reblogs:
-                agent, post_id = reblogs[position]
-                self._add_reblog(agent, self._lookup(post_id))
-            else:
-                author, text, round, created, reply_to = next(rows)
-                self._add_post(author, text, int(round), created, self._lookup(reply_to))
-        for post_id, agents in state.get("likes", {}).items():
-            self._likes[self._lookup(post_id)] = set(agents)
-        for agent, targets in state.get("following", {}).items():
-            self._following[agent] = set(targets)
-            for target in targets:
-                self._followers.setdefault(target, set()).add(agent)
-        for agent, indices in state.get("reads", {}).items():
-            self._reads[agent] = array("I", sorted({int(i) for i in indices}))
-        if "rng" in state:
-            self._rng.bit_generator.state = state["rng"]
+        in_memory_state.load(self, state)
         log.debug("platform.restored", posts=len(self._author), accounts=len(self._accounts))
 
 

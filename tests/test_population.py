@@ -163,6 +163,8 @@ def test_read_marks_are_compact_and_round_trip_through_state():
     state = platform.get_state()
     copy = InMemoryPlatform(InMemoryConfig(candidate_window=40))
     copy.set_state(state)
-    assert copy.get_state()["reads"]["u1"].tolist() == [53, 58, 59]
+    reads = copy.get_state()["reads"]
+    assert reads["offsets"].tolist() == [0, 0, 3, 3, 3, 3, 3] and reads["posts"].tolist() == [59, 58, 53]
+    assert list(copy._reads["u1"]) == [59, 58, 53]
     assert asyncio.run(copy.home_timeline("u1", 3)) == asyncio.run(platform.home_timeline("u1", 3))
     assert [p.id for p in asyncio.run(copy.search("post 7", 5))] == ["p8"]
