@@ -17,6 +17,14 @@ no fixed number of right answers). Each time the agent is active it
 4. with probability ``post_probability`` posts one of its persona's sentences, or a line of
    ``content_file`` when one is given. The baseline cannot write, so it posts given text.
 
+Batch path (``batch = true``, the default): the engine hands every active agent of a round
+whose policy is this one to :meth:`EmbeddingBaseline.step_batch` at once
+(:mod:`townsquare.batch_turns`): the feeds are read in one platform call, each distinct
+persona-post cosine is computed once with numpy, and each agent then draws from its own
+generator in the order :meth:`step` does, so the event log is the one ``batch = false`` (one
+turn per agent) writes. A cosine is an elementwise product summed along the row
+(:func:`cosines`), whose bits do not depend on how many rows are computed together.
+
 Default thresholds were measured with the hash embedder (dim 256, bigrams, stop words
 dropped) on ``examples/personas.jsonl``, each persona against every other persona's sentences
 (the posts this policy makes): 0.10 / 0.15 / 0.20 put 9.8% / 3.3% / 0.8% of the 6,786 pairs
