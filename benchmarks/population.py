@@ -46,6 +46,8 @@ def measure(agents: int, rounds: int, *, batch: bool = True, out: Path | None = 
     from townsquare.runner import start_run
 
     overrides = [f"populations.0.count={agents}", f"rounds={rounds}", f"plugins.embedding_baseline.batch={str(batch).lower()}"]
+    if agents > 100_000:  # the scenario limit that guards against a typo'd count
+        overrides.append(f"limits.max_agents={agents}")
     if checkpoint_every is not None:
         overrides.append(f"engine.checkpoint_every={checkpoint_every}")
     tmp = Path(tempfile.mkdtemp(prefix="population-")) if out is None else None

@@ -35,9 +35,9 @@ from .actions import Action, ActionResult
 from .platform import platform_actions
 from .activity import active_probability
 from .assembly import Assembly, assemble, build_llm
-from .batch_turns import take_turns_batch
+from .batch_turns import check_actions, take_turns_batch
 from .components import Agent, StepContext
-from .errors import ComponentError, RunStopped
+from .errors import RunStopped
 from .lifecycle import RunInfo, RunSummary
 from .llm import LLMCallRecord
 from .llm_faults import LLMFatal, LLMFault
@@ -346,12 +346,7 @@ class Simulation:
                 reflector = agent.components.get("reflector")
                 if reflector is not None:
                     actions += await reflector.reflect(ctx) or []
-                for action in actions:
-                    if not isinstance(action, Action) or action.agent_id != agent.id:
-                        raise ComponentError(f"agent {agent.id}: a component returned {action!r}, not an Action of this agent")
-                    if action.kind not in accepted:
-                        raise ComponentError(f"agent {agent.id}: action kind {action.kind!r} is not accepted by platform "
-                                             f"{self.scenario.platform.spec.name!r} (accepts: {', '.join(sorted(accepted))})")
+                check_actions(agent, actions, accepted, self.scenario.platform.spec.name)
                 return active, actions
 
         batched = await take_turns_batch(self, r, present, now)  # None: the agent takes its turn alone
