@@ -168,3 +168,30 @@ def test_read_marks_are_compact_and_round_trip_through_state():
     assert list(copy._reads["u1"]) == [59, 58, 53]
     assert asyncio.run(copy.home_timeline("u1", 3)) == asyncio.run(platform.home_timeline("u1", 3))
     assert [p.id for p in asyncio.run(copy.search("post 7", 5))] == ["p8"]
+
+
+def test_the_batch_path_is_taken_and_checks_what_it_returns(tmp_path, monkeypatch):
+    from townsquare.errors import ComponentError
+    from townsquare.plugins.baselines.embedding_baseline import EmbeddingBaseline
+
+    calls = []
+    step_batch = EmbeddingBaseline.step_batch
+
+    async def counted(ctxs):
+        calls.append(len(ctxs))
+        return await step_batch(ctxs)
+
+    async def no_single_steps(self, ctx):
+        raise AssertionError("a batch-capable agent took its turn alone")
+
+    monkeypatch.setattr(EmbeddingBaseline, "step_batch", staticmethod(counted))
+    monkeypatch.setattr(EmbeddingBaseline, "step", no_single_steps)
+    run_baseline(tmp_path, "batch", True)
+    assert len(calls) == 8 and max(calls) > 1  # one call a round, many agents each
+
+    async def foreign(ctxs):
+        return [[Action("someone-else", "post", text="hi")] for _ in ctxs]
+
+    monkeypatch.setattr(EmbeddingBaseline, "step_batch", staticmethod(foreign))
+    with pytest.raises(ComponentError, match="not an Action of this agent"):
+        start_run(BASELINE, out=tmp_path / "bad", overrides=["populations.0.count=5", "rounds=1"])
