@@ -30,16 +30,6 @@ from .platform import platform_actions
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Simulation
 
-def batch_policy(agent: Agent) -> Any | None:
-    """The agent's policy when its turn can be taken in a batch, else None."""
-    components = agent.components
-    policy = components.get("policy")
-    if policy is None or not getattr(policy, "batch", False) or getattr(policy, "step_batch", None) is None:
-        return None
-    if "planner" in components or "reflector" in components:
-        return None
-    return policy
-
 
 async def take_turns_batch(sim: "Simulation", r: int, present: list[Agent], now: Any) -> list[tuple[bool, list[Action]] | None]:
     """The turns of ``present`` agents whose policy decides in batches, in ``present``'s order;
@@ -48,9 +38,16 @@ async def take_turns_batch(sim: "Simulation", r: int, present: list[Agent], now:
     services, start, llm = sim.services, sim.model.clock.start, sim.services.llm
     turns: list[tuple[bool, list[Action]] | None] = []
     groups: dict[type, list[tuple[int, StepContext]]] = {}
+    batch_classes: dict[type, bool] = {}  # policy class -> offers step_batch
     for position, agent in enumerate(present):
-        policy = batch_policy(agent)
-        if policy is None:
+        # batch path: a policy class with step_batch, batch on, no planner, no reflector
+        # (checked inline: this loop runs for every present agent every round)
+        components = agent.components
+        policy = components.get("policy")
+        capable = batch_classes.get(type(policy))
+        if capable is None:
+            capable = batch_classes[type(policy)] = policy is not None and getattr(policy, "step_batch", None) is not None
+        if not capable or not getattr(policy, "batch", False) or "planner" in components or "reflector" in components:
             turns.append(None)
         elif agent.rng.random() < active_probability(agent.activity, minutes):
             ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=services,
