@@ -23,9 +23,9 @@ BASELINE = ROOT / "examples" / "baseline.toml"
 #: every table of the trace; ``rounds.wall_seconds`` is wall-clock time and is left out
 TABLES = ("agents", "posts", "actions", "follows", "llm_calls", "metrics")
 
-# Two populations: one decides in batches, one (batch = false for it alone) turn by turn; the
-# second's feeds show only the first's posts for two rounds; a random recommender draws from
-# each reader's generator inside the feed read.
+# Three populations: "a" and "c" (other settings) decide in one batch, "b" (batch = false for it
+# alone) turn by turn; b's feeds show only a's posts for two rounds; a random recommender draws
+# from each reader's generator inside the feed read.
 MIXED = """
 name = "mixed"
 seed = 5
@@ -54,6 +54,12 @@ personas = {{ name = "jsonl", path = "{personas}" }}
 slots = {{ policy = "embedding_baseline" }}
 config = {{ embedding_baseline = {{ batch = false }} }}
 feed_stages = [{{ start_round = 0, end_round = 2, authors = ["a"] }}]
+[[populations]]
+name = "c"
+count = 15
+personas = {{ name = "jsonl", path = "{personas}" }}
+slots = {{ policy = "embedding_baseline" }}
+config = {{ embedding_baseline = {{ feed_size = 4, like_threshold = 0.05, posts_per_step = 2 }} }}
 """
 
 
