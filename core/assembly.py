@@ -97,7 +97,8 @@ async def assemble(
             await services.platform.register_account(agent.id, persona.name, " ".join(persona.sentences[:2]))
             built.agents.append(agent)
             # field order is kept: Persona.text follows it, and the report rebuilds the text
-            persona_json = json.dumps(persona.to_dict(), ensure_ascii=False)
+            # Persona.to_dict's fields, without dataclasses.asdict's deep copy (a million agents)
+            persona_json = json.dumps({"name": persona.name, "sentences": persona.sentences, "fields": persona.fields}, ensure_ascii=False)
             built.agent_rows.append((agent.id, index, cfg.name, persona.name, persona_json, agent.activity, cfg.start_round, cfg.end_round))
             index += 1
     members: dict[str, list[str]] = {}

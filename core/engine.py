@@ -36,8 +36,9 @@ from .platform import platform_actions
 from .progress import count_llm_call, new_totals
 from .activity import active_probability
 from .assembly import Assembly, assemble, build_llm
+from .batch_turns import check_actions, take_turns_batch
 from .components import Agent, StepContext
-from .errors import ComponentError, RunStopped
+from .errors import RunStopped
 from .lifecycle import RunInfo, RunSummary
 from .llm import LLMCallRecord
 from .llm_faults import LLMFatal, LLMFault
@@ -377,21 +378,17 @@ class Simulation:
                 reflector = agent.components.get("reflector")
                 if reflector is not None:
                     actions += await reflector.reflect(ctx) or []
-                for action in actions:
-                    if not isinstance(action, Action) or action.agent_id != agent.id:
-                        raise ComponentError(f"agent {agent.id}: a component returned {action!r}, not an Action of this agent")
-                    if action.kind not in accepted:
-                        raise ComponentError(f"agent {agent.id}: action kind {action.kind!r} is not accepted by platform "
-                                             f"{self.scenario.platform.spec.name!r} (accepts: {', '.join(sorted(accepted))})")
+                check_actions(agent, actions, accepted, self.scenario.platform.spec.name)
                 return active, actions
 
-        tasks = [asyncio.ensure_future(turn(a)) for a in present]
+        batched = await take_turns_batch(self, r, present, now)  # None: the agent takes its turn alone
+        tasks = [asyncio.ensure_future(turn(a)) for a, done in zip(present, batched) if done is None]
         try:
-            results = await asyncio.gather(*tasks)
+            results = iter(await asyncio.gather(*tasks))
         except BaseException as exc:
             await self._settle(tasks, exc)
             raise
-        return results
+        return [next(results) if done is None else done for done in batched]
 
     async def _settle(self, tasks: list[asyncio.Future], exc: BaseException) -> None:
         """One turn failed or the run is interrupted: refuse new LLM calls, let the calls in

@@ -161,5 +161,9 @@ class _Transaction:
         return False
 
 
+#: ``json.dumps(detail, sort_keys=True)`` builds an encoder per call; one kept is the same text
+_DETAIL_ENCODER = json.JSONEncoder(sort_keys=True)
+
+
 def dumps_detail(detail: dict[str, Any]) -> str | None:
-    return json.dumps(detail, sort_keys=True) if detail else None
+    return _DETAIL_ENCODER.encode(detail) if detail else None

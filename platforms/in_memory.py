@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import heapq
 import re
+import sys
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, Literal
@@ -55,16 +57,19 @@ def _pid(index: int) -> str:
 
 
 class _Candidates(Sequence):
-    """Newest-first candidate posts, scanned and turned into views only when looked at."""
+    """Newest-first candidate posts, scanned and turned into views only when looked at.
+    ``views`` (post index -> view) may be shared by the feeds of one round: the platform does
+    not change while a round's turns are taken, so one view per post serves every viewer."""
 
     __slots__ = ("_platform", "_source", "_window", "_indices", "_views", "_done")
 
-    def __init__(self, platform: "InMemoryPlatform", source: Iterator[list[int]], window: int):
+    def __init__(self, platform: "InMemoryPlatform", source: Iterator[list[int]], window: int,
+                 views: dict[int, PostView] | None = None):
         self._platform = platform
         self._source = source
         self._window = window
         self._indices: list[int] = []
-        self._views: dict[int, PostView] = {}
+        self._views: dict[int, PostView] = {} if views is None else views
         self._done = False
 
     def _fill(self, n: int) -> None:
@@ -81,9 +86,10 @@ class _Candidates(Sequence):
             self._done = True
 
     def _view(self, position: int) -> PostView:
-        view = self._views.get(position)
+        index = self._indices[position]
+        view = self._views.get(index)
         if view is None:
-            view = self._views[position] = self._platform._view(self._indices[position])
+            view = self._views[index] = self._platform._view(index)
         return view
 
     def __len__(self) -> int:
@@ -106,6 +112,13 @@ class _Candidates(Sequence):
         return self._view(key)
 
 
+def _append(lists: dict[str, array], key: str, value: int) -> None:
+    found = lists.get(key)
+    if found is None:
+        found = lists[key] = array("I")
+    found.append(value)
+
+
 def _merge_desc(lists: Iterable[list[int]]) -> Iterator[int]:
     """Merge ascending lists into one descending stream."""
     return heapq.merge(*(reversed(lst) for lst in lists), reverse=True)
@@ -126,37 +139,43 @@ class InMemoryPlatform:
     def _reset(self) -> None:
         # Used when a caller passes no rng: keeps random recommenders reproducible.
         self._rng = np.random.default_rng(0)
-        self._accounts: dict[str, dict[str, str]] = {}
-        # Posts are columnar; post ``p{i+1}`` lives at index i.
+        # (display name, bio); bios are interned: a large population shares a few persona texts
+        self._accounts: dict[str, tuple[str, str]] = {}
+        # Posts are columnar; post ``p{i+1}`` lives at index i. Per-account lists of post
+        # indices are ``array("I")`` (4 bytes an entry, no int object): a million accounts.
         self._author: list[str] = []
         self._text: list[str] = []
-        self._round: list[int] = []
+        self._round = array("i")
         self._created: list[str] = []
         self._reply_to: list[int | None] = []
-        self._by_author: dict[str, list[int]] = {}
+        self._by_author: dict[str, array] = {}
         self._likes: dict[int, set[str]] = {}
         self._reblogs: dict[int, dict[str, None]] = {}  # ordered set: who reblogged, in order
         self._replies: dict[int, list[int]] = {}
         self._following: dict[str, set[str]] = {}
         self._followers: dict[str, set[str]] = {}
-        self._reads: dict[str, set[int]] = {}
+        # Read marks: an array of post indices per account, in reading order (a membership test
+        # scans it in C; a feed looks at a few dozen posts): 4 bytes a mark.
+        self._reads: dict[str, array] = {}
         # Timeline events (a post or a reblog) in order; "following" feeds merge them per account.
-        self._event_post: list[int] = []
+        self._event_post = array("I")
         self._reblog_events: list[tuple[int, str]] = []  # (event position, who reblogged)
-        self._stream: dict[str, list[int]] = {}
+        self._stream: dict[str, array] = {}
+        # Built on the first search, then kept up to date: runs that never search never pay.
         self._search_index: dict[str, list[int]] = {}
+        self._indexed = 0
 
     # ------------------------------------------------------------------ accounts
 
     async def register_account(self, agent_id: str, display_name: str, bio: str) -> AccountView:
         """Create an account, or update the name and bio of an existing one."""
-        self._accounts[agent_id] = {"display_name": display_name, "bio": bio}
+        self._accounts[agent_id] = (display_name, sys.intern(bio))
         return self._profile(agent_id)
 
     def _profile(self, agent_id: str) -> AccountView:
-        account = self._accounts[agent_id]
+        display_name, bio = self._accounts[agent_id]
         return AccountView(
-            id=agent_id, handle=agent_id, display_name=account["display_name"], bio=account["bio"],
+            id=agent_id, handle=agent_id, display_name=display_name, bio=bio,
             followers=len(self._followers.get(agent_id, _EMPTY)),
             following=len(self._following.get(agent_id, _EMPTY)),
             posts=len(self._by_author.get(agent_id, ())),
@@ -195,13 +214,11 @@ class InMemoryPlatform:
         self._round.append(round)
         self._created.append(now)
         self._reply_to.append(reply_to)
-        self._by_author.setdefault(author, []).append(index)
+        _append(self._by_author, author, index)
         if reply_to is not None:
             self._replies.setdefault(reply_to, []).append(index)
-        self._stream.setdefault(author, []).append(len(self._event_post))
+        _append(self._stream, author, len(self._event_post))
         self._event_post.append(index)
-        for token in _tokens(text):
-            self._search_index.setdefault(token, []).append(index)
         return index
 
     def _post(self, action: Action, round: int, now: str) -> ActionResult:
@@ -237,7 +254,7 @@ class InMemoryPlatform:
     def _add_reblog(self, agent: str, target: int) -> None:
         self._reblogs.setdefault(target, {})[agent] = None
         self._reblog_events.append((len(self._event_post), agent))
-        self._stream.setdefault(agent, []).append(len(self._event_post))
+        _append(self._stream, agent, len(self._event_post))
         self._event_post.append(target)
 
     def _follow(self, action: Action, round: int, now: str) -> ActionResult:
@@ -263,11 +280,13 @@ class InMemoryPlatform:
         return ActionResult()
 
     def _browse(self, action: Action, round: int, now: str) -> ActionResult:
-        reads = self._reads.setdefault(action.agent_id, set())
+        reads = self._reads.get(action.agent_id)
+        if reads is None:
+            reads = self._reads[action.agent_id] = array("I")
         for post_id in action.post_ids:
             index = self._lookup(post_id)
-            if index is not None:
-                reads.add(index)
+            if index is not None and index not in reads:
+                reads.append(index)
         return ActionResult()
 
     # ------------------------------------------------------------------ reads
@@ -328,10 +347,22 @@ class InMemoryPlatform:
     ) -> list[PostView]:
         """The viewer's unread feed, ranked by the recommender. ``rng`` is the viewer's
         generator (the platform's own when None); ``author_filter`` keeps only those authors."""
+        return self._home_timeline(viewer, limit, rng, author_filter, None)
+
+    async def home_timelines(self, requests: Sequence[tuple[str, int, Any, set[str] | None]]) -> list[list[PostView]]:
+        """Many viewers' feeds at once, each exactly what :meth:`home_timeline` gives for
+        ``(viewer, limit, rng, author_filter)``, in order: a batch policy's read. The feeds
+        share their :class:`PostView` objects (one per post shown), so a round of a million
+        viewers who see the same newest posts builds a handful of views, not millions."""
+        views: dict[int, PostView] = {}
+        return [self._home_timeline(viewer, limit, rng, authors, views) for viewer, limit, rng, authors in requests]
+
+    def _home_timeline(self, viewer: str, limit: int, rng: Any, author_filter: set[str] | None,
+                       views: dict[int, PostView] | None) -> list[PostView]:
         if limit <= 0:
             return []
         window = self.config.candidate_window
-        candidates = _Candidates(self, self._candidate_batches(viewer, author_filter, window), window)
+        candidates = _Candidates(self, self._candidate_batches(viewer, author_filter, window), window, views)
         if self.recommender is None:
             return candidates[:limit]
         ranked = self.recommender.rank(viewer, candidates, limit, self._rng if rng is None else rng)
@@ -346,6 +377,7 @@ class InMemoryPlatform:
         tokens = _tokens(query)
         if not tokens or limit <= 0:
             return []
+        self._index_new_posts()
         postings = [self._search_index.get(token) for token in tokens]
         if not all(postings):
             return []
@@ -358,6 +390,12 @@ class InMemoryPlatform:
                     break
         return found
 
+    def _index_new_posts(self) -> None:
+        for index in range(self._indexed, len(self._text)):
+            for token in _tokens(self._text[index]):
+                self._search_index.setdefault(token, []).append(index)
+        self._indexed = len(self._text)
+
     async def get_post(self, post_id: str) -> PostView | None:
         index = self._lookup(post_id)
         return None if index is None else self._view(index)
@@ -365,50 +403,16 @@ class InMemoryPlatform:
     # ------------------------------------------------------------------ state
 
     def get_state(self) -> dict[str, Any]:
-        return {
-            "accounts": {agent: dict(account) for agent, account in self._accounts.items()},
-            "posts": {
-                "author": list(self._author),
-                "text": list(self._text),
-                "round": list(self._round),
-                "created_at": list(self._created),
-                "reply_to": [None if r is None else _pid(r) for r in self._reply_to],
-            },
-            "likes": {_pid(i): sorted(agents) for i, agents in sorted(self._likes.items()) if agents},
-            # [event position, agent, post id]: positions interleave reblogs with posts.
-            "reblogs": [[e, agent, _pid(self._event_post[e])] for e, agent in self._reblog_events],
-            "following": {agent: sorted(f) for agent, f in sorted(self._following.items()) if f},
-            # Post indices (``p{i+1}``), as arrays: 10k agents' read marks stay compact.
-            "reads": {agent: np.array(sorted(r), dtype=np.int64) for agent, r in sorted(self._reads.items())},
-            "rng": self._rng.bit_generator.state,
-        }
+        """Columnar (see :mod:`townsquare.platforms.in_memory_state`)."""
+        from . import in_memory_state
+
+        return in_memory_state.dump(self)
 
     def set_state(self, state: dict[str, Any]) -> None:
+        from . import in_memory_state
+
         self._reset()
-        for agent, account in state.get("accounts", {}).items():
-            self._accounts[agent] = {"display_name": account["display_name"], "bio": account["bio"]}
-        posts = state.get("posts", {})
-        rows = zip(posts.get("author", []), posts.get("text", []), posts.get("round", []),
-                   posts.get("created_at", []), posts.get("reply_to", []))
-        reblogs = {int(e): (agent, post_id) for e, agent, post_id in state.get("reblogs", [])}
-        # Replay posts and reblogs in their original order so "following" feeds keep it.
-        for position in range(len(posts.get("author", [])) + len(reblogs)):
-            if position in reblogs:
-                agent, post_id = reblogs[position]
-                self._add_reblog(agent, self._lookup(post_id))
-            else:
-                author, text, round, created, reply_to = next(rows)
-                self._add_post(author, text, int(round), created, self._lookup(reply_to))
-        for post_id, agents in state.get("likes", {}).items():
-            self._likes[self._lookup(post_id)] = set(agents)
-        for agent, targets in state.get("following", {}).items():
-            self._following[agent] = set(targets)
-            for target in targets:
-                self._followers.setdefault(target, set()).add(agent)
-        for agent, indices in state.get("reads", {}).items():
-            self._reads[agent] = {int(i) for i in indices}
-        if "rng" in state:
-            self._rng.bit_generator.state = state["rng"]
+        in_memory_state.load(self, state)
         log.debug("platform.restored", posts=len(self._author), accounts=len(self._accounts))
 
 

@@ -223,9 +223,12 @@ def test_state_round_trips_through_json(source):
     q = InMemoryPlatform(InMemoryConfig(home_source=source), recommender=RandomFeed())
     q.set_state(state)
     assert _as_json(q.get_state()) == state
-    assert state["reblogs"] == [[2, "c", "p1"], [4, "b", "p3"]]
-    assert state["likes"] == {"p1": ["b"]}
-    assert state["following"] == {"a": ["b", "c"]}
+    # columnar: accounts numbered a=0, b=1, c=2, d=3; posts by index (p1 = 0)
+    assert state["accounts"]["id"] == ["a", "b", "c", "d"]
+    assert state["reblogs"] == {"event": [2, 4], "account": [2, 1], "post": [0, 2]}
+    assert state["likes"] == {"post": [0], "account": [1]}
+    assert state["following"] == {"follower": [0, 0], "followee": [1, 2]}
+    assert state["reads"] == {"offsets": [0, 0, 0, 2, 2], "posts": [0, 1]}
     for viewer in "abcd":
         assert ids(run(q.home_timeline(viewer, limit=10))) == ids(run(p.home_timeline(viewer, limit=10)))
     assert [vars(v) for v in run(q.public_timeline(10))] == [vars(v) for v in run(p.public_timeline(10))]
@@ -244,3 +247,22 @@ def test_plugin_registers_in_memory_and_uses_the_services_recommender():
     assert spec.factory(None, BuildContext(services=None, seed=1)).config == InMemoryConfig()
     with pytest.raises(Exception):
         InMemoryConfig(home_source="friends")
+
+
+def test_a_checkpoint_in_the_per_account_layout_still_loads():
+    """Run directories written before the columnar layout resume."""
+    old = {
+        "accounts": {"a": {"display_name": "A", "bio": ""}, "b": {"display_name": "B", "bio": "hi"}},
+        "posts": {"author": ["a", "b"], "text": ["hello world", "hi back"], "round": [0, 0],
+                  "created_at": ["t0", "t0"], "reply_to": [None, "p1"]},
+        "likes": {"p1": ["b"]}, "reblogs": [[2, "b", "p1"]], "following": {"b": ["a"]},
+        "reads": {"b": [0, 1]},
+    }
+    p = InMemoryPlatform(InMemoryConfig(home_source="following"))
+    p.set_state(old)
+    (post,) = run(p.home_timeline("b", limit=10)) or [None]
+    assert post is None  # b read both posts
+    view = run(p.get_post("p1"))
+    assert (view.likes, view.reblogs, view.replies, view.author_followers) == (1, 1, 1, 1)
+    assert run(p.profile("b")).bio == "hi"
+    assert _as_json(p.get_state())["reblogs"] == {"event": [2], "account": [1], "post": [0]}

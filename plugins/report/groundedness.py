@@ -46,10 +46,11 @@ def persona_margins(post_vectors: np.ndarray, authors: Sequence[int], persona_ve
     ``authors[i]`` is the row of post i's author in ``persona_vectors`` (at least two rows)."""
     if persona_vectors.shape[0] < 2:
         raise ValueError("a persona margin needs at least two personas")
-    sims = np.asarray(post_vectors, dtype=np.float64) @ np.asarray(persona_vectors, dtype=np.float64).T
-    rows = np.arange(sims.shape[0])
-    own = sims[rows, np.asarray(authors, dtype=int)]
-    others = (sims.sum(axis=1) - own) / (sims.shape[1] - 1)
+    posts, personas = np.asarray(post_vectors, dtype=np.float64), np.asarray(persona_vectors, dtype=np.float64)
+    own = (posts * personas[np.asarray(authors, dtype=int)]).sum(axis=1)
+    # the sum of a post's cosines with every persona is its dot with the personas' sum: no
+    # posts x agents matrix (a million agents' round would need hundreds of gigabytes)
+    others = (posts @ personas.sum(axis=0) - own) / (personas.shape[0] - 1)
     return own, others
 
 
