@@ -180,7 +180,7 @@ class Toolbox:
             text = (await self.summarize("\n\n".join(self._show(p, "post") for p in shown))).strip()
             if text:
                 summaries.append(text)
-        return self._store(f"{folder_name}_summaries", summaries, "summary", "one event summary per cluster")
+        return self._store(f"{folder_name}_summaries", summaries, "summary", "event summaries (one per cluster)")
 
     # ------------------------------------------------------------------ helpers
 
