@@ -28,7 +28,7 @@ from townsquare.api import LLMClient, Message, fill_prompt
 
 from .tasks import SOME_LABELS, TaskType
 
-_SCORE = r"\s*[:：=]?\s*\**\s*([0-5](?:\.\d+)?)"
+_SCORE = r"\**\s*[:：=]?\s*\**\s*([0-5](?:\.\d+)?)"
 
 
 async def extract_label(judge: LLMClient, task: TaskType, question: str, answer: str, prompts: dict[str, str]) -> str:
