@@ -142,9 +142,10 @@ def _behavior(log: RunLog, split: int, per_task: int, rng: np.random.Generator) 
                 pairs.append((behavior, agent, post, text, negative))
     truth: dict[str, dict[str, list[dict[str, str]]]] = {b: {} for b in KINDS}
     for behavior, agent, post, text, negative in _sample(pairs, per_task // 2, rng):
-        extra = {"comment": text} if behavior == "comment" else {"repost": text} if behavior == "repost" else {}
+        said = {"comment": "comment", "repost": "repost"}.get(behavior)  # SoMe keeps the user's text with these
         truth[behavior].setdefault(agent, []).extend([
-            {"weibo_id": post, **extra, "label": TO_SOME["yes"]}, {"weibo_id": negative, **extra, "label": TO_SOME["no"]}])
+            {"weibo_id": post, **({said: text} if said else {}), "label": TO_SOME["yes"]},
+            {"weibo_id": negative, **({said: ""} if said else {}), "label": TO_SOME["no"]}])
     return truth
 
 
