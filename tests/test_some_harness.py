@@ -75,12 +75,12 @@ def corpus(tmp_path, until=None):
 
 def test_the_loop_calls_tools_until_the_answer_and_every_call_is_accounted(tmp_path):
     provider, chain = scripted({
-        "Will the user": '{"tool": "user_search", "arguments": {"uid": "users-1"}}',
-        "Result of user_search": '{"tool": "data_folder", "arguments": {"folder_name": "users-1_posts", "start_idx": 0, "end_idx": 10}}',
+        "Will the user": '{"tool": "user_search", "arguments": {"uid": "users-0001"}}',
+        "Result of user_search": '{"tool": "data_folder", "arguments": {"folder_name": "users-0001_posts", "start_idx": 0, "end_idx": 10}}',
         "Result of data_folder": '{"answer": "Yes, alice runs: she will like it."}',
     })
     box = Toolbox(corpus(tmp_path, 3), topic_embed, None)
-    transcript = run(run_tools(chain.client.for_agent("q1"), box, "system", "Will the user with ID users-1 like this post?",
+    transcript = run(run_tools(chain.client.for_agent("q1"), box, "system", "Will the user with ID users-0001 like this post?",
                                max_steps=5, max_tokens=64, temperature=0.0))
     assert transcript.status == "answered" and transcript.answer == "Yes, alice runs: she will like it."
     assert [c["tool"] for c in transcript.calls] == ["user_search", "data_folder"] and all(c["ok"] for c in transcript.calls)
@@ -159,15 +159,15 @@ def test_mid_verdicts_count_within_the_ground_truths_three_classes():
 
 def queries():
     return [
-        Query(UBP.name, "a", "Will the user with ID users-1 like this post? ```#marathon route```", "yes", behavior="like"),
-        Query(UBP.name, "b", "Will the user with ID users-2 like this post? ```pasta```", "no", behavior="like"),
-        Query("social_media_question_answering", "c", "What does users-1 post about?", "running and bread"),
+        Query(UBP.name, "a", "Will the user with ID users-0001 like this post? ```#marathon route```", "yes", behavior="like"),
+        Query(UBP.name, "b", "Will the user with ID users-0002 like this post? ```pasta```", "no", behavior="like"),
+        Query("social_media_question_answering", "c", "What does users-0001 post about?", "running and bread"),
     ]
 
 
 RULES = {
     "Reference answer": "Accuracy: 4",  # the judge (its prompt quotes the question: first)
-    "Will the user": '{"tool": "user_search", "arguments": {"uid": "users-1"}}',
+    "Will the user": '{"tool": "user_search", "arguments": {"uid": "users-0001"}}',
     "Result of user_search": '{"answer": "yes"}',
     "What does": '{"tool": "topic_search", "arguments": {"topic_name": "marathon"}}',
     "Result of topic_search": '{"answer": "Mostly running."}',
@@ -202,7 +202,7 @@ def test_a_failing_llm_ends_one_query_and_the_evaluation_goes_on(tmp_path):
 
     class Flaky(ScriptedLLM):
         async def complete(self, request):
-            if "users-2" in request.messages[-1].content:
+            if "users-0002" in request.messages[-1].content:
                 raise LLMFault("server_error", "HTTP 503", status=503)
             return await super().complete(request)
 

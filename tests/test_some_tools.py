@@ -20,7 +20,7 @@ DATA = Path(__file__).parent / "data" / "some"
 START = "2024-03-04T06:00:00"
 
 #: agent ids of the hand-made run
-AGENTS = ["users-1", "users-2", "users-3", "users-4"]  # alice, bob, carol, dave
+AGENTS = ["users-0001", "users-0002", "users-0003", "users-0004"]  # alice, bob, carol, dave
 
 #: (post id, author index, round, text, reply_to)
 POSTS = [
@@ -113,17 +113,17 @@ def test_the_run_cut_at_a_round_hides_later_posts_and_interactions(run_events):
     assert history.by_id["p4"].likes == 0 and whole.by_id["p4"].likes == 1
     assert history.by_id["p3"].created == "2024-03-04 07:00:00"
     # alice has two followers before round 3, three in the whole run
-    assert history.users["users-1"].followers == 2 and whole.users["users-1"].followers == 3
-    assert history.users["users-1"].name == "alice" and "I am alice." in history.users["users-1"].description
+    assert history.users["users-0001"].followers == 2 and whole.users["users-0001"].followers == 3
+    assert history.users["users-0001"].name == "alice" and "I am alice." in history.users["users-0001"].description
 
 
 def test_user_search_shows_the_profile_and_stores_the_users_posts(run_events):
     box = Toolbox(corpus_from_run(run_events, 3), topic_embed, None)
-    answer = run(box.call("user_search", {"uid": "users-1"}))
-    assert "user ID users-1, name alice; followers 2, following 0" in answer
-    assert "2 posts the user published" in answer and "'users-1_posts'" in answer
-    assert [p.id for p in box.folders["users-1_posts"].items] == ["p5", "p1"]  # newest first
-    assert run(box.call("user_search", {"uid": "bob"})).startswith("Profile: user ID users-2")  # by unique name
+    answer = run(box.call("user_search", {"uid": "users-0001"}))
+    assert "user ID users-0001, name alice; followers 2, following 0" in answer
+    assert "2 posts the user published" in answer and "'users-0001_posts'" in answer
+    assert [p.id for p in box.folders["users-0001_posts"].items] == ["p5", "p1"]  # newest first
+    assert run(box.call("user_search", {"uid": "bob"})).startswith("Profile: user ID users-0002")  # by unique name
     assert run(box.call("user_search", {"uid": "nobody"})) == "Error: no user with ID 'nobody'"
 
 
@@ -161,9 +161,9 @@ def test_topic_search_needs_every_keyword(run_events):
 
 def test_post_retrieve_ranks_a_folder_by_similarity(run_events):
     box = Toolbox(corpus_from_run(run_events, 3), topic_embed, None)
-    run(box.call("user_search", {"uid": "users-1"}))
-    answer = run(box.call("post_retrieve", {"query": "sourdough bread", "folder_name": "users-1_posts", "topk": 1}))
-    assert answer.startswith("The 1 posts of 'users-1_posts' closest to 'sourdough bread':") and "[post p5]" in answer
+    run(box.call("user_search", {"uid": "users-0001"}))
+    answer = run(box.call("post_retrieve", {"query": "sourdough bread", "folder_name": "users-0001_posts", "topk": 1}))
+    assert answer.startswith("The 1 posts of 'users-0001_posts' closest to 'sourdough bread':") and "[post p5]" in answer
     assert "[post p1]" not in answer
     assert run(box.call("post_retrieve", {"query": "x", "folder_name": "nope", "topk": 3})) == "Error: no folder of posts 'nope'"
     assert top_k(np.array([1.0, 0.0]), np.array([[0.0, 1.0], [1.0, 1.0], [2.0, 0.1]]), 2) == [2, 1]
@@ -215,7 +215,7 @@ def test_topic_summarization_summarises_each_cluster_with_the_agents_llm(run_eve
 def test_wrong_tools_and_arguments_are_answered_not_raised(run_events):
     box = Toolbox(corpus_from_run(run_events), topic_embed, None)
     assert run(box.call("SearchPost", {})).startswith("Error: there is no tool 'SearchPost'")
-    assert run(box.call("user_search", {"id": "users-1"})) == \
+    assert run(box.call("user_search", {"id": "users-0001"})) == \
         "Error: user_search: unknown argument(s) id; missing argument(s) uid (takes uid)"
     assert box.calls == [("SearchPost", False), ("user_search", False)]
     long = Toolbox(Corpus(corpus_from_run(run_events).posts * 40, {}), topic_embed, None, ToolSettings(max_answer_chars=500))

@@ -38,17 +38,17 @@ def test_the_run_log_knows_its_rounds_and_clock(log):
 def test_behaviour_labels_come_from_later_actions_with_balanced_negatives(log):
     ubp = truth(log, "UBP")
     assert sorted(ubp) == ["comment", "like", "repost"]
-    like = ubp["like"]["users-1"]
+    like = ubp["like"]["users-0001"]
     assert like[0] == {"weibo_id": "p4", "label": "是"} and like[1]["label"] == "否"
     # a negative: published before the split, not alice's, never liked by her
     assert like[1]["weibo_id"] in {"p2", "p3", "p6"}
-    assert ubp["like"]["users-4"][0] == {"weibo_id": "p5", "label": "是"}
-    assert ubp["comment"]["users-2"][0] == {"weibo_id": "p1", "comment": "Great pace, keep going!", "label": "是"}
-    assert ubp["repost"]["users-3"][0] == {"weibo_id": "p6", "repost": "", "label": "是"}
+    assert ubp["like"]["users-0004"][0] == {"weibo_id": "p5", "label": "是"}
+    assert ubp["comment"]["users-0002"][0] == {"weibo_id": "p1", "comment": "Great pace, keep going!", "label": "是"}
+    assert ubp["repost"]["users-0003"][0] == {"weibo_id": "p6", "repost": "", "label": "是"}
     labels = [e["label"] for users in ubp.values() for entries in users.values() for e in entries]
     assert (labels.count("是"), labels.count("否")) == (5, 5)
     # the history-only actions (bob liked p1 in round 1) are no label
-    assert "users-2" not in ubp["like"]
+    assert "users-0002" not in ubp["like"]
     small = truth(log, "UBP", per_task=4)
     assert sum(len(e) for users in small.values() for e in users.values()) == 4
 
@@ -56,16 +56,16 @@ def test_behaviour_labels_come_from_later_actions_with_balanced_negatives(log):
 def test_interest_comment_and_emotion_labels(log):
     mcr = truth(log, "MCR")
     positives = sorted((uid, e["weibo_id"]) for uid, entries in mcr.items() for e in entries if e["label"] == "是")
-    assert positives == [("users-1", "p4"), ("users-2", "p1"), ("users-3", "p6"), ("users-4", "p1"), ("users-4", "p5")]
+    assert positives == [("users-0001", "p4"), ("users-0002", "p1"), ("users-0003", "p6"), ("users-0004", "p1"), ("users-0004", "p5")]
     negatives = [e["weibo_id"] for entries in mcr.values() for e in entries if e["label"] == "否"]
     assert len(negatives) == 5 and "p1" not in negatives[:1]
     ucs = truth(log, "UCS")
     # the hard negative: another user's comment under the same post
-    assert ucs["users-2"] == [{"weibo_id": "p1", "comment": "Great pace, keep going!", "label": "是"},
+    assert ucs["users-0002"] == [{"weibo_id": "p1", "comment": "Great pace, keep going!", "label": "是"},
                               {"weibo_id": "p1", "comment": "See you at the start line", "label": "否"}]
     uea = truth(log, "UEA")
     assert sorted((uid, e["comment"]) for uid, entries in uea.items() for e in entries) == \
-        [("users-2", "Great pace, keep going!"), ("users-4", "See you at the start line")]
+        [("users-0002", "Great pace, keep going!"), ("users-0004", "See you at the start line")]
 
 
 class Votes:
@@ -87,8 +87,8 @@ def test_emotion_labels_are_the_judges_majority_of_three(log):
     pending = truth(log, "UEA")
     judge = Votes(["positive", "angry", "positive", "sad", "fear", "surprise"])
     labelled = asyncio.run(label_emotions(pending, judge, PROMPTS, 3, {p.id: p for p in log.posts}))
-    assert labelled["users-2"] == [{"weibo_id": "p1", "emotion": "积极"}]
-    assert labelled["users-4"] == [{"weibo_id": "p1", "emotion": "悲伤"}]  # no majority: the first reading
+    assert labelled["users-0002"] == [{"weibo_id": "p1", "emotion": "积极"}]
+    assert labelled["users-0004"] == [{"weibo_id": "p1", "emotion": "悲伤"}]  # no majority: the first reading
     assert 'Post: "Loving the #marathon training' in judge.prompts[0] and 'Comment: "Great pace' in judge.prompts[0]
 
 
@@ -110,16 +110,16 @@ def test_post_centred_ground_truth(log):
     smq = truth(log, "SMQ")
     assert len(smq) == 5
     assert smq["Who posted most about \"marathon\", and what did the first post on it say?"].startswith(
-        "alice (ID users-1), with 1 posts; the first post, by alice at 2024-03-04 06:00:00")
-    assert smq["What does the user with ID users-3 mostly post about?"].startswith("Mostly about ")
+        "alice (ID users-0001), with 1 posts; the first post, by alice at 2024-03-04 06:00:00")
+    assert smq["What does the user with ID users-0003 mostly post about?"].startswith("Mostly about ")
 
 
 def test_run_ground_truth_becomes_queries_in_some_format(log, tmp_path):
     whole = corpus_from_run(tmp_path / "events.sqlite")
     queries, skipped = some_queries(TASKS["user_behavior_prediction"], truth(log, "UBP"), whole, PROMPTS, "x")
     assert skipped == 0 and len(queries) == 10
-    first = next(q for q in queries if q.label == "yes" and q.behavior == "like" and "users-1" in q.text)
-    assert first.text == "Will the user with ID users-1 like this post? ```Anyone else following the #marathon qualifiers?```"
+    first = next(q for q in queries if q.label == "yes" and q.behavior == "like" and "users-0001" in q.text)
+    assert first.text == "Will the user with ID users-0001 like this post? ```Anyone else following the #marathon qualifiers?```"
     red, _ = some_queries(TASKS["realtime_event_detection"], truth(log, "RED"), whole, PROMPTS, "x")
     assert red[0].text == ("Tell me which events were discussed on social media between 2024-03-04 06:00:00 and "
                            "2024-03-04 08:00:00 (anywhere).")

@@ -26,6 +26,7 @@ from .text_metrics import distinct_percent, tokenize
 from .health_section import health_section
 from .memory_section import memory_section
 from .recsys_section import recsys_section
+from .some_section import some_section
 from .studies_section import studies_section
 from .town_section import town_section
 
@@ -104,6 +105,7 @@ def render(run: tables.Run, *, with_similarity: bool = True, plugin_options: Seq
     health = health_section(db)
     if health is not None:
         sections.append(("health", "Run health", health))
+    sections.extend(("some", "SoMe evaluation", some) for some in [some_section(run.path)] if some)
     status = str(m.get("status", "unknown"))
     subtitle = (f'<span class="status-{html.escape(status)}">{html.escape(status)}</span> · seed {html.escape(str(m.get("seed")))} · '
                 f'{m.get("rounds_completed", len(rounds))} of {m.get("rounds", "?")} rounds · {len(agents):,} agents · '

@@ -288,7 +288,7 @@ def _questions(log: RunLog, per_task: int, rng: np.random.Generator, min_posts: 
     for uid, posts in sorted(by_author.items()):
         counts: Counter[str] = Counter()
         for post in posts:
-            counts.update(t for t in set(topic_terms(post.text)) if background[t] * 2 <= total)
+            counts.update(t for t in dict.fromkeys(topic_terms(post.text)) if background[t] * 2 <= total)  # text order: ties break the same every time
         if len(posts) >= 2 and counts:
             top = [t for t, _ in counts.most_common(3)]
             pairs.append((fill_prompt(prompts["query_smq_user"], uid=uid), f"Mostly about {', '.join(top)}; for example: \"{_engaged(posts).text[:150]}\""))
