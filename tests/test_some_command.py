@@ -165,3 +165,30 @@ def test_somes_own_files_with_a_database_and_its_knowledge_base(run_dir, tmp_pat
     results = json.loads((tmp_path / "eval" / "results.json").read_text())
     mid = [r for r in results if r["task"] == "misinformation_detection"]
     assert [r["extracted"] for r in mid] == ["mostly-true", "mostly-true"] and "[document k1] Border wall" in mid[0]["tool_calls"][0]["result"]
+
+
+def test_unchanged_on_an_openai_compatible_endpoint_that_faults(run_dir, tmp_path):
+    """The same command on a real HTTP endpoint (the fault server: 429s, 500s, cut-off and garbage
+    answers): every fault is retried and counted, the evaluation finishes."""
+    from townsquare.testing.fault_server import FaultServer
+
+    faults = dict(seed=4, rate_429=0.06, rate_500=0.04, rate_body_truncated=0.04, rate_garbage=0.04, rate_null_content=0.04,
+                  retry_after_s=0)
+    with FaultServer(latency_ms=1, **faults) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test-key", "PYTHONIOENCODING": "utf-8"}
+        out = subprocess.run([sys.executable, "-m", "townsquare.cli", "eval", "some", str(run_dir), "--llm", "openai:test-model",
+                              "--set", "plugins.llm_retry.base_delay_s=0.001", "--tasks", "UBP,SMQ", "--per-task", "4",
+                              "--out", str(tmp_path / "eval"), *SCRIPTED], capture_output=True, text=True, env=env)
+        served = dict(server.counts)
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()[1:3]}
+    assert rows["UBP"][1] == "4" and rows["SMQ"][1] == "4"
+    db = sqlite3.connect(tmp_path / "eval" / "llm_calls.sqlite")
+    statuses = dict(db.execute("SELECT status, COUNT(*) FROM llm_calls GROUP BY status").fetchall())
+    models = {m for (m,) in db.execute("SELECT DISTINCT model FROM llm_calls")}
+    db.close()
+    assert statuses["error"] >= 1 and statuses["ok"] >= 8 and models == {"test-model"}
+    # one row per request the server saw; garbage answers arrive as ok and fail to parse later
+    assert served["requests"] == statuses["ok"] + statuses["error"] and served["requests"] > served["ok"]
+    summary = json.loads((tmp_path / "eval" / "summary.json").read_text())
+    assert summary["agent_model"] == "openai:test-model"

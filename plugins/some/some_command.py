@@ -145,7 +145,7 @@ class CallLog:
 
 
 async def _evaluate(run_path: str, out: Path, llm_spec: str | None, judge_specs: tuple[str, ...], plan: dict[str, Any],
-                    prompts: dict[str, str], settings: Any, votes: int) -> tuple[list[Any], dict[str, Any], CallLog]:
+                    prompts: dict[str, str], settings: Any, votes: int, overrides: tuple[str, ...] = ()) -> tuple[list[Any], dict[str, Any], CallLog]:
     from townsquare.api import BuildContext, EmbeddingCache, LLMClient, Services, UsageError
     from townsquare.api.commands import Accounting, RunDir, Simulation, compose, llm_overrides, load_run
 
@@ -153,7 +153,7 @@ async def _evaluate(run_path: str, out: Path, llm_spec: str | None, judge_specs:
     from .run_truth import label_emotions
     from .tasks import TASKS, some_queries
 
-    run_dir, scenario, plugins = load_run(run_path, overrides=llm_overrides(llm_spec))
+    run_dir, scenario, plugins = load_run(run_path, overrides=[*llm_overrides(llm_spec), *overrides])
     if scenario.llm is None:
         raise UsageError(f"{run_path}: the run has no [llm] (give --llm PROVIDER[:MODEL])")
     calls = CallLog()
@@ -169,7 +169,7 @@ async def _evaluate(run_path: str, out: Path, llm_spec: str | None, judge_specs:
         agent.on_parse_failure = calls.parse_failure(sim.provider)
         judges = []
         for spec in judge_specs:
-            _, judged, _ = load_run(run_path, plugins, overrides=llm_overrides(spec))
+            _, judged, _ = load_run(run_path, plugins, overrides=[*overrides, *llm_overrides(spec)])
             provider = judged.llm.spec.factory(judged.llm.config, BuildContext(services=ctx.services, seed=ctx.seed,
                                                                                base_dir=ctx.base_dir, scenario=judged.model))
             providers.append(provider)
@@ -240,6 +240,7 @@ def townsquare_register_commands(cli):
     @click.option("--some-data", type=click.Path(file_okay=False), default=None, help="SoMe's datasets folder (one ground_truth.json per task) instead of the run's own ground truth.")
     @click.option("--database", type=click.Path(file_okay=False), default=None, help="A SoMe database folder (post_data/, user_data/, knowledge_data/) for the tools.")
     @click.option("--knowledge", type=click.Path(dir_okay=False), default=None, help="A JSON list of reports for knowledge_retrieve.")
+    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the run's scenario (retries, budget...).")
     @click.option("--llm", "llm_spec", metavar="PROVIDER[:MODEL]", default=None, help="The agent's LLM (default: the run's).")
     @click.option("--judge", "judges", multiple=True, metavar="PROVIDER[:MODEL]", help="An LLM judge (repeat to average several; default: the agent's LLM).")
     @click.option("--max-steps", type=click.IntRange(min=1), default=12, show_default=True, help="Replies an agent may spend on one query.")
@@ -254,7 +255,7 @@ def townsquare_register_commands(cli):
     @click.option("--out", type=click.Path(file_okay=False), default=None, help="Output folder (default RUN/some).")
     @common_options
     def some_cmd(run_dir: str, tasks: str | None, per_task: int, split: int | None, some_data: str | None, database: str | None,
-                 knowledge: str | None, llm_spec: str | None, judges: tuple[str, ...], max_steps: int, max_tokens: int,
+                 knowledge: str | None, overrides: tuple[str, ...], llm_spec: str | None, judges: tuple[str, ...], max_steps: int, max_tokens: int,
                  max_tool_chars: int, concurrency: int, votes: int, window_rounds: int, min_posts: int, prompts_file: str | None,
                  seed: int, out: str | None, **_: Any) -> None:
         """SoMe (Xue et al.): eight social-media agent tasks with eight tools, over RUN's events."""
@@ -280,7 +281,7 @@ def townsquare_register_commands(cli):
                                    tools=ToolSettings(max_answer_chars=max_tool_chars))
         target = Path(out) if out else Path(run_dir) / "some"
         try:
-            results, info, calls = asyncio.run(_evaluate(run_dir, target, llm_spec, judges, plan, prompts, settings, votes))
+            results, info, calls = asyncio.run(_evaluate(run_dir, target, llm_spec, judges, plan, prompts, settings, votes, overrides))
         except LLMFault as exc:
             raise RunStopped(f"SoMe evaluation stopped: LLM call failed: {exc.describe()}; run the same command again to resume") from None
         except RunStopped as exc:
