@@ -40,6 +40,7 @@ def run(coro):
     ('```json\n{"tool": "data_folder", "arguments": {"folder_name": "7_posts", "start_idx": 0, "end_idx": 5}}\n```',
      Step("data_folder", {"folder_name": "7_posts", "start_idx": 0, "end_idx": 5})),
     ('{"answer": "yes"}', Step(answer="yes")),
+    ('{"answer": "she wrote \\"}{\\" twice"} and more', Step(answer='she wrote "}{" twice')),
     ('{"action": "final_answer", "answer": "no"}', Step(answer="no")),
     ('{"name": "topic_search", "arguments": "{\\"topic_name\\": \\"rain\\"}"}', Step("topic_search", {"topic_name": "rain"})),
     ("{'tool': 'user_search', 'arguments': {'uid': '7',},}", Step("user_search", {"uid": "7"})),

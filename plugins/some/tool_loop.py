@@ -137,7 +137,7 @@ def parse_step(reply: str) -> Step:
 
 def _json_object(text: str) -> Any:
     """The JSON object at the start of ``text``, mended if it has single quotes, trailing commas or misses closing braces."""
-    end = _matching_brace(text)
+    end = _closing(text)
     candidates = [text[: end + 1]] if end is not None else [text + "}" * n for n in (1, 2, 3)]
     for candidate in candidates:
         for attempt in (candidate, re.sub(r",\s*([}\]])", r"\1", candidate)):
@@ -154,19 +154,23 @@ def _json_object(text: str) -> Any:
     return None
 
 
-def _matching_brace(text: str) -> int | None:
+def _closing(text: str, opening: str = "{", closing: str = "}") -> int | None:
+    """Where the bracket that opens ``text`` closes (quoted text skipped), or None."""
     depth, quote, escaped = 0, "", False
     for i, ch in enumerate(text):
         if quote:
-            escaped = not escaped and ch == "\\"
-            if ch == quote and not escaped:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
                 quote = ""
             continue
         if ch in "\"'":
             quote = ch
-        elif ch == "{":
+        elif ch == opening:
             depth += 1
-        elif ch == "}":
+        elif ch == closing:
             depth -= 1
             if depth == 0:
                 return i
@@ -203,7 +207,7 @@ def _python_call(text: str, match: re.Match[str]) -> Step:
     """``tool(a, b=c)`` (inside a ``print(...)`` or not) with literal arguments."""
     name = match.group(1).lower()
     source = text[match.start():]
-    end = _matching_paren(source)
+    end = _closing(source, "(", ")")
     if end is None:
         raise Unreadable(f"the call to {name} is not closed")
     try:
@@ -231,24 +235,6 @@ def _assign(name: str, positional: list[Any], named: dict[str, Any]) -> Step:
     if len(positional) > len(free):
         raise Unreadable(f"{name} takes {len(params)} arguments, got more")
     return Step(tool=name, arguments=arguments)
-
-
-def _matching_paren(text: str) -> int | None:
-    depth, quote = 0, ""
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = ""
-            continue
-        if ch in "\"'":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-    return None
 
 
 def _split_arguments(inner: str) -> list[str]:
