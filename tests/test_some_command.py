@@ -192,3 +192,19 @@ def test_unchanged_on_an_openai_compatible_endpoint_that_faults(run_dir, tmp_pat
     assert served["requests"] == statuses["ok"] + statuses["error"] and served["requests"] > served["ok"]
     summary = json.loads((tmp_path / "eval" / "summary.json").read_text())
     assert summary["agent_model"] == "openai:test-model"
+
+
+def test_the_report_section_is_absent_without_an_evaluation_and_says_so_when_broken(tmp_path):
+    from townsquare.plugins.report.some_section import some_section
+
+    assert some_section(tmp_path) is None
+    (tmp_path / "some").mkdir()
+    (tmp_path / "some" / "summary.json").write_text("{broken")
+    assert some_section(tmp_path).startswith('<p class="none">') and "could not be read" in some_section(tmp_path)
+    (tmp_path / "some" / "summary.json").write_text(json.dumps({
+        "agent_model": "local:smollm2", "judges": ["local:smollm2"], "source": "run", "split": 2, "llm_calls": 9, "wall_seconds": 1.5,
+        "notes": ["MID: skipped"], "tasks": [{"short": "UBP", "queries": 4, "accuracy": 75.0, "score": None, "tcr": 100.0,
+                                               "mean_tool_calls": 2.0, "tool_errors": 0, "repairs": 1, "unparsable": 0, "llm_failures": 0}]}))
+    section = some_section(tmp_path)
+    assert '<td class="num">75.0</td><td>–</td><td class="num">100.0</td>' in section
+    assert "Mean of ACC/score over 1 tasks: 75.0" in section and "MID: skipped" in section
