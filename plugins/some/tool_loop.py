@@ -4,9 +4,10 @@ SoMe gives the tools to models through their native function calling (MCP, Xue e
 "Agent Tools"). townsquare's LLM port carries text, so every model, the offline ones
 included, uses one text protocol: the system prompt lists the tools as OpenAI function
 schemas and each reply is one JSON object, ``{"tool": NAME, "arguments": {...}}`` to call a
-tool or ``{"answer": TEXT}`` to finish. The request carries a JSON schema, so an
+tool or ``{"answer": TEXT}`` to finish. The request carries the JSON schema of exactly that
+(:func:`step_schema`: one of the tools with its own parameters, or the answer), so an
 OpenAI-compatible endpoint runs in JSON mode and the local model samples under the grammar
-llama.cpp derives from the schema.
+llama.cpp derives from the schema, which lets it name only real tools and real arguments.
 
 Replies are read leniently (:func:`parse_step`), the way real models go wrong (the paper's
 fig. 5): code fences, a ``print(...)`` around the call, a Python-style call
@@ -28,13 +29,17 @@ from typing import Any
 
 from townsquare.api import LLMClient, LLMRequest, Message
 
-from .tools import PARAMETERS, Toolbox
+from .tools import PARAMETERS, Toolbox, openai_tools
 
-#: the schema every step's reply is asked to follow
-STEP_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"tool": {"type": "string"}, "arguments": {"type": "object"}, "answer": {"type": "string"}},
-}
+def step_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON schema of one reply: a call of one of ``tools`` (OpenAI function schemas) with
+    its parameters, or the answer. A model sampled under it (the local model's grammar) can only
+    name a real tool with the right argument names, as native function calling does."""
+    calls = [{"type": "object", "additionalProperties": False, "required": ["tool", "arguments"],
+              "properties": {"tool": {"const": t["function"]["name"]},
+                             "arguments": {**t["function"]["parameters"], "additionalProperties": False}}} for t in tools]
+    answer = {"type": "object", "additionalProperties": False, "required": ["answer"], "properties": {"answer": {"type": "string"}}}
+    return {"oneOf": [*calls, answer]}
 
 
 class Unreadable(ValueError):
@@ -66,10 +71,11 @@ class Transcript:
 async def run_tools(llm: LLMClient, toolbox: Toolbox, system: str, query: str, *, max_steps: int, max_tokens: int,
                     temperature: float, purpose: str = "some.step") -> Transcript:
     """Ask, call the tools the model asks for, until it answers or ``max_steps`` replies were spent."""
+    schema = step_schema(openai_tools())
     messages = [Message("system", system), Message("user", query)]
     transcript = Transcript()
     for _ in range(max_steps):
-        request = LLMRequest(messages=tuple(messages), json_schema=STEP_SCHEMA, max_tokens=max_tokens,
+        request = LLMRequest(messages=tuple(messages), json_schema=schema, max_tokens=max_tokens,
                              temperature=temperature, purpose=purpose)
         reply = (await llm.complete(request)).text
         try:
@@ -77,7 +83,7 @@ async def run_tools(llm: LLMClient, toolbox: Toolbox, system: str, query: str, *
         except Unreadable as exc:
             transcript.repairs += 1
             repair = (*messages, Message("assistant", reply), Message("user", repair_prompt(str(exc))))
-            reply = (await llm.complete(LLMRequest(messages=repair, json_schema=STEP_SCHEMA, max_tokens=max_tokens,
+            reply = (await llm.complete(LLMRequest(messages=repair, json_schema=schema, max_tokens=max_tokens,
                                                    temperature=temperature, purpose=f"{purpose}.repair"))).text
             try:
                 step = parse_step(reply)
