@@ -113,7 +113,8 @@ def read_run(events_path: str | Path) -> RunLog:
 
 def ground_truth(task: TaskType, log: RunLog, split: int, per_task: int, rng: np.random.Generator, prompts: dict[str, str], *,
                  window_rounds: int = 2, min_posts: int = 2) -> Any:
-    """The task's ground truth in SoMe's format, at most ``per_task`` queries."""
+    """The task's ground truth in SoMe's format, at most ``per_task`` queries (the yes/no tasks
+    come in pairs, one positive and its negative: an odd ``per_task`` is rounded up)."""
     builder = {"UBP": _behavior, "MCR": _interest, "UCS": _comments, "UEA": _emotions}.get(task.short)
     if builder is not None:
         return builder(log, split, per_task, rng)
@@ -141,7 +142,7 @@ def _behavior(log: RunLog, split: int, per_task: int, rng: np.random.Generator) 
             if negative is not None:
                 pairs.append((behavior, agent, post, text, negative))
     truth: dict[str, dict[str, list[dict[str, str]]]] = {b: {} for b in KINDS}
-    for behavior, agent, post, text, negative in _sample(pairs, per_task // 2, rng):
+    for behavior, agent, post, text, negative in _sample(pairs, (per_task + 1) // 2, rng):
         said = {"comment": "comment", "repost": "repost"}.get(behavior)  # SoMe keeps the user's text with these
         truth[behavior].setdefault(agent, []).extend([
             {"weibo_id": post, **({said: text} if said else {}), "label": TO_SOME["yes"]},
@@ -162,7 +163,7 @@ def _interest(log: RunLog, split: int, per_task: int, rng: np.random.Generator) 
         if negative is not None:
             pairs.append((agent, post, negative))
     truth: dict[str, list[dict[str, str]]] = {}
-    for agent, post, negative in _sample(pairs, per_task // 2, rng):
+    for agent, post, negative in _sample(pairs, (per_task + 1) // 2, rng):
         truth.setdefault(agent, []).extend([{"weibo_id": post, "label": TO_SOME["yes"]}, {"weibo_id": negative, "label": TO_SOME["no"]}])
     return truth
 
@@ -177,7 +178,7 @@ def _comments(log: RunLog, split: int, per_task: int, rng: np.random.Generator) 
         if others:
             pairs.append((agent, post, text, others[int(rng.integers(len(others)))]))
     truth: dict[str, list[dict[str, str]]] = {}
-    for agent, post, text, other in _sample(pairs, per_task // 2, rng):
+    for agent, post, text, other in _sample(pairs, (per_task + 1) // 2, rng):
         truth.setdefault(agent, []).extend([{"weibo_id": post, "comment": text, "label": TO_SOME["yes"]},
                                             {"weibo_id": post, "comment": other, "label": TO_SOME["no"]}])
     return truth
