@@ -52,7 +52,7 @@ def test_behaviour_labels_come_from_later_actions_with_balanced_negatives(log):
     small = truth(log, "UBP", per_task=4)
     assert sum(len(e) for users in small.values() for e in users.values()) == 4
     one = truth(log, "UBP", per_task=1)  # a positive comes with its negative
-    assert sorted(e["label"] for users in one.values() for e in users.values() for e in e) == ["否", "是"]
+    assert sorted(e["label"] for users in one.values() for entries in users.values() for e in entries) == ["否", "是"]
 
 
 def test_interest_comment_and_emotion_labels(log):
