@@ -118,6 +118,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.recagent.studies.soc_strategy",
     "townsquare.plugins.recagent.studies.conformity",
     "townsquare.plugins.recagent.studies.eval_commands",
+    "townsquare.plugins.some.some_command",
     "townsquare.plugins.baselines.embedding_items",
     # reports
     "townsquare.plugins.report.run_report",

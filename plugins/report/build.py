@@ -31,6 +31,7 @@ from .headline_section import headline_section
 from .health_section import health_section
 from .memory_section import memory_section
 from .recsys_section import recsys_section
+from .some_section import some_section
 from .studies_section import studies_section
 from .town_section import town_section
 from .zhou_section import zhou_section
@@ -95,6 +96,7 @@ SECTIONS: list[tuple[str, str, Callable[[Report], str | None]]] = [
     ("similarity", "Persona similarity", lambda r: similarity_section(r.sim, r.sim_problem)),
     ("groundedness", "Groundedness", lambda r: groundedness_section(r.run.db)),
     ("zhou", "Zhou et al. metrics", lambda r: zhou_section(r)),
+    ("some", "SoMe evaluation", lambda r: some_section(r.run.path)),
     ("memory", "Reflections and plans",
      lambda r: memory_section(memory_rows(r.run.path)[1], {a.agent_id: a.persona.name for a in r.agents})),
     ("llm", "LLM calls", lambda r: llm_section(r.run.db, r.llm, r.axis)),

@@ -1,0 +1,128 @@
+"""The task harness: each query through the agent's tool loop, then extraction or judging.
+
+Every LLM call goes through the clients it is given, which the command builds from the run's
+provider and middleware (cache, budget, retries, accounting). Each query's calls are
+attributed to an agent id of their own (``some/<TASK>/<query id>`` for the agent,
+``some-judge/...`` for the judges), so the response cache, keyed by agent and by how often
+that agent asked the same thing, answers a repeated evaluation exactly: a killed evaluation
+resumes where it stopped and a finished one replays without a provider call.
+
+An LLM call that fails after the retries ends that query (``status = "llm_failure"``) and the
+evaluation goes on; a stop (a budget) ends the evaluation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Sequence
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from townsquare.api import LLMClient, LLMFault, fill_prompt
+
+from .corpus import Corpus
+from .scoring import Result, extract_label, judge_score, normalised
+from .tasks import TASKS, Query, is_correct
+from .tool_loop import Transcript, protocol_text, run_tools
+from .tools import Embed, ToolSettings, Toolbox, openai_tools
+
+log = structlog.get_logger("townsquare.plugins.some")
+
+
+class HarnessSettings(BaseModel):
+    """How the agent is run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: replies an agent may spend on one query (tool calls plus the answer)
+    max_steps: int = Field(12, gt=0)
+    #: completion tokens per reply
+    max_tokens: int = Field(512, gt=0)
+    temperature: float = Field(0.0, ge=0, le=2)
+    #: queries worked on at once
+    concurrency: int = Field(4, gt=0)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
+
+
+@dataclass
+class Harness:
+    agent: LLMClient
+    judges: Sequence[LLMClient]
+    embed: Embed | None
+    prompts: dict[str, str]
+    settings: HarnessSettings
+    #: called with each finished result (progress, incremental writing)
+    on_result: Callable[[Result], None] | None = None
+
+    async def evaluate(self, queries: list[Query], corpus_of: Callable[[str], Corpus]) -> list[Result]:
+        """Every query, at most ``settings.concurrency`` at a time; results in query order."""
+        gate = asyncio.Semaphore(self.settings.concurrency)
+
+        async def one(query: Query) -> Result:
+            async with gate:
+                result = await self.evaluate_one(query, corpus_of(query.task))
+            if self.on_result is not None:
+                self.on_result(result)
+            return result
+
+        return list(await asyncio.gather(*(one(q) for q in queries)))
+
+    async def evaluate_one(self, query: Query, corpus: Corpus) -> Result:
+        task = TASKS[query.task]
+        who = f"{task.short}/{query.id}"
+        agent = self.agent.for_agent(f"some/{who}")
+        judges = [judge.for_agent(f"some-judge{i}/{who}") for i, judge in enumerate(self.judges)]
+        summarize = self._summarizer(agent)
+        toolbox = Toolbox(corpus, self.embed, summarize, self.settings.tools)
+        system = fill_prompt(self.prompts[f"system_{task.name}"], behavior=query.behavior or "interact with") \
+            + "\n\n" + protocol_text(openai_tools())
+        try:
+            transcript = await run_tools(agent, toolbox, system, query.text, max_steps=self.settings.max_steps,
+                                         max_tokens=self.settings.max_tokens, temperature=self.settings.temperature)
+        except LLMFault as exc:
+            log.warning("some.query_failed", task=task.short, query=query.id, error=exc.describe())
+            transcript = Transcript(status="llm_failure", error=exc.describe(), calls=[])
+        result = Result(task=task.name, id=query.id, query=query.text, label=query.label, status=transcript.status,
+                        answer=transcript.answer, steps=len(transcript.calls) + (1 if transcript.status == "answered" else 0),
+                        tool_calls=transcript.calls, repairs=transcript.repairs, error=transcript.error)
+        try:
+            await self._score(task, query, transcript, judges, result)
+        except LLMFault as exc:  # the judge, not the agent, failed: the query is scored as unfinished
+            log.warning("some.judge_failed", task=task.short, query=query.id, error=exc.describe())
+            result.judge_failures += 1
+            result.error = result.error or f"judge: {exc.describe()}"
+        return result
+
+    async def _score(self, task: Any, query: Query, transcript: Transcript, judges: list[LLMClient], result: Result) -> None:
+        if task.kind == "choice":
+            result.extracted = await extract_label(judges[0], task, query.text, transcript.answer, self.prompts) \
+                if transcript.answered else "error"
+            result.correct = is_correct(task, result.extracted, query.label)
+            result.completed = transcript.answered and result.extracted != "error"
+            return
+        result.completed = transcript.answered
+        if not transcript.answered:
+            result.score = 0.0
+            return
+        per_judge = []
+        for judge in judges:
+            scores = await judge_score(judge, task, query.text, query.label, transcript.answer, self.prompts)
+            if scores is None:
+                result.judge_failures += 1
+                per_judge.append(0.0)
+            else:
+                result.criteria = {k: result.criteria.get(k, 0.0) + v / len(judges) for k, v in scores.items()}
+                per_judge.append(normalised(scores))
+        result.score = sum(per_judge) / len(per_judge)
+
+    def _summarizer(self, agent: LLMClient) -> Callable[[str], Awaitable[str]]:
+        """PostSummarization's LLM: the agent's own backbone (Xue et al., appendix)."""
+        template = self.prompts["summarize_cluster"]
+
+        async def summarize(posts: str) -> str:
+            return await agent.text(fill_prompt(template, posts=posts), purpose="some.tool.summarize",
+                                    max_tokens=self.settings.max_tokens, temperature=self.settings.temperature)
+
+        return summarize

@@ -1,0 +1,210 @@
+"""``townsquare eval some`` end to end: a scripted run whose events are the hand-made run's,
+the scripted model following SoMe's tool chains; bad input; replay from the cache; SoMe's own
+files; the report's section."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from test_some_tools import DATA, make_run
+
+SCRIPTED = ["-p", "townsquare.testing.scripted"]
+WINDOW = "2024-03-04 06:00:00_2024-03-04 08:00:00"
+
+#: the scripted model's replies: the judge first, then tool results, then the task queries
+RULES = {
+    "Reference": "Accuracy: 4, Completeness: 3, Relevance: 5",
+    "Which emotion does the comment show": "positive",
+    "pull out its final verdict": "mostly-true",
+    "Here are social-media posts that were grouped": "People trained for the city marathon.",
+    "Result of user_search": '{"answer": "yes"}',
+    "Result of post_search": f'{{"tool": "topic_clustering", "arguments": {{"folder_name": "anywhere_{WINDOW.replace("_", "_")}"}}}}',
+    "Result of topic_clustering": f'{{"tool": "topic_summarization", "arguments": {{"folder_name": "anywhere_{WINDOW}_clusters"}}}}',
+    "Result of topic_summarization": f'{{"tool": "data_folder", "arguments": {{"folder_name": "anywhere_{WINDOW}_clusters_summaries", "start_idx": 0, "end_idx": 5}}}}',
+    "Result of data_folder": '{"answer": "- marathon: people trained for the city marathon"}',
+    "Result of topic_search": '{"answer": "The marathon was announced, then run."}',
+    "Result of knowledge_retrieve": '{"answer": "The documents say so: mostly-true."}',
+    "Tell me which events": f'{{"tool": "post_search", "arguments": {{"location": "anywhere", "start_time": "{WINDOW.split("_")[0]}", "end_time": "{WINDOW.split("_")[1]}"}}}}',
+    "Summarise the event": '{"tool": "topic_search", "arguments": {"topic_name": "marathon"}}',
+    "Is this tweet true": '{"tool": "knowledge_retrieve", "arguments": {"query": "border wall", "topk": 2}}',
+    "Did the user with ID": '{"answer": "no"}',
+    "Which emotion will the user": '{"answer": "positive"}',
+    "(Will|Is) the user with ID": '{"tool": "user_search", "arguments": {"uid": "users-0001"}}',
+    "(What does|Who posted)": '{"answer": "running"}',
+}
+
+
+def toml_rules() -> str:
+    return "{ " + ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in RULES.items()) + " }"
+
+
+def cli(*args, cwd=None):
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    return subprocess.run([sys.executable, "-m", "townsquare.cli", *args, *SCRIPTED], capture_output=True, text=True, env=env, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("some")
+    personas = ",\n".join(f'  {{ name = "{n}", sentences = ["I am {n}."] }}' for n in ("alice", "bob", "carol", "dave"))
+    (tmp / "s.toml").write_text(f"""name = "some"
+seed = 3
+rounds = 6
+[clock]
+start = 2024-03-04T06:00:00
+minutes_per_round = 60
+[llm]
+name = "scripted"
+[plugins.scripted]
+rules = {toml_rules()}
+[[populations]]
+name = "users"
+count = 4
+slots = {{ policy = "scripted_feed" }}
+[populations.personas]
+name = "inline"
+items = [
+{personas}
+]
+""")
+    ran = cli("run", str(tmp / "s.toml"), "--out", str(tmp / "run"))
+    assert ran.returncode == 0, ran.stderr
+    events = tmp / "run" / "events.sqlite"
+    db = sqlite3.connect(events)
+    ids = [a for (a,) in db.execute("SELECT agent_id FROM agents ORDER BY idx")]
+    db.close()
+    assert ids == ["users-0001", "users-0002", "users-0003", "users-0004"]
+    make_run(events, ids)  # the hand-made run's posts and actions replace the scripted ones
+    return tmp / "run"
+
+
+def test_bad_input_is_one_line_and_exit_2_before_anything_is_written(run_dir):
+    for args, message in [
+        (["--tasks", "UBP,nope"], "--tasks: unknown task 'nope'; the tasks are: RED (realtime_event_detection)"),
+        (["--split", "9"], "--split 9: the run has 6 rounds; give a round from 1 to 5"),
+        (["--some-data", str(run_dir / "nowhere")], "nowhere/realtime_event_detection/ground_truth.json: no such file"),
+        (["--database", str(DATA / "database")], "--database: give --some-data too"),
+        (["--prompts", str(run_dir / "manifest.json")], "manifest.json"),
+    ]:
+        out = cli("eval", "some", str(run_dir), *args)
+        assert out.returncode == 2, (args, out.stderr)
+        lines = [line for line in out.stderr.splitlines() if "llm.scripted" not in line]
+        assert len(lines) == 1 and message in lines[0], (args, out.stderr)
+    assert cli("eval", "some", str(run_dir / "missing")).returncode == 2
+    assert not (run_dir / "some").exists()
+
+
+def test_the_suite_runs_on_the_run_and_replays_from_its_cache(run_dir):
+    out = cli("eval", "some", str(run_dir))
+    assert out.returncode == 0, out.stderr
+    table = {line.split()[0]: line.split() for line in out.stdout.splitlines()[1:] if line.split()[0] in
+             ("RED", "SES", "UBP", "UEA", "UCS", "MCR", "SMQ")}
+    # task: queries, ACC, score, TCR (the agent always says yes / no / positive; the judge gives 4, 3, 5)
+    assert table["UBP"][1:5] == ["10", "50.0", "-", "100.0"]
+    assert table["MCR"][1:5] == ["10", "50.0", "-", "100.0"]
+    assert table["UCS"][1:5] == ["4", "50.0", "-", "100.0"]
+    assert table["UEA"][1:5] == ["2", "100.0", "-", "100.0"]
+    assert table["RED"][1:6] == ["1", "-", "80.0", "100.0", "4.0"]  # post_search, topic_clustering, topic_summarization, data_folder
+    assert table["SES"][1:5] == ["1", "-", "70.0", "100.0"]
+    assert table["SMQ"][1:5] == ["5", "-", "80.0", "100.0"]
+    assert "note: MID: skipped" in out.stderr
+    some = run_dir / "some"
+    summary = json.loads((some / "summary.json").read_text())
+    assert summary["split"] == 3 and summary["source"] == "run" and [t["short"] for t in summary["tasks"]][0] == "RED"
+    results = json.loads((some / "results.json").read_text())
+    assert len(results) == 33
+    red = next(r for r in results if r["task"] == "realtime_event_detection")
+    assert [c["tool"] for c in red["tool_calls"]] == ["post_search", "topic_clustering", "topic_summarization", "data_folder"]
+    assert all(c["ok"] for c in red["tool_calls"])
+    truth = json.loads((some / "ground_truth" / "user_behavior_prediction" / "ground_truth.json").read_text())
+    assert truth["like"]["users-0001"][0] == {"weibo_id": "p4", "label": "是"}
+    assert json.loads((some / "ground_truth" / "user_emotion_analysis" / "ground_truth.json").read_text())["users-0002"] == \
+        [{"weibo_id": "p1", "emotion": "积极"}]
+    assert (some / "summary.csv").read_text().splitlines()[0].startswith("task,short,kind,queries,accuracy,score,tcr")
+    db = sqlite3.connect(some / "llm_calls.sqlite")
+    calls = dict(db.execute("SELECT status, COUNT(*) FROM llm_calls GROUP BY status").fetchall())
+    purposes = {p for (p,) in db.execute("SELECT DISTINCT purpose FROM llm_calls")}
+    db.close()
+    assert calls.get("ok", 0) == summary["llm_calls"] > 0
+    assert {"some.step", "some.tool.summarize", "some.label.emotion", "some.score.red"} <= purposes
+    cache = sqlite3.connect(some / "llm_cache.sqlite")
+    answers = cache.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    cache.close()
+
+    again = cli("eval", "some", str(run_dir))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[:9] == out.stdout.splitlines()[:9]
+    cache = sqlite3.connect(some / "llm_cache.sqlite")
+    assert cache.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == answers  # nothing asked anew
+    cache.close()
+
+    from townsquare.plugins.report.some_section import some_section
+
+    section = some_section(run_dir)
+    assert "<td>UBP</td><td class=\"num\">10</td><td class=\"num\">50.0</td>" in section
+    assert "Agent scripted:scripted-test-model" in section and "labels from round 3 on" in section
+
+
+def test_somes_own_files_with_a_database_and_its_knowledge_base(run_dir, tmp_path):
+    out = cli("eval", "some", str(run_dir), "--some-data", str(DATA / "datasets"), "--database", str(DATA / "database"),
+              "--tasks", "MID,UBP,mcr", "--out", str(tmp_path / "eval"))
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()[1:4]}
+    # MID: "mostly-true" is right for the true claim, wrong for the false one
+    assert rows["MID"][1:5] == ["2", "50.0", "-", "100.0"]
+    # UBP: the fixture's post 9999 is not in the database: 3 queries; 5001 like 是, 5004 like 否, 5001 comment 是
+    assert rows["UBP"][1:5] == ["3", "66.7", "-", "100.0"]
+    assert rows["MCR"][1:5] == ["2", "50.0", "-", "100.0"]
+    assert "UBP: 1 queries skipped" in out.stderr
+    results = json.loads((tmp_path / "eval" / "results.json").read_text())
+    mid = [r for r in results if r["task"] == "misinformation_detection"]
+    assert [r["extracted"] for r in mid] == ["mostly-true", "mostly-true"] and "[document k1] Border wall" in mid[0]["tool_calls"][0]["result"]
+
+
+def test_unchanged_on_an_openai_compatible_endpoint_that_faults(run_dir, tmp_path):
+    """The same command on a real HTTP endpoint (the fault server: 429s, 500s, cut-off and garbage
+    answers): every fault is retried and counted, the evaluation finishes."""
+    from townsquare.testing.fault_server import FaultServer
+
+    faults = dict(seed=4, rate_429=0.06, rate_500=0.04, rate_body_truncated=0.04, rate_garbage=0.04, rate_null_content=0.04,
+                  retry_after_s=0)
+    with FaultServer(latency_ms=1, **faults) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test-key", "PYTHONIOENCODING": "utf-8"}
+        out = subprocess.run([sys.executable, "-m", "townsquare.cli", "eval", "some", str(run_dir), "--llm", "openai:test-model",
+                              "--set", "plugins.llm_retry.base_delay_s=0.001", "--tasks", "UBP,SMQ", "--per-task", "4",
+                              "--out", str(tmp_path / "eval"), *SCRIPTED], capture_output=True, text=True, env=env)
+        served = dict(server.counts)
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()[1:3]}
+    assert rows["UBP"][1] == "4" and rows["SMQ"][1] == "4"
+    db = sqlite3.connect(tmp_path / "eval" / "llm_calls.sqlite")
+    statuses = dict(db.execute("SELECT status, COUNT(*) FROM llm_calls GROUP BY status").fetchall())
+    models = {m for (m,) in db.execute("SELECT DISTINCT model FROM llm_calls")}
+    db.close()
+    assert statuses["error"] >= 1 and statuses["ok"] >= 8 and models == {"test-model"}
+    # one row per request the server saw; garbage answers arrive as ok and fail to parse later
+    assert served["requests"] == statuses["ok"] + statuses["error"] and served["requests"] > served["ok"]
+    summary = json.loads((tmp_path / "eval" / "summary.json").read_text())
+    assert summary["agent_model"] == "openai:test-model"
+
+
+def test_the_report_section_is_absent_without_an_evaluation_and_says_so_when_broken(tmp_path):
+    from townsquare.plugins.report.some_section import some_section
+
+    assert some_section(tmp_path) is None
+    (tmp_path / "some").mkdir()
+    (tmp_path / "some" / "summary.json").write_text("{broken")
+    assert some_section(tmp_path).startswith('<p class="none">') and "could not be read" in some_section(tmp_path)
+    (tmp_path / "some" / "summary.json").write_text(json.dumps({
+        "agent_model": "local:smollm2", "judges": ["local:smollm2"], "source": "run", "split": 2, "llm_calls": 9, "wall_seconds": 1.5,
+        "notes": ["MID: skipped"], "tasks": [{"short": "UBP", "queries": 4, "accuracy": 75.0, "score": None, "tcr": 100.0,
+                                               "mean_tool_calls": 2.0, "tool_errors": 0, "repairs": 1, "unparsable": 0, "llm_failures": 0}]}))
+    section = some_section(tmp_path)
+    assert '<td class="num">75.0</td><td>–</td><td class="num">100.0</td>' in section
+    assert "Mean of ACC/score over 1 tasks: 75.0" in section and "MID: skipped" in section
