@@ -92,9 +92,13 @@ def assert_faults_counted(calls: list[tuple], served: dict[str, int]) -> None:
     for fault, kind in ROW_KIND.items():
         if kind is not None:
             expected[kind] += served.get(fault, 0)
-    # a loaded machine may let a normal answer pass the client's timeout too: more timeouts are fine
-    assert rows.pop("timeout", 0) >= expected.pop("timeout", 0)
-    assert rows == +expected
+    # A loaded machine may let any answer, faulty or not, pass the client's timeout first: a
+    # request may leave a timeout row instead of its fault's kind, never a row of another kind.
+    timeouts = rows.pop("timeout", 0)
+    assert set(rows) <= set(+expected), (rows, expected)
+    assert all(rows[kind] <= expected[kind] for kind in rows), (rows, expected)
+    turned_timeouts = sum(expected[kind] - rows[kind] for kind in expected if kind != "timeout")
+    assert timeouts >= expected["timeout"] + turned_timeouts, (timeouts, rows, expected)
 
 
 def quiet(stderr: str) -> bool:

@@ -106,6 +106,9 @@ class FaultConfig:
     hang_s: float = 30.0
     slow_s: float = 0.2
     dimensions: int = 64
+    #: a concurrency probe: each request waits (at most ``hang_s``) until this many are in
+    #: flight at once, so a test sees a client's concurrency without timing it; 0 = off
+    hold_until: int = 0
 
     @classmethod
     def every_kind(cls, rate: float, kinds: tuple[str, ...] = TRANSPORT_FAULTS + ANSWER_FAULTS, **settings: Any) -> "FaultConfig":
@@ -122,7 +125,8 @@ class FaultConfig:
 
 class FaultServer:
     """The server. ``counts``: requests, ok, embeddings and one entry per fault kind served;
-    ``keys``: requests per bearer token; ``recent``: the last chat request bodies."""
+    ``keys``: requests per bearer token; ``recent``: the last chat request bodies;
+    ``peak_in_flight``: the most API requests it has held at once."""
 
     def __init__(self, config: FaultConfig | None = None, *, host: str = "127.0.0.1", port: int = 0, **settings: Any):
         if host not in LOCAL_HOSTS:
@@ -134,6 +138,8 @@ class FaultServer:
         self.keys: Counter[str] = Counter()
         self.recent: deque[dict[str, Any]] = deque(maxlen=256)
         self._seen: Counter[bytes] = Counter()
+        self.in_flight = self.peak_in_flight = 0
+        self._all_in: asyncio.Event | None = None
         self._handlers: set[asyncio.Task] = set()
         self._server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -255,6 +261,27 @@ class FaultServer:
             request = json.loads(body or b"{}")
         except ValueError:
             return _json_reply(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            if self.config.hold_until:
+                await self._hold()
+            return await self._answer_request(path, request, body)
+        finally:
+            self.in_flight -= 1
+
+    async def _hold(self) -> None:
+        """Wait until ``hold_until`` requests are in flight (or ``hang_s`` passes)."""
+        if self._all_in is None:
+            self._all_in = asyncio.Event()
+        if self.in_flight >= self.config.hold_until:
+            self._all_in.set()
+        try:
+            await asyncio.wait_for(self._all_in.wait(), self.config.hang_s)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _answer_request(self, path: str, request: Any, body: bytes) -> "_Reply | None":
         embeddings = path == "/v1/embeddings"
         self.counts["embeddings" if embeddings else "requests"] += 1
         fault, h = self._draw(body)
