@@ -65,7 +65,7 @@ class PersonaResult:
     population: str
     description: str
     environments: list[str]
-    environment_source: str   # llm | fallback | benchmark
+    environment_source: str   # llm | fallback | given (--environment) | benchmark
     questions: list[QuestionResult] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,23 +85,24 @@ class Judge:
 
 async def evaluate(subjects: Sequence[Subject], *, generator: Any, judges: Sequence[Judge], prompts: dict[str, str],
                    tasks: dict[str, Task], pool: Sequence[str], environments: int, per_task: int,
-                   settings: llm_steps.Settings = llm_steps.Settings()) -> list[PersonaResult]:
-    """Every subject through the five steps (module docstring)."""
+                   settings: llm_steps.Settings = llm_steps.Settings(), fixed: Sequence[str] | None = None) -> list[PersonaResult]:
+    """Every subject through the five steps (module docstring); ``fixed``: these environments
+    for every persona instead of the selector's choice."""
     return list(await asyncio.gather(*(
         _persona(s, generator=generator, judges=judges, prompts=prompts, tasks=tasks, pool=pool,
-                 environments=environments, per_task=per_task, settings=settings) for s in subjects)))
+                 environments=environments, per_task=per_task, settings=settings, fixed=fixed) for s in subjects)))
 
 
 async def _persona(subject: Subject, *, generator: Any, judges: Sequence[Judge], prompts: dict[str, str],
                    tasks: dict[str, Task], pool: Sequence[str], environments: int, per_task: int,
-                   settings: llm_steps.Settings) -> PersonaResult:
+                   settings: llm_steps.Settings, fixed: Sequence[str] | None = None) -> PersonaResult:
     agent = subject.ctx.agent
     description = subject.description[:settings.persona_chars]
     if subject.static is not None:
         chosen, source = [], "benchmark"
         items = [QuestionResult(t, None, q) for t in TASKS for q in subject.static[t][:per_task]]
     else:
-        chosen, source = await llm_steps.select_environments(generator, prompts, description, pool, environments, settings)
+        chosen, source = (list(fixed), "given") if fixed else await llm_steps.select_environments(generator, prompts, description, pool, environments, settings)
         pairs = [(t, e) for t in TASKS for e in chosen]
         generated = await asyncio.gather(*(llm_steps.generate_questions(generator, prompts, description, e, tasks[t], per_task, settings)
                                            for t, e in pairs))

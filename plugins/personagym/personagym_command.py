@@ -11,7 +11,7 @@ the answers already paid for are in ``OUT/llm_cache.sqlite``, and the same comma
 from __future__ import annotations
 
 import asyncio
-import json
+import difflib
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import click
 from townsquare.api import Persona, UsageError, load_prompts
 
 from . import benchmark_data as data_files
+from .answer_parsing import match_environments
 from .benchmark_data import PROMPTS
 
 REQUIRED = {
@@ -37,17 +38,25 @@ DEFAULT_ENVIRONMENTS = 1
 
 
 def _inputs(target: Any, data: str | None, questions: str, persona_file: str | None, personas: int | None,
-            environments: int) -> dict[str, Any]:
+            environments: int, named: tuple[str, ...] = ()) -> dict[str, Any]:
     """Everything read from files, checked."""
     folder = Path(data) if data else None
     if folder is not None and not folder.is_dir():
         raise UsageError(f"--data {data}: no such folder (the released PersonaGym data)")
+    if questions == "benchmark" and folder is None:
+        raise UsageError("--questions benchmark needs --data DIR (the released folder with questions_benchmark-v1/)")
     tasks = data_files.own_tasks()
     if folder is not None:
         tasks = data_files.released_tasks(folder, tasks)
     pool = data_files.load_environments(folder if folder is not None and (folder / "environments.json").is_file() else None)
     if environments > len(pool):
         raise UsageError(f"--environments {environments}: the pool has only {len(pool)} environments")
+    fixed = match_environments(named, pool)
+    for name in named:
+        if not match_environments([name], pool):
+            close = difflib.get_close_matches(name, pool, n=3, cutoff=0.5)
+            raise UsageError(f"--environment {name!r}: not one of the {len(pool)} environments"
+                             + (f" (did you mean: {', '.join(close)}?)" if close else ""))
     descriptions: list[str] | None = None
     if persona_file == "benchmark" or (persona_file is None and questions == "benchmark"):
         if folder is None:
@@ -56,9 +65,7 @@ def _inputs(target: Any, data: str | None, questions: str, persona_file: str | N
     elif persona_file is not None:
         descriptions = data_files.load_persona_descriptions(Path(persona_file))
     static = None
-    if questions == "benchmark":
-        if folder is None:
-            raise UsageError("--questions benchmark needs --data DIR (the released folder with questions_benchmark-v1/)")
+    if questions == "benchmark" and folder is not None:
         bank = data_files.load_static_questions(folder)
         wanted = descriptions[:personas] if personas else descriptions
         static = []
@@ -68,7 +75,7 @@ def _inputs(target: Any, data: str | None, questions: str, persona_file: str | N
                 raise UsageError(f"no released questions for the persona {description[:70]!r} "
                                  f"(in {folder / data_files.QUESTIONS_FOLDER})")
             static.append(found)
-    return {"tasks": tasks, "pool": pool, "descriptions": descriptions, "static": static,
+    return {"tasks": tasks, "pool": pool, "descriptions": descriptions, "static": static, "fixed": fixed or None,
             "environments_from": str(folder / "environments.json") if folder is not None and (folder / "environments.json").is_file()
             else "the released list bundled with townsquare"}
 
@@ -115,7 +122,7 @@ async def _run(target: Any, out: Path, inputs: dict[str, Any], prompts: dict[str
         ensemble = [Judge(label, session.client(spec, f"personagym.judge.{label}"))
                     for label, spec in zip(labels, judges or (None,))]
         results = await evaluate(subjects, generator=generator_llm, judges=ensemble, prompts=prompts, tasks=inputs["tasks"],
-                                 pool=inputs["pool"], environments=environments, per_task=per_task)
+                                 pool=inputs["pool"], environments=environments, per_task=per_task, fixed=inputs["fixed"])
         return results, session.counts
     finally:
         await session.close()
@@ -152,6 +159,8 @@ def register(cli: Any) -> None:
                   help="Generate questions (§3.2) or use the released static set (benchmark-v1, for comparison with the paper).")
     @click.option("--environments", type=click.IntRange(min=1), default=DEFAULT_ENVIRONMENTS, show_default=True,
                   help="Environments used per persona, of those the selector chooses.")
+    @click.option("--environment", "named", multiple=True, metavar="NAME",
+                  help="Use this environment of the pool instead of the selector's choice (repeatable).")
     @click.option("--questions-per-task", "per_task", type=click.IntRange(min=1), default=10, show_default=True,
                   help="Questions per task per environment (10 in the paper).")
     @click.option("--judge", "judges", multiple=True, metavar="PROVIDER[:MODEL]",
@@ -167,7 +176,7 @@ def register(cli: Any) -> None:
                   help="Folder for the results, cache and LLM calls (default RUN/personagym, or runs/NAME-personagym).")
     @common_options
     def personagym(target: str, personas: int | None, population: str | None, persona_file: str | None, data: str | None,
-                   questions: str, environments: int, per_task: int, judges: tuple[str, ...], generator: str | None,
+                   questions: str, environments: int, named: tuple[str, ...], per_task: int, judges: tuple[str, ...], generator: str | None,
                    llm_spec: str | None, prompts_file: str | None, overrides: tuple[str, ...], seed: int | None,
                    out: str | None, plugin_options: tuple[str, ...] = (), **_: Any) -> None:
         """PersonaGym: environments, questions, the agents' answers, rubric grades by an
@@ -185,7 +194,7 @@ def register(cli: Any) -> None:
             check_spec(target_info, spec, "--judge")
         if generator is not None:
             check_spec(target_info, generator, "--generator")
-        inputs = _inputs(target_info, data, questions, persona_file, personas, environments)
+        inputs = _inputs(target_info, data, questions, persona_file, personas, environments, named)
         prompts = load_prompts(PROMPTS, "personagym", prompts_file, ".", required=REQUIRED)
         folder = Path(out) if out else _default_out(target, target_info)
         if folder.exists() and not folder.is_dir():
@@ -204,7 +213,8 @@ def register(cli: Any) -> None:
             results, calls = results
             new = cached_answers(folder) - known
             source = ("the released static set (benchmark-v1)" if questions == "benchmark" else
-                      f"generated: {per_task} per task per environment, {environments} environment(s) per persona")
+                      f"generated: {per_task} per task per environment, "
+                      + (f"environments {', '.join(inputs['fixed'])}" if inputs["fixed"] else f"{environments} environment(s) per persona"))
             info = {"target": str(target), "questions_source": questions, "questions": source,
                     "rubrics": sorted({t.source for t in inputs["tasks"].values()}), "environments_from": inputs["environments_from"],
                     "agent_llm": llm_spec or "run", "generator": generator or "run",
