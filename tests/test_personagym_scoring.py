@@ -207,3 +207,52 @@ def test_the_released_folder_loads_whole():
     scores = json.loads((SHARED / "evaluations" / "20240710_gpt_35.scores.json").read_text())
     by_key = {data.task_key(k): v for k, v in scores.items() if k != "PersonaScore"}
     assert round(persona_score(by_key), 2) == scores["PersonaScore"]
+
+
+class Replies:
+    """A provider that answers from a list and records each request."""
+
+    name, model = "replies", "replies-model"
+
+    def __init__(self, *texts: str):
+        self.texts, self.requests = list(texts), []
+
+    async def complete(self, request):
+        from townsquare.api import LLMResponse
+
+        self.requests.append(request)
+        return LLMResponse(text=self.texts.pop(0), model=self.model, provider=self.name)
+
+
+def test_repairs_ask_for_a_shape_the_provider_can_enforce():
+    from townsquare.api import load_prompts
+
+    templates, tasks = load_prompts(data.PROMPTS, "personagym"), data.own_tasks()
+    settings = llm_steps.Settings()
+    # the grade's repair is one of the five scores (the offline model scores each label)
+    provider = Replies("A thoughtful answer overall.", "4")
+    score = asyncio.run(llm_steps.grade(build_chain(provider).client, templates, "A nurse", "Q?", "A.", tasks["toxicity_control"],
+                                        None, settings))
+    assert score == 4.0 and provider.requests[1].labels == ("1", "2", "3", "4", "5")
+    # the questions' repair is JSON {"questions": [...]}, at most the count asked for
+    provider = Replies("Sure! Here are some questions.", '{"questions": ["What do you do when the bride faints?", "How do you toast?"]}')
+    questions = asyncio.run(llm_steps.generate_questions(build_chain(provider).client, templates, "A nurse", "Wedding",
+                                                         tasks["expected_action"], 2, settings))
+    assert questions == ["What do you do when the bride faints?", "How do you toast?"]
+    shape = provider.requests[1].json_schema
+    assert shape["properties"]["questions"]["maxItems"] == 2
+    # the environments' repair may only name the pool's environments
+    pool = ["Wedding", "Courtroom"]
+    provider = Replies("Hmm.", '{"environments": ["Courtroom"]}')
+    chosen = asyncio.run(llm_steps.select_environments(build_chain(provider).client, templates, "A lawyer", pool, 1, settings))
+    assert chosen == (["Courtroom"], "llm") and provider.requests[1].json_schema["properties"]["environments"]["items"]["enum"] == pool
+    # the score examples' repair is JSON with score_1..score_5
+    provider = Replies("I can't.", json.dumps({f"score_{n}": f"example {n}" for n in range(1, 6)}))
+    examples = asyncio.run(llm_steps.score_examples(build_chain(provider).client, templates, "A nurse", "Q?", tasks["expected_action"], settings))
+    assert examples == {n: f"example {n}" for n in range(1, 6)}
+
+
+def test_parse_score_takes_a_bare_number():
+    assert parse_score(" 4 ") == 4.0 and parse_score("**5**.") == 5.0
+    with pytest.raises(AnswerFormatError):
+        parse_score("6")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Sequence
+from typing import Any, Sequence
 
 
 class AnswerFormatError(ValueError):
@@ -96,9 +96,25 @@ _EXAMPLE = re.compile(r"Score\s*([1-5])\s*[:=.)-]\s*(?:Response\s*[-:\u2013\u201
                       re.IGNORECASE | re.DOTALL)
 
 
+def _json_object(text: str) -> dict[str, Any] | None:
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text[start:])
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def parse_examples(text: str) -> dict[int, str]:
-    """score -> example answer, for all five scores, from a score-examples answer."""
+    """score -> example answer, for all five scores, from a score-examples answer (the
+    ``Score N: Response - ...`` lines, or the repair's JSON ``{"score_N": ...}``)."""
     found: dict[int, str] = {}
+    shaped = _json_object(text)
+    if shaped is not None:
+        text = "\n".join(f"Score {k[-1]}: {v}" for k, v in shaped.items()
+                         if isinstance(v, str) and re.fullmatch(r"score_[1-5]", str(k)))
     for number, example in _EXAMPLE.findall(text):
         cleaned = " ".join(example.replace("-" * 5, " ").split()).strip(" -\"'")
         if cleaned and int(number) not in found:
@@ -116,7 +132,11 @@ _FALLBACKS = (re.compile(r"\bscore\s*(?:is|:|=|of)\s*\**\s*([1-5](?:\.\d+)?)(?!\
 
 def parse_score(text: str) -> float:
     """The score (1 to 5) a judge's evaluation ends with: the last "final score is N", else the
-    last "score: N" or "N/5". A value outside 1-5 is no score."""
+    last "score: N" or "N/5", or an answer that is the number alone (the repair's). A value
+    outside 1-5 is no score."""
+    alone = re.fullmatch(r"\s*\**([1-5](?:\.\d+)?)\**\.?\s*", text)
+    if alone:
+        return float(alone.group(1))
     for pattern in (_FINAL, *_FALLBACKS):
         found = pattern.findall(text)
         if found:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import structlog
 
-from townsquare.api import Message, agent_memory, fill_prompt
+from townsquare.api import LLMRequest, Message, agent_memory, fill_prompt
 
 from .answer_parsing import AnswerFormatError, parse_environments, parse_examples, parse_questions, parse_score
 from .benchmark_data import Task
@@ -52,22 +52,43 @@ class Settings:
 
 
 async def ask_parsed(llm: Any, messages: Sequence[Message], parse: Callable[[str], T], *, purpose: str, repair: str,
+                     shape: dict[str, Any] | None = None, labels: tuple[str, ...] | None = None,
                      **options: Any) -> tuple[T | None, str]:
-    """``parse`` of the answer; on a format error one repair request (the answer and
-    ``repair`` appended); if that fails too, a ``parse_failure`` row and ``(None, answer)``."""
+    """``parse`` of the answer (the paper's free format); on a format error one repair request
+    (the answer and ``repair`` appended) that asks for the same content in a shape a provider
+    can enforce: ``shape`` (a JSON schema: grammar-constrained on the offline model, JSON mode
+    on an endpoint) or ``labels`` (the offline model scores each label); if that fails too, a
+    ``parse_failure`` row and ``(None, answer)``."""
     answer = await llm.text(list(messages), purpose=purpose, **options)
     try:
         return parse(answer), answer
     except AnswerFormatError:
         pass
-    followup = [*messages, Message("assistant", answer or "(no answer)"), Message("user", repair)]
-    repaired = await llm.text(followup, purpose=f"{purpose}.repair", **options)
+    followup = (*messages, Message("assistant", answer or "(no answer)"), Message("user", repair))
+    request = LLMRequest(messages=followup, purpose=f"{purpose}.repair", agent_id=llm.agent_id, json_schema=shape,
+                         labels=labels, **options)
+    repaired = (await llm.complete(request)).text
+    repaired = repaired if isinstance(repaired, str) else ""
     try:
         return parse(repaired), repaired
     except AnswerFormatError:
         llm.report_parse_failure(purpose, repaired)
         log.warning("personagym.unparsable", purpose=purpose, answer=repaired[:120])
         return None, repaired
+
+
+def list_shape(key: str, count: int | None = None, choices: Sequence[str] | None = None) -> dict[str, Any]:
+    """A JSON schema for ``{key: [strings]}`` (``choices``: strings of that set only)."""
+    items: dict[str, Any] = {"type": "string", "enum": list(choices)} if choices else {"type": "string", "minLength": 10}
+    array: dict[str, Any] = {"type": "array", "items": items, "minItems": 1}
+    if count:
+        array["maxItems"] = count
+    return {"type": "object", "properties": {key: array}, "required": [key]}
+
+
+EXAMPLES_SHAPE = {"type": "object", "properties": {f"score_{n}": {"type": "string", "minLength": 3} for n in range(1, 6)},
+                  "required": [f"score_{n}" for n in range(1, 6)]}
+SCORE_LABELS = ("1", "2", "3", "4", "5")
 
 
 def _words(text: str) -> set[str]:
@@ -89,7 +110,8 @@ async def select_environments(llm: Any, prompts: dict[str, str], description: st
     choice and ``"fallback"``."""
     prompt = fill_prompt(prompts["select_environments"], persona=description, environments=repr(list(pool)))
     chosen, _ = await ask_parsed(llm, [Message("user", prompt)], lambda text: parse_environments(text, pool),
-                                 purpose="personagym.environments", repair=prompts["repair_list"],
+                                 purpose="personagym.environments", repair=prompts["repair_environments"],
+                                 shape=list_shape("environments", count, pool),
                                  max_tokens=settings.select_tokens, temperature=settings.generator_temperature)
     if chosen:
         return chosen[:count], "llm"
@@ -103,7 +125,8 @@ async def generate_questions(llm: Any, prompts: dict[str, str], description: str
     prompt = fill_prompt(prompts["generate_questions"], persona=description, environments=environment, task=task.title,
                          criteria=task.criteria, count=count)
     questions, _ = await ask_parsed(llm, [Message("user", prompt)], parse_questions, purpose=f"personagym.questions.{task.key}",
-                                    repair=prompts["repair_list"], max_tokens=settings.question_tokens * count + 40,
+                                    repair=fill_prompt(prompts["repair_questions"], count=count), shape=list_shape("questions", count),
+                                    max_tokens=settings.question_tokens * count + 40,
                                     temperature=settings.generator_temperature)
     return (questions or [])[:count]
 
@@ -129,7 +152,7 @@ async def score_examples(llm: Any, prompts: dict[str, str], description: str, qu
     """score -> example answer (the reasoning exemplars e_{p,q}), or None."""
     prompt = fill_prompt(prompts["score_examples"], persona=description, question=question, rubric=task.outline())
     examples, _ = await ask_parsed(llm, [Message("user", prompt)], parse_examples, purpose=f"personagym.examples.{task.key}",
-                                   repair=prompts["repair_examples"], max_tokens=settings.examples_tokens,
+                                   repair=prompts["repair_examples"], shape=EXAMPLES_SHAPE, max_tokens=settings.examples_tokens,
                                    temperature=settings.examples_temperature)
     return examples
 
@@ -147,6 +170,6 @@ async def grade(llm: Any, prompts: dict[str, str], description: str, question: s
                          examples=examples_text(examples), persona=description, question=question,
                          response=response or "(no answer)")
     score, _ = await ask_parsed(llm, [Message("system", prompts["grade_system"]), Message("user", prompt)], parse_score,
-                                purpose=f"personagym.grade.{task.key}", repair=prompts["repair_grade"],
+                                purpose=f"personagym.grade.{task.key}", repair=prompts["repair_grade"], labels=SCORE_LABELS,
                                 max_tokens=settings.grade_tokens, temperature=settings.judge_temperature)
     return score
