@@ -163,6 +163,13 @@ def test_a_run_directory_is_evaluated_from_its_checkpoint(scenario, tmp_path, ca
     assert code == 0, err
     assert "Ada (users-0001)" in printed and (run / "personagym" / "personagym.json").is_file()
     assert results(run / "personagym")["personas"][0]["persona_score"] == pytest.approx(3.8)
+    # the run's report has the PersonaGym section with the distribution plot
+    code, _, err = cli(capsys, "report", str(run), *SCRIPTED)
+    assert code == 0, err
+    page = (run / "report.html").read_text()
+    section = page[page.index('<section id="personagym">'):]
+    assert "<h2>PersonaGym</h2>" in section and 'alt="PersonaGym score distribution"' in section
+    assert "<td>PersonaScore</td><td class=\"num\">3.80</td>" in section and "Ada" in section
 
 
 class Recorder:
