@@ -114,6 +114,17 @@ def test_generated_questions_table_files_and_numbers(scenario, tmp_path, capsys)
     assert code == 0, err
     assert "0 answered by the model" in again and results(out)["scores"] == saved["scores"]
 
+    # a strict replay from that cache into another folder: every answer recorded as cached
+    code, replayed, err = cli(capsys, "eval", "personagym", str(scenario), "--personas", "2", "--questions-per-task", "2",
+                              "--out", str(tmp_path / "replay"), "--set", f"plugins.llm_cache.replay_from={out}", *SCRIPTED)
+    assert code == 0, err
+    assert "(cached 76)" in replayed, replayed
+    assert results(tmp_path / "replay")["personas"] == saved["personas"]
+    # asking for more than was recorded fails loudly
+    code, _, err = cli(capsys, "eval", "personagym", str(scenario), "--personas", "3", "--questions-per-task", "2",
+                       "--out", str(tmp_path / "more"), "--set", f"plugins.llm_cache.replay_from={out}", *SCRIPTED)
+    assert code != 0 and "cache miss in replay" in err
+
 
 def test_judge_ensemble_averages_per_question(scenario, tmp_path, capsys):
     out = tmp_path / "eval"
