@@ -207,6 +207,8 @@ def register(cli: Any) -> None:
             try:
                 results = asyncio.run(_run(target_info, folder, inputs, prompts, personas=personas, population=population,
                                               judges=judges, generator=generator, environments=environments, per_task=per_task))
+            except KeyboardInterrupt:
+                raise RunStopped(f"interrupted; run the same command again to resume from {folder / 'llm_cache.sqlite'}") from None
             except LLMFault as exc:
                 raise RunStopped(f"evaluation stopped: LLM call failed: {exc.describe()}; "
                                  f"run the same command again to resume from {folder / 'llm_cache.sqlite'}") from None
