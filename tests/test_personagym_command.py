@@ -260,6 +260,8 @@ def test_an_openai_compatible_endpoint_with_faults(tmp_path, capsys, monkeypatch
     (["--judge", ":gpt"], "--judge ':gpt': expected PROVIDER[:MODEL]"),
     (["--questions", "benchmark"], "--questions benchmark needs --data DIR"),
     (["--data", "no/such/folder"], "--data no/such/folder: no such folder"),
+    (["--population", "nobody"], "--population nobody: no such population (populations: users)"),
+    (["--prompts", "missing.toml"], "missing.toml: cannot read prompts file"),
 ])
 def test_bad_input_is_one_line_and_exit_2(scenario, tmp_path, capsys, monkeypatch, extra, message):
     monkeypatch.chdir(tmp_path)

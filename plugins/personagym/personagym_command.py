@@ -103,9 +103,6 @@ async def _run(target: Any, out: Path, inputs: dict[str, Any], prompts: dict[str
         await session.build()
         agents = session.sim.agents
         if population is not None:
-            names = sorted({a.population for a in agents})
-            if population not in names:
-                raise UsageError(f"--population {population}: no such population (populations: {', '.join(names)})")
             agents = [a for a in agents if a.population == population]
         descriptions = inputs["descriptions"]
         count = min(x for x in (personas, len(agents), len(descriptions) if descriptions else None) if x is not None)
@@ -194,6 +191,11 @@ def register(cli: Any) -> None:
             check_spec(target_info, spec, "--judge")
         if generator is not None:
             check_spec(target_info, generator, "--generator")
+        if target_info.scenario.llm is None:
+            raise UsageError(f"{target}: no [llm] to answer with (add one, or --llm PROVIDER[:MODEL])")
+        populations = [p.config.name for p in target_info.scenario.populations]
+        if population is not None and population not in populations:
+            raise UsageError(f"--population {population}: no such population (populations: {', '.join(populations)})")
         inputs = _inputs(target_info, data, questions, persona_file, personas, environments, named)
         prompts = load_prompts(PROMPTS, "personagym", prompts_file, ".", required=REQUIRED)
         folder = Path(out) if out else _default_out(target, target_info)
