@@ -126,6 +126,24 @@ def test_generated_questions_table_files_and_numbers(scenario, tmp_path, capsys)
     assert code != 0 and "cache miss in replay" in err
 
 
+def test_a_budget_stop_resumes_to_the_same_results(scenario, tmp_path, capsys):
+    args = ["eval", "personagym", str(scenario), "--personas", "2", "--questions-per-task", "2", *SCRIPTED]
+    code, _, err = cli(capsys, *args, "--out", str(tmp_path / "whole"))
+    assert code == 0, err
+    code, _, err = cli(capsys, *args, "--out", str(tmp_path / "stopped"), "--set", "plugins.llm_budget.max_calls=30")
+    assert code == 3 and "max_calls" in err and "Traceback" not in err, err
+    assert not (tmp_path / "stopped" / "personagym.json").exists()
+    db = sqlite3.connect(tmp_path / "stopped" / "events.sqlite")
+    paid = db.execute("SELECT COUNT(*) FROM llm_calls WHERE status = 'ok'").fetchone()[0]
+    db.close()
+    assert 0 < paid <= 30
+    code, printed, err = cli(capsys, *args, "--out", str(tmp_path / "stopped"))
+    assert code == 0, err
+    assert results(tmp_path / "stopped")["personas"] == results(tmp_path / "whole")["personas"]
+    new = int(printed.split(" answered by the model")[0].rsplit(" ", 1)[-1])
+    assert new == 76 - paid  # the answers paid before the stop came from the cache
+
+
 def test_judge_ensemble_averages_per_question(scenario, tmp_path, capsys):
     out = tmp_path / "eval"
     code, printed, err = cli(capsys, "eval", "personagym", str(scenario), "--personas", "1", "--questions-per-task", "1",

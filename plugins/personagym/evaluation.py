@@ -88,9 +88,17 @@ async def evaluate(subjects: Sequence[Subject], *, generator: Any, judges: Seque
                    settings: llm_steps.Settings = llm_steps.Settings(), fixed: Sequence[str] | None = None) -> list[PersonaResult]:
     """Every subject through the five steps (module docstring); ``fixed``: these environments
     for every persona instead of the selector's choice."""
-    return list(await asyncio.gather(*(
-        _persona(s, generator=generator, judges=judges, prompts=prompts, tasks=tasks, pool=pool,
-                 environments=environments, per_task=per_task, settings=settings, fixed=fixed) for s in subjects)))
+    running = [asyncio.ensure_future(_persona(s, generator=generator, judges=judges, prompts=prompts, tasks=tasks, pool=pool,
+                                              environments=environments, per_task=per_task, settings=settings, fixed=fixed))
+               for s in subjects]
+    try:
+        return list(await asyncio.gather(*running))
+    except BaseException:
+        # a stop (budget, outage, Ctrl-C): the other agents' calls end before the cache closes
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        raise
 
 
 async def _persona(subject: Subject, *, generator: Any, judges: Sequence[Judge], prompts: dict[str, str],
