@@ -256,3 +256,11 @@ def test_parse_score_takes_a_bare_number():
     assert parse_score(" 4 ") == 4.0 and parse_score("**5**.") == 5.0
     with pytest.raises(AnswerFormatError):
         parse_score("6")
+
+
+def test_persona_files_are_a_json_list_or_one_description_a_line(tmp_path):
+    (tmp_path / "p.txt").write_text("A chef from Lyon\n\n  A sailor from Cork  \n")
+    assert data.load_persona_descriptions(tmp_path / "p.txt") == ["A chef from Lyon", "A sailor from Cork"]
+    (tmp_path / "p.json").write_text('["A chef from Lyon", ""]')
+    with pytest.raises(UsageError, match="p.json: expected a non-empty JSON list of strings"):
+        data.load_persona_descriptions(tmp_path / "p.json")
