@@ -79,14 +79,19 @@ async def ask_parsed(llm: Any, messages: Sequence[Message], parse: Callable[[str
 
 def list_shape(key: str, count: int | None = None, choices: Sequence[str] | None = None) -> dict[str, Any]:
     """A JSON schema for ``{key: [strings]}`` (``choices``: strings of that set only)."""
-    items: dict[str, Any] = {"type": "string", "enum": list(choices)} if choices else {"type": "string", "minLength": 10}
+    items: dict[str, Any] = {"type": "string", "enum": list(choices)} if choices else \
+        {"type": "string", "minLength": 10, "maxLength": MAX_ITEM_CHARS}
     array: dict[str, Any] = {"type": "array", "items": items, "minItems": 1}
     if count:
         array["maxItems"] = count
     return {"type": "object", "properties": {key: array}, "required": [key]}
 
 
-EXAMPLES_SHAPE = {"type": "object", "properties": {f"score_{n}": {"type": "string", "minLength": 3} for n in range(1, 6)},
+#: longest string a repair's JSON may hold: bounded, so a grammar-constrained answer closes
+#: its JSON before the token limit instead of being cut off (and retried) mid-string
+MAX_ITEM_CHARS = 300
+EXAMPLES_SHAPE = {"type": "object",
+                  "properties": {f"score_{n}": {"type": "string", "minLength": 3, "maxLength": MAX_ITEM_CHARS} for n in range(1, 6)},
                   "required": [f"score_{n}" for n in range(1, 6)]}
 SCORE_LABELS = ("1", "2", "3", "4", "5")
 
