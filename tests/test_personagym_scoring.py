@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from townsquare.api import LLMClient, UsageError
+from townsquare.api import UsageError
 from townsquare.plugins.personagym import benchmark_data as data
 from townsquare.plugins.personagym import llm_steps
 from townsquare.plugins.personagym.answer_parsing import (
