@@ -30,6 +30,7 @@ from .text_metrics import distinct_percent, tokenize
 from .headline_section import headline_section
 from .health_section import health_section
 from .memory_section import memory_section
+from .personagym_section import personagym_section
 from .recsys_section import recsys_section
 from .some_section import some_section
 from .studies_section import studies_section
@@ -100,6 +101,7 @@ SECTIONS: list[tuple[str, str, Callable[[Report], str | None]]] = [
     ("memory", "Reflections and plans",
      lambda r: memory_section(memory_rows(r.run.path)[1], {a.agent_id: a.persona.name for a in r.agents})),
     ("llm", "LLM calls", lambda r: llm_section(r.run.db, r.llm, r.axis)),
+    ("personagym", "PersonaGym", lambda r: personagym_section(r.run.path)),
     ("health", "Run health", lambda r: health_section(r.run.db)),
     ("run", "Run", lambda r: run_section(r.run.manifest, r.agents, r.rounds)),
 ]
