@@ -47,7 +47,7 @@ def eval_group(cli) -> "click.Group":
     if not isinstance(group, click.Group):
         @cli.group("eval")
         def group() -> None:
-            """Evaluate agents: Park et al.'s interviews, RecAgent's discrimination test."""
+            """Evaluate agents: PersonaGym, SoMe, Zhou et al.'s metrics, Park et al.'s interviews, RecAgent's discrimination test."""
     return group
 
 
