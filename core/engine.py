@@ -440,5 +440,12 @@ async def _close(obj: Any) -> None:
         await close()
 
 
+async def close_each(objects: Any) -> None:
+    """Await ``aclose()`` of each object that has one (providers, embedders a command built
+    beside a :class:`Simulation`), in order."""
+    for obj in objects:
+        await _close(obj)
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)

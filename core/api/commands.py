@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..cli import common_options
-from ..engine import Simulation
+from ..engine import Simulation, close_each
 from ..interview import interview
 from ..llm import Accounting, compose
 from ..plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
@@ -59,6 +59,6 @@ def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()
 
 __all__ = [
     "eval_group",
-    "Accounting", "EventStore", "interview", "Plugins", "ResolvedScenario", "RunDir", "Simulation", "common_options", "compose",
+    "Accounting", "EventStore", "interview", "Plugins", "ResolvedScenario", "RunDir", "Simulation", "close_each", "common_options", "compose",
     "llm_overrides", "load_plugins", "load_run", "load_scenario", "open_run", "rerun", "resolve_scenario", "start_run", "validate_scenario",
 ]

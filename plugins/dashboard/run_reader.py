@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from townsquare.api import memory_rows
+from townsquare.api import follow_edges, memory_rows
 from townsquare.api.commands import open_run
 
 #: what the ``.lock`` file is called (townsquare.rundir): its text names the writing process
@@ -156,13 +156,7 @@ class RunReader:
     @staticmethod
     def _edges(db: sqlite3.Connection) -> set[tuple[str, str]]:
         """follower -> followee edges now: the ``follows`` table replayed in order."""
-        edges: set[tuple[str, str]] = set()
-        for follower, followee, kind in db.execute("SELECT follower, followee, kind FROM follows ORDER BY seq"):
-            if kind == "follow":
-                edges.add((follower, followee))
-            elif kind == "unfollow":
-                edges.discard((follower, followee))
-        return edges
+        return follow_edges(db)
 
     def agent_actions(self, agent_id: str, limit: int) -> list[dict[str, Any]]:
         with self.db() as db:

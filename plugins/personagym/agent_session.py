@@ -126,13 +126,12 @@ class Session:
         return len(rows)
 
     async def close(self) -> None:
+        from townsquare.api.commands import close_each
+
         try:
             self.save_calls()
         finally:
-            for provider in self.providers:
-                close = getattr(provider, "aclose", None)
-                if close is not None:
-                    await close()
+            await close_each(self.providers)
             await self.sim._close_all()
 
 

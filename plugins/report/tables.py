@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from townsquare.api import Persona, UsageError
+from townsquare.api import Persona, UsageError, follow_edges
 from townsquare.api.commands import open_run as open_run_dir
 
 #: Action kinds in the order the report lists them (the paper's order, then the rest).
@@ -86,14 +86,8 @@ def follower_counts(db: sqlite3.Connection, agent_ids: list[str]) -> dict[str, i
     """Followers of each agent at the end of the run: the ``follows`` table replayed in order
     (a follow adds the edge follower -> followee, an unfollow removes it). Agents nobody
     follows count 0."""
-    edges: set[tuple[str, str]] = set()
-    for follower, followee, kind in db.execute("SELECT follower, followee, kind FROM follows ORDER BY seq"):
-        if kind == "follow":
-            edges.add((follower, followee))
-        elif kind == "unfollow":
-            edges.discard((follower, followee))
     counts = dict.fromkeys(agent_ids, 0)
-    for _, followee in edges:
+    for _, followee in follow_edges(db):
         counts[followee] = counts.get(followee, 0) + 1
     return counts
 

@@ -147,6 +147,7 @@ class CallLog:
 async def _evaluate(run_path: str, out: Path, llm_spec: str | None, judge_specs: tuple[str, ...], plan: dict[str, Any],
                     prompts: dict[str, str], settings: Any, votes: int, overrides: tuple[str, ...] = ()) -> tuple[list[Any], dict[str, Any], CallLog]:
     from townsquare.api import BuildContext, EmbeddingCache, LLMClient, Services, UsageError
+    from townsquare.api.commands import close_each
     from townsquare.api.commands import Accounting, RunDir, Simulation, compose, llm_overrides, load_run
 
     from .harness import Harness
@@ -189,14 +190,9 @@ async def _evaluate(run_path: str, out: Path, llm_spec: str | None, judge_specs:
         return results, {"agent_model": f"{sim.provider.name}:{sim.provider.model}",
                          "judges": list(judge_specs) or [f"{sim.provider.name}:{sim.provider.model}"]}, calls
     finally:
-        for provider in providers:
-            close = getattr(provider, "aclose", None)
-            if close is not None:
-                await close()
+        await close_each(providers)
         await sim._close_all()
-        close = getattr(embedder.embedder, "aclose", None)
-        if close is not None:
-            await close()
+        await close_each([embedder.embedder])
 
 
 # --------------------------------------------------------------------------- writing

@@ -23,7 +23,7 @@ async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, 
     import numpy as np
 
     from townsquare.api import BuildContext, LLMClient, Services, StepContext, UsageError
-    from townsquare.api.commands import Accounting, Simulation, compose, llm_overrides, load_run
+    from townsquare.api.commands import Accounting, Simulation, close_each, compose, llm_overrides, load_run
 
     from ..prompt_files import load_prompts
     from .controlled_eval import ARCHITECTURES, REQUIRED, evaluate
@@ -70,10 +70,7 @@ async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, 
         orderings = [o for item in judged for o in item.orderings]
         return judged, rank_conditions(orderings, list(ARCHITECTURES), rounds=bootstrap, seed=seed), social
     finally:
-        for provider in providers:
-            close = getattr(provider, "aclose", None)
-            if close is not None:
-                await close()
+        await close_each(providers)
         await sim._close_all()
 
 

@@ -36,7 +36,7 @@ def _grid(values: tuple[str, ...]) -> list[tuple[int, int]]:
 
 async def _evaluate(scenario: Any, plugins: Any, folder: Path, users: int, grid: list[tuple[int, int]], seed: int) -> list[dict[str, Any]]:
     from townsquare.api import BuildContext, EmbeddingCache, Services
-    from townsquare.api.commands import RunDir, Simulation
+    from townsquare.api.commands import RunDir, Simulation, close_each
 
     from .discrimination import evaluate, read_histories
 
@@ -51,9 +51,7 @@ async def _evaluate(scenario: Any, plugins: Any, folder: Path, users: int, grid:
             return await evaluate(items, histories, users=users, grid=grid, seed=seed, embedder=embedder, llm=llm)
         finally:
             await simulation._close_all()
-            close = getattr(embedder.embedder, "aclose", None)
-            if close is not None:
-                await close()
+            await close_each([embedder.embedder])
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
