@@ -21,6 +21,7 @@ from .components import Agent, BuildContext, Services
 from .embedding import EmbeddingCache
 from .errors import ComponentError
 from .llm import Accounting, LLMCallRecord, LLMClient, compose
+from .random_streams import RandomStreams
 from .scenario import ResolvedScenario
 from .slots import check_agent, check_run_wide
 from .specs import AGENT_SLOTS
@@ -40,6 +41,8 @@ class Assembly:
     llm_middleware: list[Any] = field(default_factory=list)
     provider: Any = None
     accounting: Accounting | None = None
+    #: every agent's random numbers (:mod:`townsquare.random_streams`)
+    streams: RandomStreams | None = None
 
 
 async def assemble(
@@ -73,6 +76,7 @@ async def assemble(
     noted: set = set()
 
     index = 0
+    built.streams = streams = RandomStreams(seed, sum(pop.config.count for pop in scenario.populations))
     for p, pop in enumerate(scenario.populations):
         cfg = pop.config
         source = pop.personas.spec.factory(pop.personas.config, ctx(services, population=cfg.name))
@@ -86,7 +90,7 @@ async def assemble(
         for k, persona in enumerate(personas):
             agent = Agent(
                 id=f"{cfg.name}-{k + 1:0{width}d}", index=index, population=cfg.name, persona=persona,
-                activity=float(levels[k]), rng=np.random.default_rng([seed, 2, index]),
+                activity=float(levels[k]), rng=streams.view(index),
                 start_round=cfg.start_round, end_round=cfg.end_round,
             )
             for slot in AGENT_SLOTS:

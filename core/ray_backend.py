@@ -145,9 +145,9 @@ class RayBackend:
             self._touched.update(out["states"])
             for agent_id, state in out["states"].items():
                 agent = self._agents[agent_id]
-                agent.rng.bit_generator.state = state["rng"]
                 for slot, component in agent.components.items():
                     component.set_state(state["components"][slot])
+                self.sim.changed(agent)
         log.debug("ray.round.synced", round=r, seconds=round(time.perf_counter() - started, 4))
 
     async def checkpoint(self, r: int) -> None:
@@ -209,8 +209,7 @@ class RayBackend:
         resumed = sim.info.start_round > 0
         llm = {type(m).__name__: m.get_state() for m in sim.llm_middleware if resumed and hasattr(m, "get_state")}
         common = ray.put({"platform": sim.platform.get_state(), "recommender": sim.services.recommender.get_state(), "llm": llm})
-        agents = ray.put({agent.id: {"persona": agent.persona, "rng": agent.rng.bit_generator.state,
-                                     "components": {slot: c.get_state() for slot, c in agent.components.items()}}
+        agents = ray.put({agent.id: {"persona": agent.persona, "components": {slot: c.get_state() for slot, c in agent.components.items()}}
                           for agent in sim.agents})
         self._touched = {}
         await asyncio.gather(*(shard.sync.remote(common, agents) for shard in self.shards))

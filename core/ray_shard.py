@@ -70,6 +70,7 @@ class Shard(Simulation):
 
         built = await assemble(self.scenario, self.run_path, on_llm_call=self._on_llm_call, current_round=lambda: self.round)
         self.services, self.platform, self.agents = built.services, built.services.platform, built.agents
+        self._adopt_streams(built.streams)
         # every agent is built here: a design may read another agent during a turn (RecAgent's
         # chat reads the partner's memory through the platform), so the others are replicas,
         # set from their owners' state at each round's start (:meth:`turns`)
@@ -108,7 +109,6 @@ class Shard(Simulation):
             agent = self._all[agent_id]
             if replicas_only and agent_id in self._by_id:
                 continue
-            agent.rng.bit_generator.state = saved["rng"]
             for slot, component in agent.components.items():
                 component.set_state(saved["components"][slot])
 
@@ -121,6 +121,7 @@ class Shard(Simulation):
         "records": [...]}``, or ``{"stopped": reason, "records": [...]}``. ``replicas``: the state
         of the agents the last round touched, from their owners."""
         self.round = r
+        self.streams.start_round(r)
         now = self._now(r)
         cpu, wall = time.process_time(), time.perf_counter()
         self._set_agents(replicas, replicas_only=True)
@@ -154,8 +155,7 @@ class Shard(Simulation):
             return self._outcome(stopped=_stop_reason(exc))
         touched = {a.id: a for a in self._observing}
         touched.update((a.id, a) for a in self.mine if a.present(r))
-        states = {a.id: {"rng": a.rng.bit_generator.state, "components": {s: c.get_state() for s, c in a.components.items()}}
-                  for a in touched.values()}
+        states = {a.id: {"components": {s: c.get_state() for s, c in a.components.items()}} for a in touched.values()}
         return self._outcome(states=states)
 
     async def checkpoint(self) -> None:

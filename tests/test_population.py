@@ -118,6 +118,9 @@ def test_a_batch_run_stopped_and_resumed_equals_an_uninterrupted_one(tmp_path):
     _, summary = resume_run(run_dir.path)
     assert summary.stopped is None and summary.rounds_completed == 8
     assert trace(run_dir.path) == trace(whole)
+    # the whole run re-encoded only active agents' entries at each checkpoint, the resumed one
+    # every agent's at its first: the same checkpoint
+    assert last_checkpoint(run_dir.path) == last_checkpoint(whole)
 
 
 def test_cosines_of_a_row_do_not_depend_on_the_other_rows():
