@@ -503,5 +503,9 @@ async def close_each(objects: Any) -> None:
         await _close(obj)
 
 
+#: one kept encoder: ``json.dumps`` with options builds a new one per call (a call per action)
+_ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return _ENCODE(value)
