@@ -8,7 +8,8 @@ from the state their owners sent back, because a design may read another agent d
 with its own LLM client and connection pool, and returns the actions and the ``llm_calls``
 records; then it replays the round's writes, in the driver's order, on its platform copy,
 telling its agents' components what the platform answered (``on_applied``) at the point the
-single process does, and returns its agents' state. A replayed write whose answer differs
+single process does, and returns the state of its agents whose components ran (every present
+agent off the batch path, the active ones on it) or that an action named. A replayed write whose answer differs
 from the driver's is a :class:`ShardDiverged` error: the copies never drift silently.
 
 :class:`LedgerBudget` and :class:`BudgetLedger` keep an LLM budget with limits global: every
@@ -24,6 +25,7 @@ from typing import Any
 
 import structlog
 
+from .batch_turns import batch_eligible
 from .engine import Simulation, _stop_reason
 from .errors import RunStopped
 from .llm import LLMCallRecord
@@ -133,6 +135,10 @@ class Shard(Simulation):
             return self._outcome(stopped=_stop_reason(exc))
         log.debug("ray.shard.turns", shard=self.shard, round=r, agents=len(present), wall_s=round(time.perf_counter() - wall, 4),
                   cpu_s=round(time.process_time() - cpu, 4))
+        # whose components ran: every present agent off the batch path, the active ones on it
+        # (an idle batch-path agent runs nothing; see townsquare.batch_turns)
+        eligible = batch_eligible(self)
+        self._ran = [a for a, (active, _) in zip(present, results) if active or not eligible[a.index]]
         return self._outcome(turns=[(a.id, active, actions) for a, (active, actions) in zip(present, results)])
 
     async def applied(self, r: int, ordered: list[tuple[str, list[tuple[Any, Any]]]]) -> dict[str, Any]:
@@ -154,7 +160,12 @@ class Shard(Simulation):
         except STOPS as exc:
             return self._outcome(stopped=_stop_reason(exc))
         touched = {a.id: a for a in self._observing}
-        touched.update((a.id, a) for a in self.mine if a.present(r))
+        touched.update((a.id, a) for a in getattr(self, "_ran", ()))
+        for _, pairs in ordered:  # an agent an action named (a chat's partner) may have changed
+            for action, _ in pairs:
+                named = self._by_id.get(action.target_agent) if action.target_agent else None
+                if named is not None:
+                    touched[named.id] = named
         states = {a.id: {"components": {s: c.get_state() for s, c in a.components.items()}} for a in touched.values()}
         return self._outcome(states=states)
 
