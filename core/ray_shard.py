@@ -70,12 +70,15 @@ class Shard(Simulation):
         from .assembly import assemble
 
 
-        built = await assemble(self.scenario, self.run_path, on_llm_call=self._on_llm_call, current_round=lambda: self.round)
+        built = await assemble(self.scenario, self.run_path, on_llm_call=self._on_llm_call, current_round=lambda: self.round,
+                               only=lambda index: owner_of(index, self.shards) == self.shard)
         self.services, self.platform, self.agents = built.services, built.services.platform, built.agents
         self._adopt_streams(built.streams)
-        # every agent is built here: a design may read another agent during a turn (RecAgent's
-        # chat reads the partner's memory through the platform), so the others are replicas,
-        # set from their owners' state at each round's start (:meth:`turns`)
+        # On a platform that hands agents to each other (RecAgent's chat reads the partner's
+        # memory through ``platform.members``; the town) every agent is built here and the others
+        # are replicas, set from their owners' state at each round's start (:meth:`turns`); on
+        # the others only this shard's agents have components (memory per shard ~ 1/shards).
+        self.replicas = not built.partial
         self.mine = [agent for agent in self.agents if owner_of(agent.index, self.shards) == self.shard]
         self.llm_middleware, self._stages = built.llm_middleware, built.stages
         if built.provider is not None:
@@ -90,8 +93,8 @@ class Shard(Simulation):
         # calls made while building were made (and recorded) by the driver's build too; the
         # driver's state replaces whatever they gave here (sync)
         self.records.clear()
-        log.info("ray.shard.built", shard=self.shard, agents=len(self.mine))
-        return len(self.mine)
+        log.info("ray.shard.built", shard=self.shard, agents=len(self.mine), replicas=self.replicas)
+        return {"agents": len(self.mine), "replicas": self.replicas}
 
     async def sync(self, common: dict[str, Any], agents: dict[str, Any]) -> None:
         """Take the driver's state: at a run's first round (after building, a resume, a branch's
