@@ -9,8 +9,15 @@ also the wall time and memory a linear extrapolation to 1,000,000 x 24 gives (ma
 guess, not a measurement). The load average is printed with each line: the machine's cores are
 shared, and a busy machine makes every wall time longer.
 
-Usage: ``python benchmarks/population.py --agents 100000 --rounds 24 [--no-batch] [--keep DIR]``.
-``main(argv)`` returns the measurements as a dict (``benchmarks/scale.py`` calls it).
+With ``--backend ray [--shards N]`` the turns run on N Ray shards (``[engine] backend = "ray"``,
+a local cluster of N CPUs) and the memory is the peak of the summed resident sets of this
+process and every Ray process (shards, raylet, GCS, object store), sampled each second from
+``/proc`` (Linux; shared pages are counted once per process that maps them, so the sum
+overstates), and the CPU time is this process's (the shards' is not counted).
+
+Usage: ``python benchmarks/population.py --agents 100000 --rounds 24 [--no-batch] [--keep DIR]
+[--backend ray --shards 2]``. ``main(argv)`` returns the measurements as a dict
+(``benchmarks/scale.py`` calls it).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import shutil
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -40,12 +48,65 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def measure(agents: int, rounds: int, *, batch: bool = True, out: Path | None = None, checkpoint_every: int | None = None) -> dict:
+def _rss_of(pid: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _ray_processes() -> list[str]:
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or pid == str(os.getpid()):
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+        except OSError:
+            continue
+        if b"ray::" in cmdline or b"/ray/" in cmdline or b"raylet" in cmdline or b"gcs_server" in cmdline:
+            pids.append(pid)
+    return pids
+
+
+class MemorySampler(threading.Thread):
+    """Peak summed RSS of this process and the Ray processes, sampled every ``every`` seconds."""
+
+    def __init__(self, every: float = 1.0):
+        super().__init__(daemon=True)
+        self.every, self.peak, self._halt = every, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            self.peak = max(self.peak, _rss_of("self") + sum(_rss_of(pid) for pid in _ray_processes()))
+            self._halt.wait(self.every)
+
+    def stop(self) -> int:
+        self._halt.set()
+        self.join()
+        return self.peak
+
+
+def measure(agents: int, rounds: int, *, batch: bool = True, out: Path | None = None, checkpoint_every: int | None = None,
+            backend: str = "local", shards: int = 2) -> dict:
     """Run the baseline scenario with ``agents`` x ``rounds`` and return what P5 reports.
     ``checkpoint_every`` overrides the scenario's (every round by default)."""
     from townsquare.runner import start_run
 
     overrides = [f"populations.0.count={agents}", f"rounds={rounds}", f"plugins.embedding_baseline.batch={str(batch).lower()}"]
+    sampler = None
+    if backend == "ray":
+        import ray
+
+        ray.init(num_cpus=shards, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        overrides += ['engine.backend="ray"', f"engine.shards={shards}"]
+        sampler = MemorySampler()
+        sampler.start()
     if agents > 100_000:  # the scenario limit that guards against a typo'd count
         overrides.append(f"limits.max_agents={agents}")
     if checkpoint_every is not None:
@@ -65,10 +126,17 @@ def measure(agents: int, rounds: int, *, batch: bool = True, out: Path | None = 
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-    rss = peak_rss_bytes()
+        if sampler is not None:
+            rss = sampler.stop()
+            import ray
+
+            ray.shutdown()
+    if sampler is None:
+        rss = peak_rss_bytes()
     scale = (BUDGET_AGENTS * BUDGET_ROUNDS) / (agents * rounds)
     return {
-        "agents": agents, "rounds": rounds, "batch": batch, "wall_s": wall, "cpu_s": cpu, "peak_rss_bytes": rss,
+        "agents": agents, "rounds": rounds, "batch": batch, "backend": backend if backend == "local" else f"ray x{shards}",
+        "wall_s": wall, "cpu_s": cpu, "peak_rss_bytes": rss,
         "agent_steps": int(steps), "steps_per_s": steps / wall if wall else 0.0,
         "actions": summary.actions, "posts": summary.posts,
         # the rounds' own time (turns, writes, metrics, the store): wall time less building and checkpoints
@@ -84,11 +152,13 @@ def report(result: dict) -> str:
     gib = 1024**3
     lines = [
         f"P5 population: {result['agents']:,} agents x {result['rounds']} rounds (embedding baseline, "
-        f"batch {'on' if result['batch'] else 'off'})",
+        f"batch {'on' if result['batch'] else 'off'}, {result['backend']})",
         f"  wall {result['wall_s']:.1f} s ({result['wall_ratio']:.2f} of the 30-min budget), "
-        f"peak RSS {result['peak_rss_bytes'] / gib:.2f} GiB ({result['rss_ratio']:.2f} of 16 GiB)",
+        f"peak RSS{'' if result['backend'] == 'local' else ' (this process and every Ray process, summed)'} "
+        f"{result['peak_rss_bytes'] / gib:.2f} GiB ({result['rss_ratio']:.2f} of 16 GiB)",
         f"  CPU time {result['cpu_s']:.1f} s ({result['cpu_s'] / result['wall_s']:.0%} of a core over the run: "
-        f"the rest went to other processes on a shared machine)",
+        + ("the rest went to other processes on a shared machine)" if result["backend"] == "local" else
+           "the driver's alone; the shards' is not counted)"),
         f"  {result['agent_steps']:,} agent-steps, {result['steps_per_s']:,.0f} agent-steps/s; "
         f"{result['actions']:,} actions, {result['posts']:,} posts",
         f"  rounds themselves {result['rounds_s']:.1f} s; building and checkpoints (every "
@@ -110,8 +180,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--no-batch", action="store_true", help="every agent through the per-agent path")
     parser.add_argument("--checkpoint-every", type=int, default=None, help="override engine.checkpoint_every (default: every round)")
     parser.add_argument("--keep", type=Path, default=None, help="write the run directory here and keep it")
+    parser.add_argument("--backend", choices=["local", "ray"], default="local")
+    parser.add_argument("--shards", type=int, default=2, help="Ray shards (a local cluster of as many CPUs)")
     args = parser.parse_args(argv)
-    result = measure(args.agents, args.rounds, batch=not args.no_batch, out=args.keep, checkpoint_every=args.checkpoint_every)
+    result = measure(args.agents, args.rounds, batch=not args.no_batch, out=args.keep, checkpoint_every=args.checkpoint_every,
+                     backend=args.backend, shards=args.shards)
     print(report(result), flush=True)
     return result
 

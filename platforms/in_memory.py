@@ -141,15 +141,20 @@ class InMemoryPlatform:
         self._rng = np.random.default_rng(0)
         # (display name, bio); bios are interned: a large population shares a few persona texts
         self._accounts: dict[str, tuple[str, str]] = {}
+        self._number: dict[str, int] = {}  # account -> its number, in registration order
         # Posts are columnar; post ``p{i+1}`` lives at index i. Per-account lists of post
         # indices are ``array("I")`` (4 bytes an entry, no int object): a million accounts.
         self._author: list[str] = []
+        self._author_number = array("I")  # the authors' account numbers (the checkpoint's column)
         self._text: list[str] = []
         self._round = array("i")
         self._created: list[str] = []
         self._reply_to: list[int | None] = []
         self._by_author: dict[str, array] = {}
         self._likes: dict[int, set[str]] = {}
+        # every like as (post index, account number), in order: the checkpoint's columns as
+        # they are, so a checkpoint copies two arrays instead of sorting ten million likes
+        self._like_posts, self._like_accounts = array("I"), array("I")
         self._reblogs: dict[int, dict[str, None]] = {}  # ordered set: who reblogged, in order
         self._replies: dict[int, list[int]] = {}
         self._following: dict[str, set[str]] = {}
@@ -159,7 +164,8 @@ class InMemoryPlatform:
         self._reads: dict[str, array] = {}
         # Timeline events (a post or a reblog) in order; "following" feeds merge them per account.
         self._event_post = array("I")
-        self._reblog_events: list[tuple[int, str]] = []  # (event position, who reblogged)
+        # each reblog's event position and reblogger's account number
+        self._reblog_positions, self._reblog_accounts = array("Q"), array("I")
         self._stream: dict[str, array] = {}
         # Built on the first search, then kept up to date: runs that never search never pay.
         self._search_index: dict[str, list[int]] = {}
@@ -169,8 +175,12 @@ class InMemoryPlatform:
 
     async def register_account(self, agent_id: str, display_name: str, bio: str) -> AccountView:
         """Create an account, or update the name and bio of an existing one."""
-        self._accounts[agent_id] = (display_name, sys.intern(bio))
+        self._set_account(agent_id, display_name, bio)
         return self._profile(agent_id)
+
+    def _set_account(self, agent_id: str, display_name: str, bio: str) -> None:
+        self._number.setdefault(agent_id, len(self._number))
+        self._accounts[agent_id] = (display_name, sys.intern(bio))
 
     def _profile(self, agent_id: str) -> AccountView:
         display_name, bio = self._accounts[agent_id]
@@ -216,6 +226,7 @@ class InMemoryPlatform:
     def _add_post(self, author: str, text: str, round: int, now: str, reply_to: int | None) -> int:
         index = len(self._author)
         self._author.append(author)
+        self._author_number.append(self._number[author])
         self._text.append(text)
         self._round.append(round)
         self._created.append(now)
@@ -245,8 +256,13 @@ class InMemoryPlatform:
         likes = self._likes.setdefault(target, set())
         if action.agent_id in likes:
             return ActionResult(ok=False, error=f"already liked {action.target_post}")
-        likes.add(action.agent_id)
+        self._add_like(action.agent_id, target)
         return ActionResult()
+
+    def _add_like(self, agent: str, target: int) -> None:
+        self._likes.setdefault(target, set()).add(agent)
+        self._like_posts.append(target)
+        self._like_accounts.append(self._number[agent])
 
     def _reblog(self, action: Action, round: int, now: str) -> ActionResult:
         target = self._lookup(action.target_post)
@@ -259,7 +275,8 @@ class InMemoryPlatform:
 
     def _add_reblog(self, agent: str, target: int) -> None:
         self._reblogs.setdefault(target, {})[agent] = None
-        self._reblog_events.append((len(self._event_post), agent))
+        self._reblog_positions.append(len(self._event_post))
+        self._reblog_accounts.append(self._number[agent])
         _append(self._stream, agent, len(self._event_post))
         self._event_post.append(target)
 
