@@ -34,7 +34,7 @@ class FakePlatform:
 
 
 def agent(agent_id: str, sentences=("I like boats.",), start_round=0):
-    return SimpleNamespace(id=agent_id, persona=Persona(agent_id, list(sentences)), start_round=start_round,
+    return SimpleNamespace(id=agent_id, persona=Persona(agent_id, list(sentences)), start_round=start_round, end_round=None,
                            present=lambda r, s=start_round: r >= s)
 
 
@@ -101,6 +101,22 @@ def test_silent_agents_share_over_a_window():
     out = measure(metric, 2, agents=agents, actions=[{"agent_id": "b", "kind": "like", "ok": True},
                                                      {"agent_id": "c", "kind": "like", "ok": False}])
     assert out["count"] == 2.0  # a's post is two rounds old now; c's refused like does not count
+    # the state round-trips (and the layout before the columns, {agent: round}, still loads)
+    again = SilentAgents(SilentAgentsConfig(threshold=0.5, window=2), ctx())
+    again.set_state(metric.get_state())
+    assert again.last_acted == {"a": 0, "b": 2}
+    again.set_state({"alarm": {}, "last_acted": {"a": 0, "b": 2}})
+    assert measure(again, 3, agents=agents) == measure(metric, 3, agents=agents)
+
+
+def test_silent_agents_watch_only_present_agents():
+    metric = SilentAgents(SilentAgentsConfig(threshold=0.9, window=1), ctx())
+    gone = agent("gone")
+    gone.end_round = 2
+    agents = [agent("a"), gone]
+    assert measure(metric, 1, agents=agents)["count"] == 2.0
+    assert measure(metric, 2, agents=agents, actions=[{"agent_id": "a", "kind": "post", "ok": True}]) == {
+        "value": 0.0, "alert": 0.0, "count": 0.0}  # "gone" left at round 2: only "a" is watched
 
 
 def test_persona_drift_is_the_drop_from_first_to_last_posts():
