@@ -27,7 +27,8 @@ Failures of the aiohttp transport are raised as exceptions shaped for
   ``bad_body`` :class:`~townsquare.api.LLMFault` with the start of what came.
 
 Keys go into the ``Authorization`` header only: no message, log line or exception carries
-one. Proxies from the environment (``HTTPS_PROXY``...) are honoured as the SDK does.
+one. A proxy from the environment (``HTTPS_PROXY``..., ``NO_PROXY``) is honoured as the SDK
+does.
 """
 
 from __future__ import annotations
@@ -122,10 +123,12 @@ class AiohttpPool:
             if self._loop is loop:
                 return self._session
             self._drop()
-        connector = aiohttp.TCPConnector(limit=self.size, limit_per_host=0, enable_cleanup_closed=False)
+        connector = aiohttp.TCPConnector(limit=self.size, limit_per_host=0)
+        # the proxy is looked up once: aiohttp's trust_env would look it (and ~/.netrc) up in a
+        # thread on every request, two thread hops per call
         self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=self._timeout_s),
-                                              headers=self._headers, trust_env=True,
-                                              cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=True)
+                                              headers=self._headers, proxy=env_proxy(self.url),
+                                              cookie_jar=aiohttp.DummyCookieJar())
         self._loop = loop
         return self._session
 
@@ -167,6 +170,20 @@ class AiohttpPool:
             self._session = None
         else:
             self._drop()
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment sets for ``url`` (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``,
+    minus ``NO_PROXY``), as httpx and the SDK read it; None for none."""
+    from urllib.parse import urlsplit
+    from urllib.request import getproxies, proxy_bypass
+
+    parts = urlsplit(url)
+    proxies = getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or (parts.hostname and proxy_bypass(parts.hostname)):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
 
 
 def open_pools(transport: str, routes: list[tuple[str | None, str]], connections: int, timeout_s: float) -> list[Any]:
