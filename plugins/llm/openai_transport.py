@@ -13,18 +13,22 @@ HTTP parser is C): one process tops out near 600 calls a second with the SDK and
 with aiohttp. The SDK stays for what only it does (its own authentication hooks, an Azure
 client); every failure reads the same either way.
 
-Failures of the aiohttp transport are raised as exceptions shaped for
-:func:`townsquare.llm_faults.classify`, so they get the same kinds as the SDK's:
+Failures of the aiohttp transport are raised as the exceptions the SDK raises for them, by
+the same names (:class:`APIStatusError` and its subclasses per status, :class:`APITimeoutError`,
+:class:`APIConnectionError`) and with the same shape, so :func:`townsquare.llm_faults.classify`
+gives them the same kinds and ``llm_calls.error`` reads the same whichever transport ran:
 
-* :class:`HTTPStatusError` for a non-2xx status (``status_code``, ``body``: the decoded JSON
-  error or None, ``response.headers`` for ``Retry-After``, ``request.url`` for the message):
-  429 is ``rate_limit``, 5xx ``server`` (an HTML page from a proxy too), 401/403 ``auth``,
-  404 ``not_found``, a 400 about the context ``too_long``;
-* :class:`HTTPTimeout` when no whole answer came in ``timeout_s`` (``timeout``);
-* :class:`HTTPConnectionError` for a reset, a refused connection, a body cut off before its
-  ``Content-Length``, a malformed response (``connection``);
-* a 2xx body that is no JSON (an HTML page served with status 200, a JSON body cut off) is a
-  ``bad_body`` :class:`~townsquare.api.LLMFault` with the start of what came.
+* a non-2xx status: ``status_code``, ``body`` (the decoded JSON error, else the text),
+  ``response.headers`` (``Retry-After``), ``request.url``; 429 is ``rate_limit``, 5xx
+  ``server`` (a proxy's HTML page too), 401/403 ``auth``, 404 ``not_found``, a 400 about the
+  context ``too_long``;
+* no whole answer within ``timeout_s`` (a hang, headers that come too slowly):
+  :class:`APITimeoutError` (``timeout``);
+* a reset, a refused connection, a body cut off before its ``Content-Length``, a malformed
+  response: :class:`APIConnectionError` (``connection``);
+* a 2xx JSON body that does not decode (cut off mid-way) raises ``json.JSONDecodeError``
+  (``bad_body``); a 2xx body that is not JSON (an HTML page at 200) is handed over as text, which
+  the provider rejects as ``bad_body``, as the SDK does.
 
 Keys go into the ``Authorization`` header only: no message, log line or exception carries
 one. A proxy from the environment (``HTTPS_PROXY``..., ``NO_PROXY``) is honoured as the SDK
@@ -39,8 +43,6 @@ import math
 from types import SimpleNamespace
 from typing import Any
 
-from townsquare.api import LLMFault
-
 #: Most connections in one SDK pool: httpx scans every connection of a pool on each request,
 #: so one pool of 256 connections would cost milliseconds per call.
 POOL_SIZE = 16
@@ -48,7 +50,7 @@ POOL_SIZE = 16
 TRANSPORTS = ("aiohttp", "sdk")
 
 
-class HTTPError(Exception):
+class APIError(Exception):
     """A failed request of the aiohttp transport; ``request.url`` says where it went."""
 
     def __init__(self, message: str, url: str):
@@ -56,27 +58,44 @@ class HTTPError(Exception):
         self.request = SimpleNamespace(url=url)
 
 
-class HTTPTimeout(HTTPError):
+class APITimeoutError(APIError):
     """No whole answer within the timeout."""
 
+    def __init__(self, url: str):
+        super().__init__("Request timed out.", url)
 
-class HTTPConnectionError(HTTPError):
+
+class APIConnectionError(APIError):
     """The connection failed: refused, reset, closed mid-body, or no readable HTTP answer."""
 
 
-class HTTPStatusError(HTTPError):
-    """A non-2xx answer. ``body`` is the decoded JSON body (an OpenAI error object) or None."""
+class APIStatusError(APIError):
+    """A non-2xx answer. ``body``: the decoded JSON body (an OpenAI error object), else the text."""
 
     def __init__(self, status: int, raw: bytes, headers: Any, url: str):
         text = raw.decode("utf-8", "replace")
         try:
-            body = json.loads(text)
+            body: Any = json.loads(text)
         except ValueError:
-            body = None
+            body = text or None
+        inner = body.get("error", body) if isinstance(body, dict) else None
+        said = inner.get("message") if isinstance(inner, dict) else None
         self.status_code = status
         self.body = body
         self.response = SimpleNamespace(status_code=status, headers=headers)
-        super().__init__(f"Error code: {status} - {body if body is not None else text[:200]}", url)
+        super().__init__(f"Error code: {status}" + (f" - {said or body}" if body else ""), url)
+
+
+#: the SDK's exception for each status (``InternalServerError`` for every 5xx)
+_STATUS_ERRORS = {status: type(name, (APIStatusError,), {"__doc__": f"HTTP {status}."}) for status, name in (
+    (400, "BadRequestError"), (401, "AuthenticationError"), (403, "PermissionDeniedError"), (404, "NotFoundError"),
+    (409, "ConflictError"), (422, "UnprocessableEntityError"), (429, "RateLimitError"), (500, "InternalServerError"))}
+
+
+def status_error(status: int, raw: bytes, headers: Any, url: str) -> APIStatusError:
+    """The exception for a non-2xx answer, of the class the SDK raises for that status."""
+    cls = _STATUS_ERRORS.get(500 if status >= 500 else status, APIStatusError)
+    return cls(status, raw, headers, url)
 
 
 class SDKPool:
@@ -140,19 +159,16 @@ class AiohttpPool:
         try:
             async with session.post(url, data=json.dumps(body).encode(), allow_redirects=False) as response:
                 raw = await response.read()
-                status, headers = response.status, response.headers
+                status, json_body = response.status, "json" in response.content_type
+                if not 200 <= status < 300:
+                    raise status_error(status, raw, response.headers, url)
         except (asyncio.TimeoutError, TimeoutError) as exc:
-            raise HTTPTimeout("Request timed out.", url) from exc
+            raise APITimeoutError(url) from exc
         except (aiohttp.ClientError, OSError) as exc:
-            raise HTTPConnectionError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, url) from exc
-        if not 200 <= status < 300:
-            raise HTTPStatusError(status, raw, headers, url)
-        try:
-            return json.loads(raw)
-        except ValueError:  # an HTML page at 200, a JSON body cut off, bytes that are no UTF-8
-            snippet = raw[:80].decode("utf-8", "replace")
-            raise LLMFault("bad_body", f"not JSON ({headers.get('Content-Type', 'no content type')}): {snippet!r}",
-                           status=status, endpoint=url) from None
+            raise APIConnectionError(f"Connection error: {type(exc).__name__}: {exc}", url) from exc
+        if json_body:
+            return json.loads(raw)  # a cut-off body raises JSONDecodeError: bad_body
+        return raw.decode("utf-8", "replace")  # an HTML page at 200: the provider says it is no answer
 
     def _drop(self) -> None:
         """Forget a session whose loop is gone, closing its sockets without that loop."""
