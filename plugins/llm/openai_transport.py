@@ -2,8 +2,8 @@
 
 ``"aiohttp"`` (the default): one :mod:`aiohttp` session per route (endpoint and key) posting
 the JSON body itself. ``"sdk"``: the ``openai`` SDK's generic ``client.post`` over its httpx
-stack. Both send the same body to ``BASE_URL/chat/completions`` with the same
-``Authorization: Bearer KEY`` header and give the provider the decoded JSON answer.
+stack. Both send the same bytes (:func:`encode`) to ``BASE_URL/chat/completions`` with the
+same ``Authorization: Bearer KEY`` header and give the provider the decoded JSON answer.
 
 Why two, and why aiohttp by default: measured on this project's 2-core machine against the
 fault server (``benchmarks/llm_throughput.py``, 2,560 calls at 256 in flight, 100 ms), the
@@ -157,7 +157,7 @@ class AiohttpPool:
         session = self._open()
         url = self.url
         try:
-            async with session.post(url, data=json.dumps(body).encode(), allow_redirects=False) as response:
+            async with session.post(url, data=encode(body), allow_redirects=False) as response:
                 raw = await response.read()
                 status, json_body = response.status, "json" in response.content_type
                 if not 200 <= status < 300:
@@ -171,7 +171,8 @@ class AiohttpPool:
         return raw.decode("utf-8", "replace")  # an HTML page at 200: the provider says it is no answer
 
     def _drop(self) -> None:
-        """Forget a session whose loop is gone, closing its sockets without that loop."""
+        """Forget a session of another loop (one that was not closed in its own loop): marked
+        closed without that loop; its sockets go with it when it is collected."""
         session, self._session = self._session, None
         connector = session.connector
         if connector is not None:
@@ -186,6 +187,12 @@ class AiohttpPool:
             self._session = None
         else:
             self._drop()
+
+
+def encode(body: dict[str, Any]) -> bytes:
+    """The request body, byte for byte as the SDK sends it (compact, UTF-8): an endpoint, a
+    cache in front of it or the fault server's seeded draws see the same request either way."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def env_proxy(url: str) -> str | None:
