@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import warnings
+from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError
@@ -152,3 +153,15 @@ def test_both_transports_send_the_same_bytes(monkeypatch):
             asyncio.run(ask())
     assert len(bodies) == 2 and bodies[0] == bodies[1]
     assert "Zoë".encode() in bodies[0] and b'": ' not in bodies[0]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_requests_go_through_the_proxy_the_environment_names(transport, monkeypatch):
+    """The test server as the proxy: it gets the request in absolute form and has no such route."""
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with FaultServer() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url.removesuffix("/v1"))
+        record, fault = first_record(SimpleNamespace(base_url="http://far-away.invalid/v1"), transport)
+    assert fault is not None and fault.kind == "not_found"
+    assert "no route POST http://far-away.invalid/v1/chat/completions" in record.error

@@ -43,6 +43,8 @@ import math
 from types import SimpleNamespace
 from typing import Any
 
+from townsquare.api import UsageError
+
 #: Most connections in one SDK pool: httpx scans every connection of a pool on each request,
 #: so one pool of 256 connections would cost milliseconds per call.
 POOL_SIZE = 16
@@ -131,6 +133,9 @@ class AiohttpPool:
         self._timeout_s = timeout_s
         self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
                          "Accept": "application/json", "User-Agent": "townsquare"}
+        # looked up once: aiohttp's trust_env would look the proxy (and ~/.netrc) up in a thread
+        # on every request, two thread hops per call
+        self._proxy = env_proxy(self.url)
         self._session: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -143,11 +148,8 @@ class AiohttpPool:
                 return self._session
             self._drop()
         connector = aiohttp.TCPConnector(limit=self.size, limit_per_host=0)
-        # the proxy is looked up once: aiohttp's trust_env would look it (and ~/.netrc) up in a
-        # thread on every request, two thread hops per call
         self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=self._timeout_s),
-                                              headers=self._headers, proxy=env_proxy(self.url),
-                                              cookie_jar=aiohttp.DummyCookieJar())
+                                              headers=self._headers, cookie_jar=aiohttp.DummyCookieJar())
         self._loop = loop
         return self._session
 
@@ -157,7 +159,7 @@ class AiohttpPool:
         session = self._open()
         url = self.url
         try:
-            async with session.post(url, data=encode(body), allow_redirects=False) as response:
+            async with session.post(url, data=encode(body), proxy=self._proxy, allow_redirects=False) as response:
                 raw = await response.read()
                 status, json_body = response.status, "json" in response.content_type
                 if not 200 <= status < 300:
@@ -213,6 +215,11 @@ def open_pools(transport: str, routes: list[tuple[str | None, str]], connections
     """The pools for ``routes`` (``(base_url, key)``), sized for ``connections`` calls in flight."""
     per_route = math.ceil(connections / len(routes))
     if transport == "aiohttp":
+        try:
+            import aiohttp  # noqa: F401 - a missing install is said at start, not at the first call
+        except ImportError:
+            raise UsageError('[llm] transport = "aiohttp" needs the aiohttp package: pip install aiohttp '
+                             '(or set transport = "sdk")') from None
         return [AiohttpPool(url or "https://api.openai.com/v1", key, route, per_route + 1, timeout_s)
                 for route, (url, key) in enumerate(routes)]
     import openai  # heavy: imported when a run uses the SDK
