@@ -164,7 +164,7 @@ class AiohttpPool:
                 status, json_body = response.status, "json" in response.content_type
                 if not 200 <= status < 300:
                     raise status_error(status, raw, response.headers, url)
-        except (asyncio.TimeoutError, TimeoutError) as exc:
+        except TimeoutError as exc:  # asyncio.TimeoutError and aiohttp's timeouts are TimeoutError
             raise APITimeoutError(url) from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise APIConnectionError(f"Connection error: {type(exc).__name__}: {exc}", url) from exc
