@@ -11,7 +11,8 @@ the density both papers cite.) Zhou et al. use alpha = 2.
 townsquare reads a level as the expected number of active sessions per simulated day, so in
 a round of ``m`` simulated minutes an agent is active with probability
 ``1 - exp(-x * m / 1440)`` (a Poisson process at rate x per day). A planner may override
-this per agent (Zhou's browse window, Park's day plan).
+this per agent (Zhou's browse window, Park's day plan). Each agent's draw is its own uniform
+of the round (:mod:`townsquare.random_streams`), so a population is drawn in one numpy pass.
 """
 
 from __future__ import annotations
@@ -36,3 +37,14 @@ def sample_activity(rng: np.random.Generator, n: int, alpha: float, x_min: float
 def active_probability(level: float, minutes_per_round: int) -> float:
     """Chance that an agent with ``level`` sessions a day has a session in one round."""
     return 1.0 - math.exp(-level * minutes_per_round / MINUTES_PER_DAY)
+
+
+def active_probabilities(levels: np.ndarray, minutes_per_round: int) -> np.ndarray:
+    """:func:`active_probability` of every level at once (an infinite level: 1)."""
+    return 1.0 - np.exp(-np.asarray(levels, dtype=np.float64) * minutes_per_round / MINUTES_PER_DAY)
+
+
+def active_agents(uniforms: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
+    """The activity draw: an agent is active when its round's uniform in [0, 1) is below its
+    probability (:meth:`townsquare.random_streams.RandomStreams.activity_uniforms`)."""
+    return uniforms < probabilities

@@ -21,6 +21,7 @@ from .components import Agent, BuildContext, Services
 from .embedding import EmbeddingCache
 from .errors import ComponentError
 from .llm import Accounting, LLMCallRecord, LLMClient, compose
+from .random_streams import RandomStreams
 from .scenario import ResolvedScenario
 from .slots import check_agent, check_run_wide
 from .specs import AGENT_SLOTS
@@ -40,6 +41,10 @@ class Assembly:
     llm_middleware: list[Any] = field(default_factory=list)
     provider: Any = None
     accounting: Accounting | None = None
+    #: every agent's random numbers (:mod:`townsquare.random_streams`)
+    streams: RandomStreams | None = None
+    #: whether only some agents' components were built (``assemble(only=...)``)
+    partial: bool = False
 
 
 async def assemble(
@@ -50,10 +55,16 @@ async def assemble(
     llm_middleware: list[Any] = (),  # type: ignore[assignment]
     on_llm_call: Callable[[LLMCallRecord], None],
     current_round: Callable[[], int],
+    only: Callable[[int], bool] | None = None,
 ) -> Assembly:
     """Build everything ``scenario`` names. ``llm_provider`` replaces the scenario's provider
     (replay, estimate); ``llm_middleware`` links go inside the configured ones; ``on_llm_call``
-    hears every call and parse failure (building components may call the LLM already)."""
+    hears every call and parse failure (building components may call the LLM already).
+
+    ``only(index)``: the agents whose components are built (a Ray shard's own; see
+    :mod:`townsquare.ray_shard`); the others get their account, persona and index but no
+    components and no ``agents`` table row. Ignored on a platform that hands agents to each
+    other (one with ``members``: RecAgent's chat, the town), where every agent is built."""
     model = scenario.model
     seed = model.seed
 
@@ -72,7 +83,11 @@ async def assemble(
     check_run_wide(scenario, services, built.metrics)
     noted: set = set()
 
+    if only is not None and hasattr(services.platform, "members"):
+        only = None
+    built.partial = only is not None
     index = 0
+    built.streams = streams = RandomStreams(seed, sum(pop.config.count for pop in scenario.populations))
     for p, pop in enumerate(scenario.populations):
         cfg = pop.config
         source = pop.personas.spec.factory(pop.personas.config, ctx(services, population=cfg.name))
@@ -86,21 +101,24 @@ async def assemble(
         for k, persona in enumerate(personas):
             agent = Agent(
                 id=f"{cfg.name}-{k + 1:0{width}d}", index=index, population=cfg.name, persona=persona,
-                activity=float(levels[k]), rng=np.random.default_rng([seed, 2, index]),
+                activity=float(levels[k]), rng=streams.view(index),
                 start_round=cfg.start_round, end_round=cfg.end_round,
             )
+            index += 1
+            built.agents.append(agent)
+            if only is not None and not only(agent.index):
+                await services.platform.register_account(agent.id, persona.name, " ".join(persona.sentences[:2]))
+                continue
             for slot in AGENT_SLOTS:
                 choice = pop.slots.get(slot)
                 if choice is not None:
                     agent.components[slot] = choice.spec.factory(choice.config, ctx(services, agent=agent, population=cfg.name))
             check_agent(agent, pop.slots, f"populations[{p}] ({cfg.name})", noted)
             await services.platform.register_account(agent.id, persona.name, " ".join(persona.sentences[:2]))
-            built.agents.append(agent)
             # field order is kept: Persona.text follows it, and the report rebuilds the text
             # Persona.to_dict's fields, without dataclasses.asdict's deep copy (a million agents)
             persona_json = json.dumps({"name": persona.name, "sentences": persona.sentences, "fields": persona.fields}, ensure_ascii=False)
-            built.agent_rows.append((agent.id, index, cfg.name, persona.name, persona_json, agent.activity, cfg.start_round, cfg.end_round))
-            index += 1
+            built.agent_rows.append((agent.id, agent.index, cfg.name, persona.name, persona_json, agent.activity, cfg.start_round, cfg.end_round))
     members: dict[str, list[str]] = {}
     for agent in built.agents:
         members.setdefault(agent.population, []).append(agent.id)

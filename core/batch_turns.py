@@ -11,9 +11,11 @@ A policy component offers the batch path with two attributes:
 
 An agent takes the batch path when its policy offers it and it has no planner and no
 reflector (those decide per agent, some with the LLM). Its activity draw is the one the
-per-agent path makes (:meth:`townsquare.engine.Simulation.take_turns`): its own generator, the
-same probability, before anything else the turn draws; so one scenario and seed give one event
-log with the batch path on or off. One asyncio task per agent is what the batch path saves: at a
+per-agent path reads (:meth:`townsquare.engine.Simulation.activity_drawn`), and its policy
+draws from its own generator (:mod:`townsquare.random_streams`); so one scenario and seed give
+one event log with the batch path on or off. A batch-path agent's components must change only
+in its own turns (``step_batch``, ``on_applied``) or when an action names it: a checkpoint
+encodes again only those agents' state (:meth:`townsquare.engine.Simulation._agents_json`). One asyncio task per agent is what the batch path saves: at a
 million agents a round would otherwise schedule a million tasks.
 """
 
@@ -21,8 +23,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .actions import Action
-from .activity import active_probability
 from .components import Agent, StepContext
 from .errors import ComponentError
 from .platform import platform_actions
@@ -31,32 +34,36 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine import Simulation
 
 
+#: the turn of an agent the activity draw left inactive (shared: nothing appends to it)
+IDLE: tuple[bool, list[Action]] = (False, [])
+
+
 async def take_turns_batch(sim: "Simulation", r: int, present: list[Agent], now: Any) -> list[tuple[bool, list[Action]] | None]:
     """The turns of ``present`` agents whose policy decides in batches, in ``present``'s order;
-    None where an agent takes its turn alone."""
+    None where an agent takes its turn alone. Who may take the batch path is known from the
+    agents' components (:func:`batch_eligible`, once a run) and who is active from one numpy
+    draw (:meth:`~townsquare.engine.Simulation.activity_drawn`): Python touches only the active."""
+    eligible = batch_eligible(sim)
+    if not eligible.any():
+        return [None] * len(present)
+    indices = np.fromiter((agent.index for agent in present), dtype=np.int64, count=len(present))
+    batch = eligible[indices]
+    active = batch & sim.activity_drawn(r)[indices]
+    if sim._stale is not None:  # their components run: their checkpoint entries are read again
+        sim._stale[indices[active]] = True
+    turns: list[tuple[bool, list[Action]] | None] = [IDLE if b else None for b in batch.tolist()]
     minutes = sim.model.clock.minutes_per_round
     services, start, llm = sim.services, sim.model.clock.start, sim.services.llm
-    turns: list[tuple[bool, list[Action]] | None] = []
+    authors: dict[str, Any] = {}
     groups: dict[type, list[tuple[int, StepContext]]] = {}
-    batch_classes: dict[type, bool] = {}  # policy class -> offers step_batch
-    for position, agent in enumerate(present):
-        # batch path: a policy class with step_batch, batch on, no planner, no reflector
-        # (checked inline: this loop runs for every present agent every round)
-        components = agent.components
-        policy = components.get("policy")
-        capable = batch_classes.get(type(policy))
-        if capable is None:
-            capable = batch_classes[type(policy)] = policy is not None and getattr(policy, "step_batch", None) is not None
-        if not capable or not getattr(policy, "batch", False) or "planner" in components or "reflector" in components:
-            turns.append(None)
-        elif agent.rng.random() < active_probability(agent.activity, minutes):
-            ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=services,
-                              llm=llm.for_agent(agent.id) if llm else None,
-                              feed_authors=sim.feed_authors(agent.population, r), start=start)
-            groups.setdefault(type(policy), []).append((position, ctx))
-            turns.append(None)
-        else:
-            turns.append((False, []))
+    for position in np.flatnonzero(active).tolist():
+        agent = present[position]
+        population = agent.population
+        if population not in authors:
+            authors[population] = sim.feed_authors(population, r)
+        ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=services,
+                          llm=llm.for_agent(agent.id) if llm else None, feed_authors=authors[population], start=start)
+        groups.setdefault(type(agent.components["policy"]), []).append((position, ctx))
     if not groups:
         return turns
     accepted = platform_actions(sim.platform)
@@ -68,6 +75,25 @@ async def take_turns_batch(sim: "Simulation", r: int, present: list[Agent], now:
             check_actions(ctx.agent, actions, accepted, platform_name)
             turns[position] = (True, actions)
     return turns
+
+
+def batch_eligible(sim: "Simulation") -> np.ndarray:
+    """Per agent (by index): whether its turn may take the batch path: a policy whose class
+    offers ``step_batch`` with ``batch`` on, and no planner or reflector. Computed once a run
+    (an agent's components do not change)."""
+    if sim._batch_eligible is None:
+        capable: dict[type, bool] = {}
+        flags = np.zeros(len(sim.agents), dtype=bool)
+        for agent in sim.agents:
+            components = agent.components
+            policy = components.get("policy")
+            kind = type(policy)
+            if kind not in capable:
+                capable[kind] = policy is not None and getattr(policy, "step_batch", None) is not None
+            flags[agent.index] = (capable[kind] and bool(getattr(policy, "batch", False))
+                                  and "planner" not in components and "reflector" not in components)
+        sim._batch_eligible = flags
+    return sim._batch_eligible
 
 
 def check_actions(agent: Agent, actions: list[Action], accepted: frozenset[str] | set[str], platform: str) -> None:

@@ -143,6 +143,7 @@ class BranchSimulation(Simulation):
             chain = agent_memory(agent)
             record = MemoryRecord(text=change.value, kind="observation", created=now, meta={"intervention": True})
             left = await chain.remember(ctx, [record])
+            self.changed(agent)
             if any(r.text == change.value for r in left):  # every tier passed it on: none keeps observations
                 log.warning("branch.memory_not_kept", agent=agent.id, tiers=chain.slots)
             return

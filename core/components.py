@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from .embedding import EmbeddingCache
+    from .random_streams import AgentRandom
     from .knowledge import KnowledgeSource
     from .llm import LLMClient
     from .platform import Platform
@@ -145,7 +146,10 @@ class Agent:
     population: str
     persona: Persona
     activity: float
-    rng: "np.random.Generator"
+    #: the agent's random numbers: in a run, its generator of the current round
+    #: (:class:`townsquare.random_streams.AgentRandom`: common random numbers across variants,
+    #: nothing to checkpoint); any ``numpy.random.Generator`` elsewhere
+    rng: "np.random.Generator | AgentRandom"
     components: dict[str, Any] = field(default_factory=dict)
     start_round: int = 0
     end_round: int | None = None

@@ -29,14 +29,15 @@ import time
 from datetime import timedelta
 from typing import Any, Callable
 
+import numpy as np
 import structlog
 
 from .actions import Action, ActionResult
 from .platform import platform_actions
 from .progress import count_llm_call, new_totals
-from .activity import active_probability
+from .activity import active_agents, active_probabilities
 from .assembly import Assembly, assemble, build_llm
-from .batch_turns import check_actions, take_turns_batch
+from .batch_turns import batch_eligible, check_actions, take_turns_batch
 from .components import Agent, StepContext
 from .errors import RunStopped
 from .lifecycle import RunInfo, RunSummary
@@ -47,6 +48,7 @@ from .rundir import RunDir
 from .scenario import ResolvedScenario
 from .secrets import redact_text
 from .slots import notify_round_start, round_observers
+from . import state as state_codec
 from .store import EventStore, dumps_detail
 
 log = structlog.get_logger("townsquare.engine")
@@ -108,12 +110,32 @@ class Simulation:
         if built.provider is not None:
             self.provider, self.accounting = built.provider, built.accounting
         self._order = {agent.id: agent.index for agent in self.agents}
+        self._by_id = {agent.id: agent for agent in self.agents}
+        self._adopt_streams(built.streams)
         if self._start_backend is not None:
             self.backend = await self._start_backend(self)
         # the agents' components hear the round start where their turns run (the shards' copies)
         local_agents = self.agents if self.backend is None else []
         self._round_observers = round_observers([self.services.platform, self.services.recommender, *(m for _, m in self.metrics),
                                                  *self.llm_middleware, *(c for a in local_agents for c in a.components.values())])
+
+    def _adopt_streams(self, streams: Any) -> None:
+        self.streams = streams
+        self._activity: tuple[int, Any] | None = None
+        self._probabilities = None
+        self._batch_eligible = None
+        self._agent_entries: list[str] | None = None
+        self._stale: Any = None  # per agent index: its checkpoint entry must be encoded again
+
+    def activity_drawn(self, r: int) -> Any:
+        """Whether each agent (by index) is active in round ``r`` by the activity model
+        (:func:`townsquare.activity.active_agents`); a planner may overrule it. One numpy pass a round."""
+        if self._activity is None or self._activity[0] != r:
+            if self._probabilities is None:
+                levels = [agent.activity for agent in self.agents]
+                self._probabilities = active_probabilities(levels, self.model.clock.minutes_per_round)
+            self._activity = (r, active_agents(self.streams.activity_uniforms(r), self._probabilities))
+        return self._activity[1]
 
     def build_llm(self, build_ctx: Any) -> Any:
         """The run's LLM client alone (provider, middleware, accounting), for commands that
@@ -146,27 +168,54 @@ class Simulation:
 
     # ------------------------------------------------------------------ state
 
-    def get_state(self, round: int) -> dict[str, Any]:
-        return {
+    def get_state(self, round: int, agents: bool = True) -> dict[str, Any]:
+        """The run's state after ``round`` (a checkpoint's content); ``agents=False`` leaves the
+        agents out (the checkpoint writes them from :meth:`_agents_json`)."""
+        state = {
             "version": 1,
             "round": round,
             "platform": self.platform.get_state(),
             "recommender": self.services.recommender.get_state(),
-            "agents": {
-                a.id: {"rng": a.rng.bit_generator.state, "components": {s: c.get_state() for s, c in a.components.items()}}
-                for a in self.agents
-            },
             "metrics": {name: metric.get_state() for name, metric in self.metrics},
             "llm": {_key(m): m.get_state() for m in self.llm_middleware if hasattr(m, "get_state")},
             "totals": dict(self.totals),
         }
+        if agents:
+            # no generator state: an agent's draws come from the seed and the round (townsquare.random_streams)
+            state["agents"] = {a.id: {"components": {s: c.get_state() for s, c in a.components.items()}} for a in self.agents}
+        return state
+
+    def changed(self, agent: Agent) -> None:
+        """``agent``'s components were changed outside its turns (a branch's intervention):
+        the next checkpoint reads their state again."""
+        if self._stale is not None:
+            self._stale[agent.index] = True
+
+    def _agents_json(self) -> str:
+        """The checkpoint's ``agents`` object as JSON text. Each agent's entry is kept encoded
+        between checkpoints and encoded again only when its components may have changed: every
+        agent that is not on the batch path (:func:`townsquare.batch_turns.batch_eligible`),
+        and a batch-path agent after a round it was active in or an action named it. An
+        inactive batch-path agent runs no component, so at a million agents a checkpoint
+        encodes the round's active fifth, not everyone."""
+        if self._agent_entries is None or self._stale is None:
+            self._agent_entries = [""] * len(self.agents)
+            self._stale = np.ones(len(self.agents), dtype=bool)
+        self._stale |= ~batch_eligible(self)
+        entries, encode = self._agent_entries, state_codec.encoder().encode
+        for index in np.flatnonzero(self._stale).tolist():
+            agent = self.agents[index]
+            components = {slot: c.get_state() for slot, c in agent.components.items()}
+            entries[index] = f"{encode(agent.id)}:{encode({'components': components})}"
+        self._stale[:] = False
+        return "{" + ",".join(entries) + "}"
 
     def set_state(self, state: dict[str, Any]) -> None:
+        self._stale = None  # every agent's entry is encoded again at the next checkpoint
         self.platform.set_state(state["platform"])
         self.services.recommender.set_state(state["recommender"])
         for agent in self.agents:
-            saved = state["agents"][agent.id]
-            agent.rng.bit_generator.state = saved["rng"]
+            saved = state["agents"][agent.id]  # an "rng" entry (checkpoints before 2026-11) is not needed
             for slot, component in agent.components.items():
                 component.set_state(saved["components"][slot])
         for name, metric in self.metrics:
@@ -285,6 +334,7 @@ class Simulation:
     async def play_round(self, r: int) -> None:
         wall = time.perf_counter()
         self.round = r
+        self.streams.start_round(r)
         now_iso = self.now(r)
         now = self.model.clock.start + timedelta(minutes=r * self.model.clock.minutes_per_round)
         self.hook.townsquare_on_round_start(run=self.info, round=r, now=now_iso)
@@ -307,6 +357,10 @@ class Simulation:
             for action in actions:
                 result = next(answers) if answers is not None else await self.platform.apply(action, r, now_iso)
                 self._record_action(r, now_iso, action, result, round_actions)
+                if action.target_agent is not None and self._stale is not None:
+                    target = self._order.get(action.target_agent)
+                    if target is not None:
+                        self._stale[target] = True
                 self.hook.townsquare_on_action_applied(run=self.info, round=r, action=action, result=result)
                 applied.append((action, result))
             if applied:
@@ -317,7 +371,7 @@ class Simulation:
             await self.backend.round_applied(r)
 
         values: dict[str, float] = {}
-        view = RoundView(round=r, now=now_iso, platform=self.platform, agents=self.agents, actions=round_actions)
+        view = RoundView(round=r, now=now_iso, platform=self.platform, agents=self.agents, actions=round_actions, by_id=self._by_id)
         for name, metric in self.metrics:
             for key, value in (await metric.measure(view)).items():
                 values[f"{name}.{key}"] = float(value)
@@ -334,7 +388,8 @@ class Simulation:
         if (r + 1) % every == 0 or r == self.model.rounds - 1:
             if self.backend is not None:
                 await self.backend.checkpoint(r)  # the answers the shards used commit, as get_state does here
-            self.run_dir.write_checkpoint(r, self.get_state(r), self.model.engine.keep_checkpoints)
+            self.run_dir.write_checkpoint(r, self.get_state(r, agents=False), self.model.engine.keep_checkpoints,
+                                          raw={"agents": self._agents_json()})
             self.run_dir.update_manifest(rounds_completed=r + 1)
         if self.progress is not None:
             self.progress(r, dict(self.totals))
@@ -362,13 +417,14 @@ class Simulation:
         minutes = self.model.clock.minutes_per_round
         semaphore = asyncio.Semaphore(self.model.engine.concurrency)
         accepted = platform_actions(self.platform)
+        drawn_by_index = self.activity_drawn(r)
 
         async def turn(agent: Agent) -> tuple[bool, list[Action]]:
             async with semaphore:
                 ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=self.services,
                                   llm=self.services.llm.for_agent(agent.id) if self.services.llm else None,
                                   feed_authors=self.feed_authors(agent.population, r), start=self.model.clock.start)
-                drawn = agent.rng.random() < active_probability(agent.activity, minutes)
+                drawn = bool(drawn_by_index[agent.index])
                 planner = agent.components.get("planner")
                 verdict = await planner.is_active(ctx) if planner is not None else None
                 active = drawn if verdict is None else bool(verdict)
@@ -447,5 +503,9 @@ async def close_each(objects: Any) -> None:
         await _close(obj)
 
 
+#: one kept encoder: ``json.dumps`` with options builds a new one per call (a call per action)
+_ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return _ENCODE(value)

@@ -6,7 +6,7 @@ table with the round number. ``townsquare report`` and notebooks read them from 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,6 +27,12 @@ class RoundView:
     platform: "Platform"
     agents: list["Agent"]
     actions: list[dict[str, Any]]  # this round's applied actions, as stored
+    #: the agents by id (the engine passes its own index; built from ``agents`` when not given)
+    by_id: dict[str, "Agent"] = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.by_id is None:
+            self.by_id = {agent.id: agent for agent in self.agents}
 
 
 @runtime_checkable

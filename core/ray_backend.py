@@ -7,7 +7,9 @@ the cluster), each building the whole run from the scenario and taking the turns
 agents (round robin by agent index). Each round:
 
 1. the driver hands every shard its state once, at the run's first round (after building, a
-   resume, a branch's interventions): platform, recommender, every agent's state and persona;
+   resume, a branch's interventions): platform, recommender, every agent's state and persona.
+   A shard builds only its own agents' components unless the platform hands agents to each
+   other (``members``: the recsys and town platforms), where it keeps a copy of every agent;
 2. every shard takes its present agents' turns concurrently, with its own LLM client and
    connection pool, on its copy of the platform as it was at the round's start (a consistent
    snapshot), and returns their actions and its ``llm_calls`` records;
@@ -16,7 +18,7 @@ agents (round robin by agent index). Each round:
    replays them on its copy and calls ``on_applied`` for its own agents at the same point the
    single process does; the shards send back the state of the agents the round touched, so
    metrics, ``interview`` and checkpoints read current agents on the driver, and the other
-   shards' copies of those agents take it at the next round's start;
+   shards' copies of those agents (where they keep copies) take it at the next round's start;
 4. the shards' answers travel back with their actions and the driver writes them to the run's
    LLM journal (the response cache's file), as its one writer; a checkpoint commits them.
 
@@ -72,6 +74,8 @@ class RayBackend:
         #: the run's LLM journal (the response cache's store), which the shards' answers go to
         self._journal = next((m.store for m in sim.llm_middleware if ShippedJournal.fits(m)), None)
         self._journal_rows: list[int] = []
+        #: whether the shards keep copies of each other's agents (see townsquare.assembly.assemble's ``only``)
+        self.replicas = True
 
     @classmethod
     async def start(cls, sim: Any) -> "RayBackend | None":
@@ -106,14 +110,16 @@ class RayBackend:
         shards = [actor.remote(shard_scenario(sim.scenario, k, count, ledger), str(sim.run_dir.path), k, count) for k in range(count)]
         backend = cls(sim, ray, shards, ledger, started)
         try:
-            sizes = await asyncio.gather(*(shard.build.remote() for shard in shards))
+            built = await asyncio.gather(*(shard.build.remote() for shard in shards))
         except ray.exceptions.RayTaskError as exc:  # a shard could not build (a file missing on its node)
             await backend.aclose()
             raise exc.as_instanceof_cause() from None
         except BaseException:
             await backend.aclose()
             raise
-        log.info("ray.backend.ready", shards=count, agents=sizes, cluster_cpus=cpus, budget_ledger=ledger is not None)
+        backend.replicas = any(out["replicas"] for out in built)
+        log.info("ray.backend.ready", shards=count, agents=[out["agents"] for out in built], replicas=backend.replicas,
+                 cluster_cpus=cpus, budget_ledger=ledger is not None)
         return backend
 
     # ------------------------------------------------------------------ a round
@@ -126,7 +132,8 @@ class RayBackend:
             await self.ledger.reset.remote(self._budget().get_state())
         turns: dict[str, tuple[bool, list[Any]]] = {}
         started = time.perf_counter()
-        outs = await self._all("turns", r, self.ray.put(self._touched))
+        # the other shards' copies of the agents the last round touched (none kept: nothing to send)
+        outs = await self._all("turns", r, self.ray.put(self._touched if self.replicas else {}))
         log.debug("ray.round.turns", round=r, seconds=round(time.perf_counter() - started, 4))
         for out in outs:
             turns.update((agent_id, (active, actions)) for agent_id, active, actions in out["turns"])
@@ -145,9 +152,9 @@ class RayBackend:
             self._touched.update(out["states"])
             for agent_id, state in out["states"].items():
                 agent = self._agents[agent_id]
-                agent.rng.bit_generator.state = state["rng"]
                 for slot, component in agent.components.items():
                     component.set_state(state["components"][slot])
+                self.sim.changed(agent)
         log.debug("ray.round.synced", round=r, seconds=round(time.perf_counter() - started, 4))
 
     async def checkpoint(self, r: int) -> None:
@@ -209,8 +216,7 @@ class RayBackend:
         resumed = sim.info.start_round > 0
         llm = {type(m).__name__: m.get_state() for m in sim.llm_middleware if resumed and hasattr(m, "get_state")}
         common = ray.put({"platform": sim.platform.get_state(), "recommender": sim.services.recommender.get_state(), "llm": llm})
-        agents = ray.put({agent.id: {"persona": agent.persona, "rng": agent.rng.bit_generator.state,
-                                     "components": {slot: c.get_state() for slot, c in agent.components.items()}}
+        agents = ray.put({agent.id: {"persona": agent.persona, "components": {slot: c.get_state() for slot, c in agent.components.items()}}
                           for agent in sim.agents})
         self._touched = {}
         await asyncio.gather(*(shard.sync.remote(common, agents) for shard in self.shards))

@@ -8,7 +8,8 @@ from the state their owners sent back, because a design may read another agent d
 with its own LLM client and connection pool, and returns the actions and the ``llm_calls``
 records; then it replays the round's writes, in the driver's order, on its platform copy,
 telling its agents' components what the platform answered (``on_applied``) at the point the
-single process does, and returns its agents' state. A replayed write whose answer differs
+single process does, and returns the state of its agents whose components ran (every present
+agent off the batch path, the active ones on it) or that an action named. A replayed write whose answer differs
 from the driver's is a :class:`ShardDiverged` error: the copies never drift silently.
 
 :class:`LedgerBudget` and :class:`BudgetLedger` keep an LLM budget with limits global: every
@@ -24,6 +25,7 @@ from typing import Any
 
 import structlog
 
+from .batch_turns import batch_eligible
 from .engine import Simulation, _stop_reason
 from .errors import RunStopped
 from .llm import LLMCallRecord
@@ -68,11 +70,15 @@ class Shard(Simulation):
         from .assembly import assemble
 
 
-        built = await assemble(self.scenario, self.run_path, on_llm_call=self._on_llm_call, current_round=lambda: self.round)
+        built = await assemble(self.scenario, self.run_path, on_llm_call=self._on_llm_call, current_round=lambda: self.round,
+                               only=lambda index: owner_of(index, self.shards) == self.shard)
         self.services, self.platform, self.agents = built.services, built.services.platform, built.agents
-        # every agent is built here: a design may read another agent during a turn (RecAgent's
-        # chat reads the partner's memory through the platform), so the others are replicas,
-        # set from their owners' state at each round's start (:meth:`turns`)
+        self._adopt_streams(built.streams)
+        # On a platform that hands agents to each other (RecAgent's chat reads the partner's
+        # memory through ``platform.members``; the town) every agent is built here and the others
+        # are replicas, set from their owners' state at each round's start (:meth:`turns`); on
+        # the others only this shard's agents have components (memory per shard ~ 1/shards).
+        self.replicas = not built.partial
         self.mine = [agent for agent in self.agents if owner_of(agent.index, self.shards) == self.shard]
         self.llm_middleware, self._stages = built.llm_middleware, built.stages
         if built.provider is not None:
@@ -87,8 +93,8 @@ class Shard(Simulation):
         # calls made while building were made (and recorded) by the driver's build too; the
         # driver's state replaces whatever they gave here (sync)
         self.records.clear()
-        log.info("ray.shard.built", shard=self.shard, agents=len(self.mine))
-        return len(self.mine)
+        log.info("ray.shard.built", shard=self.shard, agents=len(self.mine), replicas=self.replicas)
+        return {"agents": len(self.mine), "replicas": self.replicas}
 
     async def sync(self, common: dict[str, Any], agents: dict[str, Any]) -> None:
         """Take the driver's state: at a run's first round (after building, a resume, a branch's
@@ -108,7 +114,6 @@ class Shard(Simulation):
             agent = self._all[agent_id]
             if replicas_only and agent_id in self._by_id:
                 continue
-            agent.rng.bit_generator.state = saved["rng"]
             for slot, component in agent.components.items():
                 component.set_state(saved["components"][slot])
 
@@ -121,6 +126,7 @@ class Shard(Simulation):
         "records": [...]}``, or ``{"stopped": reason, "records": [...]}``. ``replicas``: the state
         of the agents the last round touched, from their owners."""
         self.round = r
+        self.streams.start_round(r)
         now = self._now(r)
         cpu, wall = time.process_time(), time.perf_counter()
         self._set_agents(replicas, replicas_only=True)
@@ -132,6 +138,10 @@ class Shard(Simulation):
             return self._outcome(stopped=_stop_reason(exc))
         log.debug("ray.shard.turns", shard=self.shard, round=r, agents=len(present), wall_s=round(time.perf_counter() - wall, 4),
                   cpu_s=round(time.process_time() - cpu, 4))
+        # whose components ran: every present agent off the batch path, the active ones on it
+        # (an idle batch-path agent runs nothing; see townsquare.batch_turns)
+        eligible = batch_eligible(self)
+        self._ran = [a for a, (active, _) in zip(present, results) if active or not eligible[a.index]]
         return self._outcome(turns=[(a.id, active, actions) for a, (active, actions) in zip(present, results)])
 
     async def applied(self, r: int, ordered: list[tuple[str, list[tuple[Any, Any]]]]) -> dict[str, Any]:
@@ -153,9 +163,13 @@ class Shard(Simulation):
         except STOPS as exc:
             return self._outcome(stopped=_stop_reason(exc))
         touched = {a.id: a for a in self._observing}
-        touched.update((a.id, a) for a in self.mine if a.present(r))
-        states = {a.id: {"rng": a.rng.bit_generator.state, "components": {s: c.get_state() for s, c in a.components.items()}}
-                  for a in touched.values()}
+        touched.update((a.id, a) for a in getattr(self, "_ran", ()))
+        for _, pairs in ordered:  # an agent an action named (a chat's partner) may have changed
+            for action, _ in pairs:
+                named = self._by_id.get(action.target_agent) if action.target_agent else None
+                if named is not None:
+                    touched[named.id] = named
+        states = {a.id: {"components": {s: c.get_state() for s, c in a.components.items()}} for a in touched.values()}
         return self._outcome(states=states)
 
     async def checkpoint(self) -> None:

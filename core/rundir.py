@@ -229,9 +229,11 @@ class RunDir:
                 continue  # a damaged newest checkpoint: fall back to the one before
         return None
 
-    def write_checkpoint(self, round: int, state: dict[str, Any], keep: int) -> Path:
+    def write_checkpoint(self, round: int, state: dict[str, Any], keep: int, raw: dict[str, str] | None = None) -> Path:
+        """Write round ``round``'s checkpoint (``raw``: top-level keys already encoded, see
+        :func:`townsquare.state.dumps`) and drop all but the newest ``keep``."""
         path = self.path / "checkpoints" / f"round-{round:06d}.json.gz"
-        state_codec.write_atomic(path, state_codec.dumps(state), compress=True)
+        state_codec.write_atomic(path, state_codec.dumps(state, raw), compress=True)
         if keep > 0:  # 0: keep every checkpoint (a study that branches at any round)
             for _, old in self.checkpoints()[:-keep]:
                 old.unlink(missing_ok=True)

@@ -36,8 +36,19 @@ def _hook(obj: dict[str, Any]) -> Any:
     return obj
 
 
-def dumps(state: Any) -> bytes:
-    return json.dumps(state, default=_default, separators=(",", ":")).encode("utf-8")
+def encoder() -> json.JSONEncoder:
+    """The encoder :func:`dumps` uses, for encoding parts of a state one at a time."""
+    return json.JSONEncoder(default=_default, separators=(",", ":"))
+
+
+def dumps(state: Any, raw: dict[str, str] | None = None) -> bytes:
+    """``state`` as JSON; ``raw`` adds top-level keys whose values are already JSON text
+    (a checkpoint's agents, kept encoded between checkpoints)."""
+    text = json.dumps(state, default=_default, separators=(",", ":"))
+    if raw:
+        extra = ",".join(f"{json.dumps(key)}:{value}" for key, value in raw.items())
+        text = text[:-1] + ("," if len(text) > 2 else "") + extra + "}"
+    return text.encode("utf-8")
 
 
 def loads(blob: bytes) -> Any:

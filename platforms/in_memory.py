@@ -184,6 +184,12 @@ class InMemoryPlatform:
     async def profile(self, agent_id: str) -> AccountView | None:
         return self._profile(agent_id) if agent_id in self._accounts else None
 
+    async def follower_counts(self, agent_ids: Sequence[str]) -> list[int | None]:
+        """Each account's follower count (None: no such account), for metrics over a whole
+        population (a profile each would build a million views a round)."""
+        accounts, followers = self._accounts, self._followers
+        return [len(followers.get(a, _EMPTY)) if a in accounts else None for a in agent_ids]
+
     async def followers(self, agent_id: str) -> list[str]:
         return sorted(self._followers.get(agent_id, _EMPTY))
 

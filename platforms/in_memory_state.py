@@ -51,9 +51,11 @@ def dump(p: "InMemoryPlatform") -> dict[str, Any]:
     created, created_index = _table(p._created)
     like_post, like_account = _pairs((post, (number[a] for a in agents)) for post, agents in p._likes.items() if agents)
     follower, followee = _pairs((number[a], (number[b] for b in f)) for a, f in p._following.items() if f)
-    reads = [p._reads.get(agent) or array("I") for agent in ids]
+    unread = array("I")
+    marks = p._reads
+    reads = [marks.get(agent, unread) for agent in ids]
     offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(r) for r in reads])
+    offsets[1:] = np.cumsum(np.fromiter(map(len, reads), dtype=np.int64, count=len(reads)))
     flat = np.frombuffer(b"".join(r.tobytes() for r in reads), dtype=np.uint32) if ids else np.zeros(0, np.uint32)
     return {
         "version": VERSION,

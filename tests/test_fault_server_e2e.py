@@ -29,7 +29,7 @@ from townsquare.testing.fault_server import FaultServer
 NAMES = ["Ada", "Bo", "Cy", "Dee", "Eve", "Fay", "Gus", "Hal"]
 TOPICS = ["hiking in the mountains", "jazz piano", "football", "vegan cooking", "birds", "chess", "sailing", "poetry"]
 #: 20 % faults. Runs are deterministic; with this seed two decisions get garbage twice in a row.
-FAULTS = dict(seed=2, rate_429=0.03, rate_500=0.02, rate_hang=0.02, rate_garbage=0.09, rate_truncated=0.04, retry_after_s=0, hang_s=3)
+FAULTS = dict(seed=3, rate_429=0.03, rate_500=0.02, rate_hang=0.02, rate_garbage=0.09, rate_truncated=0.04, retry_after_s=0, hang_s=3)
 KEY = {"OPENAI_API_KEY": "test-key"}
 SCRIPTED = ["-p", "townsquare.testing.scripted"]
 

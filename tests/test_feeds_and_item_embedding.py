@@ -68,5 +68,5 @@ def test_feeds_run_on_the_social_platform(run_scenario):
 
     baseline = Path(__file__).resolve().parent.parent / "examples" / "baseline.toml"
     for name in ("popular_feed", "embedding_feed"):
-        _, summary = run_scenario(baseline, overrides=[f"recommender.name={name}", "rounds=3", "populations.0.count=8"])
-        assert summary.rounds_completed == 3 and summary.counts.get("browse", 0) > 0
+        _, summary = run_scenario(baseline, overrides=[f"recommender.name={name}", "rounds=4", "populations.0.count=16"])
+        assert summary.rounds_completed == 4 and summary.counts.get("browse", 0) > 0

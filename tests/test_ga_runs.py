@@ -18,7 +18,7 @@ rules = { "most salient high-level questions" = "1. What do I enjoy?\\n2. Who do
 """
 
 
-def example(write_scenario, rounds=6, reflection_threshold=150, extra=""):
+def example(write_scenario, rounds=6, reflection_threshold=100, extra=""):
     text = (ROOT / "examples" / "generative_agents_social.toml").read_text()
     text = text.replace('path = "personas.jsonl"', f'path = "{ROOT / "examples" / "personas.jsonl"}"')
     text = text.replace("rounds = 8", f"rounds = {rounds}").replace("threshold = 150", f"threshold = {reflection_threshold}")

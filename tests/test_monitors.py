@@ -152,7 +152,7 @@ def test_monitors_run_by_default_and_the_report_shows_them(tmp_path):
 
 def test_a_monitor_is_disabled_like_any_plugin(tmp_path):
     scenario = tmp_path / "s.toml"
-    scenario.write_text(scenario_text(rounds=2, count=3))
+    scenario.write_text(scenario_text(rounds=2, count=3, extra="[plugins.embedding_baseline]\npost_probability = 1.0\n"))
     run_dir, _ = start_run(scenario, out=tmp_path / "run", plugin_options=["no:repetition"])
     names = {row[0] for row in sqlite3.connect(run_dir.events_path).execute("SELECT DISTINCT name FROM metrics")}
     assert not any(n.startswith("repetition.") for n in names) and "homogenisation.value" in names

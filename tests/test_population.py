@@ -118,6 +118,9 @@ def test_a_batch_run_stopped_and_resumed_equals_an_uninterrupted_one(tmp_path):
     _, summary = resume_run(run_dir.path)
     assert summary.stopped is None and summary.rounds_completed == 8
     assert trace(run_dir.path) == trace(whole)
+    # the whole run re-encoded only active agents' entries at each checkpoint, the resumed one
+    # every agent's at its first: the same checkpoint
+    assert last_checkpoint(run_dir.path) == last_checkpoint(whole)
 
 
 def test_cosines_of_a_row_do_not_depend_on_the_other_rows():
@@ -201,3 +204,25 @@ def test_the_batch_path_is_taken_and_checks_what_it_returns(tmp_path, monkeypatc
     monkeypatch.setattr(EmbeddingBaseline, "step_batch", staticmethod(foreign))
     with pytest.raises(ComponentError, match="not an Action of this agent"):
         start_run(BASELINE, out=tmp_path / "bad", overrides=["populations.0.count=5", "rounds=1"])
+
+
+def test_a_shard_builds_only_its_own_agents_unless_the_platform_hands_agents_to_each_other(tmp_path, write_scenario):
+    """``assemble(only=...)`` (a Ray shard's build): the others keep account, persona and index,
+    without components or an ``agents`` row; on a platform with ``members`` every agent is built."""
+    from test_recagent_policy import scenario as recagent_scenario
+    from townsquare.assembly import assemble
+    from townsquare.plugin_manager import make_plugin_manager
+    from townsquare.scenario import load_scenario
+
+    def build(path, overrides=()):
+        scenario = load_scenario(path, list(overrides), make_plugin_manager(enable=["townsquare.testing.scripted"]))
+        return asyncio.run(assemble(scenario, str(tmp_path), on_llm_call=lambda call: None, current_round=lambda: 0,
+                                    only=lambda index: index % 3 == 1))
+
+    built = build(BASELINE, ["populations.0.count=9"])
+    assert built.partial and [a.index for a in built.agents] == list(range(9))
+    assert [bool(a.components) for a in built.agents] == [i % 3 == 1 for i in range(9)]
+    assert [row[1] for row in built.agent_rows] == [1, 4, 7]
+    assert all(asyncio.run(built.services.platform.profile(a.id)) is not None for a in built.agents)
+    whole = build(write_scenario(recagent_scenario(rounds=2)))
+    assert not whole.partial and all(a.components for a in whole.agents)

@@ -18,7 +18,7 @@ from townsquare.runner import resume_run, start_run
 from townsquare.testing.scripted import ScriptedLLM
 
 SCRIPTED = "townsquare.testing.scripted"
-EXTRA = '[recommender]\nname = "random"\n[plugins.llm_retry]\nbase_delay_s = 0\nattempts = 3\n'
+EXTRA = '[recommender]\nname = "random"\n[plugins.scripted]\npolicy_post_probability = 0.6\n[plugins.llm_retry]\nbase_delay_s = 0\nattempts = 3\n'
 ROUNDS = 4
 
 

@@ -103,7 +103,7 @@ def test_killed_shard_stops_at_checkpoint_and_resume_gives_the_same_log(ray_clus
 def test_budget_stops_at_the_same_call_as_one_process(ray_cluster, write_scenario, run_scenario, make_plugins):
     from townsquare.runner import resume_run
 
-    extra = SCRIPTED + "[plugins.llm_budget]\nmax_calls = 13\n"
+    extra = SCRIPTED + "[plugins.llm_budget]\nmax_calls = 9\n"
     path = write_scenario(scenario_text(rounds=4, count=6, policy="scripted_feed", llm=True, extra=extra))
     one, stop_one = run_scenario(path)
     sharded, stop_sharded = run_scenario(path, overrides=RAY)

@@ -364,7 +364,7 @@ def test_a_stopped_run_says_why_and_how_to_continue_first(make_plugins, write_sc
 
     plugins = make_plugins(enable=[SCRIPTED])
     scenario = write_scenario(scenario_text(rounds=4, count=3, policy="scripted_feed", llm=True,
-                                            extra="[plugins.llm_budget]\nmax_calls = 6\n"))
+                                            extra="[plugins.llm_budget]\nmax_calls = 3\n"))
     run, summary = run_scenario(scenario, plugins=plugins)
     assert summary.stopped and summary.rounds_completed < 4
     page = build_report(run.path, with_similarity=False, plugins=plugins)[0].read_text(encoding="utf-8")

@@ -38,7 +38,11 @@ class PersonaDrift:
 
     async def measure(self, view: RoundView) -> dict[str, float]:
         posts = await new_posts(view, self.config.max_posts)
-        personas = {a.id: a.persona.text for a in view.agents}
+        personas: dict[str, str] = {}  # the authors' alone: a population may be a million agents
+        for post in posts:
+            author = view.by_id.get(post.author_id)
+            if author is not None and post.author_id not in personas:
+                personas[post.author_id] = author.persona.text
         posts = [p for p in posts if personas.get(p.author_id)]
         if posts:
             vectors = await self.embedder.embed([p.text for p in posts])

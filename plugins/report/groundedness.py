@@ -41,17 +41,36 @@ from townsquare.api import MetricSpec, RoundView, hookimpl
 AUC_BINS = 400
 
 
-def persona_margins(post_vectors: np.ndarray, authors: Sequence[int], persona_vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def persona_margins(post_vectors: np.ndarray, authors: Sequence[int], persona_vectors: np.ndarray,
+                    weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per post: (similarity to its author's persona, mean similarity to the other personas).
-    ``authors[i]`` is the row of post i's author in ``persona_vectors`` (at least two rows)."""
-    if persona_vectors.shape[0] < 2:
+    ``authors[i]`` is the row of post i's author in ``persona_vectors``. ``weights[j]``: how many
+    agents have persona row j (agents sharing a persona text share a row; default one each);
+    at least two agents in all."""
+    personas = np.asarray(persona_vectors, dtype=np.float64)
+    counts = np.ones(personas.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+    agents = counts.sum()
+    if agents < 2:
         raise ValueError("a persona margin needs at least two personas")
-    posts, personas = np.asarray(post_vectors, dtype=np.float64), np.asarray(persona_vectors, dtype=np.float64)
+    posts = np.asarray(post_vectors, dtype=np.float64)
     own = (posts * personas[np.asarray(authors, dtype=int)]).sum(axis=1)
-    # the sum of a post's cosines with every persona is its dot with the personas' sum: no
-    # posts x agents matrix (a million agents' round would need hundreds of gigabytes)
-    others = (posts @ personas.sum(axis=0) - own) / (personas.shape[0] - 1)
+    # the sum of a post's cosines with every agent's persona is its dot with the personas' sum:
+    # no posts x agents matrix (a million agents' round would need hundreds of gigabytes)
+    others = (posts @ (counts @ personas) - own) / (agents - 1)
     return own, others
+
+
+def pair_similarities(left: np.ndarray, left_rows: np.ndarray, right: np.ndarray, right_rows: np.ndarray,
+                      chunk: int = 65_536) -> np.ndarray:
+    """``left[left_rows[k]] . right[right_rows[k]]`` for every k: one matrix product when the two
+    tables are small (a few distinct personas), else row products a chunk at a time."""
+    if left.shape[0] * right.shape[0] <= 4 * len(left_rows) + 1_000_000:
+        return (left @ right.T)[left_rows, right_rows]
+    out = np.empty(len(left_rows), dtype=np.float64)
+    for start in range(0, len(left_rows), chunk):
+        end = start + chunk
+        out[start:end] = (left[left_rows[start:end]] * right[right_rows[start:end]]).sum(axis=1)
+    return out
 
 
 def slope(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -104,31 +123,41 @@ class GroundednessMetric:
         self._personas: tuple[list[str], np.ndarray] | None = None
         self.set_state({})
 
-    async def _persona_vectors(self, agents: list[Any]) -> tuple[dict[str, int], np.ndarray]:
-        ids = [agent.id for agent in agents]
-        if self._personas is None or self._personas[0] != ids:
-            self._personas = (ids, np.asarray(await self.embedder.embed([a.persona.text for a in agents]), dtype=np.float64))
-        return {agent_id: row for row, agent_id in enumerate(ids)}, self._personas[1]
+    async def _persona_vectors(self, agents: list[Any]) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+        """(agent id -> row, one vector per distinct persona text, agents per row); kept while
+        the population is the same list (the engine's), so a million agents cost one pass."""
+        key = (id(agents), len(agents), agents[0].id, agents[-1].id)
+        if self._personas is None or self._personas[0] != key:
+            by_text: dict[str, int] = {}
+            rows = {agent.id: by_text.setdefault(agent.persona.text, len(by_text)) for agent in agents}
+            weights = np.bincount(np.fromiter(rows.values(), dtype=np.int64, count=len(rows)), minlength=len(by_text))
+            vectors = np.asarray(await self.embedder.embed(list(by_text)), dtype=np.float64)
+            self._personas = (key, rows, vectors, weights)
+        return self._personas[1], self._personas[2], self._personas[3]
 
     async def measure(self, view: RoundView) -> dict[str, float]:
         if self.embedder is not None and len(view.agents) >= 2:
-            rows, personas = await self._persona_vectors(view.agents)
-            await self._add_posts(view.actions, rows, personas)
+            rows, personas, weights = await self._persona_vectors(view.agents)
+            await self._add_posts(view.actions, rows, personas, weights)
             await self._add_likes(view, rows, personas)
         return self.values()
 
-    async def _add_posts(self, actions: list[dict[str, Any]], rows: dict[str, int], personas: np.ndarray) -> None:
+    async def _add_posts(self, actions: list[dict[str, Any]], rows: dict[str, int], personas: np.ndarray,
+                         weights: np.ndarray) -> None:
         posts = [a for a in actions if a["kind"] == "post" and a.get("ok", True) and a.get("text") and a["agent_id"] in rows]
         if not posts:
             return
         vectors = np.asarray(await self.embedder.embed([a["text"] for a in posts]), dtype=np.float64)
-        own, others = persona_margins(vectors, [rows[a["agent_id"]] for a in posts], personas)
+        own, others = persona_margins(vectors, [rows[a["agent_id"]] for a in posts], personas, weights)
         self.posts += np.array([len(posts), own.sum(), others.sum()])
 
     async def _add_likes(self, view: RoundView, rows: dict[str, int], personas: np.ndarray) -> None:
         liked = {(a["agent_id"], a["target_post"]) for a in view.actions if a["kind"] == "like" and a.get("ok", True)}
-        pairs: list[tuple[str, str]] = []
-        texts: dict[str, str] = {}
+        persona_rows: list[int] = []
+        post_rows: list[int] = []
+        ys: list[float] = []
+        posts: dict[str, tuple[int, str | None]] = {}  # post id -> (row among the texts, author)
+        texts: list[str] = []
         routed = 0
         for action in view.actions:
             agent = action["agent_id"]
@@ -136,20 +165,27 @@ class GroundednessMetric:
                 continue
             by = (action.get("detail") or {}).get("decided_by")
             rule = isinstance(by, dict) and by.get("like") == "similarity"
-            before = len(pairs)
+            before = len(ys)
+            row = rows[agent]
             for post_id in action.get("post_ids") or ():
-                if post_id not in texts:
+                seen = posts.get(post_id)
+                if seen is None:
                     post = await view.platform.get_post(post_id)
-                    texts[post_id] = "" if post is None or post.author_id == agent else post.text
-                if texts[post_id]:
-                    pairs.append((agent, post_id))
-            routed += (len(pairs) - before) if rule else 0
-        if not pairs:
+                    if post is None or not post.text:
+                        seen = posts[post_id] = (-1, None)
+                    else:
+                        seen = posts[post_id] = (len(texts), post.author_id)
+                        texts.append(post.text)
+                if seen[0] >= 0 and seen[1] != agent:  # its own post is no decision
+                    persona_rows.append(row)
+                    post_rows.append(seen[0])
+                    ys.append(1.0 if (agent, post_id) in liked else 0.0)
+            routed += (len(ys) - before) if rule else 0
+        if not ys:
             return
-        ids = sorted({post_id for _, post_id in pairs})
-        vectors = dict(zip(ids, np.asarray(await self.embedder.embed([texts[i] for i in ids]), dtype=np.float64)))
-        x = np.array([vectors[post_id] @ personas[rows[agent]] for agent, post_id in pairs])
-        y = np.array([1.0 if pair in liked else 0.0 for pair in pairs])
+        vectors = np.asarray(await self.embedder.embed(texts), dtype=np.float64)
+        x = pair_similarities(vectors, np.asarray(post_rows), personas, np.asarray(persona_rows))
+        y = np.asarray(ys)
         self.likes += np.array(sums(x, y))
         self.routed += routed
         bins = bin_of(x)
