@@ -28,7 +28,7 @@ def first_record(server: FaultServer, transport: str, key: str = "sk-test"):
     """The accounting's record of one like/skip call, and the fault it ended in (or None)."""
 
     async def go():
-        provider = OpenAIProvider(OpenAIConfig(base_url=server.base_url, model="m", timeout_s=0.3, transport=transport),
+        provider = OpenAIProvider(OpenAIConfig(base_url=server.base_url, model="m", timeout_s=1.0, transport=transport),
                                   build_context())
         chain = build_chain(provider)
         try:
