@@ -1,6 +1,7 @@
 """The ``openai`` provider's transports (``[llm] transport``): every fault reads the same on
-aiohttp as on the SDK, the proxy comes from the environment once, a session follows its event
-loop, keys stay out of errors, and a bad setting is one clear error."""
+aiohttp and on the bare HTTP client as on the SDK, the same bytes go out, the proxy comes from
+the environment once (the bare client refuses one), pools follow their event loop, keys stay
+out of errors, and a bad setting is one clear error."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 from pydantic import ValidationError
 
+from townsquare.errors import UsageError
 from townsquare.llm import LLMRequest, Message
 from townsquare.llm_faults import LLMFault
 from townsquare.plugins.llm.openai import OpenAIConfig, OpenAIProvider
@@ -59,12 +61,14 @@ def test_every_fault_reads_the_same_on_both_transports(fault):
             assert server.counts[fault] == 1
         rows[transport] = (record.status, record.kind, raised.status if raised else None,
                            raised.retryable if raised else None, record.error)
-    sdk, lean = rows["sdk"], rows["aiohttp"]
-    assert lean[:4] == sdk[:4] and sdk[0] == "error"
-    if fault in MORE_DETAIL:  # same exception class, a longer message
-        assert lean[4].startswith(sdk[4].split(":")[0] + ": " + sdk[4].split(": ", 1)[1].rstrip("."))
-    else:
-        assert lean[4] == sdk[4]
+    sdk = rows.pop("sdk")
+    assert sdk[0] == "error"
+    for transport, lean in rows.items():
+        assert lean[:4] == sdk[:4], transport
+        if fault in MORE_DETAIL:  # same exception class, a longer message
+            assert lean[4].startswith(sdk[4].split(":")[0] + ": " + sdk[4].split(": ", 1)[1].rstrip(".")), transport
+        else:
+            assert lean[4] == sdk[4], transport
     assert "sk-test-secret-key" not in repr(rows)
 
 
@@ -151,17 +155,121 @@ def test_both_transports_send_the_same_bytes(monkeypatch):
                     await provider.aclose()
 
             asyncio.run(ask())
-    assert len(bodies) == 2 and bodies[0] == bodies[1]
+    assert len(bodies) == len(TRANSPORTS) and len(set(bodies)) == 1
     assert "Zoë".encode() in bodies[0] and b'": ' not in bodies[0]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_requests_go_through_the_proxy_the_environment_names(transport, monkeypatch):
-    """The test server as the proxy: it gets the request in absolute form and has no such route."""
+    """The test server as the proxy: it gets the request in absolute form and has no such route.
+    The bare HTTP client goes through none: a proxy for its endpoint is one clear error."""
     for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
     with FaultServer() as proxy:
         monkeypatch.setenv("HTTP_PROXY", proxy.base_url.removesuffix("/v1"))
+        if transport == "http":
+            with pytest.raises(UsageError, match='^\\[llm\\] transport = "http" does not go through proxies.*far-away.invalid'):
+                first_record(SimpleNamespace(base_url="http://far-away.invalid/v1"), transport)
+            return
         record, fault = first_record(SimpleNamespace(base_url="http://far-away.invalid/v1"), transport)
     assert fault is not None and fault.kind == "not_found"
     assert "no route POST http://far-away.invalid/v1/chat/completions" in record.error
+
+
+ANSWER = b'{"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"like"},"finish_reason":"stop"}]}'
+
+
+def scripted_server(replies: list[bytes]):
+    """A server that answers the n-th request it reads with ``replies[n]`` (raw bytes, sent as
+    they are; a reply ending in ``b"<close>"`` is sent without it and the connection closed)."""
+
+    async def serve(seen: list[bytes], ready: asyncio.Future, stop: asyncio.Event):
+        async def handle(reader, writer):
+            try:
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                    seen.append(head + await reader.readexactly(length))
+                    reply = replies[len(seen) - 1]
+                    writer.write(reply.removesuffix(b"<close>"))
+                    await writer.drain()
+                    if reply.endswith(b"<close>"):
+                        break
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        ready.set_result(server.sockets[0].getsockname()[1])
+        await stop.wait()
+        server.close()
+
+    return serve
+
+
+def ask_scripted(replies: list[bytes], calls: int, **config):
+    """``calls`` requests through the bare HTTP client against :func:`scripted_server`: the
+    answers (or the faults) and the raw requests the server read."""
+    seen: list[bytes] = []
+
+    async def go():
+        stop = asyncio.Event()
+        ready = asyncio.get_running_loop().create_future()
+        task = asyncio.ensure_future(scripted_server(replies)(seen, ready, stop))
+        port = await ready
+        provider = OpenAIProvider(OpenAIConfig(base_url=f"http://127.0.0.1:{port}/v1", model="m", transport="http",
+                                               timeout_s=2, **config), build_context())
+        chain = build_chain(provider)
+        outcomes = []
+        try:
+            for _ in range(calls):
+                try:
+                    outcomes.append(await chain.client.choose(LIKE, ["like", "skip"], purpose="like", default="skip"))
+                except LLMFault as fault:
+                    outcomes.append(fault.kind)
+        finally:
+            await provider.aclose()
+            stop.set()
+            await task
+        return outcomes, seen, chain.records
+
+    return asyncio.run(go())
+
+
+def reply(body: bytes, *headers: str, status: str = "200 OK", version: str = "HTTP/1.1") -> bytes:
+    lines = [f"{version} {status}", "Content-Type: application/json", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def test_the_bare_client_reads_every_way_an_answer_can_come():
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (ANSWER[:10], ANSWER[10:])) + b"0\r\nX-Trailer: 1\r\n\r\n"
+    replies = [
+        reply(ANSWER, f"Content-Length: {len(ANSWER)}"),                              # kept alive
+        reply(chunked, "Transfer-Encoding: chunked"),                                 # chunked, with a trailer
+        b"HTTP/1.1 100 Continue\r\n\r\n" + reply(ANSWER, f"Content-Length: {len(ANSWER)}"),  # 1xx first
+        reply(ANSWER, f"Content-Length: {len(ANSWER)}", "Connection: close"),        # then a new connection
+        reply(ANSWER, version="HTTP/1.0") + b"<close>",                               # no length: up to the close
+        reply(ANSWER, f"Content-Length: {len(ANSWER)}"),
+    ]
+    outcomes, seen, records = ask_scripted(replies, 6)
+    assert outcomes == ["like"] * 6 and [r.status for r in records] == ["ok"] * 6
+    request = seen[0].decode()
+    assert request.startswith("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert "Accept-Encoding: identity" in request and "Authorization: Bearer sk-test-secret-key" in request
+
+
+def test_the_bare_client_turns_broken_answers_into_faults_and_never_reuses_their_connection():
+    replies = [
+        b"SMTP ready\r\n\r\n",                                                        # no HTTP at all
+        reply(ANSWER[:20], f"Content-Length: {len(ANSWER)}") + b"<close>",           # cut off mid-body
+        reply(b'{"error":{"message":"slow down"}}', "Content-Length: 33", "Retry-After: 4", status="429 Too Many"),
+        reply(b"not a size\r\n", "Transfer-Encoding: chunked") + b"<close>",          # a broken chunk
+        reply(ANSWER, f"Content-Length: {len(ANSWER)}"),
+    ]
+    outcomes, seen, records = ask_scripted(replies, 5)
+    assert outcomes == ["connection", "connection", "rate_limit", "connection", "like"]
+    assert records[0].error.startswith("APIConnectionError: Connection error: NotHTTP: not an HTTP/1.x status line")
+    assert records[1].error.startswith("APIConnectionError: Connection error: ConnectionError: the server closed")
+    assert records[2].error == "RateLimitError: Error code: 429 - slow down"
+    assert len(seen) == 5

@@ -54,8 +54,9 @@ class OpenAIConfig(EndpointConfig):
     model: str = "gpt-4o-mini"
     endpoints: list[Endpoint] = Field(default_factory=list)
     timeout_s: float = Field(60.0, gt=0)
-    #: how requests travel: "aiohttp" (lean, the default) or "sdk" (the openai SDK's client)
-    transport: Literal["aiohttp", "sdk"] = "aiohttp"
+    #: how requests travel: "aiohttp" (the default), "http" (a bare HTTP/1.1 client, the
+    #: leanest, no proxies) or "sdk" (the openai SDK's client)
+    transport: Literal["aiohttp", "http", "sdk"] = "aiohttp"
     #: overrides every request's temperature when set
     temperature: float | None = Field(None, ge=0, le=2)
     #: completion-token cap for label decisions (like/skip...)

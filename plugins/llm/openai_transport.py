@@ -1,8 +1,9 @@
 """How the ``openai`` provider's requests reach an endpoint: ``[llm] transport``.
 
 ``"aiohttp"`` (the default): one :mod:`aiohttp` session per route (endpoint and key) posting
-the JSON body itself. ``"sdk"``: the ``openai`` SDK's generic ``client.post`` over its httpx
-stack. Both send the same bytes (:func:`encode`) to ``BASE_URL/chat/completions`` with the
+the JSON body itself. ``"http"``: :mod:`townsquare.plugins.llm.openai_http`, a bare HTTP/1.1
+keep-alive client, the leanest (no proxies). ``"sdk"``: the ``openai`` SDK's generic
+``client.post`` over its httpx stack. Both send the same bytes (:func:`encode`) to ``BASE_URL/chat/completions`` with the
 same ``Authorization: Bearer KEY`` header and give the provider the decoded JSON answer.
 
 Why two, and why aiohttp by default: measured on this project's 2-core machine against the
@@ -49,7 +50,7 @@ from townsquare.api import UsageError
 #: so one pool of 256 connections would cost milliseconds per call.
 POOL_SIZE = 16
 
-TRANSPORTS = ("aiohttp", "sdk")
+TRANSPORTS = ("aiohttp", "http", "sdk")
 
 
 class APIError(Exception):
@@ -214,6 +215,11 @@ def env_proxy(url: str) -> str | None:
 def open_pools(transport: str, routes: list[tuple[str | None, str]], connections: int, timeout_s: float) -> list[Any]:
     """The pools for ``routes`` (``(base_url, key)``), sized for ``connections`` calls in flight."""
     per_route = math.ceil(connections / len(routes))
+    if transport == "http":
+        from .openai_http import HTTPPool
+
+        return [HTTPPool(url or "https://api.openai.com/v1", key, route, per_route + 1, timeout_s)
+                for route, (url, key) in enumerate(routes)]
     if transport == "aiohttp":
         try:
             import aiohttp  # noqa: F401 - a missing install is said at start, not at the first call
