@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--latency-ms", type=float, default=100.0)
     parser.add_argument("--calls-per-worker", type=int, default=40)
-    parser.add_argument("--transport", nargs="+", choices=["aiohttp", "sdk"], default=["aiohttp", "sdk"])
+    parser.add_argument("--transport", nargs="+", choices=["aiohttp", "http", "sdk"], default=["aiohttp", "http", "sdk"])
     parser.add_argument("--sdk-baseline", action="store_true", help="Also time the bare SDK on the same workload.")
     args = parser.parse_args()
     from townsquare import logs

@@ -19,7 +19,7 @@ driver's apply, the shards' replay and state sync and the store commit. Metrics 
 
 ``--backend local ray`` picks where the turns run (default both); ``--shards`` how many Ray
 shards (default: one per CPU); ``--transport`` the ``openai`` provider's (``[llm] transport``,
-default ``aiohttp``). Each row also gives round 2's CPU per LLM call (Linux, from ``/proc``):
+default ``http``). Each row also gives round 2's CPU per LLM call (Linux, from ``/proc``):
 this process's (the whole client in one process; on Ray the driver's apply and store), the
 test servers' and the whole machine's (every process, other sessions' included: when it nears
 cores x wall / calls the round is CPU-bound). The load average is printed: the machine's cores
@@ -232,7 +232,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--waves", type=int, default=10, help="P1 readers per concurrency slot")
     parser.add_argument("--p2-agents", type=int, default=1000)
-    parser.add_argument("--transport", choices=["aiohttp", "sdk"], default="aiohttp", help="[llm] transport")
+    parser.add_argument("--transport", choices=["http", "aiohttp", "sdk"], default="http", help="[llm] transport")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario key")
     args = parser.parse_args()
     args.sets = [f'llm.transport="{args.transport}"', *args.set]

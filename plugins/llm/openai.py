@@ -1,5 +1,5 @@
-"""OpenAI-compatible chat endpoints (OpenAI, vLLM, Ollama, llama.cpp server) through the
-``openai`` SDK: ``[llm] name = "openai"``.
+"""OpenAI-compatible chat endpoints (OpenAI, vLLM, Ollama, llama.cpp server):
+``[llm] name = "openai"``.
 
 Several endpoints and several API keys are used round-robin: the main endpoint (``base_url``,
 else ``$OPENAI_BASE_URL``, else the SDK's default) with the keys of ``api_key_file`` (one key
@@ -8,12 +8,13 @@ per line) or else ``api_key_env``, plus every ``endpoints`` entry with its own k
 and never logged. ``api_key_env = ""`` with no file serves endpoints that take no key.
 
 ``transport`` picks how requests travel (:mod:`townsquare.plugins.llm.openai_transport`):
-``"aiohttp"`` (default, about a sixth of the SDK's CPU per call) or ``"sdk"`` (the ``openai``
-SDK's ``client.post``); failures are classified the same either way. Retries are
-``llm_retry``'s job, so the SDK's own are off (``max_retries=0``). The HTTP connection pools
-hold as many connections as the run has concurrent calls (``engine.concurrency``, or
-``[plugins.llm_concurrency] limit`` if larger), one pool per route (the SDK's split into pools
-of at most :data:`~townsquare.plugins.llm.openai_transport.POOL_SIZE`).
+``"http"`` (default: a bare HTTP/1.1 client, the least CPU per call, no proxies), ``"aiohttp"``
+(proxies honoured) or ``"sdk"`` (the ``openai`` SDK's ``client.post``); failures are classified
+the same on each. Retries are ``llm_retry``'s job, so the SDK's own are off
+(``max_retries=0``). The connection pools hold as many connections as the run has concurrent
+calls (``engine.concurrency``, or ``[plugins.llm_concurrency] limit`` if larger), one pool per
+route (the SDK's split into pools of at most
+:data:`~townsquare.plugins.llm.openai_transport.POOL_SIZE`).
 
 Every answer is checked before it is believed: a body that is not a JSON object with a
 non-empty ``choices`` list (an HTML page served with status 200, say) is a ``bad_body`` fault,
@@ -54,9 +55,9 @@ class OpenAIConfig(EndpointConfig):
     model: str = "gpt-4o-mini"
     endpoints: list[Endpoint] = Field(default_factory=list)
     timeout_s: float = Field(60.0, gt=0)
-    #: how requests travel: "aiohttp" (the default), "http" (a bare HTTP/1.1 client, the
-    #: leanest, no proxies) or "sdk" (the openai SDK's client)
-    transport: Literal["aiohttp", "http", "sdk"] = "aiohttp"
+    #: how requests travel: "http" (the default: a bare HTTP/1.1 client, the leanest, no
+    #: proxies), "aiohttp" (proxies honoured) or "sdk" (the openai SDK's client)
+    transport: Literal["http", "aiohttp", "sdk"] = "http"
     #: overrides every request's temperature when set
     temperature: float | None = Field(None, ge=0, le=2)
     #: completion-token cap for label decisions (like/skip...)

@@ -1,5 +1,5 @@
 """A bare HTTP/1.1 keep-alive client on asyncio for the ``openai`` provider:
-``[llm] transport = "http"``.
+``[llm] transport = "http"``, the default.
 
 It does one thing: POST a JSON body to ``BASE_URL/chat/completions`` and read the answer
 (``Content-Length``, ``chunked`` or up to the close; 1xx skipped), over plain TCP or TLS

@@ -1,20 +1,23 @@
 """How the ``openai`` provider's requests reach an endpoint: ``[llm] transport``.
 
-``"aiohttp"`` (the default): one :mod:`aiohttp` session per route (endpoint and key) posting
-the JSON body itself. ``"http"``: :mod:`townsquare.plugins.llm.openai_http`, a bare HTTP/1.1
-keep-alive client, the leanest (no proxies). ``"sdk"``: the ``openai`` SDK's generic
-``client.post`` over its httpx stack. Both send the same bytes (:func:`encode`) to ``BASE_URL/chat/completions`` with the
-same ``Authorization: Bearer KEY`` header and give the provider the decoded JSON answer.
+``"http"`` (the default): :mod:`townsquare.plugins.llm.openai_http`, a bare HTTP/1.1
+keep-alive client on asyncio, the leanest; it goes through no proxy. ``"aiohttp"``: one
+:mod:`aiohttp` session per route (endpoint and key), proxies from the environment honoured.
+``"sdk"``: the ``openai`` SDK's generic ``client.post`` over its httpx stack. All three send
+the same bytes (:func:`encode`) to ``BASE_URL/chat/completions`` with the same
+``Authorization: Bearer KEY`` header and give the provider the decoded JSON answer.
 
-Why two, and why aiohttp by default: measured on this project's 2-core machine against the
-fault server (``benchmarks/llm_throughput.py``, 2,560 calls at 256 in flight, 100 ms), the
-client's CPU per call is about 1.5-1.7 ms through the SDK, 2.3 ms through httpx alone, 0.9 ms
-through the SDK on aiohttp (``DefaultAioHttpClient``) and 0.24 ms through aiohttp alone (its
-HTTP parser is C): one process tops out near 600 calls a second with the SDK and near 4,000
-with aiohttp. The SDK stays for what only it does (its own authentication hooks, an Azure
-client); every failure reads the same either way.
+Why three, and why the bare client by default: measured on this project's 2-core machine
+against the test server at 256 calls in flight, the transport's CPU per call is about
+1.5-1.7 ms through the SDK, 2.3 ms through httpx alone, 0.9 ms through the SDK on aiohttp
+(``DefaultAioHttpClient``), 0.25 ms through aiohttp alone and 0.09 ms through the bare client.
+In a whole P1 round (``benchmarks/scale.py``) the client process spent 2.1, 0.45-0.58 and
+0.27-0.30 ms per call on the SDK, aiohttp and the bare client (fewer objects per call, fewer
+garbage collections), and the round took 5.2, 2.0 and 1.3 x its bound. aiohttp stays for
+proxies, the SDK for what only it does (its own environment variables and hooks); every
+failure reads the same on all three.
 
-Failures of the aiohttp transport are raised as the exceptions the SDK raises for them, by
+Failures of the aiohttp and bare transports are raised as the exceptions the SDK raises for them, by
 the same names (:class:`APIStatusError` and its subclasses per status, :class:`APITimeoutError`,
 :class:`APIConnectionError`) and with the same shape, so :func:`townsquare.llm_faults.classify`
 gives them the same kinds and ``llm_calls.error`` reads the same whichever transport ran:
@@ -32,8 +35,8 @@ gives them the same kinds and ``llm_calls.error`` reads the same whichever trans
   the provider rejects as ``bad_body``, as the SDK does.
 
 Keys go into the ``Authorization`` header only: no message, log line or exception carries
-one. A proxy from the environment (``HTTPS_PROXY``..., ``NO_PROXY``) is honoured as the SDK
-does.
+one. A proxy from the environment (``HTTPS_PROXY``..., ``NO_PROXY``) is honoured by aiohttp and
+the SDK alike (:func:`env_proxy`).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ TRANSPORTS = ("aiohttp", "http", "sdk")
 
 
 class APIError(Exception):
-    """A failed request of the aiohttp transport; ``request.url`` says where it went."""
+    """A failed request of the aiohttp or bare transport; ``request.url`` says where it went."""
 
     def __init__(self, message: str, url: str):
         super().__init__(message)
