@@ -29,15 +29,17 @@ a millisecond per call converting the typed parameters.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from typing import Any, Literal
 
 import structlog
 from pydantic import Field
 
-from townsquare.api import EndpointConfig, LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, hookimpl
+from townsquare.api import EndpointConfig, LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl
 
-from .openai_transport import open_pools
+from .openai_http import HTTPPool
+from .openai_transport import POOL_SIZE, AiohttpPool, SDKPool
 
 log = structlog.get_logger("townsquare.plugins.llm.openai")
 
@@ -163,6 +165,30 @@ def _routes(config: OpenAIConfig, base_dir: str) -> list[tuple[str | None, str]]
         keys = endpoint.api_keys(base_dir, what=f"llm openai API key for {endpoint.base_url or 'the default endpoint'}")
         routes += [(endpoint.base_url, key) for key in keys or ["no-key"]]
     return routes
+
+
+def open_pools(transport: str, routes: list[tuple[str | None, str]], connections: int, timeout_s: float) -> list[Any]:
+    """The pools for ``routes`` (``(base_url, key)``), sized for ``connections`` calls in flight."""
+    per_route = math.ceil(connections / len(routes))
+    if transport == "http":
+        return [HTTPPool(url or "https://api.openai.com/v1", key, route, per_route + 1, timeout_s)
+                for route, (url, key) in enumerate(routes)]
+    if transport == "aiohttp":
+        try:
+            import aiohttp  # noqa: F401 - a missing install is said at start, not at the first call
+        except ImportError:
+            raise UsageError('[llm] transport = "aiohttp" needs the aiohttp package: pip install aiohttp '
+                             '(or set transport = "sdk")') from None
+        return [AiohttpPool(url or "https://api.openai.com/v1", key, route, per_route + 1, timeout_s)
+                for route, (url, key) in enumerate(routes)]
+    import openai  # heavy: imported when a run uses the SDK
+
+    shards = math.ceil(per_route / POOL_SIZE)
+    size = math.ceil(per_route / shards) + 1
+    limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=size, max_keepalive_connections=size)
+    return [SDKPool(openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=timeout_s,
+                                       http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout_s)), route)
+            for route, (url, key) in enumerate(routes) for _ in range(shards)]
 
 
 def connection_budget(scenario: Any) -> int:

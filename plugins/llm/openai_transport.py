@@ -43,11 +43,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from types import SimpleNamespace
 from typing import Any
 
-from townsquare.api import UsageError
 
 #: Most connections in one SDK pool: httpx scans every connection of a pool on each request,
 #: so one pool of 256 connections would cost milliseconds per call.
@@ -213,29 +211,3 @@ def env_proxy(url: str) -> str | None:
     if not proxy or (parts.hostname and proxy_bypass(parts.hostname)):
         return None
     return proxy if "://" in proxy else f"http://{proxy}"
-
-
-def open_pools(transport: str, routes: list[tuple[str | None, str]], connections: int, timeout_s: float) -> list[Any]:
-    """The pools for ``routes`` (``(base_url, key)``), sized for ``connections`` calls in flight."""
-    per_route = math.ceil(connections / len(routes))
-    if transport == "http":
-        from .openai_http import HTTPPool
-
-        return [HTTPPool(url or "https://api.openai.com/v1", key, route, per_route + 1, timeout_s)
-                for route, (url, key) in enumerate(routes)]
-    if transport == "aiohttp":
-        try:
-            import aiohttp  # noqa: F401 - a missing install is said at start, not at the first call
-        except ImportError:
-            raise UsageError('[llm] transport = "aiohttp" needs the aiohttp package: pip install aiohttp '
-                             '(or set transport = "sdk")') from None
-        return [AiohttpPool(url or "https://api.openai.com/v1", key, route, per_route + 1, timeout_s)
-                for route, (url, key) in enumerate(routes)]
-    import openai  # heavy: imported when a run uses the SDK
-
-    shards = math.ceil(per_route / POOL_SIZE)
-    size = math.ceil(per_route / shards) + 1
-    limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=size, max_keepalive_connections=size)
-    return [SDKPool(openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=timeout_s,
-                                       http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout_s)), route)
-            for route, (url, key) in enumerate(routes) for _ in range(shards)]
