@@ -265,11 +265,12 @@ def test_the_bare_client_turns_broken_answers_into_faults_and_never_reuses_their
         reply(ANSWER[:20], f"Content-Length: {len(ANSWER)}") + b"<close>",           # cut off mid-body
         reply(b'{"error":{"message":"slow down"}}', "Content-Length: 33", "Retry-After: 4", status="429 Too Many"),
         reply(b"not a size\r\n", "Transfer-Encoding: chunked") + b"<close>",          # a broken chunk
+        b"HTTP/1.1 204 No Content\r\n\r\n",                                          # no body, kept alive
         reply(ANSWER, f"Content-Length: {len(ANSWER)}"),
     ]
-    outcomes, seen, records = ask_scripted(replies, 5)
-    assert outcomes == ["connection", "connection", "rate_limit", "connection", "like"]
+    outcomes, seen, records = ask_scripted(replies, 6)
+    assert outcomes == ["connection", "connection", "rate_limit", "connection", "bad_body", "like"]
     assert records[0].error.startswith("APIConnectionError: Connection error: NotHTTP: not an HTTP/1.x status line")
     assert records[1].error.startswith("APIConnectionError: Connection error: ConnectionError: the server closed")
     assert records[2].error == "RateLimitError: Error code: 429 - slow down"
-    assert len(seen) == 5
+    assert len(seen) == 6

@@ -2,7 +2,7 @@
 ``[llm] transport = "http"``, the default.
 
 It does one thing: POST a JSON body to ``BASE_URL/chat/completions`` and read the answer
-(``Content-Length``, ``chunked`` or up to the close; 1xx skipped), over plain TCP or TLS
+(``Content-Length``, ``chunked`` or up to the close; 1xx skipped, 204 empty), over plain TCP or TLS
 (verified against the system's certificates), keeping each connection for the next call
 unless the server says ``Connection: close``. It sends ``Accept-Encoding: identity``, so no
 answer comes compressed. It does not go through proxies: a proxy set in the environment for
@@ -140,7 +140,9 @@ class Connection(asyncio.Protocol):
             if not 100 <= int(code) < 200:  # an informational answer is followed by the real one
                 break
         keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
-        if "chunked" in headers.get("transfer-encoding", "").lower():
+        if code in ("204", "304"):  # no body, whatever the headers say
+            body = b""
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
             body = await self.read_chunked()
         elif "content-length" in headers:
             try:
