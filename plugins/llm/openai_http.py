@@ -9,9 +9,10 @@ answer comes compressed. It does not go through proxies: a proxy set in the envi
 the endpoint is a start-up error naming ``transport = "aiohttp"``, which does.
 
 Why it exists: measured in a P1 round (``benchmarks/scale.py``, 2,560 calls at 256 in flight
-on 2 cores) the whole client process spends about 0.20 ms of CPU per call on it against about
-0.45 ms on aiohttp, whose request and response objects (and the garbage collections they
-bring on) are most of the difference; the round's wall time fell from 1.8 to 1.2 x its bound.
+on 2 cores) the whole client process spends 0.24-0.31 ms of CPU per call on it against
+0.45-0.58 ms on aiohttp, whose request and response objects (and the garbage collections they
+bring on) are most of the difference; the round's wall time fell from 1.7-2.0 to 1.3 x its
+bound.
 Failures are raised as :mod:`~townsquare.plugins.llm.openai_transport`'s SDK-shaped
 exceptions, so they read as on the other transports: a non-2xx status is the SDK's
 :class:`APIStatusError` subclass, no whole answer within ``timeout_s`` is
