@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import shutil
+import ssl
+import subprocess
 import warnings
 from types import SimpleNamespace
 
@@ -179,7 +182,7 @@ def test_requests_go_through_the_proxy_the_environment_names(transport, monkeypa
 ANSWER = b'{"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"like"},"finish_reason":"stop"}]}'
 
 
-def scripted_server(replies: list[bytes]):
+def scripted_server(replies: list[bytes], tls: "ssl.SSLContext | None" = None):
     """A server that answers the n-th request it reads with ``replies[n]`` (raw bytes, sent as
     they are; a reply ending in ``b"<close>"`` is sent without it and the connection closed)."""
 
@@ -200,7 +203,7 @@ def scripted_server(replies: list[bytes]):
             finally:
                 writer.close()
 
-        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=tls)
         ready.set_result(server.sockets[0].getsockname()[1])
         await stop.wait()
         server.close()
@@ -208,7 +211,7 @@ def scripted_server(replies: list[bytes]):
     return serve
 
 
-def ask_scripted(replies: list[bytes], calls: int, **config):
+def ask_scripted(replies: list[bytes], calls: int, tls: "ssl.SSLContext | None" = None, **config):
     """``calls`` requests through the bare HTTP client against :func:`scripted_server`: the
     answers (or the faults) and the raw requests the server read."""
     seen: list[bytes] = []
@@ -216,9 +219,10 @@ def ask_scripted(replies: list[bytes], calls: int, **config):
     async def go():
         stop = asyncio.Event()
         ready = asyncio.get_running_loop().create_future()
-        task = asyncio.ensure_future(scripted_server(replies)(seen, ready, stop))
+        task = asyncio.ensure_future(scripted_server(replies, tls)(seen, ready, stop))
         port = await ready
-        provider = OpenAIProvider(OpenAIConfig(base_url=f"http://127.0.0.1:{port}/v1", model="m", transport="http",
+        scheme = "https" if tls else "http"
+        provider = OpenAIProvider(OpenAIConfig(base_url=f"{scheme}://127.0.0.1:{port}/v1", model="m", transport="http",
                                                timeout_s=2, **config), build_context())
         chain = build_chain(provider)
         outcomes = []
@@ -274,3 +278,23 @@ def test_the_bare_client_turns_broken_answers_into_faults_and_never_reuses_their
     assert records[1].error.startswith("APIConnectionError: Connection error: ConnectionError: the server closed")
     assert records[2].error == "RateLimitError: Error code: 429 - slow down"
     assert len(seen) == 6
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl command to make a certificate")
+def test_the_bare_client_verifies_tls(tmp_path, monkeypatch):
+    """TLS against a certificate the system does not trust: a ``connection`` fault naming the
+    verification; trusted through ``SSL_CERT_FILE``: answers."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    answer = reply(ANSWER, f"Content-Length: {len(ANSWER)}")
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "none.pem"))
+    outcomes, _, records = ask_scripted([answer], 1, tls=tls)
+    assert outcomes == ["connection"] and "CERTIFICATE_VERIFY_FAILED" in records[0].error
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    outcomes, seen, _ = ask_scripted([answer, answer], 2, tls=tls)
+    assert outcomes == ["like", "like"] and len(seen) == 2
