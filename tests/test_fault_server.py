@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from townsquare.plugins.llm.openai import OpenAIConfig, OpenAIProvider
+from townsquare.plugins.llm.openai_transport import TRANSPORTS
 from townsquare.testing.fault_server import FaultServer
 from townsquare.testing.llm_chain import build_context
 
@@ -71,11 +72,13 @@ def test_embeddings_are_deterministic_unit_vectors():
 
 
 @pytest.mark.slow
-def test_sustains_256_concurrent_requests():
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_sustains_256_concurrent_requests(transport):
     # The server holds every request until 256 are open at once (a probe, not a clock): the
     # client's pool really sends 256 together, and every one is answered.
     with FaultServer(hold_until=256, hang_s=120) as server:
-        provider = OpenAIProvider(OpenAIConfig(base_url=server.base_url, api_key_env=""), build_context(concurrency=256))
+        provider = OpenAIProvider(OpenAIConfig(base_url=server.base_url, api_key_env="", transport=transport),
+                                  build_context(concurrency=256))
 
         async def burst():
             from townsquare.llm import LLMRequest, Message

@@ -11,6 +11,7 @@ import pytest
 
 from townsquare.llm_faults import FATAL, RETRYABLE, LLMFault
 from townsquare.plugins.llm.openai import OpenAIConfig, OpenAIProvider
+from townsquare.plugins.llm.openai_transport import TRANSPORTS
 from townsquare.testing.fault_server import ANSWER_FAULTS, FAULTS, FATAL_FAULTS, TRANSPORT_FAULTS, FaultConfig, FaultServer
 from townsquare.testing.llm_chain import build_chain, build_context
 
@@ -25,10 +26,15 @@ EXPECTED = {
 }
 
 
-def call(server: FaultServer, coro_fn, timeout_s: float = 0.5):
+@pytest.fixture(params=TRANSPORTS)
+def transport(request):
+    return request.param
+
+
+def call(server: FaultServer, coro_fn, timeout_s: float = 0.5, transport: str = "aiohttp"):
     async def go():
-        provider = OpenAIProvider(OpenAIConfig(base_url=server.base_url, model="m", api_key_env="", timeout_s=timeout_s),
-                                  build_context())
+        provider = OpenAIProvider(OpenAIConfig(base_url=server.base_url, model="m", api_key_env="", timeout_s=timeout_s,
+                                               transport=transport), build_context())
         chain = build_chain(provider)
         try:
             try:
@@ -48,9 +54,10 @@ def test_every_fault_kind_is_listed_once():
 
 
 @pytest.mark.parametrize("fault", sorted(EXPECTED))
-def test_each_fault_is_classified(fault):
+def test_each_fault_is_classified(fault, transport):
     with FaultServer(**{f"rate_{fault}": 1.0}, hang_s=5, slow_s=2, retry_after_s=0) as server:
-        outcome, records = call(server, lambda llm: llm.choose(LIKE, ["like", "skip"], purpose="like", default="skip"))
+        outcome, records = call(server, lambda llm: llm.choose(LIKE, ["like", "skip"], purpose="like", default="skip"),
+                                transport=transport)
         assert server.counts[fault] == 1
     assert isinstance(outcome, LLMFault), outcome
     assert outcome.kind == EXPECTED[fault]
@@ -59,17 +66,18 @@ def test_each_fault_is_classified(fault):
         assert outcome.status == int(fault[:3]) and outcome.endpoint.endswith("/v1/chat/completions")
 
 
-def test_slow_headers_within_the_timeout_are_just_slow():
+def test_slow_headers_within_the_timeout_are_just_slow(transport):
     with FaultServer(rate_slow_headers=1.0, slow_s=0.05) as server:
         answer, records = call(server, lambda llm: llm.choose(LIKE, ["like", "skip"], purpose="like", default="skip"),
-                               timeout_s=30)
+                               timeout_s=30, transport=transport)
     assert answer in ("like", "skip") and [r.status for r in records] == ["ok"]
 
 
 @pytest.mark.parametrize("fault,kind", [("binary", "binary"), ("garbage", None)])
-def test_text_that_is_no_text_never_becomes_content(fault, kind):
+def test_text_that_is_no_text_never_becomes_content(fault, kind, transport):
     with FaultServer(**{f"rate_{fault}": 1.0}) as server:
-        answer, records = call(server, lambda llm: llm.text("Write a post about mountains", purpose="post"), timeout_s=30)
+        answer, records = call(server, lambda llm: llm.text("Write a post about mountains", purpose="post"), timeout_s=30,
+                               transport=transport)
     if kind is None:  # gibberish is still text: only a decision can tell it is wrong
         assert answer and [r.status for r in records] == ["ok"]
     else:
@@ -78,10 +86,11 @@ def test_text_that_is_no_text_never_becomes_content(fault, kind):
             ("post", "ok", None), ("post.repair", "ok", None), ("post", "parse_failure", kind)]
 
 
-def test_a_cut_off_post_is_still_a_post():
+def test_a_cut_off_post_is_still_a_post(transport):
     # finish_reason "length" on free text is a long answer, not a fault
     with FaultServer(rate_truncated=1.0) as server:
-        answer, records = call(server, lambda llm: llm.text("Write a post about mountains", purpose="post"), timeout_s=30)
+        answer, records = call(server, lambda llm: llm.text("Write a post about mountains", purpose="post"), timeout_s=30,
+                               transport=transport)
     assert answer and [r.status for r in records] == ["ok"]
 
 

@@ -1,5 +1,6 @@
-"""The openai provider against the fault server: usage and cost, round-robin over endpoints
-and keys, pool sizing, JSON mode, retries on real SDK errors, garbage answers, missing keys."""
+"""The openai provider against the fault server, on each transport (aiohttp, the SDK): usage
+and cost, round-robin over endpoints and keys, pool sizing, JSON mode, retries on real
+transport errors, garbage answers, missing keys."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import structlog
 from townsquare.errors import UsageError
 from townsquare.plugins.llm.openai import OpenAIConfig, OpenAIProvider, connection_budget
 from townsquare.plugins.llm.llm_retry import LLMRetry, LLMUnavailable, RetryConfig
+from townsquare.plugins.llm.openai_transport import TRANSPORTS
 from townsquare.testing.fault_server import FaultServer
 from townsquare.testing.llm_chain import build_chain, build_context
 
@@ -24,6 +26,16 @@ def server():
         yield running
 
 
+#: the transport the test at hand runs on (set by the ``transport`` fixture)
+TRANSPORT = ["aiohttp"]
+
+
+@pytest.fixture(autouse=True, params=TRANSPORTS)
+def transport(request):
+    TRANSPORT[0] = request.param
+    return request.param
+
+
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-main")
@@ -31,6 +43,7 @@ def api_key(monkeypatch):
 
 
 def provider_for(base_url: str, ctx=None, **config) -> OpenAIProvider:
+    config.setdefault("transport", TRANSPORT[0])
     return OpenAIProvider(OpenAIConfig(base_url=base_url, model="test-model", **config), ctx or build_context())
 
 
@@ -115,12 +128,15 @@ def test_keys_are_never_logged(server, tmp_path):
     assert logs and "sk-secret" not in repr(logs)
 
 
-def test_connection_pools_are_sized_to_the_run(server):
+def test_connection_pools_are_sized_to_the_run(server, transport):
     assert connection_budget(build_context(concurrency=16).scenario) == 16
     assert connection_budget(build_context(concurrency=16, plugins={"llm_concurrency": {"limit": 300}}).scenario) == 300
     provider = provider_for(server.base_url, build_context(concurrency=256))
     opened.append(provider)
-    assert len(provider._pools) == 16  # 256 connections in pools of at most 16
+    if transport == "sdk":
+        assert len(provider._pools) == 16  # 256 connections in pools of at most 16
+    else:
+        assert [pool.size for pool in provider._pools] == [257]  # one pool per route
     run(lambda: asyncio.sleep(0))
 
 

@@ -1,5 +1,5 @@
-"""OpenAI-compatible chat endpoints (OpenAI, vLLM, Ollama, llama.cpp server) through the
-``openai`` SDK: ``[llm] name = "openai"``.
+"""OpenAI-compatible chat endpoints (OpenAI, vLLM, Ollama, llama.cpp server):
+``[llm] name = "openai"``.
 
 Several endpoints and several API keys are used round-robin: the main endpoint (``base_url``,
 else ``$OPENAI_BASE_URL``, else the SDK's default) with the keys of ``api_key_file`` (one key
@@ -7,21 +7,23 @@ per line) or else ``api_key_env``, plus every ``endpoints`` entry with its own k
 (endpoint, key) pair is one route. Keys are read through :func:`townsquare.secrets.resolve_secrets`
 and never logged. ``api_key_env = ""`` with no file serves endpoints that take no key.
 
-Retries are ``llm_retry``'s job, so the SDK's own are off (``max_retries=0``). The HTTP
-connection pools hold as many connections as the run has concurrent calls
-(``engine.concurrency``, or ``[plugins.llm_concurrency] limit`` if larger), split into pools
-of at most :data:`POOL_SIZE`: the HTTP client scans every connection of a pool on each
-request, so one pool of 256 connections would cost milliseconds per call.
+``transport`` picks how requests travel (:mod:`townsquare.plugins.llm.openai_transport`):
+``"http"`` (default: a bare HTTP/1.1 client, the least CPU per call, no proxies), ``"aiohttp"``
+(proxies honoured) or ``"sdk"`` (the ``openai`` SDK's ``client.post``); failures are classified
+the same on each. Retries are ``llm_retry``'s job, so the SDK's own are off
+(``max_retries=0``). The connection pools hold as many connections as the run has concurrent
+calls (``engine.concurrency``, or ``[plugins.llm_concurrency] limit`` if larger), one pool per
+route (the SDK's split into pools of at most
+:data:`~townsquare.plugins.llm.openai_transport.POOL_SIZE`).
 
 Every answer is checked before it is believed: a body that is not a JSON object with a
 non-empty ``choices`` list (an HTML page served with status 200, say) is a ``bad_body`` fault,
 an empty ``choices`` an ``empty`` one, a null ``content`` a ``null_content`` one (see
-:mod:`townsquare.llm_faults`); the SDK's own errors (a cut-off body raises
-``json.JSONDecodeError``) are classified by the kernel's accounting.
+:mod:`townsquare.llm_faults`); the transport's errors are classified by the kernel's accounting.
 
-Requests go through the SDK's generic ``client.post`` (its documented way to send a raw body)
-rather than ``chat.completions.create``, which spends about a millisecond per call converting
-the typed parameters; errors, timeouts and authentication are the SDK's either way.
+With ``transport = "sdk"`` requests go through the SDK's generic ``client.post`` (its
+documented way to send a raw body) rather than ``chat.completions.create``, which spends about
+a millisecond per call converting the typed parameters.
 """
 
 from __future__ import annotations
@@ -34,12 +36,12 @@ from typing import Any, Literal
 import structlog
 from pydantic import Field
 
-from townsquare.api import EndpointConfig, LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, hookimpl
+from townsquare.api import EndpointConfig, LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl
+
+from .openai_http import HTTPPool
+from .openai_transport import POOL_SIZE, AiohttpPool, SDKPool
 
 log = structlog.get_logger("townsquare.plugins.llm.openai")
-
-#: Most connections in one HTTP pool (see the module docstring).
-POOL_SIZE = 16
 
 
 class Endpoint(EndpointConfig):
@@ -55,6 +57,9 @@ class OpenAIConfig(EndpointConfig):
     model: str = "gpt-4o-mini"
     endpoints: list[Endpoint] = Field(default_factory=list)
     timeout_s: float = Field(60.0, gt=0)
+    #: how requests travel: "http" (the default: a bare HTTP/1.1 client, the leanest, no
+    #: proxies), "aiohttp" (proxies honoured) or "sdk" (the openai SDK's client)
+    transport: Literal["http", "aiohttp", "sdk"] = "http"
     #: overrides every request's temperature when set
     temperature: float | None = Field(None, ge=0, le=2)
     #: completion-token cap for label decisions (like/skip...)
@@ -68,50 +73,30 @@ class OpenAIConfig(EndpointConfig):
     price_completion_per_1k: float = Field(0.0, ge=0)
 
 
-class _Pool:
-    """One ``AsyncOpenAI`` client (one route, one connection pool) and its calls in flight."""
-
-    def __init__(self, client: Any, route: int, url: str):
-        self.client = client
-        self.route = route
-        self.url = url
-        self.load = 0
-
-
 class OpenAIProvider:
     """Chat completions from OpenAI-compatible endpoints."""
 
     name = "openai"
 
     def __init__(self, config: OpenAIConfig, ctx: Any):
-        import openai  # heavy: imported when a run uses this provider
-
         self.config = config
         self.model = config.model
         routes = _routes(config, getattr(ctx, "base_dir", "."))
-        connections = connection_budget(getattr(ctx, "scenario", None))
-        per_route = math.ceil(connections / len(routes))
-        shards = math.ceil(per_route / POOL_SIZE)
-        size = math.ceil(per_route / shards) + 1
-        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=size, max_keepalive_connections=size)
-        self._pools = []
-        for route, (url, key) in enumerate(routes):
-            for _ in range(shards):
-                client = openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=config.timeout_s,
-                                            http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=config.timeout_s))
-                self._pools.append(_Pool(client, route, f"{str(client.base_url).rstrip('/')}/chat/completions"))
+        self._pools = open_pools(config.transport, routes, connection_budget(getattr(ctx, "scenario", None)),
+                                 config.timeout_s)
         urls = sorted({p.url for p in self._pools})
         #: where the calls go, for messages that cannot say which route failed
         self.endpoint = urls[0] if len(urls) == 1 else f"{urls[0]} (and {len(urls) - 1} more endpoints)"
         self._turn = itertools.count()
         self._routes = len(routes)
-        log.info("llm.openai.ready", model=self.model, endpoints=sorted({url or "default" for url, _ in routes}),
-                 routes=len(routes), pools=len(self._pools), connections=size * len(self._pools))
+        self._by_route = [[p for p in self._pools if p.route == route] for route in range(len(routes))]
+        log.info("llm.openai.ready", model=self.model, transport=config.transport,
+                 endpoints=sorted({url or "default" for url, _ in routes}), routes=len(routes), pools=len(self._pools))
 
     def _pick(self) -> _Pool:
         """Routes in turn; within a route the pool with the fewest calls in flight."""
-        route = next(self._turn) % self._routes
-        return min((p for p in self._pools if p.route == route), key=lambda p: p.load)
+        pools = self._by_route[next(self._turn) % self._routes]
+        return pools[0] if len(pools) == 1 else min(pools, key=lambda p: p.load)
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         config = self.config
@@ -126,7 +111,7 @@ class OpenAIProvider:
         pool = self._pick()
         pool.load += 1
         try:
-            data = await pool.client.post("/chat/completions", cast_to=object, body=body)
+            data = await pool.send(body)
         finally:
             pool.load -= 1
         return self.read_answer(data, pool.url)
@@ -167,7 +152,7 @@ class OpenAIProvider:
 
     async def aclose(self) -> None:
         for pool in self._pools:
-            await pool.client.close()
+            await pool.aclose()
         self._pools = []
 
 
@@ -180,6 +165,30 @@ def _routes(config: OpenAIConfig, base_dir: str) -> list[tuple[str | None, str]]
         keys = endpoint.api_keys(base_dir, what=f"llm openai API key for {endpoint.base_url or 'the default endpoint'}")
         routes += [(endpoint.base_url, key) for key in keys or ["no-key"]]
     return routes
+
+
+def open_pools(transport: str, routes: list[tuple[str | None, str]], connections: int, timeout_s: float) -> list[Any]:
+    """The pools for ``routes`` (``(base_url, key)``), sized for ``connections`` calls in flight."""
+    per_route = math.ceil(connections / len(routes))
+    if transport == "http":
+        return [HTTPPool(url or "https://api.openai.com/v1", key, route, per_route + 1, timeout_s)
+                for route, (url, key) in enumerate(routes)]
+    if transport == "aiohttp":
+        try:
+            import aiohttp  # noqa: F401 - a missing install is said at start, not at the first call
+        except ImportError:
+            raise UsageError('[llm] transport = "aiohttp" needs the aiohttp package: pip install aiohttp '
+                             '(or set transport = "sdk")') from None
+        return [AiohttpPool(url or "https://api.openai.com/v1", key, route, per_route + 1, timeout_s)
+                for route, (url, key) in enumerate(routes)]
+    import openai  # heavy: imported when a run uses the SDK
+
+    shards = math.ceil(per_route / POOL_SIZE)
+    size = math.ceil(per_route / shards) + 1
+    limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=size, max_keepalive_connections=size)
+    return [SDKPool(openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=timeout_s,
+                                       http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout_s)), route)
+            for route, (url, key) in enumerate(routes) for _ in range(shards)]
 
 
 def connection_budget(scenario: Any) -> int:
