@@ -8,9 +8,9 @@ per line) or else ``api_key_env``, plus every ``endpoints`` entry with its own k
 and never logged. ``api_key_env = ""`` with no file serves endpoints that take no key.
 
 ``transport`` picks how requests travel (:mod:`townsquare.plugins.llm.openai_transport`):
-``"http"`` (default: a bare HTTP/1.1 client, the least CPU per call, no proxies), ``"aiohttp"``
-(proxies honoured) or ``"sdk"`` (the ``openai`` SDK's ``client.post``); failures are classified
-the same on each. Retries are ``llm_retry``'s job, so the SDK's own are off
+``"aiohttp"`` (default; proxies honoured), ``"http"`` (a bare HTTP/1.1 client: the least CPU
+per call, no proxies) or ``"sdk"`` (the ``openai`` SDK's ``client.post``); failures are
+classified the same on each. Retries are ``llm_retry``'s job, so the SDK's own are off
 (``max_retries=0``). The connection pools hold as many connections as the run has concurrent
 calls (``engine.concurrency``, or ``[plugins.llm_concurrency] limit`` if larger), one pool per
 route (the SDK's split into pools of at most
@@ -57,9 +57,10 @@ class OpenAIConfig(EndpointConfig):
     model: str = "gpt-4o-mini"
     endpoints: list[Endpoint] = Field(default_factory=list)
     timeout_s: float = Field(60.0, gt=0)
-    #: how requests travel: "http" (the default: a bare HTTP/1.1 client, the leanest, no
-    #: proxies), "aiohttp" (proxies honoured) or "sdk" (the openai SDK's client)
-    transport: Literal["http", "aiohttp", "sdk"] = "http"
+    #: how requests travel: "aiohttp" (the default; proxies honoured), "http" (a bare HTTP/1.1
+    #: client, the least CPU per call, no proxies: for thousands of calls a second to an
+    #: endpoint reached directly, a vLLM cluster) or "sdk" (the openai SDK's client)
+    transport: Literal["http", "aiohttp", "sdk"] = "aiohttp"
     #: overrides every request's temperature when set
     temperature: float | None = Field(None, ge=0, le=2)
     #: completion-token cap for label decisions (like/skip...)
