@@ -18,6 +18,7 @@ call asks one ledger actor first, as every call asks the one budget link in a si
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from datetime import timedelta
@@ -26,7 +27,7 @@ from typing import Any
 import structlog
 
 from .batch_turns import batch_eligible
-from .engine import Simulation, _stop_reason
+from .engine import COLLECTOR_THRESHOLDS, Simulation, _stop_reason
 from .errors import RunStopped
 from .llm import LLMCallRecord
 from .llm_faults import LLMFault
@@ -57,6 +58,7 @@ class Shard(Simulation):
         from . import logs
 
         logs.configure(level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning"))  # a worker's own logging
+        gc.set_threshold(*COLLECTOR_THRESHOLDS)  # the worker plays this run only
 
     def _on_llm_call(self, call: LLMCallRecord) -> None:
         self.records.append(call)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import __version__
-from .engine import Progress, Simulation
+from .engine import Progress, Simulation, run_collector
 from .errors import RunStopped, UsageError
 from .lifecycle import RunSummary
 from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
@@ -102,7 +102,8 @@ def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_read
         simulation_options = {"backend": RayBackend.start, **simulation_options}
     simulation = simulation_class(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
     try:
-        return asyncio.run(simulation.run(resume=resume))
+        with run_collector():
+            return asyncio.run(simulation.run(resume=resume))
     except RunStopped as exc:
         # stopped while building (persona enrichment met an outage or a budget): say so in the
         # manifest, as a stop during a round does

@@ -226,3 +226,24 @@ def test_a_shard_builds_only_its_own_agents_unless_the_platform_hands_agents_to_
     assert all(asyncio.run(built.services.platform.profile(a.id)) is not None for a in built.agents)
     whole = build(write_scenario(recagent_scenario(rounds=2)))
     assert not whole.partial and all(a.components for a in whole.agents)
+
+
+def test_a_run_raises_the_collector_thresholds_and_restores_them(tmp_path, monkeypatch):
+    """Millions of long-lived objects: a run plays with COLLECTOR_THRESHOLDS, then the process
+    gets its own thresholds back (a notebook runs many runs)."""
+    import gc
+
+    from townsquare import engine
+
+    seen = []
+    play_round = engine.Simulation.play_round
+
+    async def watched(self, r):
+        seen.append(gc.get_threshold())
+        await play_round(self, r)
+
+    monkeypatch.setattr(engine.Simulation, "play_round", watched)
+    before = gc.get_threshold()
+    start_run(BASELINE, out=tmp_path / "run", overrides=["populations.0.count=5", "rounds=2"])
+    assert seen == [engine.COLLECTOR_THRESHOLDS] * 2
+    assert gc.get_threshold() == before != engine.COLLECTOR_THRESHOLDS
