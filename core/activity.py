@@ -17,8 +17,6 @@ of the round (:mod:`townsquare.random_streams`), so a population is drawn in one
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 MINUTES_PER_DAY = 24 * 60
@@ -34,13 +32,9 @@ def sample_activity(rng: np.random.Generator, n: int, alpha: float, x_min: float
     return pareto_inverse_cdf(rng.random(n), alpha, x_min)
 
 
-def active_probability(level: float, minutes_per_round: int) -> float:
-    """Chance that an agent with ``level`` sessions a day has a session in one round."""
-    return 1.0 - math.exp(-level * minutes_per_round / MINUTES_PER_DAY)
-
-
 def active_probabilities(levels: np.ndarray, minutes_per_round: int) -> np.ndarray:
-    """:func:`active_probability` of every level at once (an infinite level: 1)."""
+    """Chance that an agent with each level of sessions a day has a session in one round
+    (an infinite level: 1)."""
     return 1.0 - np.exp(-np.asarray(levels, dtype=np.float64) * minutes_per_round / MINUTES_PER_DAY)
 
 

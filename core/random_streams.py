@@ -140,10 +140,6 @@ class AgentRandom:
         self._streams = streams
         self._index = index
 
-    @property
-    def generator(self) -> np.random.Generator:
-        return self._streams.generator(self._index)
-
     def __getattr__(self, name: str) -> Any:
         return getattr(self._streams.generator(self._index), name)
 

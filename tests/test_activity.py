@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from townsquare.activity import active_probability, pareto_inverse_cdf, sample_activity
+from townsquare.activity import active_agents, active_probabilities, pareto_inverse_cdf, sample_activity
 
 
 def test_inverse_cdf_numbers():
@@ -35,7 +35,7 @@ def test_same_rng_same_levels():
 
 
 def test_active_probability_per_round():
-    # one session a day, one-hour rounds: 1 - exp(-1/24)
-    assert active_probability(1.0, 60) == pytest.approx(1 - math.exp(-1 / 24))
-    assert active_probability(24.0, 60) == pytest.approx(1 - math.exp(-1))
-    assert active_probability(math.inf, 60) == 1.0
+    # one session a day, one-hour rounds: 1 - exp(-1/24); 24 a day: 1 - exp(-1); always: 1
+    p = active_probabilities([1.0, 24.0, math.inf], 60)
+    assert p.tolist() == pytest.approx([1 - math.exp(-1 / 24), 1 - math.exp(-1), 1.0])
+    assert active_agents(np.array([0.03, 0.7, 0.999]), p).tolist() == [True, False, True]
