@@ -65,9 +65,12 @@ Progress = Callable[[int, dict[str, float]], None]
 #: Python's cyclic collector thresholds while a run plays (the default is 700, 10, 10). A run
 #: allocates millions of long-lived objects (actions, posts, agents' state); with the default a
 #: full collection walks them all every few rounds: 8 of 35 s in a 100,000-agent run, measured
-#: (``benchmarks/population.py``); with these, 1 of 25 s. An LLM-bound round's client saves
-#: 0.02-0.15 ms a call too (docs/scale.md).
-COLLECTOR_THRESHOLDS = (10_000, 20, 20)
+#: (``benchmarks/population.py``); with (10,000, 20, 20), 1 of 25 s. In an LLM-bound round the
+#: youngest generation is mostly the turns in flight (256 of them at concurrency 256), walked
+#: again at every young collection: at 100,000 allocations instead of 10,000 the client spends
+#: 0.225 instead of 0.254 ms a call and the round 1.119 instead of 1.145 x its bound (6 runs
+#: each, interleaved; docs/scale.md).
+COLLECTOR_THRESHOLDS = (100_000, 20, 20)
 
 
 @contextlib.contextmanager
@@ -116,6 +119,7 @@ class Simulation:
         self._record_llm = True
         # called for every LLM call: skip pluggy's dispatch when no plugin listens
         self._llm_observers = bool(self.hook.townsquare_on_llm_call.get_hookimpls())
+        self._action_observers = bool(self.hook.townsquare_on_action_applied.get_hookimpls())
 
     # ------------------------------------------------------------------ building
 
@@ -382,7 +386,8 @@ class Simulation:
                     target = self._order.get(action.target_agent)
                     if target is not None:
                         self._stale[target] = True
-                self.hook.townsquare_on_action_applied(run=self.info, round=r, action=action, result=result)
+                if self._action_observers:
+                    self.hook.townsquare_on_action_applied(run=self.info, round=r, action=action, result=result)
                 applied.append((action, result))
             if applied:
                 await self.notify_applied(agent, r, now, applied)
@@ -421,11 +426,12 @@ class Simulation:
         if self.backend is not None:
             self.backend.applied(agent, applied)
             return
-        ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=self.model.clock.minutes_per_round,
-                          services=self.services, start=self.model.clock.start)
+        ctx = None
         for component in agent.components.values():
             on_applied = getattr(component, "on_applied", None)
             if on_applied is not None:
+                ctx = ctx or StepContext(agent=agent, round=r, now=now, minutes_per_round=self.model.clock.minutes_per_round,
+                                         services=self.services, start=self.model.clock.start)
                 await on_applied(ctx, applied)
 
     async def take_turns(self, r: int, present: list[Agent], now: Any) -> list[tuple[bool, list[Action]]]:
@@ -436,53 +442,46 @@ class Simulation:
         if self.backend is not None:
             return await self.backend.take_turns(r, present)
         minutes = self.model.clock.minutes_per_round
-        semaphore = asyncio.Semaphore(self.model.engine.concurrency)
         accepted = platform_actions(self.platform)
         drawn_by_index = self.activity_drawn(r)
 
         async def turn(agent: Agent) -> tuple[bool, list[Action]]:
-            async with semaphore:
-                ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=self.services,
-                                  llm=self.services.llm.for_agent(agent.id) if self.services.llm else None,
-                                  feed_authors=self.feed_authors(agent.population, r), start=self.model.clock.start)
-                drawn = bool(drawn_by_index[agent.index])
-                planner = agent.components.get("planner")
-                verdict = await planner.is_active(ctx) if planner is not None else None
-                active = drawn if verdict is None else bool(verdict)
-                actions: list[Action] = []
-                if active:
-                    actions += await agent.components["policy"].step(ctx) or []
-                reflector = agent.components.get("reflector")
-                if reflector is not None:
-                    actions += await reflector.reflect(ctx) or []
-                check_actions(agent, actions, accepted, self.scenario.platform.spec.name)
-                return active, actions
+            ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=self.services,
+                              llm=self.services.llm.for_agent(agent.id) if self.services.llm else None,
+                              feed_authors=self.feed_authors(agent.population, r), start=self.model.clock.start)
+            drawn = bool(drawn_by_index[agent.index])
+            planner = agent.components.get("planner")
+            verdict = await planner.is_active(ctx) if planner is not None else None
+            active = drawn if verdict is None else bool(verdict)
+            actions: list[Action] = []
+            if active:
+                actions += await agent.components["policy"].step(ctx) or []
+            reflector = agent.components.get("reflector")
+            if reflector is not None:
+                actions += await reflector.reflect(ctx) or []
+            check_actions(agent, actions, accepted, self.scenario.platform.spec.name)
+            return active, actions
 
-        batched = await take_turns_batch(self, r, present, now)  # None: the agent takes its turn alone
-        tasks = [asyncio.ensure_future(turn(a)) for a, done in zip(present, batched) if done is None]
-        try:
-            results = iter(await asyncio.gather(*tasks))
-        except BaseException as exc:
-            await self._settle(tasks, exc)
-            raise
-        return [next(results) if done is None else done for done in batched]
+        results = await take_turns_batch(self, r, present, now)  # None: the agent takes its turn alone
+        await run_turns(turn, present, results, self.model.engine.concurrency, self._settle)
+        return results
 
-    async def _settle(self, tasks: list[asyncio.Future], exc: BaseException) -> None:
+    async def _settle(self, workers: list[asyncio.Future], exc: BaseException) -> None:
         """One turn failed or the run is interrupted: refuse new LLM calls, let the calls in
         flight land (their paid answers go to the cache, for the resumed round) and wait for
-        every turn, so no task outlives the round. Interrupted turns are cancelled."""
+        the turns under way, so none outlives the round. Interrupted turns are cancelled."""
         accounting = getattr(self, "accounting", None)
         if accounting is not None:
             accounting.refuse = f"the run is stopping ({_stop_reason(exc)})"
         if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
-            for task in tasks:
-                task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+            for worker in workers:
+                worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
 
     def _record_action(self, r: int, now: str, action: Action, result: ActionResult, round_actions: list) -> None:
         self.totals["actions"] += 1
         row = (r, now, action.agent_id, action.kind, action.target_post, action.target_agent, action.text,
-               _json(list(action.post_ids)) if action.post_ids else None, int(result.ok), result.created_id,
+               _ids_json(action.post_ids) if action.post_ids else None, int(result.ok), result.created_id,
                result.error, dumps_detail(action.detail))
         self.store.buffer("actions", row)
         round_actions.append({"agent_id": action.agent_id, "kind": action.kind, "ok": result.ok,
@@ -497,6 +496,34 @@ class Simulation:
             self.store.buffer("posts", (result.created_id, action.agent_id, r, now, action.text, reply_to, result.remote_id))
         elif action.kind in ("follow", "unfollow"):
             self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
+
+
+async def run_turns(turn: Callable[[Agent], Any], agents: list[Agent], results: list[Any], limit: int,
+                    settle: Callable[[list[asyncio.Future], BaseException], Any]) -> None:
+    """Set each ``results[k]`` that is ``None`` to ``await turn(agents[k])``, at most ``limit``
+    turns at once, started in ``agents``' order.
+
+    ``limit`` workers each take the next agent as their turn ends: a finished turn's place goes
+    to the next agent in the same step of the event loop, with no task per agent and no wake-up
+    through a semaphore (at 256 calls in flight that was one loop pass more per call, and 2,560
+    tasks to make before the first call went out). When a turn raises, no worker starts
+    another; ``settle(workers, exc)`` waits for the turns under way, then ``exc`` is raised."""
+    todo = iter([k for k, done in enumerate(results) if done is None])
+    stopping = False
+
+    async def worker() -> None:
+        for k in todo:  # one iterator for every worker: each agent is taken once
+            if stopping:
+                return
+            results[k] = await turn(agents[k])
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(min(limit, len(agents)))]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException as exc:
+        stopping = True
+        await settle(workers, exc)
+        raise
 
 
 def _stop_reason(exc: BaseException) -> str:
@@ -530,3 +557,15 @@ _ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
 
 def _json(value: Any) -> str:
     return _ENCODE(value)
+
+
+def _ids_json(ids: Any) -> str:
+    """``_json(list(ids))`` for a list of post ids, without the encoder when no id needs
+    escaping (a browse action per turn: the JSON encoder was a fifth of applying a round)."""
+    try:
+        text = '", "'.join(ids)
+    except TypeError:  # not all strings
+        return _ENCODE(list(ids))
+    if text.count('"') != 2 * (len(ids) - 1) or "\\" in text or not text.isprintable():
+        return _ENCODE(list(ids))
+    return f'["{text}"]'

@@ -7,6 +7,7 @@ a complete one) parse answers; neither imports the other for it.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Sequence
@@ -22,11 +23,18 @@ def match_label(text: str, labels: Sequence[str]) -> str:
     included, raises :class:`ParseFailure`, so the caller repairs or falls back; a label merely
     mentioned somewhere is never taken for a decision."""
     cleaned = text.strip().strip("\"'`*").strip().lower()
-    lowered = sorted(((label.lower(), label) for label in labels), key=lambda pair: -len(pair[0]))
-    for low, label in lowered:
-        if cleaned.rstrip(".!") == low or re.match(rf"{re.escape(low)}\b(?![-'])", cleaned):
+    whole = cleaned.rstrip(".!")
+    for low, label, opening in _label_patterns(tuple(labels)):
+        if whole == low or opening(cleaned):
             return label
     raise ParseFailure(f"answer {text[:80]!r} is none of {list(labels)}")
+
+
+@functools.lru_cache(maxsize=256)
+def _label_patterns(labels: tuple[str, ...]) -> list[tuple[str, str, Any]]:
+    """(lower-cased label, label, the match of the label as the answer's first word), longest first."""
+    lowered = sorted(((label.lower(), label) for label in labels), key=lambda pair: -len(pair[0]))
+    return [(low, label, re.compile(rf"{re.escape(low)}\b(?![-'])").match) for low, label in lowered]
 
 
 def extract_json(text: str) -> Any:

@@ -170,6 +170,9 @@ class InMemoryPlatform:
         # Built on the first search, then kept up to date: runs that never search never pay.
         self._search_index: dict[str, list[int]] = {}
         self._indexed = 0
+        # The views feeds showed since the last write: while a round's turns read, nothing
+        # changes, so one view per post serves every viewer (any write clears them).
+        self._shown: dict[int, PostView] = {}
 
     # ------------------------------------------------------------------ accounts
 
@@ -210,6 +213,7 @@ class InMemoryPlatform:
 
     async def apply(self, action: Action, round: int, now: str) -> ActionResult:
         """Carry out one action; a refusal is ``ActionResult(ok=False, error=...)``."""
+        self._shown.clear()
         handler = self._handlers.get(action.kind)
         if handler is None:
             return ActionResult(ok=False, error=f"unknown action kind {action.kind!r}")
@@ -370,15 +374,14 @@ class InMemoryPlatform:
     ) -> list[PostView]:
         """The viewer's unread feed, ranked by the recommender. ``rng`` is the viewer's
         generator (the platform's own when None); ``author_filter`` keeps only those authors."""
-        return self._home_timeline(viewer, limit, rng, author_filter, None)
+        return self._home_timeline(viewer, limit, rng, author_filter, self._shown)
 
     async def home_timelines(self, requests: Sequence[tuple[str, int, Any, set[str] | None]]) -> list[list[PostView]]:
         """Many viewers' feeds at once, each exactly what :meth:`home_timeline` gives for
         ``(viewer, limit, rng, author_filter)``, in order: a batch policy's read. The feeds
         share their :class:`PostView` objects (one per post shown), so a round of a million
         viewers who see the same newest posts builds a handful of views, not millions."""
-        views: dict[int, PostView] = {}
-        return [self._home_timeline(viewer, limit, rng, authors, views) for viewer, limit, rng, authors in requests]
+        return [self._home_timeline(viewer, limit, rng, authors, self._shown) for viewer, limit, rng, authors in requests]
 
     def _home_timeline(self, viewer: str, limit: int, rng: Any, author_filter: set[str] | None,
                        views: dict[int, PostView] | None) -> list[PostView]:

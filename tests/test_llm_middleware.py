@@ -331,6 +331,38 @@ def test_concurrency_never_exceeds_the_limit():
     assert LLMConcurrency(ConcurrencyConfig(), build_context(concurrency=7)).limit == 7
 
 
+def test_limiter_serves_waiters_in_order_and_a_cancelled_waiter_loses_no_place():
+    from townsquare.plugins.llm.limiter import Limiter
+
+    async def go():
+        limiter, order = Limiter(2), []
+
+        async def hold(name: str, seconds: float):
+            async with limiter:
+                order.append(name)
+                await asyncio.sleep(seconds)
+
+        first = [asyncio.ensure_future(hold(n, 0.02)) for n in ("a", "b")]
+        await asyncio.sleep(0)
+        assert limiter.free == 0
+        waiting = [asyncio.ensure_future(hold(n, 0.0)) for n in ("c", "d", "e")]
+        await asyncio.sleep(0)
+        waiting[1].cancel()  # "d" gives up before its turn
+        await asyncio.gather(*first, waiting[0], waiting[2])
+        assert order == ["a", "b", "c", "e"] and limiter.free == 2
+
+        # a waiter handed a place and cancelled before it ran passes the place on
+        async with limiter:
+            async with limiter:
+                late = [asyncio.ensure_future(hold(n, 0.0)) for n in ("f", "g")]
+                await asyncio.sleep(0)
+            late[0].cancel()  # "f" was handed the place released just now, and never runs
+        await asyncio.gather(late[1])
+        assert late[0].cancelled() and order[-1] == "g" and limiter.free == 2
+
+    asyncio.run(go())
+
+
 # --------------------------------------------------------------------------- the chain
 
 

@@ -45,6 +45,9 @@ CACHE_FILE = "llm_cache.sqlite"
 GROUP_SECONDS = 0.1
 GROUP_ROWS = 256
 
+#: an answer's ``meta`` as stored (one kept encoder: ``json.dumps`` with options makes one per call)
+_META_JSON = json.JSONEncoder(default=str).encode
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
     agent TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL, round INTEGER NOT NULL,
@@ -123,7 +126,7 @@ class ResponseStore:
             "INSERT OR REPLACE INTO responses (agent, key, n, round, purpose, text, prompt_tokens, completion_tokens,"
             " model, provider, latency_ms, meta) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (agent, key, n, round, purpose, response.text, response.prompt_tokens, response.completion_tokens,
-             response.model, response.provider, response.latency_ms, json.dumps(response.meta, default=str) if response.meta else None))
+             response.model, response.provider, response.latency_ms, _META_JSON(response.meta) if response.meta else None))
         if self._pending >= GROUP_ROWS or time.monotonic() - self._opened >= GROUP_SECONDS:
             self.flush()
         return cursor.lastrowid

@@ -6,12 +6,13 @@ scenario's ``engine.concurrency``. ``peak`` is the most calls seen in flight at 
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import Handler, LLMMiddlewareSpec, LLMRequest, LLMResponse, hookimpl
+
+from .limiter import Limiter
 
 
 class ConcurrencyConfig(BaseModel):
@@ -26,12 +27,12 @@ class LLMConcurrency:
     def __init__(self, config: ConcurrencyConfig, ctx: Any):
         scenario = getattr(ctx, "scenario", None)
         self.limit = config.limit or (scenario.engine.concurrency if scenario is not None else 64)
-        self._slots = asyncio.Semaphore(self.limit)
+        self._limiter = Limiter(self.limit)
         self.active = 0
         self.peak = 0
 
     async def __call__(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
-        async with self._slots:
+        async with self._limiter:
             self.active += 1
             self.peak = max(self.peak, self.active)
             try:

@@ -196,7 +196,11 @@ class AiohttpPool:
 def encode(body: dict[str, Any]) -> bytes:
     """The request body, byte for byte as the SDK sends it (compact, UTF-8): an endpoint, a
     cache in front of it or the fault server's seeded draws see the same request either way."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return _BODY_JSON(body).encode()
+
+
+#: one kept encoder (``json.dumps`` with options makes a new one per call)
+_BODY_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
 def env_proxy(url: str) -> str | None:
