@@ -404,7 +404,7 @@ class Simulation:
                 self.store.buffer("metrics", (r, f"{name}.{key}", float(value)))
         self.hook.townsquare_on_round_end(run=self.info, round=r, now=now_iso, metrics=values)
 
-        llm_rows = sorted(self._llm_rows, key=lambda item: (item[0], item[1]))
+        llm_rows = sorted(self._llm_rows)  # (agent order, arrival, row): the pairs are unique
         self.store.pending("llm_calls").extend(row for _, _, row in llm_rows)
         self._llm_rows.clear()
         self.totals["rounds"] += 1
