@@ -12,12 +12,13 @@ Why it exists: measured in a P1 round (``benchmarks/scale.py``, 2,560 calls at 2
 on 2 cores) the whole client process spends 0.24-0.31 ms of CPU per call on it against
 0.45-0.58 ms on aiohttp, whose request and response objects (and the garbage collections they
 bring on) are most of the difference; the round's wall time fell from 1.7-2.0 to 1.3 x its
-bound.
+bound (with the engine's later savings, 0.21-0.25 ms a call and 1.11-1.19 x: docs/scale.md).
 Failures are raised as :mod:`~townsquare.plugins.llm.openai_transport`'s SDK-shaped
 exceptions, so they read as on the other transports: a non-2xx status is the SDK's
-:class:`APIStatusError` subclass, no whole answer within ``timeout_s`` (a pool's watchdog looks
-every tenth of it, at most every second) is :class:`APITimeoutError`, a reset, a refused connection, a body cut off before its length or a
-reply that is no HTTP is :class:`APIConnectionError`. A connection that failed in any way is
+:class:`APIStatusError` subclass, no whole answer within ``timeout_s`` (a pool's watchdog
+looks every tenth of it, at most every second) is :class:`APITimeoutError`, a reset, a refused
+connection, a body cut off before its length or a reply that is no HTTP is
+:class:`APIConnectionError`. A connection that failed in any way is
 closed, never reused. POST is not idempotent, so nothing is sent twice: a kept connection the
 server closed meanwhile fails its call as a ``connection`` fault, which ``llm_retry`` retries.
 """
