@@ -33,21 +33,27 @@ def test_turns_fill_their_results_in_order_at_most_limit_at_once():
 def test_after_a_failed_turn_no_new_turn_starts_and_the_ones_under_way_settle():
     started, finished, settled = [], [], []
 
-    async def turn(agent):
-        started.append(agent)
-        if agent == 1:
-            await asyncio.sleep(0.001)
-            raise RuntimeError("turn 1 failed")
-        await asyncio.sleep(0.01)
-        finished.append(agent)
-        return agent
+    async def go():
+        release = asyncio.Event()  # the other turns end only once the failure is being settled
 
-    async def settle(workers, exc):
-        settled.append(str(exc))
-        await asyncio.gather(*workers, return_exceptions=True)
+        async def turn(agent):
+            started.append(agent)
+            if agent == 1:
+                await asyncio.sleep(0)
+                raise RuntimeError("turn 1 failed")
+            await release.wait()
+            finished.append(agent)
+            return agent
+
+        async def settle(workers, exc):
+            settled.append(str(exc))
+            release.set()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+        await run_turns(turn, list(range(10)), [None] * 10, 3, settle)
 
     with pytest.raises(RuntimeError, match="turn 1 failed"):
-        asyncio.run(run_turns(turn, list(range(10)), [None] * 10, 3, settle))
+        asyncio.run(go())
     assert started == [0, 1, 2] and sorted(finished) == [0, 2] and settled == ["turn 1 failed"]
 
 
