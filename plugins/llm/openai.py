@@ -152,9 +152,8 @@ class OpenAIProvider:
                 + response.completion_tokens * self.config.price_completion_per_1k) / 1000
 
     async def aclose(self) -> None:
-        for pool in self._pools:
+        for pool in self._pools:  # kept: a later call from another loop reopens them, and they close again
             await pool.aclose()
-        self._pools = []
 
 
 def _routes(config: OpenAIConfig, base_dir: str) -> list[tuple[str | None, str]]:

@@ -292,7 +292,8 @@ class HTTPPool:
                 for connection in [c for c in self._busy if c.deadline <= now]:
                     connection.expire()
         finally:
-            self._watchdog = None
+            if self._watchdog is asyncio.current_task():  # not a newer loop's watchdog
+                self._watchdog = None
 
     def _forget(self, connection: Connection) -> None:
         connection.close()
