@@ -376,28 +376,33 @@ class Simulation:
             answers = iter(await apply_batch(ordered, r, now_iso))
         else:
             answers = None
-        round_actions = []
+        # the actions as metrics read them: only built when a metric will (a dict per action)
+        round_actions: list[dict[str, Any]] | None = [] if self.metrics else None
+        n_actions = len(ordered)
+        apply, record, stale = self.platform.apply, self._record_action, self._stale
         for agent, (_, actions) in zip(present, results):
+            if not actions:
+                continue
             applied = []
             for action in actions:
-                result = next(answers) if answers is not None else await self.platform.apply(action, r, now_iso)
-                self._record_action(r, now_iso, action, result, round_actions)
-                if action.target_agent is not None and self._stale is not None:
+                result = next(answers) if answers is not None else await apply(action, r, now_iso)
+                record(r, now_iso, action, result, round_actions)
+                if action.target_agent is not None and stale is not None:
                     target = self._order.get(action.target_agent)
                     if target is not None:
-                        self._stale[target] = True
+                        stale[target] = True
                 if self._action_observers:
                     self.hook.townsquare_on_action_applied(run=self.info, round=r, action=action, result=result)
                 applied.append((action, result))
-            if applied:
-                await self.notify_applied(agent, r, now, applied)
+            await self.notify_applied(agent, r, now, applied)
         if self.backend is not None:
             # the shards replay the round's writes on their platform copies, hear their agents'
             # results, and send the agents' state back: metrics and checkpoints read it here
             await self.backend.round_applied(r)
 
         values: dict[str, float] = {}
-        view = RoundView(round=r, now=now_iso, platform=self.platform, agents=self.agents, actions=round_actions, by_id=self._by_id)
+        view = RoundView(round=r, now=now_iso, platform=self.platform, agents=self.agents, actions=round_actions or [],
+                         by_id=self._by_id)
         for name, metric in self.metrics:
             for key, value in (await metric.measure(view)).items():
                 values[f"{name}.{key}"] = float(value)
@@ -409,7 +414,7 @@ class Simulation:
         self._llm_rows.clear()
         self.totals["rounds"] += 1
         self.totals["active"] += n_active
-        self.store.commit_round((r, now_iso, n_active, len(round_actions), len(llm_rows), round(time.perf_counter() - wall, 4)))
+        self.store.commit_round((r, now_iso, n_active, n_actions, len(llm_rows), round(time.perf_counter() - wall, 4)))
         every = self.model.engine.checkpoint_every
         if (r + 1) % every == 0 or r == self.model.rounds - 1:
             if self.backend is not None:
@@ -478,16 +483,18 @@ class Simulation:
                 worker.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
 
-    def _record_action(self, r: int, now: str, action: Action, result: ActionResult, round_actions: list) -> None:
+    def _record_action(self, r: int, now: str, action: Action, result: ActionResult, round_actions: list | None) -> None:
+        """Count and buffer one applied action (and add it to ``round_actions``, the metrics'
+        view of the round, unless that is None: no metric reads it)."""
         self.totals["actions"] += 1
-        row = (r, now, action.agent_id, action.kind, action.target_post, action.target_agent, action.text,
-               _ids_json(action.post_ids) if action.post_ids else None, int(result.ok), result.created_id,
-               result.error, dumps_detail(action.detail))
-        self.store.buffer("actions", row)
-        round_actions.append({"agent_id": action.agent_id, "kind": action.kind, "ok": result.ok,
-                              "target_post": action.target_post, "target_agent": action.target_agent,
-                              "text": action.text, "post_ids": action.post_ids, "created_id": result.created_id,
-                              "detail": action.detail})
+        self.store.buffer("actions", (r, now, action.agent_id, action.kind, action.target_post, action.target_agent, action.text,
+                                      _ids_json(action.post_ids) if action.post_ids else None, int(result.ok),
+                                      result.created_id, result.error, dumps_detail(action.detail) if action.detail else None))
+        if round_actions is not None:
+            round_actions.append({"agent_id": action.agent_id, "kind": action.kind, "ok": result.ok,
+                                  "target_post": action.target_post, "target_agent": action.target_agent,
+                                  "text": action.text, "post_ids": action.post_ids, "created_id": result.created_id,
+                                  "detail": action.detail})
         if not result.ok:
             return
         if action.kind in ("post", "comment") and result.created_id:

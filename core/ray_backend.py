@@ -14,11 +14,14 @@ agents (round robin by agent index). Each round:
    connection pool, on its copy of the platform as it was at the round's start (a consistent
    snapshot), and returns their actions and its ``llm_calls`` records;
 3. the driver applies the actions in the single process's order (agent order, then each
-   agent's), writes them, and sends the round's writes with their answers to every shard, which
-   replays them on its copy and calls ``on_applied`` for its own agents at the same point the
-   single process does; the shards send back the state of the agents the round touched, so
-   metrics, ``interview`` and checkpoints read current agents on the driver, and the other
-   shards' copies of those agents (where they keep copies) take it at the next round's start;
+   agent's) and writes them. Meanwhile every shard replays the same writes in the same order
+   on its copy (each shard's actions go to the others through Ray's object store, not through
+   the driver) and calls ``on_applied`` for its own agents at the same point the single
+   process does. The shards send back what their copies answered, which must be what the
+   driver's platform answered (else :class:`~townsquare.ray_shard.ShardDiverged`), and the
+   state of the agents the round touched, so metrics, ``interview`` and checkpoints read
+   current agents on the driver, and the other shards' copies of those agents (where they
+   keep copies) take it at the next round's start;
 4. the shards' answers travel back with their actions and the driver writes them to the run's
    LLM journal (the response cache's file), as its one writer; a checkpoint commits them.
 
@@ -46,7 +49,7 @@ from typing import Any
 import structlog
 
 from .errors import RunStopped, UsageError
-from .ray_shard import BudgetLedger, LedgerBudget, Shard, ShippedJournal
+from .ray_shard import BudgetLedger, LedgerBudget, Shard, ShardDiverged, ShippedJournal
 
 log = structlog.get_logger("townsquare.ray_backend")
 
@@ -68,6 +71,8 @@ class RayBackend:
         self.sim, self.ray, self.shards, self.ledger, self.started = sim, ray, shards, ledger, started
         self._agents = {agent.id: agent for agent in sim.agents}
         self._applied: list[tuple[str, list]] = []
+        #: the shards' replays of the round's writes, under way while the driver applies them
+        self._replays: list[Any] = []
         self._synced = False
         #: the state of the agents the last round touched: every shard's replicas take it
         self._touched: dict[str, Any] = {}
@@ -133,10 +138,19 @@ class RayBackend:
         turns: dict[str, tuple[bool, list[Any]]] = {}
         started = time.perf_counter()
         # the other shards' copies of the agents the last round touched (none kept: nothing to send)
-        outs = await self._all("turns", r, self.ray.put(self._touched if self.replicas else {}))
+        replicas = self.ray.put(self._touched if self.replicas else {})
+        calls = [shard.turns.options(num_returns=2).remote(r, replicas) for shard in self.shards]
+        outs = await self._settle([outcome for _, outcome in calls], ingest=False)
+        # every shard replays every shard's writes while this process applies them (step 3)
+        moves = [moved for moved, _ in calls]
+        self._replays = [shard.replay.remote(r, *moves) for shard in self.shards]
+        for out in outs:
+            self._ingest(out["records"], out["journal"])
         log.debug("ray.round.turns", round=r, seconds=round(time.perf_counter() - started, 4))
         for out in outs:
-            turns.update((agent_id, (active, actions)) for agent_id, active, actions in out["turns"])
+            turns.update((agent_id, (active, [])) for agent_id, active in out["turns"])
+        for moved in await asyncio.gather(*moves):
+            turns.update((agent_id, (turns[agent_id][0], actions)) for _, agent_id, actions in moved)
         return [turns[agent.id] for agent in present]
 
     def applied(self, agent: Any, applied: list[tuple[Any, Any]]) -> None:
@@ -144,9 +158,14 @@ class RayBackend:
 
     async def round_applied(self, r: int) -> None:
         ordered, self._applied = self._applied, []
+        replays, self._replays = self._replays, []
         started = time.perf_counter()
-        outs = await self._all("applied", r, self.ray.put(ordered))
+        outs = await self._settle(replays)
         log.debug("ray.round.applied", round=r, seconds=round(time.perf_counter() - started, 4))
+        answers = [(result.ok, result.created_id) for _, pairs in ordered for _, result in pairs]
+        for k, out in enumerate(outs):
+            if out["answers"] != answers:
+                raise ShardDiverged(_divergence(k, r, ordered, answers, out["answers"]))
         self._touched = {}
         for out in outs:
             self._touched.update(out["states"])
@@ -163,16 +182,17 @@ class RayBackend:
             self._journal.commit(self._journal_rows)
             self._journal_rows = []
 
-    async def _all(self, method: str, *args: Any) -> list[dict[str, Any]]:
-        """Call ``method`` on every shard; their LLM records reach the driver (in shard order,
-        which keeps each agent's calls in order); a stop in one shard, or a dead shard, stops
-        the others' new calls and then the round."""
+    async def _settle(self, calls: list[Any], ingest: bool = True) -> list[dict[str, Any]]:
+        """Await each shard's outcome (``calls``: one per shard, in shard order); their LLM
+        records reach the driver in shard order, which keeps each agent's calls in order
+        (``ingest=False``: the caller takes them in). A stop in one shard, or a dead shard,
+        stops the others' new calls and then the round."""
         ray = self.ray
         stopped: list[str] = []
 
-        async def call(k: int, shard: Any) -> dict[str, Any]:
+        async def call(k: int, ref: Any) -> dict[str, Any]:
             try:
-                out = await getattr(shard, method).remote(*args)
+                out = await ref
             except ray.exceptions.RayActorError as exc:
                 out = {"stopped": f"Ray shard {k} is gone ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})",
                        "records": [], "journal": []}
@@ -184,11 +204,14 @@ class RayBackend:
                     other.stop.remote(out["stopped"])
             return out
 
-        outs = await asyncio.gather(*(call(k, shard) for k, shard in enumerate(self.shards)))
-        for out in outs:
-            self._ingest(out["records"], out["journal"])
+        outs = await asyncio.gather(*(call(k, ref) for k, ref in enumerate(calls)))
         if stopped:
+            for out in outs:
+                self._ingest(out["records"], out["journal"])
             raise RunStopped(stopped[0])
+        if ingest:
+            for out in outs:
+                self._ingest(out["records"], out["journal"])
         return outs
 
     def _ingest(self, records: list[Any], journals: list[tuple[list, list]]) -> None:
@@ -235,6 +258,17 @@ class RayBackend:
         self.shards = []
         if self.started:
             ray.shutdown()
+
+
+def _divergence(shard: int, r: int, ordered: list[tuple[str, list]], expected: list[tuple], got: list[tuple]) -> str:
+    """What :class:`ShardDiverged` says: the first write whose answers differ."""
+    writes = [(agent_id, action) for agent_id, pairs in ordered for action, _ in pairs]
+    for i, (agent_id, action) in enumerate(writes):
+        if i >= len(got) or got[i] != expected[i]:
+            answered = "nothing" if i >= len(got) else "/".join(map(str, got[i]))
+            return (f"shard {shard}: round {r}, {action.kind} by {agent_id}: the platform copy answered {answered}, "
+                    f"the driver's {'/'.join(map(str, expected[i]))}")
+    return f"shard {shard}: round {r}: the platform copy answered {len(got)} writes, the driver's {len(expected)}"
 
 
 def _check_reachable(address: str | None, timeout: float = 5.0) -> None:

@@ -6,11 +6,13 @@ are those with index ``i % shards == shard``; the others are copies, set at each
 from the state their owners sent back, because a design may read another agent during a turn
 (RecAgent's chat reads the partner's memory). Each round it takes its own agents' turns exactly as the single process does (:meth:`townsquare.engine.Simulation.take_turns`),
 with its own LLM client and connection pool, and returns the actions and the ``llm_calls``
-records; then it replays the round's writes, in the driver's order, on its platform copy,
-telling its agents' components what the platform answered (``on_applied``) at the point the
-single process does, and returns the state of its agents whose components ran (every present
-agent off the batch path, the active ones on it) or that an action named. A replayed write whose answer differs
-from the driver's is a :class:`ShardDiverged` error: the copies never drift silently.
+records; then it replays the round's writes (every shard's actions, taken from Ray's object
+store) in the driver's order on its platform copy, while the driver applies them, telling its
+agents' components what the platform answered (``on_applied``) at the point the single process
+does, and returns those answers and the state of its agents whose components ran (every
+present agent off the batch path, the active ones on it) or that an action named. An answer
+that differs from the driver's platform's is a :class:`ShardDiverged` error: the copies never
+drift silently.
 
 :class:`LedgerBudget` and :class:`BudgetLedger` keep an LLM budget with limits global: every
 call asks one ledger actor first, as every call asks the one budget link in a single process.
@@ -19,6 +21,7 @@ call asks one ledger actor first, as every call asks the one budget link in a si
 from __future__ import annotations
 
 import gc
+import heapq
 import os
 import time
 from datetime import timedelta
@@ -123,10 +126,12 @@ class Shard(Simulation):
         clock = self.model.clock
         return clock.start + timedelta(minutes=r * clock.minutes_per_round)
 
-    async def turns(self, r: int, replicas: dict[str, Any]) -> dict[str, Any]:
-        """Round ``r``'s turns of this shard's present agents: ``{"turns": [(id, active, actions)],
-        "records": [...]}``, or ``{"stopped": reason, "records": [...]}``. ``replicas``: the state
-        of the agents the last round touched, from their owners."""
+    async def turns(self, r: int, replicas: dict[str, Any]) -> tuple[list[tuple[int, str, list[Any]]], dict[str, Any]]:
+        """Round ``r``'s turns of this shard's present agents, as two objects (the driver asks
+        for two returns): the moves ``[(index, id, actions)]`` of the agents that acted, which
+        every shard replays (:meth:`replay`), and ``{"turns": [(id, active)], "records": [...]}``,
+        or ``{"stopped": reason, "records": [...]}``. ``replicas``: the state of the agents the
+        last round touched, from their owners."""
         self.round = r
         self.streams.start_round(r)
         now = self._now(r)
@@ -137,42 +142,44 @@ class Shard(Simulation):
             present = [a for a in self.mine if a.present(r)]
             results = await Simulation.take_turns(self, r, present, now)
         except STOPS as exc:
-            return self._outcome(stopped=_stop_reason(exc))
+            return [], self._outcome(stopped=_stop_reason(exc))
         log.debug("ray.shard.turns", shard=self.shard, round=r, agents=len(present), wall_s=round(time.perf_counter() - wall, 4),
                   cpu_s=round(time.process_time() - cpu, 4))
         # whose components ran: every present agent off the batch path, the active ones on it
         # (an idle batch-path agent runs nothing; see townsquare.batch_turns)
         eligible = batch_eligible(self)
         self._ran = [a for a, (active, _) in zip(present, results) if active or not eligible[a.index]]
-        return self._outcome(turns=[(a.id, active, actions) for a, (active, actions) in zip(present, results)])
+        moves = [(a.index, a.id, actions) for a, (_, actions) in zip(present, results) if actions]
+        return moves, self._outcome(turns=[(a.id, active) for a, (active, _) in zip(present, results)])
 
-    async def applied(self, r: int, ordered: list[tuple[str, list[tuple[Any, Any]]]]) -> dict[str, Any]:
-        """Replay the round's writes (``(agent_id, [(action, the driver's result)])`` in apply
-        order) on the platform copy; this shard's agents hear theirs right after them. Returns
-        the state of every agent of this shard that the round touched."""
+    async def replay(self, r: int, *moves: list[tuple[int, str, list[Any]]]) -> dict[str, Any]:
+        """Apply the round's writes (every shard's :meth:`turns` moves, merged into agent
+        order: the order the driver applies them in) to the platform copy; this shard's agents
+        hear theirs right after them. Returns what the copy answered to each write, in that
+        order (the driver checks it against its own platform's answers), and the state of every
+        agent of this shard that the round touched."""
         now = self._now(r)
         now_iso = now.isoformat()
+        answers: list[tuple[bool, str | None]] = []
+        touched = {a.id: a for a in self._observing}
+        touched.update((a.id, a) for a in getattr(self, "_ran", ()))
         try:
-            for agent_id, pairs in ordered:
-                for action, expected in pairs:
-                    got = await self.platform.apply(action, r, now_iso)
-                    if (got.ok, got.created_id) != (expected.ok, expected.created_id):
-                        raise ShardDiverged(f"shard {self.shard}: round {r}, {action.kind} by {agent_id}: the platform copy answered "
-                                            f"{got.ok}/{got.created_id}, the driver's {expected.ok}/{expected.created_id}")
+            for _, agent_id, actions in heapq.merge(*moves, key=_index):
+                pairs = []
+                for action in actions:
+                    result = await self.platform.apply(action, r, now_iso)
+                    answers.append((result.ok, result.created_id))
+                    pairs.append((action, result))
+                    named = self._by_id.get(action.target_agent) if action.target_agent else None
+                    if named is not None:  # an agent an action named (a chat's partner) may have changed
+                        touched[named.id] = named
                 agent = self._by_id.get(agent_id)
                 if agent is not None:
                     await Simulation.notify_applied(self, agent, r, now, pairs)
         except STOPS as exc:
             return self._outcome(stopped=_stop_reason(exc))
-        touched = {a.id: a for a in self._observing}
-        touched.update((a.id, a) for a in getattr(self, "_ran", ()))
-        for _, pairs in ordered:  # an agent an action named (a chat's partner) may have changed
-            for action, _ in pairs:
-                named = self._by_id.get(action.target_agent) if action.target_agent else None
-                if named is not None:
-                    touched[named.id] = named
         states = {a.id: {"components": {s: c.get_state() for s, c in a.components.items()}} for a in touched.values()}
-        return self._outcome(states=states)
+        return self._outcome(answers=answers, states=states)
 
     async def checkpoint(self) -> None:
         """The driver writes a checkpoint: the LLM links commit as their ``get_state`` does."""
@@ -294,6 +301,10 @@ class _RunDir:
 
     def __init__(self, run_dir: str):
         self.services = type("Services", (), {"run_dir": run_dir})()
+
+
+def _index(move: tuple[int, str, list[Any]]) -> int:
+    return move[0]
 
 
 def owner_of(index: int, shards: int) -> int:

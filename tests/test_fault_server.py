@@ -55,6 +55,32 @@ def test_faults_are_seeded_per_request_and_answers_deterministic():
         assert text[0] == "a short post about mountains" and text[1] in ("follow", "ignore")
 
 
+def test_a_reply_is_made_when_its_request_comes_and_goes_out_latency_later():
+    # Made at once and due latency_ms after the request's arrival, answers and HTTP faults
+    # alike: the time the server takes to make a reply is not added to its latency.
+    server = FaultServer(latency_ms=250, rate_500=0.5, seed=1)
+
+    async def replies():
+        made = []
+        for i in range(12):
+            request = {"model": "m", "messages": [{"role": "user", "content": f"Post {i}. Like or skip?"}]}
+            made.append(await server._answer_request("/v1/chat/completions", request, json.dumps(request).encode(), 7.0))
+        return made
+
+    made = asyncio.run(replies())
+    assert {reply.status for reply in made} == {200, 500}
+    assert all(reply.due == pytest.approx(7.25) for reply in made)
+
+    async def timed(base_url):
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await _chat(base_url, ["Like or skip?"])
+        return loop.time() - started
+
+    with FaultServer(latency_ms=200) as live:
+        assert asyncio.run(timed(live.base_url)) >= 0.2  # a lower bound: a busy machine only adds to it
+
+
 def test_embeddings_are_deterministic_unit_vectors():
     async def embed(base_url):
         client = openai.AsyncOpenAI(base_url=base_url, api_key="k", max_retries=0)

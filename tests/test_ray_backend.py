@@ -207,3 +207,37 @@ def test_recagent_reads_other_agents_the_same_on_ray(ray_cluster, write_scenario
     log = event_log(one.path)
     assert event_log(sharded.path) == log
     assert {"chat", "broadcast"} & {row[4] for row in log["actions"]}  # friends' messages reach memories
+
+
+def test_a_shard_copy_that_answers_otherwise_stops_the_round_naming_the_write():
+    """The shards replay the round's writes while the driver applies them; each sends back what
+    its copy answered, and the first write answered otherwise than on the driver is named."""
+    import asyncio
+    import types
+
+    from townsquare.actions import Action, ActionResult
+    from townsquare.ray_backend import RayBackend
+    from townsquare.ray_shard import ShardDiverged
+
+    backend = RayBackend.__new__(RayBackend)  # no cluster: the replays' outcomes are given
+    errors = types.SimpleNamespace(RayActorError=type("RayActorError", (Exception,), {}),
+                                   RayTaskError=type("RayTaskError", (Exception,), {}))
+    backend.ray, backend.shards, backend._journal = types.SimpleNamespace(exceptions=errors), [], None
+    backend.sim, backend._agents = types.SimpleNamespace(), {}
+    post, like = Action("a0", "post", text="hi"), Action("a1", "like", target_post="p1")
+
+    async def replayed(answers):
+        return {"answers": answers, "states": {}, "records": [], "journal": []}
+
+    async def round_applied(*answers):
+        backend._applied = [("a0", [(post, ActionResult(created_id="p1"))]), ("a1", [(like, ActionResult())])]
+        backend._replays = [asyncio.ensure_future(replayed(a)) for a in answers]
+        await backend.round_applied(3)
+
+    agreed = [(True, "p1"), (True, None)]
+    asyncio.run(round_applied(agreed, agreed))
+    with pytest.raises(ShardDiverged, match=r"^shard 1: round 3, like by a1: the platform copy answered False/None, "
+                                            r"the driver's True/None$"):
+        asyncio.run(round_applied(agreed, [(True, "p1"), (False, None)]))
+    with pytest.raises(ShardDiverged, match=r"^shard 0: round 3, like by a1: the platform copy answered nothing"):
+        asyncio.run(round_applied([(True, "p1")], agreed))
