@@ -140,17 +140,25 @@ class RayBackend:
         # the other shards' copies of the agents the last round touched (none kept: nothing to send)
         replicas = self.ray.put(self._touched if self.replicas else {})
         calls = [shard.turns.options(num_returns=2).remote(r, replicas) for shard in self.shards]
-        outs = await self._settle([outcome for _, outcome in calls], ingest=False)
-        # every shard replays every shard's writes while this process applies them (step 3)
         moves = [moved for moved, _ in calls]
+        # every shard replays every shard's writes as soon as they are made (Ray hands a shard's
+        # moves to the others), while this process takes them in and applies them (step 3); a
+        # stopped round leaves the copies ahead of the driver, and a resume sends them its state
         self._replays = [shard.replay.remote(r, *moves) for shard in self.shards]
+        try:
+            outs, moved = await asyncio.gather(self._settle([outcome for _, outcome in calls], ingest=False),
+                                               asyncio.gather(*moves, return_exceptions=True))
+        except BaseException:
+            replays, self._replays = self._replays, []  # the round stops: let them end, unread
+            await asyncio.wait([asyncio.ensure_future(_quiet(ref)) for ref in replays], timeout=30)
+            raise
         for out in outs:
             self._ingest(out["records"], out["journal"])
         log.debug("ray.round.turns", round=r, seconds=round(time.perf_counter() - started, 4))
         for out in outs:
             turns.update((agent_id, (active, [])) for agent_id, active in out["turns"])
-        for moved in await asyncio.gather(*moves):
-            turns.update((agent_id, (turns[agent_id][0], actions)) for _, agent_id, actions in moved)
+        for shard_moves in moved:
+            turns.update((agent_id, (turns[agent_id][0], actions)) for _, agent_id, actions in shard_moves)
         return [turns[agent.id] for agent in present]
 
     def applied(self, agent: Any, applied: list[tuple[Any, Any]]) -> None:
