@@ -19,6 +19,9 @@ driver's apply, the shards' replay and state sync and the store commit. Metrics 
   target >= 900 on 2 cores with the client work in more than one process.
 * **P5** (``--p5``): ``benchmarks/population.py``'s ``main`` (a million embedding-baseline
   agents; that file's own options follow ``--p5-args``), when that file exists.
+* **The floor** (``--floor``): P1's round shape (``--waves`` calls on each of C slots) with the
+  ``http`` connection pool alone, no engine, middleware or agents: how close to the bound this
+  machine and the test server let any client come.
 
 ``--backend local ray`` picks where the turns run (default both); ``--shards`` how many Ray
 shards (default: one per CPU); ``--transport`` the ``openai`` provider's (``[llm] transport``,
@@ -201,6 +204,49 @@ def p1(args: argparse.Namespace) -> None:
                       flush=True)
 
 
+def floor_round(url: str, waves: int, concurrency: int) -> float:
+    """P1's round shape with the bare ``http`` connection pool and nothing else (no engine, no
+    middleware, no agents): ``concurrency`` slots each making ``waves`` calls one after another;
+    wall seconds of the second such round (the first opens the connections)."""
+    import asyncio
+
+    from townsquare.plugins.llm.openai_http import HTTPPool
+
+    body = {"model": "bench", "messages": [{"role": "user", "content": "You are Bo. Post: I write about mountain walks.\n"
+                                                                       "Like or skip?"}], "max_tokens": 8}
+
+    async def rounds() -> float:
+        pool = HTTPPool(url, "", 0, concurrency, 60.0)
+
+        async def slot() -> None:
+            for _ in range(waves):
+                await pool.send(body)
+
+        try:
+            walls = []
+            for _ in range(2):
+                started = time.perf_counter()
+                await asyncio.gather(*(slot() for _ in range(concurrency)))
+                walls.append(time.perf_counter() - started)
+            return walls[-1]
+        finally:
+            await pool.aclose()
+
+    return asyncio.run(rounds())
+
+
+def floor(args: argparse.Namespace) -> None:
+    latency = 0.1
+    print(f"P1 floor: the same round shape with the bare http pool alone (no engine, no middleware), "
+          f"{latency * 1000:g} ms endpoint; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'concurrency':>11}  {'calls':>6}  {'wall s':>7}  {'bound s':>7}  {'wall/bound':>10}")
+    with fault_servers(1, latency * 1000) as servers:
+        for concurrency in args.concurrency:
+            wall = floor_round(servers[0].url, args.waves, concurrency)
+            bound = args.waves * latency
+            print(f"{concurrency:>11}  {args.waves * concurrency:>6}  {wall:>7.2f}  {bound:>7.2f}  {wall / bound:>10.3f}", flush=True)
+
+
 def p2(args: argparse.Namespace) -> None:
     print(f"P2: one LLM call per agent-step, {args.p2_agents} agents, zero-latency endpoint(s) x {args.servers}, "
           f"target >= {P2_TARGET:g} agent-steps/s; transport {args.transport}; {os.cpu_count()} cores, "
@@ -230,6 +276,7 @@ def main() -> None:
     parser.add_argument("--p1", action="store_true")
     parser.add_argument("--p2", action="store_true")
     parser.add_argument("--p5", action="store_true")
+    parser.add_argument("--floor", action="store_true", help="P1's round with the bare http pool alone: what the machine allows")
     parser.add_argument("--p5-args", nargs=argparse.REMAINDER, default=[], help="options for benchmarks/population.py")
     parser.add_argument("--backend", nargs="+", choices=["local", "ray"], default=["local", "ray"])
     parser.add_argument("--shards", type=int, default=None, help="Ray shards (default: one per CPU)")
@@ -241,17 +288,20 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario key")
     args = parser.parse_args()
     args.sets = [f'llm.transport="{args.transport}"', *args.set]
-    if not (args.p1 or args.p2 or args.p5):
+    if not (args.p1 or args.p2 or args.p5 or args.floor):
         args.p1 = args.p2 = True
     from townsquare import logs
 
     logs.configure(level="error")
     started = time.perf_counter()
-    if "ray" in args.backend:
+    uses_ray = "ray" in args.backend and (args.p1 or args.p2)
+    if uses_ray:
         import ray
 
         ray.init(num_cpus=args.shards or os.cpu_count(), include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
+        if args.floor:
+            floor(args)
         if args.p1:
             p1(args)
         if args.p2:
@@ -259,7 +309,7 @@ def main() -> None:
         if args.p5:
             p5(args)
     finally:
-        if "ray" in args.backend:
+        if uses_ray:
             ray.shutdown()
     print(f"({time.perf_counter() - started:.0f} s in all)")
 

@@ -54,6 +54,8 @@ from .ray_shard import BudgetLedger, LedgerBudget, Shard, ShardDiverged, Shipped
 log = structlog.get_logger("townsquare.ray_backend")
 
 INSTALL_HINT = "engine.backend = 'ray' needs Ray: pip install 'townsquare[ray]'"
+#: how often the driver takes in the LLM records the shards have made while they take their turns
+DRAIN_SECONDS = 0.2
 
 
 def import_ray() -> Any:
@@ -145,15 +147,20 @@ class RayBackend:
         # moves to the others), while this process takes them in and applies them (step 3); a
         # stopped round leaves the copies ahead of the driver, and a resume sends them its state
         self._replays = [shard.replay.remote(r, *moves) for shard in self.shards]
+        ended = asyncio.Event()
+        draining = asyncio.ensure_future(self._drain(ended))
         try:
-            outs, moved = await asyncio.gather(self._settle([outcome for _, outcome in calls], ingest=False),
-                                               asyncio.gather(*moves, return_exceptions=True))
+            try:
+                (outs, stopped), moved = await asyncio.gather(self._gather([outcome for _, outcome in calls]),
+                                                              asyncio.gather(*moves, return_exceptions=True))
+            finally:
+                ended.set()
+                await draining  # what the shards sent while turning comes before their outcomes
+            self._take_in(outs, stopped)
         except BaseException:
             replays, self._replays = self._replays, []  # the round stops: let them end, unread
             await asyncio.wait([asyncio.ensure_future(_quiet(ref)) for ref in replays], timeout=30)
             raise
-        for out in outs:
-            self._ingest(out["records"], out["journal"])
         log.debug("ray.round.turns", round=r, seconds=round(time.perf_counter() - started, 4))
         for out in outs:
             turns.update((agent_id, (active, [])) for agent_id, active in out["turns"])
@@ -190,11 +197,38 @@ class RayBackend:
             self._journal.commit(self._journal_rows)
             self._journal_rows = []
 
-    async def _settle(self, calls: list[Any], ingest: bool = True) -> list[dict[str, Any]]:
-        """Await each shard's outcome (``calls``: one per shard, in shard order); their LLM
-        records reach the driver in shard order, which keeps each agent's calls in order
-        (``ingest=False``: the caller takes them in). A stop in one shard, or a dead shard,
-        stops the others' new calls and then the round."""
+    async def _drain(self, ended: asyncio.Event) -> None:
+        """While the shards take their turns, take in the LLM records and journal writes they
+        have made so far, every :data:`DRAIN_SECONDS`, so the round's end waits for the last
+        part only (at 2,560 calls a round, taking them all in at the end was a tenth of it)."""
+        while not ended.is_set():
+            try:
+                await asyncio.wait_for(ended.wait(), DRAIN_SECONDS)
+                return
+            except TimeoutError:
+                pass
+            for out in await asyncio.gather(*(shard.drain.remote() for shard in self.shards), return_exceptions=True):
+                if isinstance(out, dict):  # a shard that is gone says so in its outcome
+                    self._ingest(out["records"], out["journal"])
+
+    async def _settle(self, calls: list[Any]) -> list[dict[str, Any]]:
+        """Await each shard's outcome (``calls``: one per shard, in shard order) and take
+        them in (:meth:`_take_in`)."""
+        outs, stopped = await self._gather(calls)
+        self._take_in(outs, stopped)
+        return outs
+
+    def _take_in(self, outs: list[dict[str, Any]], stopped: str | None) -> None:
+        """The shards' LLM records reach the driver in shard order, which keeps each agent's
+        calls in order; then a stop stops the round."""
+        for out in outs:
+            self._ingest(out["records"], out["journal"])
+        if stopped is not None:
+            raise RunStopped(stopped)
+
+    async def _gather(self, calls: list[Any]) -> tuple[list[dict[str, Any]], str | None]:
+        """Each shard's outcome, and the first stop's reason (None: none stopped). A stop in
+        one shard, or a dead shard, stops the others' new calls."""
         ray = self.ray
         stopped: list[str] = []
 
@@ -213,14 +247,7 @@ class RayBackend:
             return out
 
         outs = await asyncio.gather(*(call(k, ref) for k, ref in enumerate(calls)))
-        if stopped:
-            for out in outs:
-                self._ingest(out["records"], out["journal"])
-            raise RunStopped(stopped[0])
-        if ingest:
-            for out in outs:
-                self._ingest(out["records"], out["journal"])
-        return outs
+        return outs, stopped[0] if stopped else None
 
     def _ingest(self, records: list[Any], journals: list[tuple[list, list]]) -> None:
         """A shard's ``llm_calls`` records, as if made here (rows, totals, hooks, the budget's

@@ -25,6 +25,7 @@ import heapq
 import os
 import time
 from datetime import timedelta
+from operator import itemgetter
 from typing import Any
 
 import structlog
@@ -137,12 +138,15 @@ class Shard(Simulation):
         now = self._now(r)
         cpu, wall = time.process_time(), time.perf_counter()
         self._set_agents(replicas, replicas_only=True)
+        self._turning = True
         try:
             await notify_round_start(self._round_observers, r, now)
             present = [a for a in self.mine if a.present(r)]
             results = await Simulation.take_turns(self, r, present, now)
         except STOPS as exc:
             return [], self._outcome(stopped=_stop_reason(exc))
+        finally:
+            self._turning = False
         log.debug("ray.shard.turns", shard=self.shard, round=r, agents=len(present), wall_s=round(time.perf_counter() - wall, 4),
                   cpu_s=round(time.process_time() - cpu, 4))
         # whose components ran: every present agent off the batch path, the active ones on it
@@ -151,6 +155,11 @@ class Shard(Simulation):
         self._ran = [a for a, (active, _) in zip(present, results) if active or not eligible[a.index]]
         moves = [(a.index, a.id, actions) for a, (_, actions) in zip(present, results) if actions]
         return moves, self._outcome(turns=[(a.id, active) for a, (active, _) in zip(present, results)])
+
+    async def drain(self) -> dict[str, Any]:
+        """The LLM records and journal writes made so far while the round's turns go on; none
+        once they have ended (the rest goes with :meth:`turns`' outcome, after these)."""
+        return self._outcome() if getattr(self, "_turning", False) else {"records": [], "journal": []}
 
     async def replay(self, r: int, *moves: list[tuple[int, str, list[Any]]]) -> dict[str, Any]:
         """Apply the round's writes (every shard's :meth:`turns` moves, merged into agent
@@ -164,7 +173,7 @@ class Shard(Simulation):
         touched = {a.id: a for a in self._observing}
         touched.update((a.id, a) for a in getattr(self, "_ran", ()))
         try:
-            for _, agent_id, actions in heapq.merge(*moves, key=_index):
+            for _, agent_id, actions in heapq.merge(*moves, key=itemgetter(0)):
                 pairs = []
                 for action in actions:
                     result = await self.platform.apply(action, r, now_iso)
@@ -301,10 +310,6 @@ class _RunDir:
 
     def __init__(self, run_dir: str):
         self.services = type("Services", (), {"run_dir": run_dir})()
-
-
-def _index(move: tuple[int, str, list[Any]]) -> int:
-    return move[0]
 
 
 def owner_of(index: int, shards: int) -> int:

@@ -66,6 +66,38 @@ def test_scripted_model_same_log_as_one_process(ray_cluster, write_scenario, run
     assert journal(sharded.path) == journal(one.path)  # the shards' answers reach the run's cache
 
 
+def test_records_taken_in_while_the_shards_turn_give_the_same_log(ray_cluster, write_scenario, run_scenario, monkeypatch):
+    """The driver takes in the shards' LLM records and journal writes while they take their
+    turns (every ``DRAIN_SECONDS``); each agent's calls still land in their order."""
+    from townsquare import ray_backend
+
+    drained: list[int] = []
+    ingest, drain = ray_backend.RayBackend._ingest, ray_backend.RayBackend._drain
+
+    def counting_ingest(self, records, journals):
+        if getattr(self, "draining", False):
+            drained.append(len(records))
+        ingest(self, records, journals)
+
+    async def flagged_drain(self, ended):
+        self.draining = True
+        try:
+            await drain(self, ended)
+        finally:
+            self.draining = False
+
+    monkeypatch.setattr(ray_backend, "DRAIN_SECONDS", 0.002)
+    monkeypatch.setattr(ray_backend.RayBackend, "_ingest", counting_ingest)
+    monkeypatch.setattr(ray_backend.RayBackend, "_drain", flagged_drain)
+    extra = SCRIPTED.replace("latency_ms = 1.0", "latency_ms = 15.0") + "[engine]\nconcurrency = 2\n"
+    path = write_scenario(scenario_text(rounds=3, count=6, policy="scripted_feed", llm=True, extra=extra))
+    one, _ = run_scenario(path)
+    sharded, _ = run_scenario(path, overrides=RAY)
+    assert sum(drained) > 0  # some records came in while the turns went on
+    assert event_log(sharded.path) == event_log(one.path)
+    assert journal(sharded.path) == journal(one.path)
+
+
 def test_embedding_baseline_same_log_as_one_process(ray_cluster, write_scenario, run_scenario):
     path = write_scenario(baseline_text())
     one, _ = run_scenario(path)

@@ -5,7 +5,7 @@ An answer is keyed by the full request (:meth:`townsquare.llm.LLMRequest.cache_k
 scenario's ``[llm]`` name and model), the agent that asked, and how many times that agent
 asked exactly this before (``n``). One agent's calls are sequential, so a replay asks the same
 ``(agent, key, n)`` in the same order and gets the same sampled answers, identical prompts
-included. Answers are written as they arrive and committed in groups (at most
+included. Answers are kept as they arrive and written and committed in groups (at most
 :data:`GROUP_SECONDS` or :data:`GROUP_ROWS` apart, and at every checkpoint), so a killed run
 keeps what it paid for but the last fraction of a second; those calls are asked again when
 the discarded round replays. A cache file that starts empty (a new run) is never searched:
