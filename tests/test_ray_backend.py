@@ -89,7 +89,7 @@ def test_records_taken_in_while_the_shards_turn_give_the_same_log(ray_cluster, w
     monkeypatch.setattr(ray_backend, "DRAIN_SECONDS", 0.002)
     monkeypatch.setattr(ray_backend.RayBackend, "_ingest", counting_ingest)
     monkeypatch.setattr(ray_backend.RayBackend, "_drain", flagged_drain)
-    extra = SCRIPTED.replace("latency_ms = 1.0", "latency_ms = 15.0") + "[engine]\nconcurrency = 2\n"
+    extra = SCRIPTED.replace("latency_ms = 1.0", "latency_ms = 25.0") + "[engine]\nconcurrency = 2\n"
     path = write_scenario(scenario_text(rounds=3, count=6, policy="scripted_feed", llm=True, extra=extra))
     one, _ = run_scenario(path)
     sharded, _ = run_scenario(path, overrides=RAY)
