@@ -9,9 +9,11 @@ Then, per metric (every ``metrics`` row plus the counts ``compare`` reads: ``rou
 ``rounds.actions``, ``rounds.llm_calls``, ``posts.count``), each run is summarised by its mean
 over rounds (``summary = "mean"``) or its last round's value (``"last"``), and the table gives
 per variant the mean over seeds, the 95 % Student-t confidence interval, the difference to the
-baseline variant (the first one unless named) and Welch's unequal-variances t-test against it
-(two-sided p; see :mod:`townsquare.stats`). Written as ``ablation.md``, ``ablation.csv`` and
-``ablation.png`` in ``out``.
+baseline variant (the first one unless named) and a two-sided t-test against it (see
+:mod:`townsquare.stats`): by default the paired test, each run paired with the baseline's run
+of the same seed (common random numbers make those two correlated), or Welch's
+unequal-variances test (``test = "welch"``: the variants as independent samples). Written as
+``ablation.md``, ``ablation.csv`` and ``ablation.png`` in ``out``.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ import structlog
 from .compare import _num as _f, _signed, read_series
 from .errors import UsageError
 from .scenario import read_scenario
-from .stats import Interval, WelchResult, mean_interval, welch_test
+from .stats import NO_TEST, Interval, TTest, mean_interval, paired_test, welch_test
 
 log = structlog.get_logger("townsquare.ablate")
 
 SUMMARIES = ("mean", "last")
+#: how a variant is tested against the baseline: runs paired by seed, or independent samples
+TESTS = {"paired": "paired two-sided t-test, runs paired by seed", "welch": "Welch's two-sided t-test, unequal variances"}
 
 
 @dataclass
@@ -153,14 +157,18 @@ class Row:
     values: list[float]
     interval: Interval
     delta: float
-    test: WelchResult | None  # None for the baseline itself
+    test: TTest | None  # None for the baseline itself
+    #: the seed of each value's run
+    seeds: list[int] = field(default_factory=list)
 
 
-def summarise(jobs: list[Job], baseline: str, summary: str = "mean") -> list[Row]:
+def summarise(jobs: list[Job], baseline: str, summary: str = "mean", test: str = "paired") -> list[Row]:
     """One row per metric x variant, over the finished runs."""
     if summary not in SUMMARIES:
         raise UsageError(f"--summary {summary}: choose one of {', '.join(SUMMARIES)}")
-    per_variant: dict[str, dict[str, list[float]]] = {}
+    if test not in TESTS:
+        raise UsageError(f"--test {test}: choose one of {', '.join(TESTS)}")
+    per_variant: dict[str, dict[str, dict[int, float]]] = {}
     order: list[str] = []
     for job in jobs:
         if job.variant.name not in order:
@@ -171,27 +179,37 @@ def summarise(jobs: list[Job], baseline: str, summary: str = "mean") -> list[Row
             if values:
                 rounds = sorted(values)
                 value = values[rounds[-1]] if summary == "last" else sum(values.values()) / len(values)
-                per_variant.setdefault(job.variant.name, {}).setdefault(metric, []).append(value)
+                per_variant.setdefault(job.variant.name, {}).setdefault(metric, {})[job.seed] = value
     if baseline not in order:
         raise UsageError(f"--baseline {baseline}: no such variant (variants: {', '.join(order)})")
     metrics = sorted({m for by_metric in per_variant.values() for m in by_metric})
     rows = []
     for metric in metrics:
-        base_values = per_variant.get(baseline, {}).get(metric, [])
-        base_mean = mean_interval(base_values).mean
+        base = per_variant.get(baseline, {}).get(metric, {})
+        base_mean = mean_interval(list(base.values())).mean
         for name in order:
-            values = per_variant.get(name, {}).get(metric, [])
+            runs = per_variant.get(name, {}).get(metric, {})
+            values = list(runs.values())
             interval = mean_interval(values)
-            test = None if name == baseline else welch_test(values, base_values)
-            rows.append(Row(metric, name, values, interval, interval.mean - base_mean, test))
+            rows.append(Row(metric, name, values, interval, interval.mean - base_mean,
+                            None if name == baseline else against(runs, base, test), list(runs)))
     return rows
 
 
-def markdown(rows: list[Row], baseline: str, summary: str, alpha: float = 0.05) -> str:
+def against(runs: dict[int, float], base: dict[int, float], test: str) -> TTest:
+    """A variant's runs (value by seed) tested against the baseline's: paired by seed (the
+    seeds both have), or as independent samples (Welch)."""
+    if test == "welch":
+        return welch_test(list(runs.values()), list(base.values()))
+    seeds = [seed for seed in runs if seed in base]
+    return paired_test([runs[s] for s in seeds], [base[s] for s in seeds]) if seeds else NO_TEST
+
+
+def markdown(rows: list[Row], baseline: str, summary: str, test: str = "paired", alpha: float = 0.05) -> str:
     """A paper-style table per metric."""
     lines = [f"Per run: the metric's {'mean over rounds' if summary == 'mean' else 'value at the last round'}. "
              f"Mean over seeds with its 95 % confidence interval (Student's t); Δ and p against the baseline "
-             f"**{baseline}** (Welch's two-sided t-test, unequal variances); * p < {alpha:g}.", ""]
+             f"**{baseline}** ({TESTS[test]}); * p < {alpha:g}.", ""]
     for metric in dict.fromkeys(r.metric for r in rows):
         lines += [f"### {metric}", "", "| variant | n | mean | 95 % CI | Δ vs baseline | t | df | p |", "|---|---:|---:|---|---:|---:|---:|---:|"]
         for r in (r for r in rows if r.metric == metric):
@@ -206,14 +224,16 @@ def markdown(rows: list[Row], baseline: str, summary: str, alpha: float = 0.05) 
     return "\n".join(lines)
 
 
-def write_csv(rows: list[Row], path: Path, baseline: str) -> Path:
+def write_csv(rows: list[Row], path: Path, baseline: str, test: str = "paired") -> Path:
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["metric", "variant", "n", "mean", "sd", "ci95_low", "ci95_high", "baseline", "delta", "welch_t", "welch_df", "p_value", "values"])
+        writer.writerow(["metric", "variant", "n", "mean", "sd", "ci95_low", "ci95_high", "baseline", "delta", "test", "t", "df",
+                         "p_value", "values", "seeds"])
         for r in rows:
-            t = r.test or WelchResult(math.nan, math.nan, math.nan)
+            t = r.test or NO_TEST
             writer.writerow([r.metric, r.variant, r.interval.n, r.interval.mean, r.interval.sd, r.interval.low, r.interval.high,
-                             baseline, r.delta, t.t, t.df, t.p, " ".join(repr(v) for v in r.values)])
+                             baseline, r.delta, "" if r.test is None else test, t.t, t.df, t.p, " ".join(repr(v) for v in r.values),
+                             " ".join(map(str, r.seeds))])
     return path
 
 

@@ -286,13 +286,15 @@ def _ablate_command(cli: click.Group) -> None:
     @click.option("--baseline", default=None, help="The variant the others are tested against (default: the first).")
     @click.option("--summary", type=click.Choice(["mean", "last"]), default="mean", show_default=True,
                   help="A run's value of a metric: its mean over rounds, or its last round's value.")
+    @click.option("--test", "test", type=click.Choice(["paired", "welch"]), default="paired", show_default=True,
+                  help="Against the baseline: a paired t-test of same-seed runs (common random numbers), or Welch's (independent samples).")
     @click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only these metrics in the table (default: all).")
     @click.option("--jobs", type=int, default=None, help="Runs at once (default: the CPU count).")
     @click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder of the runs and tables (default runs/ablate-<scenario>).")
     @common_options
-    def ablate(scenario: str, variant_specs, seeds: int, first_seed: int | None, baseline: str | None, summary: str, metrics,
-               jobs: int | None, out: str | None, plugin_options, **_: Any) -> None:
-        """Run every variant x seed (resumable), then tabulate mean, 95 % CI and Welch's t-test vs the baseline."""
+    def ablate(scenario: str, variant_specs, seeds: int, first_seed: int | None, baseline: str | None, summary: str, test: str,
+               metrics, jobs: int | None, out: str | None, plugin_options, **_: Any) -> None:
+        """Run every variant x seed (resumable), then tabulate mean, 95 % CI and a t-test vs the baseline."""
         from . import ablate as ab
 
         variants = [ab.parse_variant(spec) for spec in variant_specs]
@@ -304,13 +306,13 @@ def _ablate_command(cli: click.Group) -> None:
         with AblateProgress(progress_mode(log_json=_log_json()), runs) as progress:
             ab.run_jobs(scenario, planned, workers=jobs or os.cpu_count() or 1, common=common,
                         on_done=lambda job, outcome: progress.done(job.variant.name, job.seed, outcome))
-        rows = ab.summarise(planned, baseline or variants[0].name, summary)
+        rows = ab.summarise(planned, baseline or variants[0].name, summary, test)
         if metrics:
             rows = [r for r in rows if r.metric in metrics]
-        text = ab.markdown(rows, baseline or variants[0].name, summary)
+        text = ab.markdown(rows, baseline or variants[0].name, summary, test)
         click.echo(text)
         (folder / "ablation.md").write_text(text, encoding="utf-8")
-        click.echo(f"tables: {folder / 'ablation.md'}, {ab.write_csv(rows, folder / 'ablation.csv', baseline or variants[0].name)}", err=True)
+        click.echo(f"tables: {folder / 'ablation.md'}, {ab.write_csv(rows, folder / 'ablation.csv', baseline or variants[0].name, test)}", err=True)
         click.echo(f"plot: {ab.plot(rows, folder / 'ablation.png')}", err=True)
         failed = [job for job in planned if job.status() != "finished"]
         if failed:

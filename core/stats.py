@@ -1,11 +1,16 @@
-"""The statistics of an ablation table: Student's t confidence interval of a mean and Welch's
-unequal-variances t-test, with the t distribution computed here (numpy and math only; scipy
-is not a dependency).
+"""The statistics of an ablation table: Student's t confidence interval of a mean, the paired
+t-test and Welch's unequal-variances t-test, with the t distribution computed here (numpy and
+math only; scipy is not a dependency).
 
 - 95 % CI of the mean of n runs: mean +- t_{1 - alpha/2, n-1} * s / sqrt(n), s the sample
   standard deviation (ddof = 1).
-- Welch's t-test of variant A against the baseline B: t = (mean_A - mean_B) / sqrt(s_A^2/n_A +
-  s_B^2/n_B), degrees of freedom by the Welch-Satterthwaite equation, two-sided p-value.
+- The paired t-test of variant A against the baseline B, runs paired by seed (under common
+  random numbers a variant's run and the baseline's with the same seed share every draw where
+  their histories agree, so they are correlated): d_i = A_i - B_i, t = mean(d) / (s_d /
+  sqrt(n)), n - 1 degrees of freedom, two-sided p-value.
+- Welch's t-test of variant A against the baseline B (independent samples): t = (mean_A -
+  mean_B) / sqrt(s_A^2/n_A + s_B^2/n_B), degrees of freedom by the Welch-Satterthwaite
+  equation, two-sided p-value.
 - The t distribution's CDF through the regularised incomplete beta function,
   P(|T| > t) = I_{df / (df + t^2)}(df / 2, 1 / 2), evaluated by its continued fraction
   (modified Lentz); quantiles by bisection on the CDF.
@@ -28,10 +33,15 @@ class Interval:
 
 
 @dataclass(frozen=True)
-class WelchResult:
+class TTest:
+    """A two-sided t-test's statistic, degrees of freedom and p-value."""
+
     t: float
     df: float
     p: float
+
+
+NO_TEST = TTest(math.nan, math.nan, math.nan)
 
 
 def mean_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
@@ -48,20 +58,38 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> Interval
     return Interval(mean, mean - half, mean + half, sd, n)
 
 
-def welch_test(a: Sequence[float], b: Sequence[float]) -> WelchResult:
+def paired_test(a: Sequence[float], b: Sequence[float]) -> TTest:
+    """The paired two-sided t-test of ``a`` against ``b`` (``a[i]`` and ``b[i]`` one pair; a
+    pair with a nan is left out); nan where it is undefined (fewer than two pairs, or every
+    difference the same: then p is 1 for a zero difference, 0 else)."""
+    if len(a) != len(b):
+        raise ValueError("a paired test needs as many values on each side")
+    d = [float(x) - float(y) for x, y in zip(a, b) if not (math.isnan(float(x)) or math.isnan(float(y)))]
+    n = len(d)
+    if n < 2:
+        return NO_TEST
+    mean = sum(d) / n
+    var = sum((x - mean) ** 2 for x in d) / (n - 1)
+    if var == 0:
+        return TTest(math.nan, n - 1, 1.0 if mean == 0 else 0.0)
+    t = mean / math.sqrt(var / n)
+    return TTest(t, n - 1, two_sided_p(t, n - 1))
+
+
+def welch_test(a: Sequence[float], b: Sequence[float]) -> TTest:
     """Welch's two-sided t-test of ``a`` against ``b``; nan where it is undefined (fewer than
     two values in a group, or no variance in either: then p is 1 for equal means, 0 else)."""
     xs, ys = [float(v) for v in a if not math.isnan(float(v))], [float(v) for v in b if not math.isnan(float(v))]
     if len(xs) < 2 or len(ys) < 2:
-        return WelchResult(math.nan, math.nan, math.nan)
+        return NO_TEST
     ma, mb = sum(xs) / len(xs), sum(ys) / len(ys)
     va = sum((x - ma) ** 2 for x in xs) / (len(xs) - 1) / len(xs)
     vb = sum((y - mb) ** 2 for y in ys) / (len(ys) - 1) / len(ys)
     if va + vb == 0:
-        return WelchResult(math.nan, math.nan, 1.0 if ma == mb else 0.0)
+        return TTest(math.nan, math.nan, 1.0 if ma == mb else 0.0)
     t = (ma - mb) / math.sqrt(va + vb)
     df = (va + vb) ** 2 / ((va ** 2 / (len(xs) - 1) if va else 0.0) + (vb ** 2 / (len(ys) - 1) if vb else 0.0))
-    return WelchResult(t, df, two_sided_p(t, df))
+    return TTest(t, df, two_sided_p(t, df))
 
 
 def two_sided_p(t: float, df: float) -> float:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from townsquare.stats import incomplete_beta, mean_interval, t_quantile, two_sided_p, welch_test
+from townsquare.stats import incomplete_beta, mean_interval, paired_test, t_quantile, two_sided_p, welch_test
 
 
 @pytest.mark.parametrize("df,expected", [(1, 12.706205), (4, 2.776445), (9, 2.262157), (10, 2.228139), (30, 2.042272)])
@@ -44,6 +44,35 @@ def test_welch_t_test_matches_r():
     assert result.t == pytest.approx(-1.897367, abs=1e-6)
     assert result.df == pytest.approx(5.882353, abs=1e-6)
     assert result.p == pytest.approx(0.1075, abs=5e-5)
+
+
+def test_paired_t_test_matches_r():
+    # R: t.test(c(1,2,3,4,5), c(2,4,6,8,10), paired = TRUE) -> t = -4.2426, df = 4, p-value = 0.01324
+    result = paired_test([1, 2, 3, 4, 5], [2, 4, 6, 8, 10])
+    assert result.t == pytest.approx(-4.242641, abs=1e-6)
+    assert result.df == 4
+    assert result.p == pytest.approx(0.01324, abs=5e-6)
+    # by hand: d = 0.3, -0.1, 0.7, 0.6, 0.1; mean 0.32, s_d^2 = 0.448 / 4, t = 0.32 / sqrt(0.112 / 5)
+    # = 2.13809; the t table's 0.95 quantile at 4 df is 2.1318, so p is just under 0.10
+    result = paired_test([5.1, 4.9, 6.2, 5.8, 6.0], [4.8, 5.0, 5.5, 5.2, 5.9])
+    assert result.t == pytest.approx(0.32 / math.sqrt(0.112 / 5), rel=1e-9)
+    assert 0.099 < result.p < 0.1
+
+
+def test_paired_test_is_stronger_than_welch_on_correlated_runs():
+    # the same-seed runs move together (common random numbers); the variant adds 0.1 to each
+    base = [1.0, 3.0, 2.0, 5.0, 4.0]
+    variant = [b + 0.1 + e for b, e in zip(base, [0.01, -0.02, 0.0, 0.02, -0.01])]
+    assert paired_test(variant, base).p < 0.001 < 0.9 < welch_test(variant, base).p
+
+
+def test_paired_edge_cases():
+    assert math.isnan(paired_test([1.0], [2.0]).p)
+    assert paired_test([1.0, float("nan"), 3.0], [0.0, 5.0, 2.0]) == paired_test([1.0, 3.0], [0.0, 2.0])
+    assert paired_test([2, 3, 4], [1, 2, 3]).p == 0.0  # every difference 1: no variance
+    assert paired_test([2, 3, 4], [2, 3, 4]).p == 1.0
+    with pytest.raises(ValueError):
+        paired_test([1.0, 2.0], [1.0])
 
 
 def test_welch_edge_cases():
