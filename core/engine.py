@@ -117,8 +117,9 @@ class Simulation:
         self.totals = new_totals()
         self._llm_rows: list[tuple[int, int, tuple]] = []
         self._record_llm = True
-        # called for every LLM call: skip pluggy's dispatch when no plugin listens
-        self._llm_observers = bool(self.hook.townsquare_on_llm_call.get_hookimpls())
+        #: whether each LLM call fires ``townsquare_on_llm_call`` (False when no plugin listens,
+        #: which skips pluggy's dispatch; an evaluation, which is no run, sets it False too)
+        self.fire_llm_call_hook = bool(self.hook.townsquare_on_llm_call.get_hookimpls())
         self._action_observers = bool(self.hook.townsquare_on_action_applied.get_hookimpls())
 
     # ------------------------------------------------------------------ building
@@ -128,7 +129,7 @@ class Simulation:
         self.store = EventStore(self.run_dir.events_path)
         built = await assemble(
             self.scenario, str(self.run_dir.path), llm_provider=self.llm_provider, llm_middleware=self.llm_middleware,
-            on_llm_call=self._on_llm_call, current_round=lambda: self.round,
+            on_llm_call=self.record_llm_call, current_round=lambda: self.round,
         )
         self.services, self.platform, self.metrics, self.agents = built.services, built.services.platform, built.metrics, built.agents
         self.llm_middleware, self._agent_rows, self._stages = built.llm_middleware, built.agent_rows, built.stages
@@ -164,10 +165,10 @@ class Simulation:
 
     def build_llm(self, build_ctx: Any) -> Any:
         """The run's LLM client alone (provider, middleware, accounting), for commands that
-        need no agents (``townsquare eval discrimination``); :meth:`_close_all` closes it."""
+        need no agents (``townsquare eval discrimination``); :meth:`aclose` closes it."""
         built = Assembly(services=build_ctx.services, metrics=[], agents=[], agent_rows=[], stages={},
                          llm_middleware=list(self.llm_middleware))
-        client = build_llm(self.scenario, build_ctx, built, self.llm_provider, self._on_llm_call, lambda: self.round)
+        client = build_llm(self.scenario, build_ctx, built, self.llm_provider, self.record_llm_call, lambda: self.round)
         self.llm_middleware = built.llm_middleware
         if built.provider is not None:
             self.provider, self.accounting = built.provider, built.accounting
@@ -180,7 +181,9 @@ class Simulation:
                 return authors
         return None
 
-    def _on_llm_call(self, call: LLMCallRecord) -> None:
+    def record_llm_call(self, call: LLMCallRecord) -> None:
+        """Count an LLM call in the run's totals, keep its ``llm_calls`` row (written with its
+        round, or by :meth:`write_llm_calls`) and fire ``townsquare_on_llm_call``."""
         count_llm_call(self.totals, call)
         if self._record_llm:
             order = self._order.get(call.agent_id or "", -1) if hasattr(self, "_order") else -1
@@ -188,7 +191,7 @@ class Simulation:
                    call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost,
                    call.error and redact_text(call.error), call.kind)
             self._llm_rows.append((order, len(self._llm_rows), row))
-        if self._llm_observers:
+        if self.fire_llm_call_hook:
             self.hook.townsquare_on_llm_call(run=self.info, call=call)
 
     # ------------------------------------------------------------------ state
@@ -268,7 +271,7 @@ class Simulation:
         try:
             return await self._run(resume)
         finally:
-            await self._close_all()
+            await self.aclose()
 
     async def _run(self, resume: bool) -> RunSummary:
         start_round = 0
@@ -331,11 +334,18 @@ class Simulation:
             self.hook.townsquare_on_run_end(run=self.info, summary=summary)
         return summary
 
+    def write_llm_calls(self) -> list[tuple]:
+        """Write the ``llm_calls`` rows kept since the last write (an evaluation's calls, which
+        no round writes); returns them."""
+        items, self._llm_rows = self._llm_rows, []
+        self._write_llm_rows(items)
+        return [row for _, _, row in items]
+
     def _write_llm_rows(self, items: list[tuple[int, int, tuple]]) -> None:
         if items and self._record_llm:
             self.store.write_now("llm_calls", [row for _, _, row in sorted(items, key=lambda item: (item[0], item[1]))])
 
-    async def _close_all(self) -> None:
+    async def aclose(self) -> None:
         """Close the store, the platform, the embedder, every LLM link and the provider; one
         that fails to close is logged and the others are still closed."""
         if getattr(self, "store", None) is not None:

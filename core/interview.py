@@ -131,7 +131,7 @@ async def _ask(run: RunDir, scenario: Any, plugins: Any, saved: tuple[int, dict[
             chosen = _choose(simulation.agents, wanted, population, all_agents)
             return [await _answer(simulation, agent, round, question, k, max_tokens) for agent in chosen]
         finally:
-            await simulation._close_all()
+            await simulation.aclose()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -263,7 +263,7 @@ class RayBackend:
         sim = self.sim
         observers = getattr(getattr(sim, "accounting", None), "observers", ())
         for record in records:
-            sim._on_llm_call(record)
+            sim.record_llm_call(record)
             for observer in observers:
                 observer(record)
 

@@ -64,7 +64,7 @@ class Shard(Simulation):
         logs.configure(level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning"))  # a worker's own logging
         gc.set_threshold(*COLLECTOR_THRESHOLDS)  # the worker plays this run only
 
-    def _on_llm_call(self, call: LLMCallRecord) -> None:
+    def record_llm_call(self, call: LLMCallRecord) -> None:
         self.records.append(call)
 
     def _outcome(self, **out: Any) -> dict[str, Any]:
@@ -76,7 +76,7 @@ class Shard(Simulation):
         from .assembly import assemble
 
 
-        built = await assemble(self.scenario, self.run_path, on_llm_call=self._on_llm_call, current_round=lambda: self.round,
+        built = await assemble(self.scenario, self.run_path, on_llm_call=self.record_llm_call, current_round=lambda: self.round,
                                only=lambda index: owner_of(index, self.shards) == self.shard)
         self.services, self.platform, self.agents = built.services, built.services.platform, built.agents
         self._adopt_streams(built.streams)
@@ -203,7 +203,7 @@ class Shard(Simulation):
             accounting.refuse = reason
 
     async def close(self) -> None:
-        await self._close_all()
+        await self.aclose()
 
     def pid(self) -> int:
         return os.getpid()

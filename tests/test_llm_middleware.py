@@ -126,15 +126,46 @@ def test_cache_commits_answers_in_groups(tmp_path, monkeypatch):
     monkeypatch.setattr(llm_cache, "GROUP_ROWS", 2)
     monkeypatch.setattr(llm_cache, "GROUP_SECONDS", 0.2)
     chain = cache_chain(tmp_path, Sampler())
+    store = chain.middleware[0].store
     ask(chain, "p")
-    assert stored() == []  # the group is still open
+    assert stored() == [] and store._writing is None  # the group is still open
     ask(chain, "q")
-    # a full group is committed: readable by another process before any checkpoint
+    # a full group goes to the writer thread, which commits it: readable by another process
+    # before any checkpoint, the call did not wait for it
+    assert store._writing is not None
+    store.wait_written()
     assert stored() == [("users-0001", 0, 0, 0, "p#1"), ("users-0001", 0, 0, 0, "q#2")]
     ask(chain, "r")
     time.sleep(0.25)
     ask(chain, "s")  # the group window has passed: committed
+    store.wait_written()
     assert [row[4] for row in stored()] == ["p#1", "q#2", "r#3", "s#4"]
+    # the rowids the answers were given are the rows' (a checkpoint commits them by rowid)
+    assert sqlite3.connect(tmp_path / CACHE_FILE).execute("SELECT rowid, text FROM responses").fetchall() == [
+        (1, "p#1"), (2, "q#2"), (3, "r#3"), (4, "s#4")]
+
+
+def test_cache_writer_errors_surface_and_a_reopened_journal_numbers_on(tmp_path, monkeypatch):
+    from townsquare.plugins.llm import llm_cache
+
+    monkeypatch.setattr(llm_cache, "GROUP_ROWS", 1)
+    chain = cache_chain(tmp_path, Sampler())
+    ask(chain, "p", "q")
+    asyncio.run(chain.middleware[0].aclose())
+    again = cache_chain(tmp_path, Sampler())
+    store = again.middleware[0].store
+    assert store._next_rowid == 3
+    ask(again, "r")
+    store.wait_written()
+    assert sqlite3.connect(tmp_path / CACHE_FILE).execute("SELECT rowid, text FROM responses ORDER BY rowid").fetchall()[-1][0] == 3
+
+    def broken(rows):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store, "_write", broken)
+    ask(again, "s")  # handed to the writer, which fails
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        store.wait_written()
 
 
 def test_a_stop_waits_for_calls_in_flight_to_land_in_the_cache(tmp_path):

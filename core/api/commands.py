@@ -14,6 +14,12 @@ re-resolving its scenario with :func:`load_run`, rebuilding its agents from a ch
         def summary(run_dir, **_):
             manifest = open_run(run_dir).read_manifest()
 
+A command that builds a :class:`Simulation` without playing it (an evaluation) uses its public
+members: ``await sim.build()``, ``sim.set_state(checkpoint)``, ``sim.services``, ``sim.agents``,
+``sim.record_llm_call`` (what an ``Accounting`` it makes reports to), ``sim.write_llm_calls()``
+(its calls' ``llm_calls`` rows, which no round writes), ``sim.fire_llm_call_hook = False`` (an
+evaluation is no run: ``townsquare_on_llm_call`` listeners are not told) and ``await sim.aclose()``.
+
 Import it inside the hook (it loads the kernel's run machinery): ``townsquare --help`` stays fast.
 """
 

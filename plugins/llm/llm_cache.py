@@ -6,9 +6,9 @@ scenario's ``[llm]`` name and model), the agent that asked, and how many times t
 asked exactly this before (``n``). One agent's calls are sequential, so a replay asks the same
 ``(agent, key, n)`` in the same order and gets the same sampled answers, identical prompts
 included. Answers are kept as they arrive and written and committed in groups (at most
-:data:`GROUP_SECONDS` or :data:`GROUP_ROWS` apart, and at every checkpoint), so a killed run
-keeps what it paid for but the last fraction of a second; those calls are asked again when
-the discarded round replays. A cache file that starts empty (a new run) is never searched:
+:data:`GROUP_SECONDS` or :data:`GROUP_ROWS` apart, and at every checkpoint) by a writer thread,
+off the event loop, so a killed run keeps what it paid for but the last fraction of a second;
+those calls are asked again when the discarded round replays. A cache file that starts empty (a new run) is never searched:
 an agent's occurrence counter only grows, so a new run cannot hit its own answers.
 
 Within a run the cache is a journal. Rows are marked committed when the engine takes a
@@ -29,6 +29,7 @@ import asyncio
 import json
 import sqlite3
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,9 @@ class ResponseStore:
                 raise UsageError(f"{path}: no LLM cache there (was the run made with llm_cache disabled?)")
             self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
         else:
-            self.db = sqlite3.connect(path, isolation_level=None)
+            # check_same_thread off: the writer thread writes the groups; every use here first
+            # waits for the group in writing (:meth:`wait_written`), so one thread at a time uses it
+            self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
@@ -92,18 +95,22 @@ class ResponseStore:
         self.through: int | None = None
         #: False while nothing was there to find (a new file): lookups are skipped
         self.searchable = self.db.execute("SELECT 1 FROM responses LIMIT 1").fetchone() is not None
-        #: answers put since the last flush (the ticket each was given, its row), written then
-        self._rows: list[tuple[int, tuple]] = []
+        #: answers put since the last group was handed to the writer, each row with its rowid
+        self._rows: list[tuple] = []
         self._opened = 0.0
-        #: a flushed answer's rowid by the ticket :meth:`put` gave it, until :meth:`commit` takes it
-        self._rowids: dict[int, int] = {}
-        self._tickets = 0
+        #: the rowid the next answer gets: this process is the file's one writer (a Ray run's
+        #: shards send their answers to the driver), so it numbers the rows as it keeps them
+        self._next_rowid = 1 if readonly else self.db.execute("SELECT COALESCE(MAX(rowid), 0) + 1 FROM responses").fetchone()[0]
+        self._writer: ThreadPoolExecutor | None = None
+        #: the group being written (at most one at a time, in order)
+        self._writing: Future | None = None
 
     def next_n(self, agent: str, key: str) -> int:
         n = self.counters.get((agent, key))
         if n is None:
             n = 0
             if self.through is not None:
+                self.wait_written()
                 row = self.db.execute("SELECT MAX(n) FROM responses WHERE agent=? AND key=? AND committed=1 AND round<=?",
                                       (agent, key, self.through)).fetchone()
                 n = 0 if row[0] is None else row[0] + 1
@@ -123,40 +130,56 @@ class ResponseStore:
                                    provider=row[5], latency_ms=row[6] or 0.0, meta=json.loads(row[7] or "{}"))
 
     def put(self, agent: str, key: str, n: int, round: int, purpose: str, response: LLMResponse) -> int:
-        """Keep an answer; it is written with the others of its group (:meth:`flush`). Returns
-        its ticket (a negative number), which :meth:`commit` takes as it takes a rowid."""
+        """Keep an answer; it is written with the others of its group. Returns its rowid."""
         if not self._rows:
             self._opened = time.monotonic()
-        self._tickets += 1
-        self._rows.append((-self._tickets, (agent, key, n, round, purpose, response.text, response.prompt_tokens,
-                                            response.completion_tokens, response.model, response.provider,
-                                            response.latency_ms, _META_JSON(response.meta) if response.meta else None)))
+        rowid = self._next_rowid
+        self._next_rowid += 1
+        self._rows.append((rowid, agent, key, n, round, purpose, response.text, response.prompt_tokens,
+                           response.completion_tokens, response.model, response.provider, response.latency_ms,
+                           _META_JSON(response.meta) if response.meta else None))
         if len(self._rows) >= GROUP_ROWS or time.monotonic() - self._opened >= GROUP_SECONDS:
-            self.flush()
-        return -self._tickets
+            self._write_behind()
+        return rowid
 
-    def flush(self) -> None:
-        """Write and commit the answers put since the last flush, in one transaction. Written
-        here rather than as each answer comes: an insert among the answers of a round, with
-        everything else out of the processor's caches, cost 16 us of a 200 us call at 2,560
-        calls a second (docs/scale.md)."""
-        if not self._rows:
-            return
+    def _write_behind(self) -> None:
+        """Hand the group to the writer thread. The event loop does not wait for it: 256 rows
+        took 1.5 to 2.5 ms, and among a round's answers each such pause lengthened the train
+        of those still waiting (docs/scale.md). SQLite lets go of the GIL while it writes."""
         rows, self._rows = self._rows, []
+        self.wait_written()
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm-journal")
+        self._writing = self._writer.submit(self._write, rows)
+
+    def _write(self, rows: list[tuple]) -> None:
         with self.db:
             self.db.execute("BEGIN")
-            for ticket, row in rows:
-                self._rowids[ticket] = self.db.execute(
-                    "INSERT OR REPLACE INTO responses (agent, key, n, round, purpose, text, prompt_tokens, completion_tokens,"
-                    " model, provider, latency_ms, meta) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row).lastrowid
+            self.db.executemany(
+                "INSERT OR REPLACE INTO responses (rowid, agent, key, n, round, purpose, text, prompt_tokens, completion_tokens,"
+                " model, provider, latency_ms, meta) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+    def wait_written(self) -> None:
+        """Wait until the group handed to the writer is written and committed (its error, if
+        it failed, is raised here)."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
+
+    def flush(self) -> None:
+        """Write and commit every answer kept so far before returning."""
+        self.wait_written()
+        rows, self._rows = self._rows, []
+        if rows:
+            self._write(rows)
 
     def touch(self, rowid: int, round: int) -> None:
+        self.wait_written()
         self.db.execute("UPDATE responses SET round=? WHERE rowid=?", (round, rowid))
 
     def commit(self, rowids: list[int]) -> None:
-        """Mark rows committed (a checkpoint's): ``rowids`` are rowids and :meth:`put`'s tickets."""
+        """Mark rows committed (a checkpoint's)."""
         self.flush()
-        rowids = [self._rowids.pop(i) if i < 0 else i for i in rowids]
         for start in range(0, len(rowids), 500):
             chunk = rowids[start:start + 500]
             self.db.execute(f"UPDATE responses SET committed=1 WHERE rowid IN ({','.join('?' * len(chunk))})", chunk)
@@ -171,15 +194,21 @@ class ResponseStore:
             self.db.execute("UPDATE responses SET committed=0 WHERE round>?", (through,))
 
     def meta(self) -> dict[str, str]:
+        self.wait_written()
         return dict(self.db.execute("SELECT name, value FROM meta").fetchall())
 
     def set_meta(self, **values: str) -> None:
+        self.wait_written()
         self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?,?)", values.items())
 
     def close(self) -> None:
-        if not self.readonly:
-            self.flush()
-        self.db.close()
+        try:
+            if not self.readonly:
+                self.flush()
+        finally:
+            if self._writer is not None:
+                self._writer.shutdown()
+            self.db.close()
 
 
 class LLMCache:

@@ -81,7 +81,7 @@ class Session:
             self.round = last + 1
         sim.round = self.round
         # an evaluation is no run: hooks that observe a run's LLM calls are not told of these
-        sim._llm_observers = False
+        sim.fire_llm_call_hook = False
         if sim.services.llm is None:
             raise UsageError(f"{self.target.scenario.source}: no [llm] to answer with (add one, or --llm PROVIDER[:MODEL])")
 
@@ -104,11 +104,11 @@ class Session:
         build = BuildContext(services=sim.services, seed=sim.model.seed, base_dir=scenario.base_dir, scenario=scenario.model)
         provider = scenario.llm.spec.factory(scenario.llm.config, build)
         self.providers.append(provider)
-        accounting = Accounting(provider, sim._on_llm_call, lambda: sim.round, price=getattr(provider, "cost", None))
+        accounting = Accounting(provider, sim.record_llm_call, lambda: sim.round, price=getattr(provider, "cost", None))
         accounting.observers = sim.accounting.observers  # the budget counts every judge's spending too
 
         def parse_failure(request: Any, answer: str, kind: str) -> None:
-            sim._on_llm_call(LLMCallRecord(round=sim.round, agent_id=request.agent_id, purpose=request.purpose,
+            sim.record_llm_call(LLMCallRecord(round=sim.round, agent_id=request.agent_id, purpose=request.purpose,
                                            provider=provider.name, model=provider.model, status="parse_failure",
                                            error=f"unparsable answer: {answer[:200]!r}", kind=kind))
 
@@ -118,11 +118,9 @@ class Session:
 
     def save_calls(self) -> int:
         """Write the ``llm_calls`` rows gathered so far; returns how many."""
-        rows = list(self.sim._llm_rows)
-        self.sim._llm_rows.clear()
-        for _, _, row in rows:
+        rows = self.sim.write_llm_calls()
+        for row in rows:
             self.counts[row[5]] = self.counts.get(row[5], 0) + 1
-        self.sim._write_llm_rows(rows)
         return len(rows)
 
     async def close(self) -> None:
@@ -132,7 +130,7 @@ class Session:
             self.save_calls()
         finally:
             await close_each(self.providers)
-            await self.sim._close_all()
+            await self.sim.aclose()
 
 
 def check_spec(target: Target, spec: str, option: str) -> None:

@@ -87,7 +87,7 @@ async def _judge_with_llm(run_path: str, result: Any, work: Any, prompts: dict[s
         await judge(result, work, LLMNLIJudge(llm, prompts) if with_nli else None,
                     QualityJudge(llm, prompts) if with_quality else None, texts=texts, seed=seed)
     finally:
-        await simulation._close_all()
+        await simulation.aclose()
 
 
 @hookimpl

@@ -191,7 +191,7 @@ async def _evaluate(run_path: str, out: Path, llm_spec: str | None, judge_specs:
                          "judges": list(judge_specs) or [f"{sim.provider.name}:{sim.provider.model}"]}, calls
     finally:
         await close_each(providers)
-        await sim._close_all()
+        await sim.aclose()
         await close_each([embedder.embedder])
 
 

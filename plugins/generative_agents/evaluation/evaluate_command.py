@@ -71,7 +71,7 @@ async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, 
         return judged, rank_conditions(orderings, list(ARCHITECTURES), rounds=bootstrap, seed=seed), social
     finally:
         await close_each(providers)
-        await sim._close_all()
+        await sim.aclose()
 
 
 @hookimpl

@@ -50,7 +50,7 @@ async def _evaluate(scenario: Any, plugins: Any, folder: Path, users: int, grid:
             llm = simulation.build_llm(ctx)  # the run's provider and middleware chain (its cache lives in tmp)
             return await evaluate(items, histories, users=users, grid=grid, seed=seed, embedder=embedder, llm=llm)
         finally:
-            await simulation._close_all()
+            await simulation.aclose()
             await close_each([embedder.embedder])
 
 
