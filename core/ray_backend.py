@@ -54,7 +54,8 @@ from .ray_shard import BudgetLedger, LedgerBudget, Shard, ShardDiverged, Shipped
 log = structlog.get_logger("townsquare.ray_backend")
 
 INSTALL_HINT = "engine.backend = 'ray' needs Ray: pip install 'townsquare[ray]'"
-#: how often the driver takes in the LLM records the shards have made while they take their turns
+#: how often (at least this far apart) the driver takes in the LLM records the shards have made
+#: while they take their turns; a shard sends them at its next quiet moment (``Shard.drain``)
 DRAIN_SECONDS = 0.2
 
 
@@ -148,7 +149,7 @@ class RayBackend:
         # stopped round leaves the copies ahead of the driver, and a resume sends them its state
         self._replays = [shard.replay.remote(r, *moves) for shard in self.shards]
         ended = asyncio.Event()
-        draining = asyncio.ensure_future(self._drain(ended))
+        draining = asyncio.ensure_future(self._drain(r, ended))
         try:
             try:
                 (outs, stopped), moved = await asyncio.gather(self._gather([outcome for _, outcome in calls]),
@@ -197,19 +198,24 @@ class RayBackend:
             self._journal.commit(self._journal_rows)
             self._journal_rows = []
 
-    async def _drain(self, ended: asyncio.Event) -> None:
+    async def _drain(self, r: int, ended: asyncio.Event) -> None:
         """While the shards take their turns, take in the LLM records and journal writes they
-        have made so far, every :data:`DRAIN_SECONDS`, so the round's end waits for the last
-        part only (at 2,560 calls a round, taking them all in at the end was a tenth of it)."""
-        while not ended.is_set():
-            try:
-                await asyncio.wait_for(ended.wait(), DRAIN_SECONDS)
-                return
-            except TimeoutError:
-                pass
-            for out in await asyncio.gather(*(shard.drain.remote() for shard in self.shards), return_exceptions=True):
-                if isinstance(out, dict):  # a shard that is gone says so in its outcome
-                    self._ingest(out["records"], out["journal"])
+        have made so far, at least :data:`DRAIN_SECONDS` apart, each shard sending them at a
+        quiet moment between two waves of its answers (:meth:`Shard.drain`), so the round's end
+        waits for the last part only (at 2,560 calls a round, taking them all in at the end was
+        a tenth of it) and no wave waits for the taking."""
+
+        async def take(shard: Any) -> None:
+            while not ended.is_set():
+                try:
+                    out = await shard.drain.remote(r, DRAIN_SECONDS)
+                except Exception:  # noqa: BLE001 - a shard that is gone says so in its outcome
+                    return
+                self._ingest(out["records"], out["journal"])
+                if out.get("ended"):  # this shard's turns are over: the rest is in its outcome
+                    return
+
+        await asyncio.gather(*(take(shard) for shard in self.shards))
 
     async def _settle(self, calls: list[Any]) -> list[dict[str, Any]]:
         """Await each shard's outcome (``calls``: one per shard, in shard order) and take

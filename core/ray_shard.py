@@ -20,6 +20,7 @@ call asks one ledger actor first, as every call asks the one budget link in a si
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import heapq
 import os
@@ -41,6 +42,11 @@ log = structlog.get_logger("townsquare.ray_shard")
 
 #: what a stopped round ends with in a shard (the calls in flight land first)
 STOPS = (RunStopped, LLMFault)
+#: :meth:`Shard.drain` answers at a quiet moment: no LLM answer for this long, which is the end
+#: of a wave's answers (they come 0.1-0.3 ms apart within one); a value chosen here
+QUIET_SECONDS = 0.005
+#: ... or, when no quiet moment comes, this many times the driver's spacing after it asked
+OVERDUE = 4
 
 
 class ShardDiverged(RuntimeError):
@@ -59,6 +65,11 @@ class Shard(Simulation):
         self.llm_middleware: list[Any] = []
         self.llm_provider = None
         self.records: list[LLMCallRecord] = []
+        #: when the last LLM record came (a drain waits for a quiet moment)
+        self._last_record = 0.0
+        self._turning = False
+        #: set when a round's turns end (a drain waiting for a quiet moment stops waiting)
+        self._turns_ended: asyncio.Event | None = None
         from . import logs
 
         logs.configure(level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning"))  # a worker's own logging
@@ -66,6 +77,7 @@ class Shard(Simulation):
 
     def record_llm_call(self, call: LLMCallRecord) -> None:
         self.records.append(call)
+        self._last_record = time.monotonic()
 
     def _outcome(self, **out: Any) -> dict[str, Any]:
         """``out`` with the LLM records and the journal writes made since the last outcome."""
@@ -139,6 +151,9 @@ class Shard(Simulation):
         cpu, wall = time.process_time(), time.perf_counter()
         self._set_agents(replicas, replicas_only=True)
         self._turning = True
+        if self._turns_ended is None:
+            self._turns_ended = asyncio.Event()
+        self._turns_ended.clear()
         try:
             await notify_round_start(self._round_observers, r, now)
             present = [a for a in self.mine if a.present(r)]
@@ -147,6 +162,7 @@ class Shard(Simulation):
             return [], self._outcome(stopped=_stop_reason(exc))
         finally:
             self._turning = False
+            self._turns_ended.set()
         log.debug("ray.shard.turns", shard=self.shard, round=r, agents=len(present), wall_s=round(time.perf_counter() - wall, 4),
                   cpu_s=round(time.process_time() - cpu, 4))
         # whose components ran: every present agent off the batch path, the active ones on it
@@ -156,10 +172,29 @@ class Shard(Simulation):
         moves = [(a.index, a.id, actions) for a, (_, actions) in zip(present, results) if actions]
         return moves, self._outcome(turns=[(a.id, active) for a, (active, _) in zip(present, results)])
 
-    async def drain(self) -> dict[str, Any]:
-        """The LLM records and journal writes made so far while the round's turns go on; none
-        once they have ended (the rest goes with :meth:`turns`' outcome, after these)."""
-        return self._outcome() if getattr(self, "_turning", False) else {"records": [], "journal": []}
+    async def drain(self, r: int, after: float) -> dict[str, Any]:
+        """The LLM records and journal writes made so far while round ``r``'s turns go on,
+        taken at the first quiet moment at least ``after`` seconds from now (no answer for
+        :data:`QUIET_SECONDS`: between two waves of answers, so the taking, and Ray's sending
+        them, do not hold up a wave) or, with no quiet moment, :data:`OVERDUE` x ``after``
+        from now; none once the turns have ended (the rest goes with :meth:`turns`' outcome,
+        after these), and then ``"ended": True``."""
+        start = time.monotonic()
+        while True:
+            started = self.round == r and self._turns_ended is not None
+            if started and not self._turning:
+                return {"records": [], "journal": [], "ended": True}
+            waited = time.monotonic() - start
+            if started and waited >= after and self.records and (
+                    time.monotonic() - self._last_record >= QUIET_SECONDS or waited >= OVERDUE * after):
+                return self._outcome()
+            timeout = max(after - waited, QUIET_SECONDS)
+            if started:  # wake as the turns end
+                ended = asyncio.ensure_future(self._turns_ended.wait())
+                await asyncio.wait([ended], timeout=timeout)
+                ended.cancel()
+            else:  # round r's turns have not begun here yet
+                await asyncio.sleep(QUIET_SECONDS)
 
     async def replay(self, r: int, *moves: list[tuple[int, str, list[Any]]]) -> dict[str, Any]:
         """Apply the round's writes (every shard's :meth:`turns` moves, merged into agent

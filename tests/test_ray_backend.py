@@ -79,10 +79,10 @@ def test_records_taken_in_while_the_shards_turn_give_the_same_log(ray_cluster, w
             drained.append(len(records))
         ingest(self, records, journals)
 
-    async def flagged_drain(self, ended):
+    async def flagged_drain(self, r, ended):
         self.draining = True
         try:
-            await drain(self, ended)
+            await drain(self, r, ended)
         finally:
             self.draining = False
 
@@ -96,6 +96,43 @@ def test_records_taken_in_while_the_shards_turn_give_the_same_log(ray_cluster, w
     assert sum(drained) > 0  # some records came in while the turns went on
     assert event_log(sharded.path) == event_log(one.path)
     assert journal(sharded.path) == journal(one.path)
+
+
+def test_a_shard_sends_its_records_at_a_quiet_moment_and_nothing_once_its_turns_end():
+    """``Shard.drain`` (no Ray needed: the actor's method on a bare shard): it answers after
+    ``after`` once no answer has come for ``QUIET_SECONDS``, waits for a round whose turns have
+    not begun, and answers nothing, at once, when the turns end, however long ``after`` is."""
+    import asyncio
+    import time
+
+    from townsquare.ray_shard import Shard
+
+    shard = Shard.__new__(Shard)
+    shard.round, shard.records, shard._last_record, shard._turning, shard._turns_ended = 1, [], 0.0, False, None
+    shard.journals = []
+
+    async def scenario():
+        # round 2 has not begun here: the drain waits for it, then for its first records
+        waiting = asyncio.ensure_future(shard.drain(2, 0.0))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        shard.round, shard._turning, shard._turns_ended = 2, True, asyncio.Event()
+        shard.records.append("call-1")
+        shard._last_record = time.monotonic() - 1.0  # quiet for a second
+        assert (await asyncio.wait_for(waiting, 5))["records"] == ["call-1"]
+        assert shard.records == []
+        # a long spacing: the end of the turns answers it at once, with nothing
+        long = asyncio.ensure_future(shard.drain(2, 30.0))
+        await asyncio.sleep(0.02)
+        shard.records.append("call-2")  # goes with the turns' outcome, not with this drain
+        shard._turning = False
+        shard._turns_ended.set()
+        assert (await asyncio.wait_for(long, 5)) == {"records": [], "journal": [], "ended": True}
+        assert shard.records == ["call-2"]
+        # a round whose turns have ended: nothing
+        assert (await asyncio.wait_for(shard.drain(2, 0.0), 5)) == {"records": [], "journal": [], "ended": True}
+
+    asyncio.run(scenario())
 
 
 def test_embedding_baseline_same_log_as_one_process(ray_cluster, write_scenario, run_scenario):
