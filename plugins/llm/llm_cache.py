@@ -8,8 +8,9 @@ asked exactly this before (``n``). One agent's calls are sequential, so a replay
 included. Answers are kept as they arrive and written and committed in groups (at most
 :data:`GROUP_SECONDS` or :data:`GROUP_ROWS` apart, and at every checkpoint) by a writer thread,
 off the event loop, so a killed run keeps what it paid for but the last fraction of a second;
-those calls are asked again when the discarded round replays. A cache file that starts empty (a new run) is never searched:
-an agent's occurrence counter only grows, so a new run cannot hit its own answers.
+those calls are asked again when the discarded round replays. A cache file that starts empty
+(a new run) is never searched: an agent's occurrence counter only grows, so a new run cannot
+hit its own answers.
 
 Within a run the cache is a journal. Rows are marked committed when the engine takes a
 checkpoint (``get_state``); on resume the counters restart from the committed rows up to the
