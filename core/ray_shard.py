@@ -69,7 +69,7 @@ class Shard(Simulation):
         self._last_record = 0.0
         self._turning = False
         #: set when a round's turns end (a drain waiting for a quiet moment stops waiting)
-        self._turns_ended: asyncio.Event | None = None
+        self._turns_ended = asyncio.Event()
         from . import logs
 
         logs.configure(level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning"))  # a worker's own logging
@@ -151,8 +151,6 @@ class Shard(Simulation):
         cpu, wall = time.process_time(), time.perf_counter()
         self._set_agents(replicas, replicas_only=True)
         self._turning = True
-        if self._turns_ended is None:
-            self._turns_ended = asyncio.Event()
         self._turns_ended.clear()
         try:
             await notify_round_start(self._round_observers, r, now)
@@ -181,7 +179,7 @@ class Shard(Simulation):
         after these), and then ``"ended": True``."""
         start = time.monotonic()
         while True:
-            started = self.round == r and self._turns_ended is not None
+            started = self.round == r
             if started and not self._turning:
                 return {"records": [], "journal": [], "ended": True}
             waited = time.monotonic() - start

@@ -108,15 +108,16 @@ def test_a_shard_sends_its_records_at_a_quiet_moment_and_nothing_once_its_turns_
     from townsquare.ray_shard import Shard
 
     shard = Shard.__new__(Shard)
-    shard.round, shard.records, shard._last_record, shard._turning, shard._turns_ended = 1, [], 0.0, False, None
+    shard.round, shard.records, shard._last_record, shard._turning = 1, [], 0.0, False
     shard.journals = []
 
     async def scenario():
+        shard._turns_ended = asyncio.Event()
         # round 2 has not begun here: the drain waits for it, then for its first records
         waiting = asyncio.ensure_future(shard.drain(2, 0.0))
         await asyncio.sleep(0.05)
         assert not waiting.done()
-        shard.round, shard._turning, shard._turns_ended = 2, True, asyncio.Event()
+        shard.round, shard._turning = 2, True
         shard.records.append("call-1")
         shard._last_record = time.monotonic() - 1.0  # quiet for a second
         assert (await asyncio.wait_for(waiting, 5))["records"] == ["call-1"]
