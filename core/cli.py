@@ -349,6 +349,8 @@ def llm_banner(scenario) -> str:
     spec = scenario.llm.spec
     if spec.name == "scripted":
         return "LLM: scripted TEST model (canned answers, not a language model)"
+    if spec.name == "oracle":
+        return "LLM: oracle TEST model (rules that answer from the prompt alone, not a language model)"
     model = getattr(scenario.llm.config, "model", "") or ""
     line = f"LLM: {spec.name}{' ' + model if model else ''}"
     if scenario.llm_auto:
