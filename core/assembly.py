@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -35,8 +35,6 @@ class Assembly:
     services: Services
     metrics: list[tuple[str, Any]]
     agents: list[Agent]
-    #: one ``agents`` table row per agent
-    agent_rows: list[tuple]
     #: population -> [(start_round, end_round, authors)]: whose posts its feeds may show
     stages: dict[str, list[tuple[int, int | None, frozenset[str]]]]
     llm_middleware: list[Any] = field(default_factory=list)
@@ -68,14 +66,15 @@ async def assemble(
 
     Which agents are built (see :mod:`townsquare.ray_backend`):
 
-    * by default every agent, with its components, its platform account and its ``agents``
-      table row;
+    * by default every agent, with its components and its platform account;
     * ``components=False`` (the Ray driver, whose shards hold the agents): every agent with its
-      persona, account and row but no components, unless the platform hands agents to each
-      other (one with ``members``: RecAgent's chat, the town), where every agent is built;
+      persona and account but no components, unless the platform hands agents to each other
+      (one with ``members``: RecAgent's chat, the town), where every agent is built;
     * ``held`` (a Ray shard's own agents: index -> the persona the driver loaded): only these
       agents, with components; no persona source runs and no account is registered (the
-      platform's state comes from the driver), and there are no rows.
+      platform's state comes from the driver).
+
+    The ``agents`` table's rows come from :func:`agent_rows`.
 
     ``built.partial`` says whether only some agents' components were built."""
     model = scenario.model
@@ -86,7 +85,7 @@ async def assemble(
 
     embedder = EmbeddingCache(scenario.embedder.spec.factory(scenario.embedder.config, ctx()))
     services = Services(platform=None, embedder=embedder, run_dir=run_path)  # type: ignore[arg-type]
-    built = Assembly(services=services, metrics=[], agents=[], agent_rows=[], stages={}, llm_middleware=list(llm_middleware))
+    built = Assembly(services=services, metrics=[], agents=[], stages={}, llm_middleware=list(llm_middleware))
     services.llm = build_llm(scenario, ctx(services), built, llm_provider, on_llm_call, current_round)
     if scenario.knowledge:
         services.knowledge = scenario.knowledge.spec.factory(scenario.knowledge.config, ctx(services))
@@ -126,13 +125,8 @@ async def assemble(
                     if choice is not None:
                         agent.components[slot] = choice.spec.factory(choice.config, ctx(services, agent=agent, population=cfg.name))
                 check_agent(agent, pop.slots, f"populations[{p}] ({cfg.name})", noted)
-            if held is not None:
-                continue
-            await services.platform.register_account(agent.id, persona.name, " ".join(persona.sentences[:2]))
-            # field order is kept: Persona.text follows it, and the report rebuilds the text
-            # Persona.to_dict's fields, without dataclasses.asdict's deep copy (a million agents)
-            persona_json = json.dumps({"name": persona.name, "sentences": persona.sentences, "fields": persona.fields}, ensure_ascii=False)
-            built.agent_rows.append((agent.id, agent.index, cfg.name, persona.name, persona_json, agent.activity, cfg.start_round, cfg.end_round))
+            if held is None:
+                await services.platform.register_account(agent.id, persona.name, " ".join(persona.sentences[:2]))
     named = {name for pop in scenario.populations for st in pop.config.feed_stages for name in st.authors}
     members = {pop.config.name: population_ids(pop.config) for pop in scenario.populations if pop.config.name in named}
     built.stages = {
@@ -141,6 +135,17 @@ async def assemble(
         for pop in scenario.populations
     }
     return built
+
+
+def agent_rows(agents: Iterable[Agent]) -> Iterator[tuple]:
+    """The ``agents`` table's rows, made one at a time as the store takes them (a million
+    persona texts are not held at once)."""
+    for agent in agents:
+        persona = agent.persona
+        # field order is kept: Persona.text follows it, and the report rebuilds the text
+        # Persona.to_dict's fields, without dataclasses.asdict's deep copy (a million agents)
+        persona_json = json.dumps({"name": persona.name, "sentences": persona.sentences, "fields": persona.fields}, ensure_ascii=False)
+        yield (agent.id, agent.index, agent.population, persona.name, persona_json, agent.activity, agent.start_round, agent.end_round)
 
 
 async def load_personas(pop: Any, p: int, build_ctx: BuildContext, seed: int) -> list[Persona]:

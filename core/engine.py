@@ -36,14 +36,14 @@ import structlog
 from .actions import Action, ActionResult
 from .agent_host import AgentHost, stop_reason
 from .progress import count_llm_call, new_totals
-from .assembly import Assembly, assemble, build_llm
+from .assembly import Assembly, agent_rows, assemble, build_llm
 from .components import Agent
 from .errors import RunStopped
 from .lifecycle import RunInfo, RunSummary
 from .llm import LLMCallRecord
 from .llm_faults import LLMFatal, LLMFault
 from .metrics import RoundView
-from .process_memory import process_memory, rss_bytes
+from .process_usage import process_usage, rss_bytes
 from .rundir import RunDir
 from .scenario import ResolvedScenario
 from .secrets import redact_text
@@ -106,7 +106,8 @@ class Simulation:
         self.llm_provider = llm_provider
         self.on_built = on_built  # the runner's cue: every input was read and checked
         #: where the turns run when not in this process: a class with ``plays(simulation)`` (whether
-        #: it takes this run's turns) and ``async start(simulation)`` (the runner passes
+        #: it takes this run's turns), ``connect(simulation)`` (before building) and ``async
+        #: start(simulation, connection)`` (after; the runner passes
         #: :class:`townsquare.ray_backend.RayBackend` for ``[engine] backend = "ray"``)
         self._backend_class = backend
         self.backend: Any = None
@@ -130,15 +131,21 @@ class Simulation:
         """Assemble the run (:func:`townsquare.assembly.assemble`): services, platform, metrics,
         agents; with a backend that plays the turns elsewhere, the agents' components are built
         there (:mod:`townsquare.ray_backend`) and this process keeps each agent's persona."""
+        remote = self._backend_class is not None and self._backend_class.plays(self)
+        cluster = self._backend_class.connect(self) if remote else None
         self._rss_before_build = rss_bytes()
         self.store = EventStore(self.run_dir.events_path)
-        remote = self._backend_class is not None and self._backend_class.plays(self)
-        built = await assemble(
-            self.scenario, str(self.run_dir.path), llm_provider=self.llm_provider, llm_middleware=self.llm_middleware,
-            on_llm_call=self.record_llm_call, current_round=lambda: self.round, components=not remote,
-        )
+        try:
+            built = await assemble(
+                self.scenario, str(self.run_dir.path), llm_provider=self.llm_provider, llm_middleware=self.llm_middleware,
+                on_llm_call=self.record_llm_call, current_round=lambda: self.round, components=not remote,
+            )
+        except BaseException:
+            if cluster is not None:
+                cluster.close()
+            raise
         self.services, self.platform, self.metrics, self.agents = built.services, built.services.platform, built.metrics, built.agents
-        self.llm_middleware, self._agent_rows, self.stages = built.llm_middleware, built.agent_rows, built.stages
+        self.llm_middleware, self.stages = built.llm_middleware, built.stages
         self.provider, self.accounting = built.provider, built.accounting
         self._order = {agent.id: agent.index for agent in self.agents}
         self._by_id = {agent.id: agent for agent in self.agents}
@@ -148,7 +155,7 @@ class Simulation:
                                   services=self.services, model=self.model, platform_name=self.scenario.platform.spec.name,
                                   stages=built.stages, accounting=built.accounting)
         if remote:
-            self.backend = await self._backend_class.start(self)
+            self.backend = await self._backend_class.start(self, cluster)
         # the agents' components hear the round start where their turns run (the shards' copies)
         local_agents = self.agents if self.backend is None else []
         self._round_observers = round_observers([self.services.platform, self.services.recommender, *(m for _, m in self.metrics),
@@ -157,7 +164,7 @@ class Simulation:
     def build_llm(self, build_ctx: Any) -> Any:
         """The run's LLM client alone (provider, middleware, accounting), for commands that
         need no agents (``townsquare eval discrimination``); :meth:`aclose` closes it."""
-        built = Assembly(services=build_ctx.services, metrics=[], agents=[], agent_rows=[], stages={},
+        built = Assembly(services=build_ctx.services, metrics=[], agents=[], stages={},
                          llm_middleware=list(self.llm_middleware))
         client = build_llm(self.scenario, build_ctx, built, self.llm_provider, self.record_llm_call, lambda: self.round)
         self.llm_middleware = built.llm_middleware
@@ -272,8 +279,7 @@ class Simulation:
         if self.on_built is not None:
             self.on_built()
         try:
-            self.store.add_agents(self._agent_rows)
-            self._agent_rows = []  # written: a million persona texts need not stay
+            self.store.add_agents(agent_rows(self.agents))
             if resume:
                 checkpoint = self.run_dir.latest_checkpoint(agents=self.host is not None)
                 if checkpoint is not None:
@@ -311,7 +317,7 @@ class Simulation:
             counts=dict(self.store.db.execute("SELECT kind, COUNT(*) FROM actions GROUP BY kind").fetchall()),
         )
         # each process's memory: its resident set before the agents were built and its peak
-        processes = [process_memory("run" if self.backend is None else "driver", self._rss_before_build)]
+        processes = [process_usage("run" if self.backend is None else "driver", self._rss_before_build)]
         if self.backend is not None:
             processes += await self.backend.processes()
         self.run_dir.update_manifest(

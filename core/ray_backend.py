@@ -65,6 +65,20 @@ INSTALL_HINT = "engine.backend = 'ray' needs Ray: pip install 'townsquare[ray]'"
 DRAIN_SECONDS = 0.2
 
 
+@dataclasses.dataclass
+class Cluster:
+    """The Ray cluster a run uses; ``reaper`` when this process started it (else None)."""
+
+    ray: Any
+    reaper: Reaper | None
+
+    def close(self) -> None:
+        """Shut down a cluster this process started (one it joined is left as it was)."""
+        if self.reaper is not None:
+            self.ray.shutdown()
+            self.reaper.close()  # ends what the shutdown left (Ray's agents end some seconds after it)
+
+
 def import_ray() -> Any:
     try:
         import ray
@@ -103,22 +117,29 @@ class RayBackend:
             return False
         return True
 
-    @classmethod
-    async def start(cls, sim: Any) -> "RayBackend":
-        """Join (or start) the cluster and build the shards."""
+    @staticmethod
+    def connect(sim: Any) -> "Cluster":
+        """Join the cluster at ``engine.ray_address``, or start a local one (before the run is
+        built, so its runtime in this process is not counted as the agents' memory)."""
         engine = sim.model.engine
+        ray = import_ray()
+        if ray.is_initialized():
+            return Cluster(ray, None)
+        _check_reachable(engine.ray_address)
+        try:
+            ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            raise UsageError(f"engine.ray_address {engine.ray_address!r}: no Ray cluster there ({exc})") from None
+        return Cluster(ray, Reaper.start())  # what ray.init started here ends with this process, even when it is killed
+
+    @classmethod
+    async def start(cls, sim: Any, cluster: "Cluster") -> "RayBackend":
+        """Build the shards on ``cluster`` (:meth:`connect`)."""
+        engine, ray, reaper = sim.model.engine, cluster.ray, cluster.reaper
         if hasattr(sim.platform, "apply_batch"):
+            cluster.close()
             raise UsageError(f"engine.backend = 'ray': platform {sim.scenario.platform.spec.name!r} lives on a server; "
                              "Ray shards need a platform whose state is in the run (in_memory, recsys, town)")
-        ray = import_ray()
-        reaper = None
-        if not ray.is_initialized():
-            _check_reachable(engine.ray_address)
-            try:
-                ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-            except (ConnectionError, ValueError, RuntimeError) as exc:
-                raise UsageError(f"engine.ray_address {engine.ray_address!r}: no Ray cluster there ({exc})") from None
-            reaper = Reaper.start()  # what ray.init started here ends with this process, even when it is killed
         cpus = ray.cluster_resources().get("CPU", 1.0)
         count = engine.shards or max(1, int(cpus))
         ledger = _ledger(ray, sim)
@@ -230,7 +251,7 @@ class RayBackend:
         self._operations.append((agent_id, change, r))
 
     async def processes(self) -> list[dict[str, Any]]:
-        """Each shard's memory (:func:`townsquare.process_memory.process_memory`); a shard that is gone is left out."""
+        """Each shard's memory (:func:`townsquare.process_usage.process_usage`); a shard that is gone is left out."""
         found = await asyncio.gather(*(_answer(shard.memory.remote()) for shard in self.shards))
         return [entry for entry in found if entry is not None]
 
@@ -335,9 +356,7 @@ class RayBackend:
         for actor in [*self.shards, *([self.ledger] if self.ledger is not None else [])]:
             ray.kill(actor)
         self.shards = []
-        if self.reaper is not None:
-            ray.shutdown()
-            self.reaper.close()  # ends what the shutdown left (Ray's agents end some seconds after it)
+        Cluster(ray, self.reaper).close()
 
 
 def _divergence(shard: int, r: int, ordered: list[tuple[str, list]], expected: list[tuple], got: list[tuple]) -> str:

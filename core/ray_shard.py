@@ -42,7 +42,7 @@ from .engine import COLLECTOR_THRESHOLDS
 from .errors import RunStopped
 from .llm import LLMCallRecord
 from .llm_faults import LLMFault
-from .process_memory import process_memory, rss_bytes
+from .process_usage import process_usage, rss_bytes
 from .rundir import RunDir
 from .slots import notify_round_start, round_observers
 
@@ -258,8 +258,8 @@ class Shard:
             accounting.refuse = reason
 
     async def memory(self) -> dict[str, Any]:
-        """This process's resident memory (:func:`townsquare.process_memory.process_memory`)."""
-        return process_memory(f"shard {self.shard}", self._rss_before_build)
+        """This process's resident memory (:func:`townsquare.process_usage.process_usage`)."""
+        return process_usage(f"shard {self.shard}", self._rss_before_build)
 
     async def close(self) -> None:
         """Close the platform, the knowledge source, the embedder, every LLM link and the

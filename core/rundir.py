@@ -3,7 +3,8 @@
 ::
 
     manifest.json          scenario (after overrides), overrides, seed, slot table, plugins and
-                           versions, townsquare version, status
+                           versions, townsquare version, status, each process's memory and
+                           CPU time (``processes``, townsquare.process_usage)
     events.sqlite          the trace (see townsquare.store)
     checkpoints/round-000011.json.gz
                            every component's state after round 11 (on Ray, the agents' state

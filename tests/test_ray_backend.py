@@ -329,6 +329,33 @@ def test_branch_changes_agents_in_their_shards(ray_cluster, write_scenario, run_
     assert "The bakery burned down." in kept
 
 
+def test_a_round_hands_over_a_fixed_number_of_times_and_each_call_reaches_the_driver_once(ray_cluster, write_scenario,
+                                                                                          run_scenario, monkeypatch):
+    """The shape docs/scale.md's model of shard cores assumes (benchmarks/scale_model.py): the
+    driver waits on the shards' outcomes twice a round (the turns, the replays) however many
+    agents and calls the round has, and every LLM call a shard makes becomes one ``llm_calls``
+    row and one journal row on the driver."""
+    from townsquare import ray_backend
+
+    waits: list[int] = []
+    gather = ray_backend.RayBackend._gather
+
+    async def counting(self, calls):
+        waits.append(self.sim.round)
+        return await gather(self, calls)
+
+    monkeypatch.setattr(ray_backend.RayBackend, "_gather", counting)
+    per_round = []
+    for count in (6, 18):
+        waits.clear()
+        path = write_scenario(scenario_text(rounds=3, count=count, policy="scripted_feed", llm=True, extra=SCRIPTED), f"s{count}.toml")
+        sharded, _ = run_scenario(path, overrides=RAY)
+        per_round.append([waits.count(r) for r in range(3)])
+        rows = event_log(sharded.path)["llm_calls"]
+        assert len(rows) == len(journal(sharded.path)) > count
+    assert per_round == [[2, 2, 2], [2, 2, 2]]
+
+
 def test_a_killed_driver_takes_the_ray_processes_it_started_with_it(write_scenario, tmp_path):
     """``kill -9`` of a driver that started its own local cluster: every process it started
     (Ray's dashboard and runtime-env agents, the shards' workers, the raylet) ends with it,
