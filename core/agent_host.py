@@ -153,28 +153,29 @@ class AgentHost:
         positions = self.position[np.fromiter(agents, dtype=np.int64)]
         self._stale[positions[positions >= 0]] = True
 
-    def entries(self) -> list[str]:
+    def entries(self) -> Iterator[str]:
         """Each held agent's checkpoint entry (``"ID":{"components":{...}}``), in ``agents``'
-        order. Kept encoded between checkpoints and encoded again only when its components may
-        have changed: every agent that is not on the batch path, and a batch-path agent after a
-        round it was active in or an action named it (:func:`townsquare.batch_turns`). An
-        inactive batch-path agent runs no component, so at a million agents a checkpoint
-        encodes the round's active fifth, not everyone."""
+        order, made as they are taken (a checkpoint writes each before the next is made). A
+        batch-path agent's entry is kept encoded between checkpoints and encoded again only
+        after a round it was active in or an action named it (:mod:`townsquare.batch_turns`):
+        an inactive batch-path agent runs no component, so at a million agents a checkpoint
+        encodes the round's active fifth, not everyone. Every other agent's entry is made anew
+        each time and not kept (its components run every round: agents with memory streams
+        would otherwise hold a second copy of their memories as text)."""
         if self._entries is None or self._stale is None:
             self._entries = [""] * len(self.agents)
             self._stale = np.ones(len(self.agents), dtype=bool)
-        self._stale |= ~self.batch_eligible()[[a.index for a in self.agents]] if self.agents else False
-        entries, encode = self._entries, state_codec.encoder().encode
-        for position in np.flatnonzero(self._stale).tolist():
-            agent = self.agents[position]
-            components = {slot: c.get_state() for slot, c in agent.components.items()}
-            entries[position] = f"{encode(agent.id)}:{encode({'components': components})}"
-        self._stale[:] = False
-        return entries
-
-    def agents_json(self) -> str:
-        """The checkpoint's ``agents`` object as JSON text (:meth:`entries`)."""
-        return "{" + ",".join(self.entries()) + "}"
+        kept = self.batch_eligible()[[a.index for a in self.agents]] if self.agents else np.zeros(0, dtype=bool)
+        entries, stale, encode = self._entries, self._stale, state_codec.encoder().encode
+        for position, agent in enumerate(self.agents):
+            if stale[position] or not kept[position]:
+                components = {slot: c.get_state() for slot, c in agent.components.items()}
+                entry = f"{encode(agent.id)}:{encode({'components': components})}"
+                entries[position] = entry if kept[position] else ""
+                yield entry
+            else:
+                yield entries[position]
+        stale[:] = False
 
     def entry_lines(self) -> Iterator[str]:
         """:meth:`entries` as the lines of a checkpoint's agent part: ``INDEX<tab>ENTRY``

@@ -426,8 +426,8 @@ class Simulation:
                 parts = await self.backend.checkpoint(r)  # and they write their agents' files
                 if parts is not None:
                     state["agent_parts"] = parts
-            raw = {"agents": self.host.agents_json()} if self.host is not None and "agent_parts" not in state else None
-            self.run_dir.write_checkpoint(r, state, self.model.engine.keep_checkpoints, raw=raw)
+            members = {"agents": self.host.entries()} if self.host is not None and "agent_parts" not in state else None
+            self.run_dir.write_checkpoint(r, state, self.model.engine.keep_checkpoints, members=members)
             self.run_dir.update_manifest(rounds_completed=r + 1)
         if self.progress is not None:
             self.progress(r, dict(self.totals))

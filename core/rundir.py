@@ -248,12 +248,13 @@ class RunDir:
             state["agents"] = {agent_id: saved for _, agent_id, saved in found}
         return state
 
-    def write_checkpoint(self, round: int, state: dict[str, Any], keep: int, raw: dict[str, str] | None = None) -> Path:
-        """Write round ``round``'s checkpoint (``raw``: top-level keys already encoded, see
-        :func:`townsquare.state.dumps`) and drop all but the newest ``keep``, with their agent
-        parts. Written last, after its agent parts: a checkpoint that exists is whole."""
+    def write_checkpoint(self, round: int, state: dict[str, Any], keep: int, members: dict[str, Iterable[str]] | None = None) -> Path:
+        """Write round ``round``'s checkpoint (``members``: top-level objects given as their
+        members' JSON text, written as they come: see :func:`townsquare.state.dump_chunks`) and
+        drop all but the newest ``keep``, with their agent parts. Written last, after its agent
+        parts: a checkpoint that exists is whole."""
         path = self.path / "checkpoints" / f"round-{round:06d}.json.gz"
-        state_codec.write_atomic(path, state_codec.dumps(state, raw), compress=True)
+        state_codec.write_atomic(path, state_codec.dump_chunks(state, members or {}), compress=True)
         if keep > 0:  # 0: keep every checkpoint (a study that branches at any round)
             for _, old in self.checkpoints()[:-keep]:
                 old.unlink(missing_ok=True)
@@ -272,7 +273,7 @@ class RunDir:
         gzip-compressed and written atomically; returns the file's name, which the driver's
         checkpoint lists under ``agent_parts``."""
         name = f"round-{round:06d}.agents-{shard}-of-{shards}.jsonl.gz"
-        state_codec.write_atomic(self.path / "checkpoints" / name, "\n".join(lines).encode("utf-8"), compress=True)
+        state_codec.write_atomic(self.path / "checkpoints" / name, (f"{line}\n".encode("utf-8") for line in lines), compress=True)
         return name
 
     def agent_entries(self, round: int, wanted: Callable[[int], bool]) -> Iterator[tuple[int, str, dict[str, Any]]]:

@@ -10,11 +10,12 @@ import sqlite3
 
 import pytest
 
-from helpers import PERSONAS, scenario_text
+from helpers import PERSONAS, ROOT, scenario_text
 
 #: columns that hold wall-clock times: the only ones allowed to differ
 WALL_CLOCK = {"latency_ms", "wall_seconds"}
 RAY = ["engine.backend=ray", "engine.shards=2"]
+SCRIPTED_PLUGIN = "townsquare.testing.scripted"
 SCRIPTED = '[recommender]\nname = "random"\n[plugins.scripted]\nlatency_ms = 1.0\n'
 
 
@@ -210,13 +211,29 @@ def test_branch_of_a_sharded_run_equals_the_single_process_branch(ray_cluster, w
 # ---------------------------------------------------------------------------- shards own their agents
 
 
-def ga_scenario(write_scenario, rounds: int = 3, count: int = 6, extra: str = "", name: str = "ga.toml"):
+def ga_text(rounds: int = 4, count: int = 4, extra: str = "") -> str:
     """Park et al.'s generative agents on the social platform (memory streams, retrieval,
     reflection, day plans) with the scripted model: agents whose state grows every round."""
-    from test_ga_runs import example
+    from test_ga_runs import RULES
 
-    text = example(write_scenario, rounds=rounds, reflection_threshold=60).read_text().replace("count = 4", f"count = {count}")
-    return write_scenario(text + "[engine]\nkeep_checkpoints = 0\n" + extra, name)
+    text = (ROOT / "examples" / "generative_agents_social.toml").read_text()
+    text = text.replace('path = "personas.jsonl"', f'path = "{ROOT / "examples" / "personas.jsonl"}"')
+    text = text.replace("rounds = 8", f"rounds = {rounds}").replace("threshold = 150", "threshold = 30").replace("count = 4", f"count = {count}")
+    return text + RULES + "[engine]\nkeep_checkpoints = 0\n" + extra
+
+
+@pytest.fixture(scope="module")
+def ga_reference(tmp_path_factory):
+    """The generative agents' scenario (4 rounds) and its run in one process: the log, journal
+    and agents' state every Ray run of it must give."""
+    from townsquare.runner import start_run
+
+    folder = tmp_path_factory.mktemp("ga")
+    path = folder / "ga.toml"
+    path.write_text(ga_text(), encoding="utf-8")
+    one, summary = start_run(path, out=folder / "one", plugin_options=[SCRIPTED_PLUGIN])
+    assert summary.stopped is None
+    return path, one
 
 
 class DriverAgents:
@@ -225,7 +242,7 @@ class DriverAgents:
     components: list[int] = []
 
 
-def test_generative_agents_same_log_and_state_as_one_process(ray_cluster, write_scenario, run_scenario):
+def test_generative_agents_same_log_and_state_as_one_process(ray_cluster, ga_reference, run_scenario):
     """Agents whose memories grow every round: the same event log, LLM journal and agents'
     state on two shards as in one process; the driver holds no agent's components, each shard
     writes its agents' part of every checkpoint, and the manifest lists each process's memory."""
@@ -236,24 +253,22 @@ def test_generative_agents_same_log_and_state_as_one_process(ray_cluster, write_
             await super().build()
             DriverAgents.components.append(sum(len(a.components) for a in self.agents))
 
-    path = ga_scenario(write_scenario)
-    one, _ = run_scenario(path)
+    path, one = ga_reference
     DriverAgents.components = []
     sharded, summary = run_scenario(path, overrides=RAY, simulation_class=Counting)
     assert summary.stopped is None
     assert DriverAgents.components == [0]
-    log = event_log(one.path)
-    assert event_log(sharded.path) == log
+    assert event_log(sharded.path) == event_log(one.path)
     assert {"observation", "reflection"} <= {r["kind"] for s in agents_state(one).values() for r in s["memory.stream"]["records"]}
     assert journal(sharded.path) == journal(one.path)
     assert agents_state(sharded) == agents_state(one)
     files = sorted(p.name for p in (sharded.path / "checkpoints").iterdir())
-    assert "round-000002.agents-0-of-2.jsonl.gz" in files and "round-000002.agents-1-of-2.jsonl.gz" in files
+    assert "round-000003.agents-0-of-2.jsonl.gz" in files and "round-000003.agents-1-of-2.jsonl.gz" in files
     _, main = sharded.latest_checkpoint(agents=False)
     assert "agents" not in main and len(main["agent_parts"]) == 2
-    roles = [p["role"] for p in sharded.read_manifest()["processes"]]
-    assert roles == ["driver", "shard 0", "shard 1"]
-    assert all(p["rss_peak_bytes"] >= p["rss_before_build_bytes"] > 0 for p in sharded.read_manifest()["processes"])
+    processes = sharded.read_manifest()["processes"]
+    assert [p["role"] for p in processes] == ["driver", "shard 0", "shard 1"]
+    assert all(p["rss_peak_bytes"] >= p["rss_before_build_bytes"] > 0 and p["cpu_seconds"] > 0 for p in processes)
 
 
 def agents_state(run_dir) -> dict:
@@ -266,7 +281,7 @@ def agents_state(run_dir) -> dict:
     return json.loads(state_codec.dumps({agent: saved["components"] for agent, saved in state["agents"].items()}))
 
 
-def test_killed_shard_resumes_with_its_memories_from_the_shards_checkpoint(ray_cluster, write_scenario, run_scenario, make_plugins):
+def test_killed_shard_resumes_with_its_memories_from_the_shards_checkpoint(ray_cluster, ga_reference, run_scenario, make_plugins):
     """A shard killed mid-round: the run stops at its last checkpoint; resumed, each shard reads
     its agents' memories back from the files the shards wrote, and the log equals one process's."""
     from townsquare.engine import Simulation
@@ -278,26 +293,25 @@ def test_killed_shard_resumes_with_its_memories_from_the_shards_checkpoint(ray_c
                 ray_cluster.kill(self.backend.shards[1])
             return await super().take_turns(r, present, now)
 
-    path = ga_scenario(write_scenario, rounds=4)
-    one, _ = run_scenario(path)
+    path, one = ga_reference
     killed, summary = run_scenario(path, overrides=RAY, simulation_class=KillsAShard)
     assert summary.stopped is not None and "Ray shard 1" in summary.stopped and summary.rounds_completed == 2
-    _, resumed = resume_run(killed.path, plugins=make_plugins(enable=["townsquare.testing.scripted"]))
+    _, resumed = resume_run(killed.path, plugins=make_plugins(enable=[SCRIPTED_PLUGIN]))
     assert resumed.stopped is None and resumed.rounds_completed == 4
     assert event_log(killed.path) == event_log(one.path)
     assert agents_state(killed) == agents_state(one)
 
 
-def test_resume_with_another_number_of_shards_rebalances_the_agents(ray_cluster, write_scenario, run_scenario, make_plugins):
+def test_resume_with_another_number_of_shards_rebalances_the_agents(ray_cluster, ga_reference, write_scenario, run_scenario,
+                                                                  make_plugins):
     """A run stopped on 2 shards goes on on 3 (each new shard takes its agents from the two
     shards' files), and one stopped in one process goes on on 2 shards: both logs equal the
     uninterrupted single process's."""
     from townsquare.runner import resume_run
 
-    path = ga_scenario(write_scenario, rounds=4, extra="[plugins.llm_budget]\nmax_calls = 250\n", name="budget.toml")
-    whole = ga_scenario(write_scenario, rounds=4)
-    one, _ = run_scenario(whole)
-    plugins = make_plugins(enable=["townsquare.testing.scripted"])
+    _, one = ga_reference
+    path = write_scenario(ga_text(extra="[plugins.llm_budget]\nmax_calls = 250\n"), "budget.toml")
+    plugins = make_plugins(enable=[SCRIPTED_PLUGIN])
     raise_budget = ["plugins.llm_budget.max_calls=100000"]
     for first, then in ((RAY, ["engine.backend=ray", "engine.shards=3"]), (["engine.backend=local"], RAY)):
         stopped, summary = run_scenario(path, overrides=first)
@@ -308,17 +322,17 @@ def test_resume_with_another_number_of_shards_rebalances_the_agents(ray_cluster,
         assert agents_state(stopped) == agents_state(one)
 
 
-def test_branch_changes_agents_in_their_shards(ray_cluster, write_scenario, run_scenario, make_plugins, tmp_path):
+def test_branch_changes_agents_in_their_shards(ray_cluster, ga_reference, run_scenario, tmp_path):
     """A branch's persona and memory interventions reach the agent in the shard that holds it:
     the branch's log equals the single process's branch."""
     from townsquare.branch import branch_run, parse_interventions
 
-    path = ga_scenario(write_scenario, rounds=4)
+    path, one = ga_reference
+    sharded, _ = run_scenario(path, overrides=RAY, plugin_options=[SCRIPTED_PLUGIN])
     persona = tmp_path / "persona.txt"
     persona.write_text("I only talk about trains.\nSteam engines are my life.\n")
     logs, states = [], []
-    for name, sets in (("one", []), ("sharded", RAY)):
-        parent, _ = run_scenario(path, overrides=sets, out=tmp_path / f"parent-{name}", plugin_options=["townsquare.testing.scripted"])
+    for name, parent, sets in (("one", one, []), ("sharded", sharded, RAY)):
         changes = parse_interventions([("persona", f"townsfolk-0002={persona}"), ("memory", "townsfolk-0003=The bakery burned down.")])
         branch, summary = branch_run(parent.path, 2, tmp_path / f"branch-{name}", overrides=sets, interventions=changes)
         assert summary.stopped is None
