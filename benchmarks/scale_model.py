@@ -60,7 +60,7 @@ class Inputs:
 
 #: measured on the development machine (2 cores shared with other work, P1 at 256 on 2 Ray
 #: shards; docs/scale.md, "P1 on a cluster": commands and date)
-MEASURED = Inputs(shard_cpu=0.00030, driver_cpu=0.00012, ray_cpu=0.00004, server_cpu=0.00019,
+MEASURED = Inputs(shard_cpu=0.00029, driver_cpu=0.00004, ray_cpu=0.00002, server_cpu=0.00015,
                   queue=0.003, apply=0.000008, handovers=0.10)
 
 
