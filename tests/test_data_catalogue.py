@@ -89,19 +89,30 @@ def test_each_shared_folder_is_accepted_as_it_is(home):
         assert installed_dataset(name)["verified"] == "each file checked by its SHA-256"
 
 
+SCRIPTED = ["--llm", "scripted", "-p", "townsquare.testing.scripted", "--quiet", "--set", "rounds=2"]
+
+
+@pytest.mark.parametrize("example,names", [("smallville", "smallville-3"), ("valentines", "smallville-n25"),
+                                           ("recagent", "movielens-latest-small recagent-profiles")])
+def test_without_their_data_the_paper_examples_stop_with_the_fetch_command(home, tmp_path, capsys, example, names):
+    assert townsquare("run", str(ROOT / "examples" / f"{example}.toml"), *SCRIPTED, "--out", str(tmp_path / example)) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"get {'them' if ' ' in names else 'it'} with `townsquare data fetch {names}`" in lines[0]
+    assert not (tmp_path / example).exists()
+
+
+def test_no_example_points_outside_the_repository():
+    for scenario in (ROOT / "examples").glob("*.toml"):
+        assert "shared/data" not in scenario.read_text() and "../.." not in scenario.read_text(), scenario.name
+
+
 @needs_shared
 @pytest.mark.shared_data
-def test_the_paper_examples_run_from_installed_data_only(home, tmp_path, capsys):
-    """Without the data: exit 2, one line naming the fetch command; after importing: they run."""
-    scripted = ["--llm", "scripted", "-p", "townsquare.testing.scripted", "--quiet", "--set", "rounds=2"]
-    for example in ("smallville", "recagent"):
-        assert townsquare("run", str(ROOT / "examples" / f"{example}.toml"), *scripted, "--out", str(tmp_path / example)) == 2
-        lines = capsys.readouterr().err.strip().splitlines()
-        assert len(lines) == 1 and "townsquare data fetch " in lines[0] and not (tmp_path / example).exists()
+def test_the_paper_examples_run_from_installed_data_only(home, tmp_path):
     assert townsquare("data", "fetch", "smallville-3", "--from", str(SHARED_DATA / "generative_agents")) == 0
     assert townsquare("data", "fetch", "recagent-profiles", "--from", str(SHARED_DATA / "yulan-rec")) == 0
     assert townsquare("data", "fetch", "movielens-latest-small", "--from", str(SHARED_DATA / "movielens")) == 0
     for example in ("smallville", "recagent"):
-        assert townsquare("run", str(ROOT / "examples" / f"{example}.toml"), *scripted, "--out", str(tmp_path / example)) == 0
+        assert townsquare("run", str(ROOT / "examples" / f"{example}.toml"), *SCRIPTED, "--out", str(tmp_path / example)) == 0
         manifest = (tmp_path / example / "manifest.json").read_text()
         assert "shared/data" not in manifest and "data:" in manifest

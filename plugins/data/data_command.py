@@ -83,7 +83,7 @@ def fetch(name: str, source: str | None, force: bool, accept_terms: bool) -> dic
         path = Path(source).expanduser().resolve()
         with staging(name) as folder:
             release, left_out = import_copy(entry, path, folder)
-            marker = commit(folder, entry, release, str(path), replace=force, terms=entry.terms)
+            marker = commit(folder, entry, release, str(path), replace=force)  # the terms were shown, not asked
     count = len(marker["files"])
     others = f" ({left_out} other file{'s' * (left_out != 1)} of the copy left out)" if left_out else ""
     click.echo(f"installed {name} ({marker['version']}): {count} file{'s' * (count != 1)}, {marker['verified']}{others}", err=True)
