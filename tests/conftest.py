@@ -32,3 +32,11 @@ def restore_logging():
     saved = structlog.get_config()
     yield
     structlog.configure(**saved)
+
+
+@pytest.fixture
+def data_home(tmp_path, monkeypatch):
+    """A data home of this test's own (``$TOWNSQUARE_DATA``), empty, not made yet."""
+    folder = tmp_path / "data-home"
+    monkeypatch.setenv("TOWNSQUARE_DATA", str(folder))
+    return folder

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, SHARED_DATA
-from townsquare.cli import main
+from helpers import ROOT, SHARED_DATA, run_cli as townsquare
 
 SHARED = {
     "smallville-3": "generative_agents", "smallville-n25": "generative_agents", "recagent-profiles": "yulan-rec",
@@ -19,18 +18,9 @@ SHARED = {
 needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is absent")
 
 
-def townsquare(*args: str) -> int:
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
-
-
 @pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("TOWNSQUARE_DATA", str(tmp_path / "data-home"))
-    return tmp_path / "data-home"
+def home(data_home: Path) -> Path:
+    return data_home
 
 
 def test_every_entry_is_pinned_and_checksummed(home):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from file_server import FileServer
-from townsquare.cli import main
+from helpers import run_cli as townsquare
 
 BIG = random.Random(1).randbytes(300_000)  # large enough to be cut mid-body several times
 TOY = {
@@ -50,20 +50,10 @@ def error_line(capsys) -> str:
     return lines[-1]
 
 
-def townsquare(*args: str) -> int:
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
-
-
 @pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "data-home"
-    monkeypatch.setenv("TOWNSQUARE_DATA", str(folder))
-    (folder / "catalogue").mkdir(parents=True)
-    return folder
+def home(data_home: Path) -> Path:
+    (data_home / "catalogue").mkdir(parents=True)
+    return data_home
 
 
 @pytest.fixture
@@ -349,22 +339,21 @@ def test_an_archive_member_that_climbs_out_is_refused(home, server, tmp_path, ca
 # --------------------------------------------------------------------------- data: paths
 
 
+def scenario_reading(path: Path, *people: str) -> Path:
+    """A one-round scenario with a population of JSONL personas from each of ``people``."""
+    populations = "".join(f"""
+[[populations]]
+name = "p{i}"
+count = 2
+slots = {{ policy = "embedding_baseline" }}
+personas = {{ name = "jsonl", path = "{where}" }}
+""" for i, where in enumerate(people))
+    path.write_text('name = "s"\nrounds = 1\n' + populations)
+    return path
+
+
 def test_a_scenario_naming_missing_datasets_is_one_line_naming_the_fetch_command(home, server, tmp_path, capsys):
-    scenario = tmp_path / "s.toml"
-    scenario.write_text("""
-name = "s"
-rounds = 1
-[[populations]]
-name = "users"
-count = 2
-slots = { policy = "embedding_baseline" }
-personas = { name = "jsonl", path = "data:toy-files/people.jsonl" }
-[[populations]]
-name = "others"
-count = 2
-slots = { policy = "embedding_baseline" }
-personas = { name = "jsonl", path = "data:other-set/people.jsonl" }
-""")
+    scenario = scenario_reading(tmp_path / "s.toml", "data:toy-files/people.jsonl", "data:other-set/people.jsonl")
     assert townsquare("run", str(scenario), "--out", str(tmp_path / "run")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: {scenario}: populations[0].personas.path, populations[1].personas.path: datasets 'toy-files', "
@@ -397,16 +386,7 @@ files = [{{ path = "people.jsonl", sha256 = "{sha(people)}", size = {len(people)
         data_path("data:people/../other/secret")
     with pytest.raises(UsageError, match="no 'nope.csv' in dataset 'people'"):
         data_path("data:people/nope.csv")
-    scenario = tmp_path / "s.toml"
-    scenario.write_text("""
-name = "s"
-rounds = 1
-[[populations]]
-name = "users"
-count = 2
-slots = { policy = "embedding_baseline" }
-personas = { name = "jsonl", path = "data:people/people.jsonl" }
-""")
+    scenario = scenario_reading(tmp_path / "s.toml", "data:people/people.jsonl")
     assert townsquare("run", str(scenario), "--out", str(tmp_path / "run"), "--quiet") == 0
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["scenario"]["populations"][0]["personas"]["path"] == "data:people/people.jsonl"
