@@ -182,6 +182,32 @@ def test_a_download_that_keeps_failing_is_kept_and_resumed_by_the_next_fetch(hom
     assert (home / "toy-archive" / "ratings.bin").read_bytes() == BIG and not (home / ".partial").exists()
 
 
+def test_ctrl_c_mid_download_leaves_no_dataset_only_the_part_to_resume(home, server):
+    from townsquare.plugins.data.catalogue import dataset
+    from townsquare.plugins.data.fetch_release import fetch_release
+    from townsquare.plugins.data.installer import staging
+
+    archive = zipped(TOY)
+    server.files["/toy.zip"] = archive
+    archive_entry(home, server.url, archive)
+    entry = dataset("toy-archive")
+    got = []
+
+    def interrupt_after_a_while(n: int) -> None:
+        got.append(n)
+        if sum(got) > 100_000:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt), staging("toy-archive") as folder:
+        fetch_release(entry, entry.releases[0], folder, interrupt_after_a_while)
+    assert not (home / "toy-archive").exists() and not (home / ".staging").exists()
+    kept = [p.stat().st_size for p in (home / ".partial" / "toy-archive").glob("*.part")]
+    assert len(kept) == 1 and kept[0] > 100_000
+    assert townsquare("data", "fetch", "toy-archive") == 0
+    resumed = server.requests[1:]  # none when the interrupted read had already written the whole file
+    assert [headers["Range"] for _, headers in resumed] == ([f"bytes={kept[0]}-"] if kept[0] < len(archive) else [])
+
+
 @pytest.mark.parametrize("fault", ["ignore_range", "bad_range"])
 def test_a_server_that_does_not_continue_the_range_restarts_the_file(home, server, fault):
     archive = zipped(TOY)
