@@ -310,7 +310,7 @@ def test_resume_with_another_number_of_shards_rebalances_the_agents(ray_cluster,
     from townsquare.runner import resume_run
 
     _, one = ga_reference
-    path = write_scenario(ga_text(extra="[plugins.llm_budget]\nmax_calls = 250\n"), "budget.toml")
+    path = write_scenario(ga_text(extra="[plugins.llm_budget]\nmax_calls = 100\n"), "budget.toml")
     plugins = make_plugins(enable=[SCRIPTED_PLUGIN])
     raise_budget = ["plugins.llm_budget.max_calls=100000"]
     for first, then in ((RAY, ["engine.backend=ray", "engine.shards=3"]), (["engine.backend=local"], RAY)):
