@@ -1,9 +1,10 @@
 """The recommender-system platform ``recsys`` (RecAgent's sandbox): an item catalogue served
 by the run's item recommender, plus one-to-one chat and broadcast to friends.
 
-``[platform] name = "recsys"`` with ``catalogue = "movielens"`` and ``path`` (an
-ml-latest-small folder), ``"recagent"`` (RecAgent's item.csv) or ``"synthetic"``; the
-recommender must be an item recommender (``item_popularity``, ``item_random``).
+``[platform] name = "recsys"`` with ``catalogue = "movielens"`` and ``path`` (a MovieLens
+folder: ml-latest-small, ml-100k or ml-1m), ``"recagent"`` (RecAgent's item.csv) or
+``"synthetic"``; the recommender must be an item recommender (``item_popularity``,
+``item_random``, ``item_mf``, ``item_embedding``).
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ class RecsysConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     catalogue: Literal["movielens", "recagent", "synthetic"] = "synthetic"
-    path: str | None = Field(None, description="movielens: the ml-latest-small folder; recagent: item.csv")
+    path: str | None = Field(None, description="movielens: a MovieLens folder (ml-latest-small, ml-100k, ml-1m); recagent: item.csv")
     max_items: int | None = Field(None, gt=0, description="keep the first N items (small runs)")
     synthetic_items: int = Field(40, gt=0)
     page_size: int = Field(5, gt=0, description="items per page (5 in the paper)")
+    reshow: bool = Field(False, description="false: an item once shown to a user (page or search) is never recommended to them again, as in the reference code")
+    exclude_seen: bool = Field(True, description="never recommend an item the user watched in the run or rated before it (persona history)")
+    history_in_log: bool = Field(True, description="personas' earlier ratings (field history) enter the interaction log the recommender learns from")
 
 
 def load_catalogue(config: RecsysConfig, base_dir: str = ".") -> Catalogue:
@@ -48,7 +52,8 @@ def load_catalogue(config: RecsysConfig, base_dir: str = ".") -> Catalogue:
 def build_recsys(config: RecsysConfig | None, ctx: BuildContext) -> RecsysPlatform:
     config = config or RecsysConfig()
     recommender = ctx.services.recommender if ctx.services is not None else None
-    return RecsysPlatform(load_catalogue(config, ctx.base_dir), recommender, config.page_size)
+    return RecsysPlatform(load_catalogue(config, ctx.base_dir), recommender, config.page_size, reshow=config.reshow,
+                          exclude_seen=config.exclude_seen, history_in_log=config.history_in_log)
 
 
 @hookimpl

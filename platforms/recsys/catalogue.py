@@ -1,8 +1,8 @@
 """The recommender-system platform's item catalogue and its loaders. Not a plugin.
 
-- ``movielens``: a MovieLens ``ml-latest-small`` folder (``movies.csv``: movieId, title,
-  genres separated by ``|``; with ``ratings.csv`` beside it, each movie's rating count becomes
-  its popularity prior).
+- ``movielens``: a MovieLens folder in any of its layouts (ml-latest-small, ml-100k, ml-1m;
+  see :mod:`.movielens`); with its ratings file beside it, each movie's rating count becomes
+  its popularity prior.
 - ``recagent``: RecAgent's ``item.csv`` (id, title, genre separated by ``|``, description).
 - ``synthetic``: a small catalogue the project writes itself, for tests and offline demos.
 
@@ -12,13 +12,12 @@ Bad input stops with one line naming the file and the field.
 from __future__ import annotations
 
 import re
-from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from townsquare.api import Item, UsageError, read_user_csv
+from townsquare.api import Item, UsageError, genres_of, load_movielens_data, read_user_csv
 
-NO_GENRE = "(no genres listed)"
 #: words that follow a category in a profile's interests ("sci-fi movies")
 _CATEGORY_TAIL = re.compile(r"\s+(movies?|films?|videos?|shows?)$")
 SYNTHETIC_GENRES = ("Action", "Comedy", "Drama", "Sci-Fi", "Romance", "Thriller", "Animation", "Documentary")
@@ -86,31 +85,18 @@ def _rows(path: Path, required: Iterable[str]) -> list[dict[str, str]]:
     return read_user_csv(path, required, "catalogue file")
 
 
-def _genres(value: str) -> tuple[str, ...]:
-    return tuple(g.strip() for g in value.split("|") if g.strip() and g.strip() != NO_GENRE)
-
-
 def load_movielens(folder: str | Path, max_items: int | None = None) -> Catalogue:
-    """``movies.csv`` of an ml-latest-small folder; ``ratings.csv`` (optional) gives priors."""
-    folder = Path(folder)
-    movies = folder / "movies.csv"
-    counts: Counter = Counter()
-    ratings = folder / "ratings.csv"
-    if ratings.exists():
-        counts = Counter(row["movieId"] for row in _rows(ratings, ("userId", "movieId", "rating")))
-    items = []
-    for n, row in enumerate(_rows(movies, ("movieId", "title", "genres")), start=2):
-        if not row["movieId"] or not (row["title"] or "").strip():
-            raise UsageError(f"{movies}: line {n}: empty movieId or title")
-        items.append(Item(id=row["movieId"], title=row["title"].strip(), genres=_genres(row["genres"] or ""),
-                          prior_count=counts.get(row["movieId"], 0)))
-    return Catalogue(items[:max_items] if max_items else items, str(movies))
+    """The movies of a MovieLens folder (any layout); its ratings, when present, give priors."""
+    data = load_movielens_data(folder)
+    counts = data.rating_counts()
+    items = [replace(item, prior_count=counts.get(item.id, 0)) for item in data.items]
+    return Catalogue(items[:max_items] if max_items else items, str(folder))
 
 
 def load_recagent_items(path: str | Path, max_items: int | None = None) -> Catalogue:
     """RecAgent's ``item.csv``: id, title, genre, description."""
     path = Path(path)
-    items = [Item(id=row["id"], title=row["title"].strip(), genres=_genres(row["genre"] or ""),
+    items = [Item(id=row["id"], title=row["title"].strip(), genres=genres_of(row["genre"] or ""),
                   description=" ".join((row.get("description") or "").split()))
              for row in _rows(path, ("id", "title", "genre"))]
     return Catalogue(items[:max_items] if max_items else items, str(path))

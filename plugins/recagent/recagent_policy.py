@@ -35,7 +35,7 @@ from townsquare.api import Action, BuildContext, ComponentError, MemoryRecord, P
 from . import chat as social
 from .choices import Choice, LLMDecider
 from .prompts import fill, load_prompts
-from .unified_prompt import memory_tiers, render_profile, unified_prompt
+from .unified_prompt import PROFILE_FIELDS, memory_tiers, render_profile, unified_prompt
 
 log = structlog.get_logger("townsquare.plugins.recagent.policy")
 
@@ -54,8 +54,8 @@ BEHAVIOURS = {
 }
 DEFAULT_FIELDS = {
     "activity": ["age", "gender", "traits", "interests", "features"],
-    "recommender": ["age", "gender", "traits", "interests", "features"],
-    "social": ["age", "gender", "traits", "career", "features"],
+    "recommender": ["age", "gender", "traits", "interests", "favourites", "features", "history"],
+    "social": ["age", "gender", "career", "traits", "interests", "features"],
 }
 RATINGS = tuple(str(n) for n in range(1, 11))
 
@@ -71,6 +71,8 @@ class RecAgentPolicyConfig(BaseModel):
     recall_k: int = Field(5, ge=0, description="records asked of each memory tier per prompt (long-term caps at its N)")
     partner_memories: int = Field(5, ge=0, description="the chat partner's recent memories shown")
     profile_filter: Literal["fields", "llm"] = Field("fields", description="fields: keep profile_fields; llm: the LLM keeps what matters (the paper)")
+    history_memories: int = Field(10, ge=0, description="latest earlier ratings (persona history) written into memory before the first step")
+    known_items_shown: int = Field(20, ge=1, description="latest watched or heard-of items a chat or post may name")
     profile_fields: dict[str, list[str]] = Field(default_factory=lambda: {k: list(v) for k, v in DEFAULT_FIELDS.items()})
     prompts_file: str | None = None
 
@@ -102,15 +104,16 @@ class RecAgentPolicy:
     async def read_memory(self, ctx: StepContext, query: str) -> list[MemoryRecord]:
         return await memory_tiers(ctx).recall(ctx, query, self.config.recall_k) if self.config.recall_k else []
 
-    async def profile(self, ctx: StepContext, behaviour: str, persona: Any = None) -> str:
-        """``persona``'s profile (the agent's by default) filtered to ``behaviour``."""
+    async def profile(self, ctx: StepContext, behaviour: str, persona: Any = None, person: str = "second") -> str:
+        """``persona``'s profile (the agent's by default) filtered to ``behaviour``, said to the
+        agent (``person = "second"``) or about another person (``"third"``: by fields, no LLM)."""
         persona = persona or ctx.agent.persona
         fields = self.config.profile_fields[behaviour]
-        if self.config.profile_filter == "fields":
-            return render_profile(persona, fields)
+        if self.config.profile_filter == "fields" or person != "second":
+            return render_profile(persona, fields, person)
         key = f"{persona.name}|{behaviour}"
         if key not in self.filtered:
-            full = render_profile(persona, sorted(persona.fields)) if persona.fields else " ".join(persona.sentences)
+            full = render_profile(persona, PROFILE_FIELDS) if persona.fields else " ".join(persona.sentences)
             answer = await ctx.require_llm("recagent_policy").text(
                 fill(self.prompts["profile_filter"], name=persona.name, profile=full, behaviour=BEHAVIOURS[behaviour]),
                 purpose="recagent.profile_filter")
@@ -126,8 +129,13 @@ class RecAgentPolicy:
         return ", ".join(names) or "none"
 
     def known_items(self, ctx: StepContext, agent_id: str, heard_of: Any) -> list[str]:
-        """Ids of the items ``agent_id`` watched or heard of, the only ones it may talk about."""
-        return list(dict.fromkeys([*(i.id for i in ctx.platform.watched(agent_id)), *heard_of]))
+        """Ids of the items ``agent_id`` watched (in the run or before it: its persona's
+        history) or heard of, the only ones it may talk about: the latest ``known_items_shown``."""
+        platform = ctx.platform
+        member = platform.members.get(agent_id)
+        earlier = [h["id"] for h in (member.persona.fields.get("history") or ()) if isinstance(h, dict) and "id" in h] if member else []
+        ids = list(dict.fromkeys([*earlier, *(i.id for i in platform.watched(agent_id)), *heard_of]))
+        return [i for i in ids if platform.item(i) is not None][-self.config.known_items_shown:]
 
     # ------------------------------------------------------------------ the step
 
@@ -135,8 +143,7 @@ class RecAgentPolicy:
         name = ctx.agent.persona.name
         if not self.seeded:
             self.seeded = True
-            for text in ctx.agent.persona.fields.get("memories") or ():
-                await self.observe(ctx, text)
+            await self.seed_memory(ctx)
         await self.read_inbox(ctx)
         prompt = await self.prompt(ctx, "activity", "what to do now", f"{name} has some free time.", self.prompts["activity"])
         choice = await self.decider.decide(ctx, Choice("activity", prompt, ("recommender", "social", "nothing"), default="nothing"))
@@ -145,6 +152,18 @@ class RecAgentPolicy:
         if choice == "social":
             return await self.socialise(ctx)
         return []
+
+    async def seed_memory(self, ctx: StepContext) -> None:
+        """Before the first step: the persona's ``memories`` and its latest earlier ratings
+        (``history``, e.g. a MovieLens user's) become observations (the paper's real-data
+        alignment: the user's earlier items profile the agent)."""
+        name = ctx.agent.persona.name
+        for text in ctx.agent.persona.fields.get("memories") or ():
+            await self.observe(ctx, text)
+        history = [h for h in ctx.agent.persona.fields.get("history") or () if isinstance(h, dict) and h.get("title")]
+        for entry in history[-self.config.history_memories:] if self.config.history_memories else ():
+            rating = f" and rated it {entry['rating']:g} out of 5" if entry.get("rating") is not None else ""
+            await self.observe(ctx, f"{name} watched <{entry['title']}>{rating}.", item=entry.get("id"))
 
     async def read_inbox(self, ctx: StepContext) -> None:
         messages = ctx.platform.inbox(ctx.agent.id, self.inbox_seen)

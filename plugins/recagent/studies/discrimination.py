@@ -22,8 +22,6 @@ then falls back to the first remaining item).
 
 from __future__ import annotations
 
-import csv
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from townsquare.api import Item, UsageError
+from townsquare.api import Item, UsageError, load_movielens_data
 
 from ..prompts import fill, load_prompts
 
@@ -56,23 +54,12 @@ def precision_p(truth: Mapping[str, set[str] | frozenset[str]], selected: Mappin
 
 
 def read_histories(folder: str | Path) -> tuple[dict[str, Item], dict[str, list[str]]]:
-    """MovieLens ``movies.csv`` and ``ratings.csv``: items by id, and each user's rated item
-    ids ordered by timestamp (then file order)."""
-    from townsquare.platforms.recsys.catalogue import load_movielens
-
-    folder = Path(folder)
-    catalogue = load_movielens(folder)
-    path = folder / "ratings.csv"
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            rows = [(r["userId"], int(float(r["timestamp"])), n, r["movieId"]) for n, r in enumerate(csv.DictReader(fh))]
-    except (OSError, KeyError, ValueError) as exc:
-        raise UsageError(f"{path}: cannot read ratings (userId, movieId, timestamp): {exc}") from None
-    histories: dict[str, list[str]] = defaultdict(list)
-    for user, _, _, item in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
-        if item in catalogue.by_id:
-            histories[user].append(item)
-    return catalogue.by_id, dict(histories)
+    """A MovieLens folder (any layout): items by id, and each user's rated item ids ordered by
+    timestamp (then file order)."""
+    data = load_movielens_data(folder)
+    if not data.ratings:
+        raise UsageError(f"{folder}: no ratings (the discrimination test needs MovieLens ratings)")
+    return {item.id: item for item in data.items}, {u: [r.item for r in h] for u, h in data.histories().items()}
 
 
 def make_cases(items: Mapping[str, Item], histories: Mapping[str, list[str]], a: int, b: int, users: int, rng: Any) -> list[Case]:
