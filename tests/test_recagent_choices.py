@@ -138,7 +138,7 @@ def test_profile_text_is_grammatical_to_the_agent_and_about_others():
     import re
 
     verbs = re.findall(r"\byou (\w+)\b", mine, re.IGNORECASE)
-    assert verbs == ["are", "work", "as", "rate", "search", "have", "hold", "love", "like"], verbs
+    assert verbs == ["are", "work", "as", "rate", "watch", "search", "have", "hold", "love", "like"], verbs
     theirs = render_profile(persona, fields, "third")
     assert theirs.startswith("31 years old and female; works as an engineer; described as curious; rates and gives feedback")
     assert "you" not in theirs.lower().split()
