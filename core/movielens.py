@@ -75,7 +75,7 @@ class MovieLens:
 LAYOUTS = {"ml-latest-small": ("movies.csv", "ratings.csv"), "ml-100k": ("u.item", "u.data"), "ml-1m": ("movies.dat", "ratings.dat")}
 
 
-def layout_of(folder: str | Path) -> str:
+def movielens_layout(folder: str | Path) -> str:
     """Which MovieLens layout ``folder`` holds (by its item file); a clear error if none."""
     folder = Path(folder)
     for name, (items, _) in LAYOUTS.items():
@@ -89,7 +89,7 @@ def layout_of(folder: str | Path) -> str:
 def load_movielens_data(folder: str | Path, ratings: bool = True) -> MovieLens:
     """The items (and, with ``ratings``, the ratings and users) of a MovieLens folder of any layout."""
     folder = Path(folder)
-    layout = layout_of(folder)
+    layout = movielens_layout(folder)
     if layout == "ml-latest-small":
         data = MovieLens(layout, folder, _latest_items(folder / "movies.csv"))
         if ratings and (folder / "ratings.csv").is_file():

@@ -5,6 +5,10 @@ by the run's item recommender, plus one-to-one chat and broadcast to friends.
 folder: ml-latest-small, ml-100k or ml-1m), ``"recagent"`` (RecAgent's item.csv) or
 ``"synthetic"``; the recommender must be an item recommender (``item_popularity``,
 ``item_random``, ``item_mf``, ``item_embedding``).
+
+Commands: ``townsquare eval recommenders SOURCE`` (Recall@K, NDCG@K, coverage, Gini and
+popularity bias of every item recommender on a MovieLens folder or a run) and ``townsquare
+recbole RUN`` (a run's interactions as RecBole atomic files).
 """
 
 from __future__ import annotations
@@ -54,6 +58,13 @@ def build_recsys(config: RecsysConfig | None, ctx: BuildContext) -> RecsysPlatfo
     recommender = ctx.services.recommender if ctx.services is not None else None
     return RecsysPlatform(load_catalogue(config, ctx.base_dir), recommender, config.page_size, reshow=config.reshow,
                           exclude_seen=config.exclude_seen, history_in_log=config.history_in_log)
+
+
+@hookimpl
+def townsquare_register_commands(cli):
+    from .commands import register
+
+    register(cli)
 
 
 @hookimpl

@@ -110,6 +110,7 @@ def synthetic_catalogue(count: int = 40) -> Catalogue:
         second = SYNTHETIC_GENRES[(i * 3 + 1) % len(SYNTHETIC_GENRES)]
         genres = (first,) if i % 3 == 0 or second == first else (first, second)
         title = f"{_SYNTHETIC_WORDS[i % len(_SYNTHETIC_WORDS)]} {_SYNTHETIC_WORDS[(i // len(_SYNTHETIC_WORDS) + 3) % len(_SYNTHETIC_WORDS)]} {i + 1}"
-        description = f"A {' and '.join(g.lower() for g in genres)} film."
+        kinds = " and ".join(g.lower() for g in genres)
+        description = f"{'An' if kinds[0] in 'aeiou' else 'A'} {kinds} film."
         items.append(Item(id=f"m{i + 1}", title=title, genres=genres, description=description, prior_count=count - i))
     return Catalogue(items, "synthetic catalogue")

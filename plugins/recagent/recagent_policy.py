@@ -7,7 +7,8 @@ them are remembered as *heard of*), then chooses among the recommender system, a
 action, or nothing, and follows the paper's flow:
 
 - recommender system: enter; a page of ``page_size`` recommendations; then, up to
-  ``max_steps`` times, watch one listed item (a one-line feeling and a rating 1-10 follow),
+  ``max_steps`` times, watch one listed item (a one-line feeling and a rating 1-10 follow;
+  then the visit ends, as in the paper's "Watch ONLY ONE movie" and the reference code),
   see the next page (at most ``max_pages``), search by keyword or category (heard-of items
   are offered), or leave; finally leave;
 - social: a one-to-one chat with a friend (see :mod:`.chat`: end detection, ``turn_cap``) or
@@ -42,7 +43,7 @@ log = structlog.get_logger("townsquare.plugins.recagent.policy")
 REQUIRED = {
     "frame": frozenset({"name", "profile", "memory", "context", "instruction"}),
     "activity": frozenset(), "page": frozenset({"items", "heard_of", "labels"}), "search_query": frozenset(),
-    "feeling": frozenset({"item"}), "rating": frozenset({"item", "feeling"}), "social": frozenset(),
+    "feeling": frozenset({"item", "details"}), "rating": frozenset({"item", "feeling"}), "social": frozenset(),
     "partner": frozenset({"friends"}), "chat_turn": frozenset({"other", "other_profile", "other_memory", "transcript", "known_items"}),
     "broadcast": frozenset({"known_items"}), "profile_filter": frozenset({"name", "profile", "behaviour"}),
 }
@@ -189,7 +190,6 @@ class RecAgentPolicy:
         items = ranked[:size]
         actions.append(Action(me, "recommend", post_ids=tuple(i.id for i in items), detail={"page": 0}))
         await self.observe(ctx, f"{name} is recommended: {self.titles(ctx, [i.id for i in items])}.")
-        watched_now: set[str] = set()
         for _ in range(self.config.max_steps):
             if not items:
                 break
@@ -201,13 +201,11 @@ class RecAgentPolicy:
                                        f"{name} is browsing the recommender system.", instruction)
             answer = await self.decider.decide(ctx, Choice("page", prompt, labels, default="leave"))
             if answer.startswith("watch "):
-                item = items[int(answer.split()[1]) - 1]
-                actions.append(await self.watch(ctx, item))
-                watched_now.add(item.id)
-                items = [i for i in items if i.id != item.id]
+                actions.append(await self.watch(ctx, items[int(answer.split()[1]) - 1]))
+                break
             elif answer == "next page":
                 page += 1
-                items = [i for i in ranked[page * size:(page + 1) * size] if i.id not in watched_now]
+                items = ranked[page * size:(page + 1) * size]
                 if page >= self.config.max_pages or not items:
                     break
                 actions.append(Action(me, "next_page", post_ids=tuple(i.id for i in items), detail={"page": page}))
@@ -223,7 +221,7 @@ class RecAgentPolicy:
     async def watch(self, ctx: StepContext, item: Any) -> Action:
         name = ctx.agent.persona.name
         where = f"{name} has just finished watching <{item.title}>."
-        prompt = await self.prompt(ctx, "recommender", item.title, where, fill(self.prompts["feeling"], item=item.title))
+        prompt = await self.prompt(ctx, "recommender", item.title, where, fill(self.prompts["feeling"], item=item.title, details=item.line()))
         feeling = await self.decider.decide(ctx, Choice("feeling", prompt, (), default="It was fine."))
         prompt = await self.prompt(ctx, "recommender", item.title, where, fill(self.prompts["rating"], item=item.title, feeling=feeling))
         rating = int(await self.decider.decide(ctx, Choice("rating", prompt, RATINGS, default="5")))
