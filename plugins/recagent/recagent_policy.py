@@ -26,6 +26,7 @@ are disabled are skipped, never replaced by another design's component (``stand_
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 import structlog
@@ -34,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare.api import Action, BuildContext, ComponentError, MemoryRecord, PolicySpec, StepContext, hookimpl
 
 from . import chat as social
-from .choices import Choice, LLMDecider
+from .choices import Choice, LLMDecider, PersonDecider
 from .prompts import fill, load_prompts
 from .unified_prompt import PROFILE_FIELDS, memory_tiers, render_profile, unified_prompt
 
@@ -148,11 +149,10 @@ class RecAgentPolicy:
         await self.read_inbox(ctx)
         prompt = await self.prompt(ctx, "activity", "what to do now", f"{name} has some free time.", self.prompts["activity"])
         choice = await self.decider.decide(ctx, Choice("activity", prompt, ("recommender", "social", "nothing"), default="nothing"))
-        if choice == "recommender":
-            return await self.visit(ctx)
-        if choice == "social":
-            return await self.socialise(ctx)
-        return []
+        actions = await self.visit(ctx) if choice == "recommender" else await self.socialise(ctx) if choice == "social" else []
+        if getattr(self.decider, "person", False):
+            actions = [replace(a, detail={**a.detail, "played": True}) for a in actions]
+        return actions
 
     async def seed_memory(self, ctx: StepContext) -> None:
         """Before the first step: the persona's ``memories`` and its latest earlier ratings
@@ -274,6 +274,13 @@ class RecAgentPolicy:
             return []
         await self.observe(ctx, f"{name} posted to friends: {action.text}", kind="chat", items=action.detail["items"])
         return [action]
+
+    # ------------------------------------------------------------------ role playing
+
+    def play(self, read: Any, write: Any) -> "RecAgentPolicy":
+        """The paper's role playing: a person takes this agent's decisions (``run --play``)."""
+        self.decider = PersonDecider(read, write)
+        return self
 
     # ------------------------------------------------------------------ state
 
