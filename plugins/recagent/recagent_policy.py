@@ -47,6 +47,7 @@ REQUIRED = {
     "feeling": frozenset({"item", "details"}), "rating": frozenset({"item", "feeling"}), "social": frozenset(),
     "partner": frozenset({"friends"}), "chat_turn": frozenset({"other", "other_profile", "other_memory", "transcript", "known_items"}),
     "broadcast": frozenset({"known_items"}), "profile_filter": frozenset({"name", "profile", "behaviour"}),
+    "pick": frozenset({"items", "picked", "labels"}),
 }
 #: what each behaviour is, for the LLM profile filter
 BEHAVIOURS = {
@@ -217,6 +218,18 @@ class RecAgentPolicy:
         actions.append(Action(me, "leave"))
         await self.observe(ctx, f"{name} leaves the recommender system.")
         return actions
+
+    async def pick(self, ctx: StepContext, items: list[Any], picked: list[Any] = ()) -> Any:
+        """The one of ``items`` the agent would watch next (the discrimination and generation
+        tests: the agent's profile, memories and context, the list as a page)."""
+        labels = tuple(f"watch {n + 1}" for n in range(len(items)))
+        listing = "\n".join(f"{n + 1}. {item.line()}" for n, item in enumerate(items))
+        already = f"You have already chosen: {self.titles(ctx, [i.id for i in picked])}.\n" if picked else ""
+        prompt = await self.prompt(ctx, "recommender", " ".join(i.title for i in items),
+                                   f"{ctx.agent.persona.name} is browsing the recommender system.",
+                                   fill(self.prompts["pick"], items=listing, picked=already, labels=", ".join(f'"{x}"' for x in labels)))
+        answer = await self.decider.decide(ctx, Choice("pick", prompt, labels, default=labels[0]))
+        return items[int(answer.split()[1]) - 1]
 
     async def watch(self, ctx: StepContext, item: Any) -> Action:
         name = ctx.agent.persona.name

@@ -179,22 +179,8 @@ class MovieLensProfiles:
     def profile(self, user: str) -> dict[str, Any]:
         history = self.histories[user]
         cut = max(1, round(len(history) * self.config.history_fraction))
-        earlier, later = history[:cut], history[cut:]
-        genres: Counter = Counter()
-        for r in earlier:
-            if r.rating >= self.config.min_rating:
-                genres.update(self.items[r.item].genres)
-        interests = [f"{g.lower()} movies" for g, _ in sorted(genres.items(), key=lambda kv: (-kv[1], kv[0]))[: self.config.top_genres]]
-        best = sorted(earlier, key=lambda r: (-r.rating, -r.timestamp))[: self.config.favourites]
-        demographics = self.data.users.get(user, {})
-        return {
-            "name": f"MovieLens user {user}", "id": user, "gender": demographics.get("gender", ""),
-            "age": demographics.get("age"), "age_group": demographics.get("age_group", ""),
-            "traits": [], "career": demographics.get("occupation", ""),
-            "interests": interests, "favourites": [self.items[r.item].title for r in best], "features": [], "friends": [],
-            "history": [{"id": r.item, "title": self.items[r.item].title, "rating": r.rating} for r in earlier],
-            "future_items": [r.item for r in later],
-        }
+        earlier = [(self.items[r.item], r.rating, r.timestamp) for r in history[:cut]]
+        return history_profile(user, earlier, [r.item for r in history[cut:]], self.config, self.data.users.get(user, {}))
 
     def load(self, count: int, rng: Any) -> list[Persona]:
         users = [str(u) for u in self.config.users] if self.config.users else sorted(self.histories, key=_numeric)[:count]
@@ -205,6 +191,28 @@ class MovieLensProfiles:
 
     def set_state(self, state: dict[str, Any]) -> None:
         pass
+
+
+def history_profile(user: str, earlier: list[tuple[Any, float | None, int]], later: list[str], config: RecAgentProfilesConfig,
+                    demographics: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The profile fields of a user known by earlier ratings (``(item, rating 1-5, time)``, oldest
+    first): interests, favourites, history; ``later`` item ids are held out (``future_items``)."""
+    genres: Counter = Counter()
+    for item, rating, _ in earlier:
+        if rating is None or rating >= config.min_rating:
+            genres.update(item.genres)
+    interests = [f"{g.lower()} movies" for g, _ in sorted(genres.items(), key=lambda kv: (-kv[1], kv[0]))[: config.top_genres]]
+    rated = [(item, rating, time) for item, rating, time in earlier if rating is not None]
+    best = sorted(rated, key=lambda r: (-r[1], -r[2]))[: config.favourites]
+    demographics = demographics or {}
+    return {
+        "name": f"MovieLens user {user}", "id": user, "gender": demographics.get("gender", ""),
+        "age": demographics.get("age"), "age_group": demographics.get("age_group", ""),
+        "traits": [], "career": demographics.get("occupation", ""),
+        "interests": interests, "favourites": [item.title for item, _, _ in best], "features": [], "friends": [],
+        "history": [{"id": item.id, "title": item.title, "rating": rating} for item, rating, _ in earlier],
+        "future_items": list(later),
+    }
 
 
 def _numeric(value: str) -> tuple[int, str]:

@@ -203,7 +203,7 @@ def page(view: PromptView) -> Any:
             return f"watch {n}"
     if heard and "search" in view.labels:
         return "search"
-    return "next page" if "next page" in view.labels else "leave"
+    return "next page" if "next page" in view.labels else "leave" if "leave" in view.labels else view.labels[0]
 
 
 def search_query(view: PromptView) -> Any:
@@ -308,6 +308,7 @@ RULES = {
     "recagent.broadcast": broadcast,
     "recagent.chat_turn": chat_turn,
     "recagent.page": page,
+    "recagent.pick": page,
     "recagent.search_query": search_query,
     "recagent.feeling": feeling,
     "recagent.rating": rating,
