@@ -20,7 +20,9 @@ cannot change who is measured. Per catalogue and condition it reports the entrop
 over seeds per round), the end value (the mean of the last ``--end-rounds`` rounds of a run)
 with its mean and 95 % Student-t interval over seeds, the curve's highest value and how far the
 end lies below it (the paper: about 8.5 % under MF), and for each strategy its effect: the
-paired difference of end values against ``mf`` run with the same seed, with its interval.
+paired difference of end values against ``mf`` run with the same seed, with its interval. The
+reference code's measure, the entropy of everything recommended to a user so far, is reported
+beside it (``cumulative_end``, ``cumulative_effect``).
 
 Usage: ``python benchmarks/cocoon.py [--seeds 5] [--rounds 50] [--json] [--data PATH]``.
 """
@@ -68,16 +70,18 @@ def catalogue_overrides(catalogue: str, folder: Path | None) -> list[str]:
             f"populations.0.personas.path={folder}"]
 
 
-def entropy_curve(overrides: list[str], seed: int, out: Path) -> list[float]:
+def entropy_curves(overrides: list[str], seed: int, out: Path) -> tuple[list[float], list[float]]:
+    """The run's entropy per round, and the reference code's cumulative entropy per round."""
     from townsquare.runner import start_run
 
     run_dir, _ = start_run(SCENARIO, overrides=overrides, seed=seed, out=out)
     db = sqlite3.connect(run_dir.events_path)
     try:
-        rows = db.execute("SELECT round, value FROM metrics WHERE name = 'cocoon_entropy.entropy' ORDER BY round").fetchall()
+        curves = [[v for _, v in db.execute("SELECT round, value FROM metrics WHERE name = ? ORDER BY round", (name,))]
+                  for name in ("cocoon_entropy.entropy", "cocoon_entropy.entropy_cumulative")]
     finally:
         db.close()
-    return [v for _, v in rows]
+    return curves[0], curves[1]
 
 
 def interval(values: list[float]) -> tuple[float, list[float]]:
@@ -87,8 +91,10 @@ def interval(values: list[float]) -> tuple[float, list[float]]:
     return round(found.mean, 4), [round(found.low, 4), round(found.high, 4)]
 
 
-def summarise(curves: dict[str, dict[int, list[float]]], end_rounds: int, strategies_from: int) -> dict[str, Any]:
-    """Per condition: curve, end and end_ci, max, decline; per strategy: the paired effect."""
+def summarise(curves: dict[str, dict[int, list[float]]], end_rounds: int, strategies_from: int,
+              cumulative: dict[str, dict[int, list[float]]] | None = None) -> dict[str, Any]:
+    """Per condition: curve, end and end_ci, max, decline; per strategy: the paired effect; and
+    the end of the cumulative entropy (the reference code's measure) with its paired effect."""
     seeds = sorted(curves["mf"])
     ends = {c: {s: sum(curves[c][s][-end_rounds:]) / len(curves[c][s][-end_rounds:]) for s in seeds} for c in curves}
     out: dict[str, Any] = {}
@@ -104,6 +110,11 @@ def summarise(curves: dict[str, dict[int, list[float]]], end_rounds: int, strate
                                  "end_by_seed": [round(ends[condition][s], 4) for s in seeds], "curve": curve}
         if condition != "mf":
             entry["effect"], entry["effect_ci"] = interval([ends[condition][s] - ends["mf"][s] for s in seeds])
+        if cumulative:
+            last = {c: {s: cumulative[c][s][-1] for s in seeds} for c in cumulative}
+            entry["cumulative_end"], entry["cumulative_end_ci"] = interval([last[condition][s] for s in seeds])
+            if condition != "mf":
+                entry["cumulative_effect"], entry["cumulative_effect_ci"] = interval([last[condition][s] - last["mf"][s] for s in seeds])
         out[condition] = entry
     return out
 
@@ -112,14 +123,15 @@ def run_catalogue(catalogue: str, folder: Path | None, args: argparse.Namespace,
     base = [*catalogue_overrides(catalogue, folder), f"rounds={args.rounds}", f"recommender.name={args.recommender}",
             f"platform.reshow={'true' if args.reshow else 'false'}", "plugins.cocoon_entropy.users=everyone", *args.overrides]
     curves: dict[str, dict[int, list[float]]] = {c: {} for c in CONDITIONS}
+    cumulative: dict[str, dict[int, list[float]]] = {c: {} for c in CONDITIONS}
     for seed in args.seed_list:
         for condition, overrides in CONDITIONS.items():
             out = tmp / f"{catalogue}-{condition}-{seed}"
-            curves[condition][seed] = entropy_curve([*base, *overrides], seed, out)
+            curves[condition][seed], cumulative[condition][seed] = entropy_curves([*base, *overrides], seed, out)
             if not args.json:
                 print(f"  {catalogue:<16} {condition:<5} seed {seed}: end {sum(curves[condition][seed][-args.end_rounds:]) / args.end_rounds:.3f}",
                       file=sys.stderr, flush=True)
-    return summarise(curves, args.end_rounds, strategies_from=20)
+    return summarise(curves, args.end_rounds, strategies_from=20, cumulative=cumulative)
 
 
 def table(results: dict[str, Any]) -> str:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import Item, UsageError, genres_of, load_movielens_data, read_user_csv
 
@@ -114,3 +116,29 @@ def synthetic_catalogue(count: int = 40) -> Catalogue:
         description = f"{'An' if kinds[0] in 'aeiou' else 'A'} {kinds} film."
         items.append(Item(id=f"m{i + 1}", title=title, genres=genres, description=description, prior_count=count - i))
     return Catalogue(items, "synthetic catalogue")
+
+
+class RecsysConfig(BaseModel):
+    """``[platform]`` settings of ``recsys``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    catalogue: Literal["movielens", "recagent", "synthetic"] = "synthetic"
+    path: str | None = Field(None, description="movielens: a MovieLens folder (ml-latest-small, ml-100k, ml-1m); recagent: item.csv")
+    max_items: int | None = Field(None, gt=0, description="keep the first N items (small runs)")
+    synthetic_items: int = Field(40, gt=0)
+    page_size: int = Field(5, gt=0, description="items per page (5 in the paper)")
+    reshow: bool = Field(False, description="false: an item once shown to a user (page or search) is never recommended to them again, as in the reference code")
+    exclude_seen: bool = Field(True, description="never recommend an item the user watched in the run or rated before it (persona history)")
+    history_in_log: bool = Field(True, description="personas' earlier ratings (field history) enter the interaction log the recommender learns from")
+
+
+def load_catalogue(config: RecsysConfig, base_dir: str = ".") -> Catalogue:
+    if config.catalogue == "synthetic":
+        return synthetic_catalogue(config.synthetic_items)
+    if not config.path:
+        raise UsageError(f"platform.path: catalogue {config.catalogue!r} needs a path")
+    path = Path(config.path) if Path(config.path).is_absolute() else Path(base_dir) / config.path
+    if config.catalogue == "movielens":
+        return load_movielens(path, config.max_items)
+    return load_recagent_items(path, config.max_items)

@@ -72,7 +72,7 @@ def evaluate_source(source: str, plugin_options: tuple[str, ...], *, how: str, t
     if (path / "manifest.json").is_file():
         from townsquare.api.commands import load_run
 
-        from . import RecsysConfig, load_catalogue
+        from .catalogue import RecsysConfig, load_catalogue
 
         run_dir, scenario, plugins = load_run(source, extra_plugin_options=plugin_options)
         config = scenario.platform.config

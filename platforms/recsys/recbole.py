@@ -59,7 +59,7 @@ def export_recbole(run: str, out: Path | None = None, name: str | None = None, *
     """Write ``NAME.inter``, ``NAME.item`` and ``NAME.user`` for the run; returns their paths."""
     from townsquare.api.commands import load_run
 
-    from . import RecsysConfig, load_catalogue
+    from .catalogue import RecsysConfig, load_catalogue
 
     run_dir, scenario, _ = load_run(run, extra_plugin_options=plugin_options)
     if not isinstance(scenario.platform.config, RecsysConfig):
