@@ -62,12 +62,12 @@ def spearman(x: list[float], y: list[float]) -> float | None:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
-def run_once(seed: int, plugin_options: list[str], out: Path, rounds_counted: int = 10) -> dict[str, Any]:
+def run_once(seed: int, plugin_options: list[str], out: Path, rounds_counted: int = 10, overrides: list[str] = ()) -> dict[str, Any]:
     from townsquare.rundir import RunDir
     from townsquare.runner import start_run
 
     run_dir, _ = start_run(SCENARIO, seed=seed, out=out, plugin_options=["townsquare.testing.oracle", *plugin_options],
-                           overrides=["llm.name=oracle"])
+                           overrides=["llm.name=oracle", *overrides])
     _, state = RunDir.open(str(run_dir.path)).latest_checkpoint()
     scores = state["metrics"]["conformity"]["scores"]
     friends = {a: len(s["persona"]["fields"].get("friends") or ()) for a, s in state["agents"].items()} \
@@ -109,17 +109,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5, help="seeds 1..N")
     parser.add_argument("--tiers", action="store_true", help="also remove one memory tier at a time")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="a scenario override for every run (e.g. activity.model=always)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     from townsquare import logs
 
     logs.configure(json_lines=False, level="error")
     variants = {**VARIANTS, **(TIERS if args.tiers else {})}
-    results: dict[str, Any] = {"settings": {"seeds": list(range(1, args.seeds + 1)), "llm": "oracle", "agents": 20, "rounds": 11},
+    results: dict[str, Any] = {"settings": {"seeds": list(range(1, args.seeds + 1)), "llm": "oracle", "agents": 20, "rounds": 11,
+                                            "overrides": args.overrides},
                                "variants": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name, options in variants.items():
-            runs = [run_once(seed, options, Path(tmp) / f"{name}-{seed}") for seed in range(1, args.seeds + 1)]
+            runs = [run_once(seed, options, Path(tmp) / f"{name}-{seed}", overrides=args.overrides) for seed in range(1, args.seeds + 1)]
             results["variants"][name] = {"plugin_options": [f"-p {o}" for o in options], **summarise(runs)}
     if args.json:
         print(json.dumps(results))

@@ -36,8 +36,10 @@ def test_leave_last_out_and_temporal_splits():
     last = split(log, "leave-last-out")
     assert last.test == {"u": {"b"}, "w": {"d"}}  # v has one interaction: it only trains
     assert sorted((x.user, x.item) for x in last.train) == [("u", "a"), ("u", "c"), ("v", "a"), ("w", "b")]
-    timed = split(log, "temporal", test_fraction=0.34)  # the latest 2 of 6: v-a (5) and w-d (6)
+    timed = split(log, "global-temporal", test_fraction=0.34)  # the latest 2 of 6: v-a (5) and w-d (6)
     assert timed.test == {"w": {"d"}} and len(timed.train) == 4  # v has no earlier interaction
+    per_user = split(log, "temporal", test_fraction=0.34)  # each user's latest third: u's b (time 3), w's d
+    assert per_user.test == {"u": {"b"}, "w": {"d"}} and len(per_user.train) == 4
     with pytest.raises(Exception, match="--split sideways"):
         split(log, "sideways")
 

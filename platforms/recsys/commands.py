@@ -111,8 +111,8 @@ def register(cli: Any) -> None:
 
     @group.command("recommenders")
     @click.argument("source", type=click.Path(exists=True))
-    @click.option("--split", "how", type=click.Choice(["leave-last-out", "temporal"]), default="leave-last-out", show_default=True)
-    @click.option("--test-fraction", type=click.FloatRange(0.01, 0.99), default=0.2, show_default=True, help="temporal: the latest share held out.")
+    @click.option("--split", "how", type=click.Choice(["leave-last-out", "temporal", "global-temporal"]), default="leave-last-out", show_default=True)
+    @click.option("--test-fraction", type=click.FloatRange(0.01, 0.99), default=0.2, show_default=True, help="temporal: each user's latest share held out; global-temporal: the latest share of all.")
     @click.option("--k", type=click.IntRange(min=1), default=10, show_default=True, help="List length.")
     @click.option("--recommender", "wanted", multiple=True, help="Only these (default: every item recommender).")
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random recommender and of ties.")
