@@ -271,3 +271,26 @@ def test_state_round_trips_and_vectors_are_rebuilt():
     again = LongTermMemory()
     again.set_state(long_term.get_state())
     assert again.get_state() == long_term.get_state()
+
+
+def test_in_a_run_routine_events_stay_out_and_watches_stay_in(run_scenario, make_plugins):
+    """Importance at work in a whole run (the oracle scores by the prompt's scale): entering and
+    leaving never pass sensory memory, watches do and are still remembered at the end."""
+    import sqlite3
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    plugins = make_plugins(enable=["townsquare.testing.oracle"])
+    run_dir, _ = run_scenario(examples / "conformity.toml", plugins=plugins, overrides=["rounds=6", "llm.name=oracle"])
+    _, state = run_dir.latest_checkpoint()
+    kept = [r["text"] for a in state["agents"].values() for slot in ("memory.short_term", "memory.long_term")
+            for r in a["components"][slot]["records"]]
+    assert kept and not [t for t in kept if " enters the recommender system" in t or " leaves the recommender system" in t]
+    sensed = [r for a in state["agents"].values() for r in a["components"]["memory.sensory"]["records"]]
+    assert any(r["importance"] < 7 for r in sensed)  # routine observations were scored low and stopped there
+    db = sqlite3.connect(run_dir.events_path)
+    watches = db.execute("SELECT agent_id, json_extract(detail, '$.title') FROM actions WHERE kind = 'watch'").fetchall()
+    remembered = [1 for agent, title in watches
+                  if any(f"<{title}>" in r["text"] for slot in ("memory.short_term", "memory.long_term")
+                         for r in state["agents"][agent]["components"][slot]["records"])]
+    assert watches and len(remembered) >= 0.8 * len(watches)
