@@ -10,8 +10,8 @@ on two catalogues:
 - ``synthetic``: 2,000 made-up movies in 8 genres, the 50 users of ``cocoon_personas.jsonl``;
 - ``ml-latest-small``: the 9,125 MovieLens movies and the first 50 MovieLens users
   (``movielens_history``: their earlier ratings profile them, enter MF's log and are never
-  offered again). Found with ``--data PATH`` or under ``$TOWNSQUARE_DATA``; absent, the
-  catalogue is skipped with one line.
+  offered again). The installed dataset ``movielens-latest-small`` (``townsquare data fetch
+  movielens-latest-small``) or ``--data PATH``; absent, the catalogue is skipped with one line.
 
 Items are never shown twice to the same user (the platform's ``reshow = false``, as in the
 reference code; ``--reshow`` turns it off) and every agent is measured every round by the page
@@ -47,20 +47,28 @@ CONDITIONS = {
     "both": ["plugins.rec_strategy.enabled=true", "plugins.soc_strategy.enabled=true"],
 }
 MOVIELENS = "ml-latest-small"
+DATASET = "movielens-latest-small"  # its name in the data home (townsquare data fetch)
 
 
-def find_movielens(data: str | None, name: str = MOVIELENS) -> Path | None:
-    """The ``name`` MovieLens folder: ``--data`` (the folder itself, or a folder holding it
-    directly or under ``movielens/``), else the same under ``$TOWNSQUARE_DATA``; None when
-    absent. The one place that knows where data lives."""
-    roots = [Path(data)] if data else []
-    if os.environ.get("TOWNSQUARE_DATA"):
-        roots.append(Path(os.environ["TOWNSQUARE_DATA"]))
-    for root in roots:
-        for folder in (root, root / name, root / "movielens" / name):
+def find_movielens(data: str | None, name: str = DATASET) -> Path | None:
+    """The ml-latest-small folder: ``--data`` (a folder, the folder holding it directly or under
+    ``movielens/``, or ``data:NAME``), else the installed dataset ``movielens-latest-small``
+    of the data home (``townsquare data fetch movielens-latest-small``); None when absent.
+    The one place that knows where the data lives."""
+    from townsquare.api import data_path, dataset_folder, installed_dataset
+
+    if data:
+        if data.startswith("data:"):
+            try:
+                return data_path(data)
+            except Exception:
+                return None
+        root = Path(data)
+        for folder in (root, root / MOVIELENS, root / "movielens" / MOVIELENS):
             if (folder / "movies.csv").is_file() and (folder / "ratings.csv").is_file():
                 return folder
-    return None
+        return None
+    return dataset_folder(name) if installed_dataset(name) is not None else None
 
 
 def catalogue_overrides(catalogue: str, folder: Path | None) -> list[str]:
@@ -155,7 +163,7 @@ def main() -> int:
     parser.add_argument("--end-rounds", type=int, default=5, help="a run's end value: the mean of its last rounds")
     parser.add_argument("--recommender", default="item_mf")
     parser.add_argument("--catalogue", nargs="+", default=["synthetic", MOVIELENS], choices=["synthetic", MOVIELENS])
-    parser.add_argument("--data", default=None, help=f"where {MOVIELENS} is (default: $TOWNSQUARE_DATA)")
+    parser.add_argument("--data", default=None, help=f"where {MOVIELENS} is (default: the installed dataset {DATASET})")
     parser.add_argument("--reshow", action="store_true", help="let the recommender show an item to the same user again")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a scenario override for every run (e.g. plugins.item_mf.regularization=5)")
@@ -175,8 +183,8 @@ def main() -> int:
             if catalogue == MOVIELENS:
                 folder = find_movielens(args.data)
                 if folder is None:
-                    print(f"skipping {MOVIELENS}: not found (pass --data PATH or set TOWNSQUARE_DATA)", file=sys.stderr)
-                    results["catalogues"][catalogue] = {"skipped": "not found"}
+                    print(f"skipping {MOVIELENS}: not installed (townsquare data fetch {DATASET}, or --data PATH)", file=sys.stderr)
+                    results["catalogues"][catalogue] = {"skipped": "not installed"}
                     continue
             results["catalogues"][catalogue] = run_catalogue(catalogue, folder, args, Path(tmp))
     print(json.dumps(results) if args.json else table(results))

@@ -30,16 +30,18 @@ def test_end_values_intervals_and_paired_effects():
     assert out["soc"]["effect"] == 0 and "effect" not in out["mf"]
 
 
-def test_movielens_is_found_from_data_or_the_environment(tmp_path, monkeypatch):
-    monkeypatch.delenv("TOWNSQUARE_DATA", raising=False)
-    assert cocoon.find_movielens(None) is None
+def test_movielens_is_found_from_data_or_the_data_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOWNSQUARE_DATA", str(tmp_path / "home"))
+    assert cocoon.find_movielens(None) is None and cocoon.find_movielens("data:movielens-latest-small") is None
     folder = tmp_path / "movielens" / "ml-latest-small"
     folder.mkdir(parents=True)
     (folder / "movies.csv").write_text("movieId,title,genres\n")
     (folder / "ratings.csv").write_text("userId,movieId,rating,timestamp\n")
     assert cocoon.find_movielens(str(tmp_path)) == folder and cocoon.find_movielens(str(folder)) == folder
-    monkeypatch.setenv("TOWNSQUARE_DATA", str(tmp_path / "movielens"))
-    assert cocoon.find_movielens(None) == folder
+    installed = tmp_path / "home" / "movielens-latest-small"
+    installed.mkdir(parents=True)
+    (installed / ".townsquare-dataset.json").write_text("{}")
+    assert cocoon.find_movielens(None) == installed
 
 
 def test_a_cut_down_benchmark_prints_the_promised_json(tmp_path, monkeypatch):
@@ -47,11 +49,12 @@ def test_a_cut_down_benchmark_prints_the_promised_json(tmp_path, monkeypatch):
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cocoon.py"), "--seeds", "2", "--rounds", "3", "--end-rounds", "2",
                              "--json", "--data", str(env_data), "--set", "plugins.rec_strategy.from_round=1",
                              "--set", "plugins.soc_strategy.from_round=1", "--set", "populations.0.count=8"],
-                            capture_output=True, text=True, timeout=600, env={"PATH": "", "HOME": str(tmp_path)})
+                            capture_output=True, text=True, timeout=600,
+                            env={"PATH": "", "HOME": str(tmp_path), "TOWNSQUARE_DATA": str(tmp_path / "home")})
     assert result.returncode == 0, result.stderr
-    assert "skipping ml-latest-small: not found" in result.stderr
+    assert "skipping ml-latest-small: not installed (townsquare data fetch movielens-latest-small, or --data PATH)" in result.stderr
     out = json.loads(result.stdout)
-    assert out["catalogues"]["ml-latest-small"] == {"skipped": "not found"}
+    assert out["catalogues"]["ml-latest-small"] == {"skipped": "not installed"}
     synthetic = out["catalogues"]["synthetic"]
     assert set(synthetic) == {"mf", "rec", "soc", "both"}
     for name, entry in synthetic.items():

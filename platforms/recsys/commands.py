@@ -68,16 +68,18 @@ def evaluate_source(source: str, plugin_options: tuple[str, ...], *, how: str, t
 
     from .recommender_eval import Split, evaluate, item_recommenders, split
 
-    path = Path(source)
+    from townsquare.api import data_path
+
+    path = data_path(source)  # data:movielens-latest-small -> the installed dataset
     if (path / "manifest.json").is_file():
         from townsquare.api.commands import load_run
 
         from .catalogue import RecsysConfig, load_catalogue
 
-        run_dir, scenario, plugins = load_run(source, extra_plugin_options=plugin_options)
+        run_dir, scenario, plugins = load_run(str(path), extra_plugin_options=plugin_options)
         config = scenario.platform.config
         if not isinstance(config, RecsysConfig):
-            raise UsageError(f"{source}: the run's platform is {scenario.platform.spec.name!r}, not recsys")
+            raise UsageError(f"{path}: the run's platform is {scenario.platform.spec.name!r}, not recsys")
         items = load_catalogue(config, scenario.base_dir).items
         specs = item_recommenders(plugins, wanted)
         ran = scenario.recommender.spec.name
@@ -110,7 +112,7 @@ def register(cli: Any) -> None:
     group = eval_group(cli)
 
     @group.command("recommenders")
-    @click.argument("source", type=click.Path(exists=True))
+    @click.argument("source")
     @click.option("--split", "how", type=click.Choice(["leave-last-out", "temporal", "global-temporal"]), default="leave-last-out", show_default=True)
     @click.option("--test-fraction", type=click.FloatRange(0.01, 0.99), default=0.2, show_default=True, help="temporal: each user's latest share held out; global-temporal: the latest share of all.")
     @click.option("--k", type=click.IntRange(min=1), default=10, show_default=True, help="List length.")

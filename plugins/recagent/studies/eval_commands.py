@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from townsquare.api import UsageError, hookimpl
+from townsquare.api import UsageError, data_path, hookimpl
 
 
 def _grid(values: tuple[str, ...]) -> list[tuple[int, int]]:
@@ -123,8 +123,8 @@ def _folder(scenario: str, resolved: Any, data: str | None) -> Path:
         platform = resolved.platform.config
         if getattr(platform, "catalogue", None) != "movielens" or not getattr(platform, "path", None):
             raise UsageError(f"{scenario}: platform: the test needs catalogue = \"movielens\" and a path (or --data)")
-        return Path(platform.path) if Path(platform.path).is_absolute() else Path(resolved.base_dir) / platform.path
-    return Path(data)
+        return data_path(platform.path, resolved.base_dir)
+    return data_path(data)  # data:movielens-latest-small -> the installed dataset
 
 
 def format_generation(rows: list[dict[str, Any]]) -> str:
