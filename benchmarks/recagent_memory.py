@@ -2,7 +2,8 @@
 model, how many of the agents' watches are still remembered, and how much of long-term memory is
 routine (entering, leaving, pages shown) rather than experiences of items.
 
-Runs a RecAgent scenario (default ``examples/recagent.toml`` with its shared data, or the
+Runs a RecAgent scenario (default ``examples/recagent.toml``, its datasets installed with
+``townsquare data fetch recagent-profiles movielens-latest-small``, or the
 synthetic ``examples/conformity.toml`` with ``--synthetic``) for ``--rounds`` rounds with
 ``-p townsquare.testing.oracle --llm oracle`` and reads the last checkpoint: per agent the
 short- and long-term records, the forgotten count; a watch is remembered when a record of either
