@@ -149,3 +149,12 @@ def test_bad_movielens_files_stop_with_one_line(tmp_path):
     (hundred / "u.item").write_text("1|Toy Story (1995)|01-Jan-1995||url|" + "|".join(["2"] * 19) + "\n")
     with pytest.raises(UsageError, match=r"u.item: line 1: genre flags must be 0 or 1"):
         load_movielens_data(hundred)
+
+
+def test_a_persona_keeps_at_most_history_limit_ratings_each_side():
+    source = MovieLensProfiles(RecAgentProfilesConfig(path=str(DATA / "ml-mini"), history_fraction=0.5, history_limit=1), ".")
+    one = source.load(1, np.random.default_rng(0))[0]
+    # user 1: earlier Heat, Blade Runner (the latest kept); later Alien, Casablanca (the first kept)
+    assert [h["title"] for h in one.fields["history"]] == ["Blade Runner (1982)"] and one.fields["future_items"] == ["5"]
+    assert one.fields["interests"] == ["action movies", "thriller movies", "crime movies"]  # from every earlier rating
+    assert RecAgentProfilesConfig().history_limit is None  # all, by default

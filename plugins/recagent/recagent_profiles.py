@@ -23,7 +23,9 @@ to them). Three sources, matching the paper's three strategies:
   profile shows its latest ratings, ``recagent_policy`` writes them into memory before the
   first step, the platform never offers those items again and (``history_in_log``) the
   recommender learns from them. Gender, age and occupation come from ``u.user`` (ml-100k) or
-  ``users.dat`` (ml-1m, age as its group); ml-latest-small has none.
+  ``users.dat`` (ml-1m, age as its group); ml-latest-small has none. ``history_limit`` keeps
+  only the latest earlier ratings and the first later ones (all by default; a heavy rater's
+  oldest ratings left out may be offered again).
 - ``recagent_generated`` (GPT-based): the LLM completes profiles from a few seed profiles
   (the ``recagent_csv`` rows given by ``path``); every generated profile is checked field by
   field, and a malformed one is replaced by a cyclic copy of a seed, recorded as a
@@ -64,6 +66,7 @@ class RecAgentProfilesConfig(BaseModel):
     history_fraction: float = Field(0.5, gt=0, le=1, description="movielens_history: earlier share of ratings that forms the profile")
     top_genres: int = Field(3, ge=1, description="movielens_history: interests kept")
     favourites: int = Field(5, ge=0, description="movielens_history: highest-rated titles kept as favourites")
+    history_limit: int | None = Field(None, ge=1, description="movielens_history: latest earlier ratings (and first later ones) a persona keeps (default: all)")
     min_rating: float = Field(3.5, ge=0, le=5, description="movielens_history: ratings at least this count as liked")
     prompts_file: str | None = None
 
@@ -205,6 +208,8 @@ def history_profile(user: str, earlier: list[tuple[Any, float | None, int]], lat
     rated = [(item, rating, time) for item, rating, time in earlier if rating is not None]
     best = sorted(rated, key=lambda r: (-r[1], -r[2]))[: config.favourites]
     demographics = demographics or {}
+    if config.history_limit is not None:
+        earlier, later = earlier[-config.history_limit:], later[: config.history_limit]
     return {
         "name": f"MovieLens user {user}", "id": user, "gender": demographics.get("gender", ""),
         "age": demographics.get("age"), "age_group": demographics.get("age_group", ""),

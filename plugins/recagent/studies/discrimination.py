@@ -48,6 +48,8 @@ from ..prompts import fill, load_prompts
 #: (a, b) pairs evaluated by default (our choice: 1 or 3 right answers among 5 or 10 items)
 GRID: tuple[tuple[int, int], ...] = ((1, 5), (1, 10), (3, 5), (3, 10))
 HISTORY_SHOWN = 20
+#: earlier ratings an agent of the tests keeps in its persona (the candidates exclude them all anyway)
+CASE_HISTORY = 150
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,9 @@ def case_persona(user: str, history: Sequence[Item], ratings: Mapping[str, float
     """The persona (as a JSON Lines row) of the agent profiled by ``history``."""
     from ..recagent_profiles import RecAgentProfilesConfig, history_profile, profile_persona
 
-    fields = history_profile(user, [(item, ratings.get(item.id), n) for n, item in enumerate(history)], [], RecAgentProfilesConfig())
+    # the latest 150 ratings: a persona file's rows stay within the scenario's max_persona_chars
+    fields = history_profile(user, [(item, ratings.get(item.id), n) for n, item in enumerate(history)], [],
+                             RecAgentProfilesConfig(history_limit=CASE_HISTORY))
     return profile_persona(fields).to_dict()
 
 
