@@ -38,6 +38,28 @@ def write_movielens(folder, users=12, movies=40):
     return folder
 
 
+SCENARIO = """
+name = "disc"
+seed = 2
+rounds = 1
+[platform]
+name = "recsys"
+catalogue = "movielens"
+path = "{folder}"
+[recommender]
+name = "item_random"
+[embedder]
+name = "hash"
+[llm]
+name = "{llm}"
+[[populations]]
+name = "users"
+count = 1
+slots = {{ policy = "recagent_policy" }}
+personas = {{ name = "inline", items = [{{ name = "A", sentences = ["x"] }}] }}
+"""
+
+
 def test_cases_hold_out_the_last_a_items_by_time(tmp_path):
     items, histories = read_histories(write_movielens(tmp_path / "ml"))
     # user 1's timestamps run backwards: the file's first rows are the latest
@@ -66,24 +88,7 @@ def test_eval_discrimination_command(tmp_path, write_scenario, capsys):
     from townsquare.cli import main
 
     folder = write_movielens(tmp_path / "ml")
-    path = write_scenario(f"""
-name = "disc"
-seed = 2
-rounds = 1
-[platform]
-name = "recsys"
-catalogue = "movielens"
-path = "{folder}"
-[recommender]
-name = "item_random"
-[llm]
-name = "scripted"
-[[populations]]
-name = "users"
-count = 1
-slots = {{ policy = "embedding_items" }}
-personas = {{ name = "inline", items = [{{ name = "A", sentences = ["x"] }}] }}
-""")
+    path = write_scenario(SCENARIO.format(folder=folder, llm="scripted"))
     main(["eval", "discrimination", str(path), "--users", "5", "--grid", "1,5", "--grid", "2,3", "-p", "townsquare.testing.scripted"])
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -94,26 +99,6 @@ personas = {{ name = "inline", items = [{{ name = "A", sentences = ["x"] }}] }}
     assert bad.value.code == 2 and "--grid '1-5'" in capsys.readouterr().err
 
 
-ORACLE = """
-name = "disc-oracle"
-seed = 2
-rounds = 1
-[platform]
-name = "recsys"
-catalogue = "movielens"
-path = "{folder}"
-[recommender]
-name = "item_random"
-[embedder]
-name = "hash"
-[llm]
-name = "oracle"
-[[populations]]
-name = "users"
-count = 1
-slots = {{ policy = "recagent_policy" }}
-personas = {{ name = "inline", items = [{{ name = "A", sentences = ["x"] }}] }}
-"""
 
 
 def test_the_recagent_agent_itself_chooses_with_profile_memory_and_policy(tmp_path, write_scenario, capsys, monkeypatch):
@@ -129,7 +114,7 @@ def test_the_recagent_agent_itself_chooses_with_profile_memory_and_policy(tmp_pa
 
     monkeypatch.setattr(OracleLLM, "complete", complete)
     folder = write_movielens(tmp_path / "ml")
-    path = write_scenario(ORACLE.format(folder=folder))
+    path = write_scenario(SCENARIO.format(folder=folder, llm="oracle"))
     main(["eval", "discrimination", str(path), "--users", "12", "--grid", "2,8", "-p", "townsquare.testing.oracle"])
     lines = capsys.readouterr().out.splitlines()
     import re
@@ -153,7 +138,7 @@ def test_generation_test_judges_the_agent_and_the_embedding_baseline(tmp_path, w
     from townsquare.cli import main
 
     folder = write_movielens(tmp_path / "ml")
-    path = write_scenario(ORACLE.format(folder=folder))
+    path = write_scenario(SCENARIO.format(folder=folder, llm="oracle"))
     main(["eval", "generation", str(path), "--users", "12", "--n", "3", "--page-size", "6", "-p", "townsquare.testing.oracle"])
     lines = capsys.readouterr().out.splitlines()
     assert "agent win/lose/indist." in lines[0] and "embedding win/lose/indist." in lines[0]
