@@ -5,8 +5,9 @@ stored series are the curves.
 
 * **Information diffusion** (§7.1.1), per topic (``[plugins.town_metrics.topics.NAME]``: the
   party, Sam's candidacy...): an agent has **heard** of a topic when its seed (its persona's
-  sentences) mentions it (``pattern``, a case-insensitive regular expression), or when a memory
-  record of a kind in ``heard_kinds`` (conversations, by default) does. The paper asks each
+  sentences, or the seed records its memory holds) mentions it (``pattern``, a case-insensitive
+  regular expression), or when a memory record of a kind in ``heard_kinds`` (conversations, by
+  default) does. The paper asks each
   agent and counts a yes only when its memory holds the dialogue that conveyed the information;
   here that evidence alone decides, so an agent who merely saw the host decorate has not heard.
   Keys ``T.heard`` (agents), ``T.share`` (of all agents) and ``T.heard.<agent id>`` (0/1, the
@@ -170,10 +171,12 @@ class TownMetrics:
         cfg = self.config
         records = {a.id: agent_memory(a).since(None) for a in view.agents}
         names = {a.id: a.persona.name for a in view.agents}
-        seeds = {a.id: [str(s) for s in a.persona.sentences] for a in view.agents}
+        # the seed: the persona's sentences and the seed records its memory holds
+        seeds = {a.id: [str(s) for s in a.persona.sentences] + [r.text for r in records[a.id] if r.meta.get("seed")]
+                 for a in view.agents}
         heard_kinds, know_kinds = set(cfg.heard_kinds), set(cfg.know_kinds)
         heard = {a: [r.text for r in rs if r.kind in heard_kinds] for a, rs in records.items()}
-        social = {a: seeds[a] + [r.text for r in rs if r.kind in know_kinds or r.meta.get("seed")] for a, rs in records.items()}
+        social = {a: seeds[a] + [r.text for r in rs if r.kind in know_kinds] for a, rs in records.items()}
         platform = view.platform
         where = getattr(platform, "where", None)
         positions = {a: where(a) for a in names} if where is not None else {}

@@ -51,7 +51,8 @@ STAMP = re.compile(rf"^\s*(?:\d+\.\s*)?[A-Z][a-z]+day\s+{_MONTH}\s+\d{{1,2}},\s*
 SAID = re.compile(r"^(?P<speaker>[A-Z][\w'.-]*(?: [A-Z][\w'.-]*)*) said to (?P<listener>[^:]+): (?P<utterance>.*)$")
 ANNOUNCE = re.compile(r"\b(?:planning|plans|is going|are going|will)\b.{0,40}\b(?:hav|host|throw|hold|run|organi[sz])\w*"
                       r"|\b(?:is|am|are) (?:hosting|throwing|holding|running for|organi[sz]ing)\b|\binvit\w+|\bparty\b", re.I)
-NOT_NEWS = re.compile(r"\?|\b(?:curious|wonder\w*|every ?day|usually|always|likes to|loves to)\b", re.I)
+NOT_NEWS = re.compile(r"\?|\b(?:curious|wonder\w*|every ?day|usually|always|likes to|loves to|thank you for telling)\b", re.I)
+ACKNOWLEDGE = "That sounds good, thank you for telling me about"
 ROUTINE_HEADINGS = ("Name:", "Innate traits:", "Background:", "Lifestyle:", "Daily plan requirement:")
 EMERGENCY = re.compile(r"\b(?:fire|burning|smoke|flood\w*|emergency|injur\w+|help!|collaps\w+)\b", re.I)
 STOP = frozenset("a an the and or of to in on at for with from by is are be his her their its my your this that "
@@ -505,12 +506,12 @@ def turn(view: PromptView) -> dict[str, Any]:
     told = any(news_in(f"{me} said to {other}: {line.split(': ', 1)[1]}") for line in mine)
     if fresh and not told:
         return {"utterance": _first_person(fresh[0], me), "end": False}
+    heard = [n for line in theirs[-1:] for n in news_in(f"{other} said to {me}: {line.split(': ', 1)[1]}")]
+    if heard and not any(ACKNOWLEDGE in line for line in mine):
+        what, _ = event_clause(heard[0], other)
+        return {"utterance": f"{ACKNOWLEDGE} {what}.", "end": False}
     if not mine:
         return {"utterance": f"Hi {other.split()[0] if other else 'there'}, how are you?", "end": False}
-    heard = [n for line in theirs[-1:] for n in news_in(f"{other} said to {me}: {line.split(': ', 1)[1]}")]
-    if heard:
-        what, _ = event_clause(heard[0], other)
-        return {"utterance": f"That sounds good, thank you for telling me about {what}.", "end": False}
     return {"utterance": f"It was good to talk with you, {other.split()[0] if other else 'friend'}. See you soon.",
             "end": True}
 
@@ -550,16 +551,18 @@ def _options(view: PromptView) -> list[str]:
     return list(view.labels or ())
 
 
-def _named(activity: str, options: list[str]) -> str | None:
-    """The option whose whole name the activity states first."""
+def _named(activity: str, options: list[str], owner: str = "") -> str | None:
+    """The option whose whole name the activity states first, else the one sharing most words
+    with it (the agent's own, on a tie)."""
     low = activity.lower()
     hits = [(low.find(o.lower()), -len(o), o) for o in options if o.lower() in low]
     if hits:
         return min(hits)[2]
     words = _words(activity)
-    scored = [(len(_words(o) & words), -len(o), o) for o in options]
-    best = max(scored, default=(0, 0, None))
-    return best[2] if best[0] > 0 else None
+    first = owner.split()[0] if owner else "\0"
+    scored = [(len(_words(o) & words), first in o, -len(o), o) for o in options]
+    best = max(scored, default=(0, False, 0, None))
+    return best[3] if best[0] > 0 else None
 
 
 def _linked(activity: str, options: list[str], owner: str) -> str | None:
@@ -591,7 +594,7 @@ def arena(view: PromptView) -> str | None:
     options = _options(view)
     activity = name_before(view, r" is going to .+? to: (.*)$")
     me = name_before(view, r"^(.+?) is going to ")
-    return _named(activity, options) or _linked(activity, options, me) or \
+    return _named(activity, options, me) or _linked(activity, options, me) or \
         next((o for o in options if me and me.split()[0] in o), None) or options[0]
 
 
@@ -599,7 +602,7 @@ def thing(view: PromptView) -> str | None:
     options = _options(view)
     activity = name_before(view, r"^.+? is in .+? of .+? to: (.*)$")
     me = name_before(view, r"^(.+?) is in .+? of .+? to: ")
-    return _named(activity, options) or _linked(activity, options, me) or options[0]
+    return _named(activity, options, me) or _linked(activity, options, me) or options[0]
 
 
 def object_state(view: PromptView) -> str:

@@ -23,8 +23,11 @@ This is the pathway by which what an agent heard yesterday reaches today's plan:
 alone (:func:`seed_description`), so nothing remembered reaches a plan.
 
 Calls: three a day (the paragraphs), three more from the second day (the status). Every prompt
-built from memory is bounded (``recall_k`` records, ``memory_chars`` characters; a record that
-does not fit is skipped, the next ones still tried). :func:`summary_description` is what the
+built from memory is bounded (``recall_k`` records, ``memory_chars`` characters for a paragraph;
+``status_recall_k`` (30, the reference code's) per focal point and ``status_chars`` for the
+status; a record that does not fit is skipped, the next ones still tried). Whether a memory
+reaches the status is retrieval's decision (recency, importance, relevance to the focal point):
+an invitation rated below the day's routine can still be missed, as in the paper's design. :func:`summary_description` is what the
 planner, the dialogue and the town policy call: the slot's component when it is filled (any
 ``persona.context`` component serves), else the seed description.
 """
@@ -148,8 +151,12 @@ class AgentSummaryConfig(BaseModel):
     max_tokens: int = Field(150, gt=0)
     #: revise the status each new day from memory (the reference code's revise_identity)
     revise_status: bool = True
+    #: memories recalled per focal point for the status (the reference code's new_retrieve: 30)
+    status_recall_k: int = Field(30, gt=0)
+    #: characters of the statements the status prompts show
+    status_chars: int = Field(6000, ge=100)
     #: characters of the status kept
-    status_chars: int = Field(600, ge=50)
+    status_kept_chars: int = Field(600, ge=50)
     prompts_file: str | None = None
 
 
@@ -208,10 +215,10 @@ class AgentSummary:
         cfg, name = self.config, ctx.agent.persona.name
         found: list[Any] = []
         for point in FOCAL_POINTS:
-            for record in await memory.recall(ctx, fill(point, name=name, today=long_date(today)), cfg.recall_k):
+            for record in await memory.recall(ctx, fill(point, name=name, today=long_date(today)), cfg.status_recall_k):
                 if all(record is not seen for seen in found):
                     found.append(record)
-        listed = statements(found, [], 2 * cfg.recall_k, cfg.memory_chars, dated=True)
+        listed = statements(found, [], len(found), cfg.status_chars, dated=True)
         values = dict(name=name, statements=listed, today=long_date(today))
         note = " ".join((await llm.text(fill(self.prompts["plan_note"], **values), purpose="summary.plan_note",
                                         max_tokens=cfg.max_tokens)).split())
@@ -220,8 +227,8 @@ class AgentSummary:
         prompt = fill(self.prompts["status"], name=name, today=long_date(today), yesterday_status=self.status or "(none)",
                       plan_note=note or "(nothing)", feelings=feelings or "(nothing)")
         status = " ".join((await llm.text(prompt, purpose="summary.status", max_tokens=cfg.max_tokens)).split())
-        self.plan_note = note[: cfg.status_chars]
-        self.status = (status.removeprefix("Status:").strip() or self.status or "")[: cfg.status_chars]
+        self.plan_note = note[: cfg.status_kept_chars]
+        self.status = (status.removeprefix("Status:").strip() or self.status or "")[: cfg.status_kept_chars]
 
     def get_state(self) -> dict[str, Any]:
         return {"day": self.day.isoformat() if self.day else None, "parts": list(self.parts), "status": self.status,
