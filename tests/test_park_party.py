@@ -199,3 +199,21 @@ def test_without_the_memory_written_summary_nobody_comes(runs):
     slots = {(r["slot"], r["component"]) for r in runs["no memory-written summary"].read_manifest()["slot_table"]
              if r["scope"] == "ville"}
     assert ("persona.context", "-") in slots
+
+
+def test_estimate_prints_calls_and_tokens_per_simulated_day(write_scenario):
+    import subprocess
+    import sys
+
+    text = party_scenario(write_scenario).read_text().replace('[llm]\nname = "oracle"\n', "")
+    text = text.replace("rounds = 37", "rounds = 14").replace("start = 2023-02-13T06:00:00", "start = 2023-02-13T20:00:00")
+    path = write_scenario(text, "estimate.toml")
+    result = subprocess.run([sys.executable, "-m", "townsquare.cli", "estimate", str(path)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = lines.index("per simulated day:")
+    days = {line.split()[0]: [int(v.replace(",", "")) for v in line.split()[1:4]] for line in lines[start + 3:start + 5]}
+    assert set(days) == {"2023-02-13", "2023-02-14"} and all(calls > 0 and tokens > 0 for calls, tokens, _ in days.values())
+    total = next(line for line in lines[:start] if line.startswith("total")).split()
+    assert sum(calls for calls, _, _ in days.values()) == int(total[1].replace(",", ""))

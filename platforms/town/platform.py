@@ -109,10 +109,12 @@ class TownPlatform:
     def on_round_start(self, round: int, now: Any) -> None:
         self.round = round
 
-    def asleep(self, agent_id: str) -> bool:
-        """Whether ``agent_id`` is asleep now (see the module docstring)."""
+    def asleep(self, agent_id: str, round: int | None = None) -> bool:
+        """Whether ``agent_id`` is asleep in ``round`` (default: the current one; see the module
+        docstring)."""
+        now = self.round if round is None else round
         doing = self.activity.get(agent_id, "").lower()
-        return self.acted.get(agent_id, -2) < self.round - 1 or any(word in doing for word in SLEEP_WORDS)
+        return self.acted.get(agent_id, -2) < now - 1 or any(word in doing for word in SLEEP_WORDS)
 
     async def register_account(self, agent_id: str, display_name: str, bio: str) -> AccountView:
         account = AccountView(id=agent_id, handle=agent_id, display_name=display_name, bio=bio)
@@ -236,7 +238,7 @@ class TownPlatform:
             return ActionResult(ok=False, error=f"cannot talk with {other!r}")
         if self.position[other] != self.position[me]:
             return ActionResult(ok=False, error=f"{self.names.get(other, other)} is not in {self.place_text(self.position[me])}")
-        if self.asleep(other):
+        if self.asleep(other, round):
             return ActionResult(ok=False, error=f"{self.names.get(other, other)} is asleep")
         for who in (me, other):
             if self.talked.get(who) == round:

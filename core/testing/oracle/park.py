@@ -199,7 +199,10 @@ def news_in(text: str) -> list[str]:
         if said:
             line = strip_wrappers(third_person(said.group("speaker"), said.group("utterance")))
         for sentence in sentences(line):
-            sentence = sentence.rstrip()
+            sentence = strip_wrappers(sentence.rstrip())
+            said = SAID.match(sentence)
+            if said:
+                sentence = strip_wrappers(third_person(said.group("speaker"), said.group("utterance")))
             if is_news(sentence) and not any(_same(sentence, seen) for seen in found):
                 found.append(sentence)
     return found
