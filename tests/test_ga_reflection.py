@@ -160,3 +160,14 @@ def test_state_round_trips():
     again = ParkReflection()
     again.set_state(reflector.get_state())
     assert again.get_state() == reflector.get_state() and again.last == ctx.now
+
+
+def test_a_budget_skips_a_record_that_does_not_fit_and_goes_on():
+    from townsquare.plugins.generative_agents.memory.memory_text import bounded, memory_lines
+
+    records = [MemoryRecord("a" * 100), MemoryRecord("b" * 2000), MemoryRecord("c" * 100), MemoryRecord("d" * 300)]
+    # 104 + 104 fit in 500; the 2,004 of the second never do, the 304 of the fourth no longer do: skipped, not a stop
+    assert [r.text[0] for r in bounded(records, 10, 500)] == ["a", "c"]
+    assert [r.text[0] for r in bounded(records, 1, 500)] == ["a"]  # k still binds
+    only_long = [MemoryRecord("x" * 2000)]
+    assert len(memory_lines(only_long, 5, 500)) == 500 - 1  # nothing fits: the first is shown, cut to the budget

@@ -177,6 +177,9 @@ def test_the_party_spreads_and_invited_guests_come(runs):
     first = {name: value for r, name, value in read_table(runs["whole"].path, "metrics") if r == 0}
     assert first["town_metrics.party.heard"] == first["town_metrics.candidacy.heard"] == 1
     assert values["density"] > first["town_metrics.density"]
+    # nobody tried to talk to a sleeping agent (the policy checks before asking; the platform would refuse)
+    actions = read_table(runs["whole"].path, "actions")
+    assert not [row for row in actions if row[4] == "talk" and "asleep" in (row[11] or "")]
 
 
 def test_without_the_conversation_memory_only_the_host_knows(runs):

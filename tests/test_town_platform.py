@@ -160,6 +160,8 @@ def test_housemates_join_the_seed_and_fields_hold_the_identity():
     assert not any("lives in" in s for s in personas["Isabella Rodriguez"].sentences)
     alone = load_personas(SmallvillePersonasConfig(path=str(party), housemates=False))
     assert not any(" with " in s for p in alone for s in p.sentences if "lives in" in s)
+    # the persona's text holds each seed text once (a field that is also a sentence is not repeated)
+    assert personas["Klaus Mueller"].text.count("writing a research paper on gentrification") == 1
     klaus = personas["Klaus Mueller"].fields
     assert (klaus["innate"], klaus["recency_decay"], klaus["age"]) == ("kind, inquisitive, passionate", 0.995, 20)
     assert klaus["daily_plan_req"].startswith("Klaus Mueller goes to the library")

@@ -58,6 +58,8 @@ def test_three_agent_base_runs_and_agents_meet_at_the_cafe(make_plugins, write_s
     assert metrics[(0, "town_metrics.party.heard")] == 1  # Isabella's seed: at 7:00 nobody is awake yet to talk to
     assert metrics[(2, "town_metrics.party.share")] == 1.0  # everyone heard of it at the cafe
     assert metrics[(2, "town_metrics.party.heard")] == 3.0
+    # the example runs two hours of February 13: it measures who heard, not the attendance of the 14th
+    assert not [name for _, name in metrics if "attended" in name or "guests" in name]
 
 
 def test_town_run_exports_and_reports_where_agents_were_and_the_diffusion(make_plugins, write_scenario, run_scenario, tmp_path):

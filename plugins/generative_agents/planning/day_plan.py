@@ -55,9 +55,9 @@ from townsquare.api import MemoryRecord, Message, PlannerSpec, StepContext, hook
 from ..prompt_files import fill, load_prompts
 from .agent_summary import long_date as _long_date
 from .agent_summary import memory_of, statements, summary_description
-from .schedule import (MINUTES_PER_DAY, SCHEDULE_SCHEMA, Chunk, Step, Stroke, _cut, actions_schema, chunks_from_strokes,
-                       chunks_text, clock_text, fit_durations, minutes_of, plan_schema, read_actions, read_schedule, read_strokes, read_timed,
-                       steps_for, strokes_text)
+from .schedule import (MINUTES_PER_DAY, SCHEDULE_SCHEMA, Chunk, Step, Stroke, actions_schema, chunks_from_strokes,
+                       chunks_from_times, chunks_text, clock_text, fit_durations, minutes_of, plan_schema, read_actions,
+                       read_schedule, read_strokes, read_timed, steps_for, strokes_text)
 
 log = structlog.get_logger("townsquare.plugins.generative_agents.day_plan")
 
@@ -355,7 +355,7 @@ class DayPlanner:
                       reaction=reaction)
         timed = await llm.json(prompt, SCHEDULE_SCHEMA, purpose="plan.replan", default={}, validate=read_timed,
                                max_tokens=cfg.max_tokens)
-        fresh = [c for c in _cut(timed, cfg.chunk_minutes, cfg.shortest_action) if c.start >= resume]
+        fresh = [c for c in chunks_from_times(timed, cfg.chunk_minutes, cfg.shortest_action) if c.start >= resume]
         if not fresh:
             self._failed(ctx, "plan.replan", str(timed), "no timed entries from now on")
             rest = [c for c in self.chunks if c.start >= resume + cfg.chunk_minutes]

@@ -196,10 +196,10 @@ def read_schedule(value: Any, chunk_minutes: int = 60, min_minutes: int = 5) -> 
     until the next one (the last for ``chunk_minutes``); spans longer than ``chunk_minutes`` are
     cut into chunks of that length (the last one keeps the rest), spans shorter than
     ``min_minutes`` are dropped."""
-    return _cut(read_timed(value), chunk_minutes, min_minutes)
+    return chunks_from_times(read_timed(value), chunk_minutes, min_minutes)
 
 
-def _cut(timed: dict[int, str], chunk_minutes: int, min_minutes: int, day_end: int | None = None) -> list[Chunk]:
+def chunks_from_times(timed: dict[int, str], chunk_minutes: int, min_minutes: int, day_end: int | None = None) -> list[Chunk]:
     """Chunks from ``start minute -> activity``: each runs until the next start (the last for
     ``chunk_minutes``, or until ``day_end`` when given); long spans are cut into chunks of
     ``chunk_minutes`` (a rest shorter than ``min_minutes`` joins the chunk before it); spans
@@ -281,7 +281,7 @@ def chunks_from_strokes(strokes: list[Stroke], chunk_minutes: int, day_start: in
     timed: dict[int, str] = {}
     for minute, stroke in zip(times, strokes):
         timed.setdefault(int(minute), stroke.text)
-    return _cut(timed, chunk_minutes, 5, day_end)
+    return chunks_from_times(timed, chunk_minutes, 5, day_end)
 
 
 # --------------------------------------------------------------------------- durations
