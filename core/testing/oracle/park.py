@@ -10,7 +10,8 @@ reader would and answers in the shape the request asks for; none reads the run. 
   news. A sentence someone said in the first person ("X said to Y: I am planning ...") is read
   as news about the speaker ("X is planning ...").
 * **Importance**: an idle object 1, an object 2, a person seen 3, a conversation 4, a reflection
-  5, a plan 6; news that is an event with a date or time 8, a planning note about one 9.
+  5, a plan 6 (one more when it holds news); news that is an event with a date or time 8, a
+  planning note about one 9.
 * **Talking**: an agent starts a conversation when it has news the other person has not heard
   from it (its own status, what it remembers) or when it knows the person (named in its
   description or in a conversation it remembers); in a conversation it says its first news item
@@ -194,11 +195,7 @@ def news_in(text: str) -> list[str]:
         if not line or line.startswith(ROUTINE_HEADINGS):
             continue
         line = re.sub(r"^(?:Status|Observation|Summary of relevant context from [^:]+):\s*", "", line)
-        line = strip_wrappers(line)
-        said = SAID.match(line)
-        if said:
-            line = strip_wrappers(third_person(said.group("speaker"), said.group("utterance")))
-        for sentence in sentences(line):
+        for sentence in sentences(strip_wrappers(line)):
             sentence = strip_wrappers(sentence.rstrip())
             said = SAID.match(sentence)
             if said:
