@@ -141,7 +141,9 @@ def last_values(run_dir):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The party in the six-agent town with the oracle: whole, and under each ablation."""
+    """The party in the six-agent town with the oracle: whole, and under each ablation. Three whole runs
+    of 37 hourly rounds (a few seconds each; 20 s together on a machine shared with others): the
+    proof needs the days to pass, and the tests below share them."""
     from townsquare.plugin_manager import make_plugin_manager
     from townsquare.runner import start_run
 
