@@ -126,7 +126,7 @@ def test_without_the_memory_written_summary_the_invitation_never_reaches_the_pla
 def party_scenario(write_scenario):
     """examples/valentines.toml on the six-agent base: hourly rounds, Feb 13 06:00 to Feb 14 18:00."""
     text = (ROOT / "examples" / "valentines.toml").read_text()
-    text = text.replace("../../shared/data/generative_agents/base_the_ville_n25", str(BASE))
+    text = text.replace("data:smallville-n25", str(BASE))
     text = text.replace("rounds = 148", "rounds = 37").replace("count = 25", "count = 6")
     text = text.replace("minutes_per_round = 15 ", "minutes_per_round = 60 ")
     text = text.split("[populations.personas.currently]")[0]  # this base's Isabella already plans the party
