@@ -15,7 +15,8 @@ pathways, not that a language model chooses to use them. ``--llm openai:MODEL`` 
 ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``) runs the same study on a real model; ``--seeds 1,2,3``
 repeats each condition and prints the range over seeds (the oracle is deterministic: every seed
 gives the same numbers). ``townsquare estimate examples/valentines.toml`` says what a real run
-costs. Usage: ``python benchmarks/party.py [--llm oracle] [--seeds 7] [--conditions whole,...]``.
+costs. The seed files: ``townsquare data fetch smallville-n25``. Usage:
+``python benchmarks/party.py [--llm oracle] [--seeds 7] [--conditions whole,...]``.
 """
 
 from __future__ import annotations
