@@ -11,8 +11,9 @@ exits with status 1.
 
 ``estimate SCENARIO`` forecasts LLM calls, tokens and cost before a run: it plays the scenario
 with a stand-in model that answers instantly and counts (prompt tokens ~ characters / 4,
-completion tokens as expected per purpose) and prints a table per purpose. The counts follow
-the stand-in's answers, not a real model's, and the output says so.
+completion tokens as expected per purpose) and prints a table per purpose, then one per
+simulated day (the day of each call's round). The counts follow the stand-in's answers, not a
+real model's, and the output says so.
 """
 
 from __future__ import annotations
@@ -120,8 +121,23 @@ def _as_replayed(columns: list[str], rows: list[tuple]) -> list[tuple]:
     return out
 
 
-def _format_table(rows: list[tuple[str, int, int, int, float | None]]) -> list[str]:
-    header = ("purpose", "calls", "prompt tokens", "completion tokens", "cost")
+def calls_per_day(events_path: Path) -> dict[str, tuple[int, int, int]]:
+    """Simulated day (``2023-02-13``) -> (calls, prompt tokens, completion tokens) of a run's
+    answered LLM calls, by the day of each call's round."""
+    import sqlite3
+
+    db = sqlite3.connect(events_path)
+    try:
+        rows = db.execute("SELECT substr(r.sim_time, 1, 10), COUNT(*), SUM(c.prompt_tokens), SUM(c.completion_tokens) "
+                          "FROM llm_calls c JOIN rounds r ON r.round = c.round WHERE c.status IN ('ok', 'cached') "
+                          "GROUP BY 1 ORDER BY 1").fetchall()
+    finally:
+        db.close()
+    return {day: (int(n), int(pt or 0), int(ct or 0)) for day, n, pt, ct in rows}
+
+
+def _format_table(rows: list[tuple[str, int, int, int, float | None]], first: str = "purpose") -> list[str]:
+    header = (first, "calls", "prompt tokens", "completion tokens", "cost")
     cells = [header] + [(p, f"{c:,}", f"{pt:,}", f"{ct:,}", "-" if cost is None else f"${cost:,.4f}") for p, c, pt, ct, cost in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = ["  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) for r in cells]
@@ -179,8 +195,9 @@ def townsquare_register_commands(cli):
         model = StandInModel(expected)
         resolved: dict[str, Any] = {}
         with tempfile.TemporaryDirectory(prefix="townsquare-estimate-") as tmp:
-            start_run(scenario, overrides=overrides, seed=seed, out=Path(tmp) / "dry-run", plugins=plugins,
-                      on_ready=lambda s, _: resolved.update(scenario=s), llm_provider=model)
+            dry_run, _ = start_run(scenario, overrides=overrides, seed=seed, out=Path(tmp) / "dry-run", plugins=plugins,
+                                   on_ready=lambda s, _: resolved.update(scenario=s), llm_provider=model)
+            days = calls_per_day(dry_run.events_path)
         llm = resolved["scenario"].llm
         prices = [getattr(llm.config, f"price_{part}_per_1k", 0.0) or 0.0 for part in ("prompt", "completion")] if llm else [0.0, 0.0]
         priced = any(prices)
@@ -196,6 +213,11 @@ def townsquare_register_commands(cli):
                    "a real model's answers change what agents do next, and so the counts.")
         for line in _format_table(rows):
             click.echo(line)
+        if len(days) > 1:
+            click.echo("per simulated day:")
+            day_rows = [(day, c, pt, ct, cost(pt, ct)) for day, (c, pt, ct) in days.items()]
+            for line in _format_table(day_rows, first="day"):
+                click.echo(line)
         click.echo("prompt tokens ~ characters / 4; completion tokens as expected per call "
                    f"(decisions {DEFAULT_COMPLETION_TOKENS['labels']}, JSON {DEFAULT_COMPLETION_TOKENS['json']}, "
                    f"text {DEFAULT_COMPLETION_TOKENS['text']}; --completion-tokens PURPOSE=N); retries and repairs of malformed answers not included.")
