@@ -19,16 +19,25 @@ import structlog
 from . import __version__, logs
 from .errors import RunStopped, UsageError
 from .export import FORMATS, export_run
-from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
+from .plugin_manager import COMMAND_LINE_PLUGINS, Plugins, make_plugin_manager, parse_plugin_options
 from .progress import AblateProgress, RunProgress, progress_mode
 from .secrets import redact_text
 
 log = structlog.get_logger("townsquare.cli")
 
 
+#: ``--llm NAME`` / ``--judge NAME`` naming a test model loads the testing kit's plugin for it:
+#: the run is announced as a TEST run (:func:`llm_banner`), and the option is recorded in the
+#: manifest like any ``-p``, so a resume finds the model again. Never chosen automatically.
+TEST_MODEL_PLUGINS = {"scripted": "townsquare.testing.scripted", "oracle": "townsquare.testing.oracle"}
+_MODEL_OPTIONS = ("--llm", "--judge")
+
+
 def _early_options(argv: list[str]) -> dict[str, Any]:
-    """``-p``, ``--strict-plugins``, ``--debug``, ``--log-json`` from anywhere in argv."""
+    """``-p``, ``--strict-plugins``, ``--debug``, ``--log-json`` from anywhere in argv, and the
+    test models' plugins for ``--llm scripted`` / ``--llm oracle`` (:data:`TEST_MODEL_PLUGINS`)."""
     found: dict[str, Any] = {"plugins": [], "strict": False, "debug": False, "log_json": False}
+    models: list[str] = []
     it = iter(range(len(argv)))
     for i in it:
         arg = argv[i]
@@ -41,12 +50,20 @@ def _early_options(argv: list[str]) -> dict[str, Any]:
             found["plugins"].append(arg[2:])
         elif arg.startswith("--plugin="):
             found["plugins"].append(arg.split("=", 1)[1])
+        elif arg in _MODEL_OPTIONS and i + 1 < len(argv):
+            models.append(argv[i + 1])
+        elif arg.startswith(tuple(f"{option}=" for option in _MODEL_OPTIONS)):
+            models.append(arg.split("=", 1)[1])
         elif arg == "--strict-plugins":
             found["strict"] = True
         elif arg == "--debug":
             found["debug"] = True
         elif arg == "--log-json":
             found["log_json"] = True
+    for model in models:
+        module = TEST_MODEL_PLUGINS.get(model.partition(":")[0].strip())
+        if module is not None and module not in found["plugins"]:
+            found["plugins"].append(module)
     return found
 
 
@@ -75,18 +92,29 @@ def backend_overrides(backend: str | None, ray_address: str | None) -> list[str]
     return sets + ([f"engine.ray_address={json.dumps(ray_address)}"] if ray_address else [])
 
 
-def _accept_plugin_options(group: click.Group) -> None:
-    """Give every command (third-party ones included) the options ``_early_options`` already
-    applied, so ``-p``/``--strict-plugins`` work after any command name."""
+def _accept_plugin_options(group: click.Group, plugin_options: tuple[str, ...]) -> None:
+    """Give every command (third-party ones and those of subgroups included) the options
+    ``_early_options`` already applied, so ``-p``/``--strict-plugins`` work after any command
+    name, and hand each the whole ``-p`` list as ``plugin_options``, wherever on the command
+    line the options stood: ``townsquare -p X run ...`` records X in the manifest as
+    ``townsquare run ... -p X`` does."""
     wanted = common_options(lambda **_: None).__click_params__
-    for command in group.commands.values():
+    for command in list(group.commands.values()):
+        if isinstance(command, click.Group):
+            _accept_plugin_options(command, plugin_options)
+        if command.callback is None:
+            continue
         have = {param.name for param in command.params}
         missing = [param for param in wanted if param.name not in have]
-        if not missing or command.callback is None:
-            continue
         command.params.extend(missing)
         callback, dropped = command.callback, {param.name for param in missing}
-        command.callback = lambda *a, _cb=callback, _drop=dropped, **kw: _cb(*a, **{k: v for k, v in kw.items() if k not in _drop})
+
+        def call(*a: Any, _cb=callback, _drop=dropped, **kw: Any) -> Any:
+            if "plugin_options" in kw:
+                kw["plugin_options"] = plugin_options
+            return _cb(*a, **{k: v for k, v in kw.items() if k not in _drop})
+
+        command.callback = call
 
 
 def build_cli(plugins: Plugins) -> click.Group:
@@ -378,23 +406,32 @@ def _report(path: Path, summary) -> None:
         stop.reported = True  # type: ignore[attr-defined]
         raise stop
     click.echo(f"tables for notebooks: townsquare export {path} --format csv --out {path}/export", err=True)
-    from townsquare.plugins.report.groundedness import run_summary_line  # the metric's own wording; None without its values
-
-    if (line := run_summary_line(path)) is not None:
-        click.echo(line, err=True)
+    ctx = click.get_current_context(silent=True)
+    plugins = ctx.obj if ctx is not None and isinstance(ctx.obj, Plugins) else None
+    if plugins is not None:  # the plugins' own lines (``townsquare_report_run``): groundedness, say
+        for line in plugins.call_each("townsquare_report_run", run_dir=Path(path)):
+            click.echo(redact_text(str(line)), err=True)
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     early = _early_options(argv)
     logs.configure(json_lines=early["log_json"], level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning" if not early["debug"] else "debug"))
+    given = COMMAND_LINE_PLUGINS.set(tuple(early["plugins"]))
+    try:
+        _main(argv, early)
+    finally:
+        COMMAND_LINE_PLUGINS.reset(given)
+
+
+def _main(argv: list[str], early: dict[str, Any]) -> None:
     try:
         enable, disable = parse_plugin_options(early["plugins"])
         plugins = make_plugin_manager(enable=enable, disable=disable, strict=early["strict"])
         cli = build_cli(plugins)
         plugins.call_each("townsquare_register_commands", cli=cli)  # a command plugin that raises is skipped
-        _accept_plugin_options(cli)
-        cli.main(args=argv, prog_name="townsquare", standalone_mode=False)
+        _accept_plugin_options(cli, tuple(early["plugins"]))
+        cli.main(args=argv, prog_name="townsquare", standalone_mode=False, obj=plugins)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.UsageError as exc:
