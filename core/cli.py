@@ -278,7 +278,7 @@ def _interview_command(cli: click.Group) -> None:
     @click.option("--all", "all_agents", is_flag=True, help="Interview every agent (of --population).")
     @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
                   help="Write the answers as CSV (default with --all: RUN_DIR/interviews-<time>.csv).")
-    @click.option("--memories", type=int, default=8, show_default=True, help="Memories recalled for the question.")
+    @click.option("--memories", type=click.IntRange(min=0), default=8, show_default=True, help="Memories recalled for the question.")
     @common_options
     def interview_command(run_dir: str, words: tuple[str, ...], round: int | None, population: str | None, all_agents: bool,
                           csv_path: str | None, memories: int, **_: Any) -> None:
@@ -295,6 +295,8 @@ def _interview_command(cli: click.Group) -> None:
             if len(words) != 2:
                 raise UsageError('give AGENT and "QUESTION" (quote the question)')
             agents, question = [words[0]], words[1]
+        if csv_path:
+            writable_file(csv_path, "--csv")  # before any question is asked (and paid for)
         answers = interview(run_dir, question, agents=agents, population=population, all_agents=all_agents, round=round,
                             memories=memories)
         for answer in answers:
@@ -317,7 +319,7 @@ def _ablate_command(cli: click.Group) -> None:
     @click.option("--test", "test", type=click.Choice(["paired", "welch"]), default="paired", show_default=True,
                   help="Against the baseline: a paired t-test of same-seed runs (common random numbers), or Welch's (independent samples).")
     @click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only these metrics in the table (default: all).")
-    @click.option("--jobs", type=int, default=None, help="Runs at once (default: the CPU count).")
+    @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Runs at once (default: the CPU count).")
     @click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder of the runs and tables (default runs/ablate-<scenario>).")
     @common_options
     def ablate(scenario: str, variant_specs, seeds: int, first_seed: int | None, baseline: str | None, summary: str, test: str,
@@ -326,6 +328,9 @@ def _ablate_command(cli: click.Group) -> None:
         from . import ablate as ab
 
         variants = [ab.parse_variant(spec) for spec in variant_specs]
+        names = [variant.name for variant in variants]
+        if baseline is not None and baseline not in names:
+            raise UsageError(f"--baseline {baseline}: no such variant (variants: {', '.join(names)})")
         folder = Path(out) if out else Path("runs") / f"ablate-{Path(scenario).stem}"
         planned = ab.plan(scenario, variants, seeds, folder, first_seed)
         common = [a for p in plugin_options for a in ("-p", p)]
@@ -345,6 +350,21 @@ def _ablate_command(cli: click.Group) -> None:
         failed = [job for job in planned if job.status() != "finished"]
         if failed:
             raise UsageError(f"{len(failed)} of {len(planned)} runs did not finish (first: {failed[0].path}); run the same command again to resume them")
+
+
+def writable_file(path: str | Path, option: str) -> Path:
+    """``path`` if a file can be written there (its folder made if missing); else a one-line
+    error naming ``option``, before any work is done."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a folder; give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot make its folder {path.parent}: {exc.strerror}") from None
+    if not os.access(path.parent, os.W_OK):
+        raise UsageError(f"{option} {path}: cannot write in {path.parent}")
+    return path
 
 
 class _progress(RunProgress):
@@ -451,18 +471,32 @@ def _main(argv: list[str], early: dict[str, Any]) -> None:
         sys.exit(exc.exit_code)
     except UsageError as exc:
         if early["debug"]:
-            raise
+            _traceback()
         click.echo(f"error: {redact_text(str(exc))}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        # a file the user named that cannot be written or read (``--out`` in a read-only
+        # place): one line naming it; an OSError about no file is a bug, shown as one
+        if exc.filename is None:
+            _traceback()
+            sys.exit(1)
+        if early["debug"]:
+            _traceback()
+        click.echo(f"error: {redact_text(str(exc.filename))}: {exc.strerror or exc}", err=True)
+        sys.exit(2)
     except Exception:
         # a bug, not a user error: the traceback is shown, with any known secret scrubbed
         # (an exception may quote a server that echoed the API key)
-        if early["debug"]:
-            raise
-        import traceback
-
-        click.echo(redact_text(traceback.format_exc()).rstrip(), err=True)
+        _traceback()
         sys.exit(1)
+
+
+def _traceback() -> None:
+    """The exception being handled, as a traceback with every known secret scrubbed (``--debug``
+    too: an endpoint URL or an error may carry a key)."""
+    import traceback
+
+    click.echo(redact_text(traceback.format_exc()).rstrip(), err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -24,13 +24,13 @@ def export_run(events_path: Path, fmt: str, out_dir: Path, tables: tuple[str, ..
             raise UsageError("--format parquet needs pyarrow: pip install 'townsquare[parquet]'") from None
     if not Path(events_path).is_file():
         raise UsageError(f"{events_path}: no such file (nothing to export)")  # never create an empty database
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"--out {out_dir}: cannot create the folder: {exc.strerror}") from None
-    store = EventStore(events_path)
+    store = EventStore(events_path)  # a damaged file is said before anything is made
     written = []
     try:
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--out {out_dir}: cannot create the folder: {exc.strerror}") from None
         for table in tables:
             columns, rows = store.rows(table)
             path = out_dir / f"{table}.{fmt}"

@@ -118,9 +118,11 @@ def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_read
 
 def llm_overrides(spec: str | None) -> list[str]:
     """``--llm openai:gpt-4o-mini`` -> ``llm.name=openai``, ``llm.model=gpt-4o-mini``."""
-    if not spec:
+    if spec is None:
         return []
-    name, _, model = spec.partition(":")
+    if not spec.strip() or not spec.partition(":")[0].strip():
+        raise UsageError(f"--llm: {'empty' if not spec.strip() else f'no provider in {spec!r}'}; give PROVIDER[:MODEL], e.g. openai:gpt-4o-mini")
+    name, _, model = spec.strip().partition(":")
     return [f"llm.name={name}"] + ([f'llm.model="{model}"'] if model else [])
 
 
@@ -226,6 +228,10 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
         from .branch_simulation import resume_options
 
         manifest = run_dir.read_manifest()
+        done = int(manifest.get("rounds_completed", 0))
+        if scenario.model.rounds < done:
+            raise UsageError(f"--set rounds={scenario.model.rounds}: the run has already played {done} rounds; "
+                             f"give at least {done} (a run is not shortened; townsquare branch --at starts one from an earlier round)")
         branch = resume_options(manifest, int(manifest.get("rounds_completed", 0)))  # a branch stopped in its first round
         options = {**simulation_options, **branch.pop("simulation_options", {})}
         return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, options, resume=True, on_built=mark_running, **branch)
