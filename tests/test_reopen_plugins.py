@@ -1,6 +1,6 @@
 """What ran is what is recorded: ``-p`` options anywhere on the command line are recorded in
 the manifest, and every command that reopens a run (resume, replay, branch, interview, eval,
-serve) rebuilds exactly the recorded plugin set, disabled plugins included; a ``-p`` that
+serve's interview) rebuilds exactly the recorded plugin set, disabled plugins included; a ``-p`` that
 contradicts it is refused with one line naming the plugin.
 
 The runs are the quickstart cut to two regular agents and two or three rounds with the
@@ -97,6 +97,21 @@ def test_every_reopening_command_rebuilds_the_recorded_plugins(placement, tmp_pa
             before = len(plugin_sets)
             assert cli(given(*args(n))) == 0, (name, capsys.readouterr().err)
             reopened_as_recorded(plugin_sets, before)
+    # serve: the dashboard's interview, as `townsquare serve RUN` and `townsquare -p ... serve RUN` run it
+    pytest.importorskip("starlette")
+    from test_dashboard import local
+    from townsquare.plugin_manager import COMMAND_LINE_PLUGINS
+    from townsquare.plugins.dashboard.app import make_app
+
+    for given in ((), ("-p", ABLATION)):
+        token = COMMAND_LINE_PLUGINS.set(tuple(option for option in given if option != "-p"))
+        try:
+            before = len(plugin_sets)
+            response = local(make_app(run)).post("/api/interview", json={"agent": "regular-0002", "question": f"And now{given}?"})
+        finally:
+            COMMAND_LINE_PLUGINS.reset(token)
+        assert response.status_code == 200, response.text
+        reopened_as_recorded(plugin_sets, before - 1)
     for n in range(2):
         branch = json.loads((tmp_path / f"branch{n}" / "manifest.json").read_text())
         assert "dynamic_persona" in branch["disabled_plugins"] and branch["branch"]["interventions"] == []

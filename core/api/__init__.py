@@ -34,7 +34,7 @@ from ..platform import AccountView, Platform, PostView, platform_actions
 from ..prompt_files import fill_prompt, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
-from ..secrets import EndpointConfig, read_secret_file, resolve_secrets
+from ..secrets import EndpointConfig, read_secret_file, redact_text, resolve_secrets
 from ..similarity_rule import SimilarityRule, SimilarityRuleConfig
 from ..slots import SLOT_PROTOCOLS
 from ..store import follow_edges
@@ -56,5 +56,5 @@ __all__ = [
     "PluginError", "Policy", "PolicySpec", "PostView", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
     "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "fill_prompt", "follow_edges", "hookimpl", "memory_rows", "limits_of", "load_prompts", "name_problem", "normalize_rows", "not_text", "parse_json_list",
-    "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "resolve_secrets", "retrieval_of",
+    "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
 ]
