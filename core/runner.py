@@ -47,7 +47,8 @@ def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[s
         "source": scenario.source,
         "base_dir": scenario.base_dir,
         "overrides": [redact_override(o) for o in overrides],
-        "plugin_options": plugin_options,
+        # the -p options given, or, for a plugin set made in Python, the plugins it enabled
+        "plugin_options": plugin_options or [name for name in plugins.enabled if name],
         "seed": scenario.model.seed,
         "rounds": scenario.model.rounds,
         "slot_table": scenario.slot_table(),
@@ -190,6 +191,7 @@ def run_plugins(manifest: dict[str, Any], where: str, given: Iterable[str] = (),
                                  f"a run is reopened with its own plugins ({_recorded_text(recorded)}); "
                                  "townsquare branch -p ... makes a run that differs")
             if used is not None and (short in used or current_plugin_name(name) in used):
+                added.append(name)  # the run had it (a run started from Python records no -p)
                 continue
             if continuing:
                 raise UsageError(f"{where}: -p {name} given now, but the run did not use it; a run goes on with "

@@ -93,7 +93,7 @@ class FaultProxy:
         class Handler(ProxyHandler):
             owner = proxy
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, name="fault-proxy", daemon=True).start()
         return self
@@ -125,6 +125,17 @@ class FaultProxy:
                     self.left = None if self.left is None else self.left - 1
                     return kind
         return None
+
+
+class QuietServer(ThreadingHTTPServer):
+    """A client that gave up on its request (its timeout, during a slow answer) closes the
+    connection: the answer's broken pipe is that client's business, not a proxy error."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
 
 
 class ProxyHandler(BaseHTTPRequestHandler):
