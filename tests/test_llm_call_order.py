@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from helpers import ROOT, read_table
-from townsquare.cli import main
+from helpers import ROOT, cli_status, read_table
 from townsquare.testing.fault_server import FaultServer
 
 QUICKSTART = str(ROOT / "examples" / "quickstart.toml")
@@ -20,12 +19,6 @@ QUICKSTART = str(ROOT / "examples" / "quickstart.toml")
 SERVER = dict(latency_ms=1, latency_jitter_ms=20, seed=4, rate_500=0.03, rate_garbage=0.03)
 
 
-def cli(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 def without_latency(rows: list[tuple]) -> list[tuple]:
@@ -35,7 +28,7 @@ def without_latency(rows: list[tuple]) -> list[tuple]:
 def run(out) -> int:
     """The quickstart against a fresh server (its seeded faults count repeats of a request)."""
     with FaultServer(**SERVER) as server:
-        return cli(["run", QUICKSTART, "--llm", "openai:test-model", "--set", f'llm.base_url="{server.base_url}"',
+        return cli_status(["run", QUICKSTART, "--llm", "openai:test-model", "--set", f'llm.base_url="{server.base_url}"',
                     "--set", "plugins.llm_retry.base_delay_s=0.01", "--quiet", "--out", str(out)])
 
 
@@ -52,4 +45,4 @@ def test_two_runs_and_a_replay_against_random_latency_write_the_same_llm_calls(t
         assert read_table(tmp_path / "one", table) == read_table(tmp_path / "two", table), table
     assert without_latency(read_table(tmp_path / "two", "llm_calls")) == without_latency(calls)
     # replay compares every table, llm_calls included
-    assert cli(["replay", str(tmp_path / "one"), "--out", str(tmp_path / "replay")]) == 0
+    assert cli_status(["replay", str(tmp_path / "one"), "--out", str(tmp_path / "replay")]) == 0
