@@ -39,8 +39,8 @@ def read_table(run_dir: Path, table: str) -> list[tuple]:
         db.close()
 
 
-def cli_status(args: list[str]) -> int:
-    """``townsquare ARGS`` in this process; its exit status."""
+def run_cli(*args: str) -> int:
+    """Run the ``townsquare`` command line in this process; its exit status."""
     from townsquare.cli import main
 
     try:

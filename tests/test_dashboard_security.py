@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cli_status, read_table, scenario_text
+from helpers import read_table, run_cli, scenario_text
 
 pytest.importorskip("starlette")
 pytest.importorskip("httpx")
@@ -106,7 +106,7 @@ def test_interviews_spend_the_runs_budget_repeat_from_the_cache_and_are_journale
     run = quickstart_run(tmp_path / "run", rounds=2)
     spent = sum(1 for row in read_table(run, "llm_calls") if row[6] == "ok")
     # the same run, its budget set two calls above what it spent (resume records it in the manifest)
-    assert cli_status(["resume", str(run), "--quiet", "--set", f"plugins.llm_budget.max_calls={spent + 2}"]) == 0
+    assert run_cli(*["resume", str(run), "--quiet", "--set", f"plugins.llm_budget.max_calls={spent + 2}"]) == 0
     client = local(make_app(run))
     answers = [client.post("/api/interview", json={"agent": f"regular-000{n}", "question": "Hi?"}) for n in (1, 2)]
     assert [a.status_code for a in answers] == [200, 200] and not any(a.json()["cached"] for a in answers)
@@ -127,7 +127,7 @@ def test_interviews_spend_the_runs_budget_repeat_from_the_cache_and_are_journale
     # the run's own tables are the run's: a replay still equals them
     assert not any(row[3] == "interview" for row in read_table(run, "llm_calls"))
     # the command line counts the same budget
-    assert cli_status(["interview", str(run), "regular-0004", "Hi?"]) == 3
+    assert run_cli(*["interview", str(run), "regular-0004", "Hi?"]) == 3
 
 
 def test_waiting_interviews_are_limited(run, monkeypatch):
@@ -216,7 +216,7 @@ def test_a_key_echoed_by_the_endpoint_appears_in_no_response(echo_run, echo, mon
     monkeypatch.setenv("ECHO_TEST_KEY", KEY)
     monkeypatch.setattr(Echo, "reply", ECHOES[echo])
     run = tmp / f"run-{echo}"
-    assert cli_status(["run", str(tmp / "s.toml"), "--out", str(run), "--quiet"]) == 0
+    assert run_cli(*["run", str(tmp / "s.toml"), "--out", str(run), "--quiet"]) == 0
     client = local(make_app(run))
     response = client.post("/api/interview", json={"agent": "users-0001", "question": "Hi?"})
     assert response.status_code in (402, 500) and "***" in response.json()["error"], response.text

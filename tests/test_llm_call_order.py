@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from helpers import ROOT, cli_status, read_table
+from helpers import ROOT, read_table, run_cli
 from townsquare.testing.fault_server import FaultServer
 
 QUICKSTART = str(ROOT / "examples" / "quickstart.toml")
@@ -28,7 +28,7 @@ def without_latency(rows: list[tuple]) -> list[tuple]:
 def run(out) -> int:
     """The quickstart against a fresh server (its seeded faults count repeats of a request)."""
     with FaultServer(**SERVER) as server:
-        return cli_status(["run", QUICKSTART, "--llm", "openai:test-model", "--set", f'llm.base_url="{server.base_url}"',
+        return run_cli(*["run", QUICKSTART, "--llm", "openai:test-model", "--set", f'llm.base_url="{server.base_url}"',
                     "--set", "plugins.llm_retry.base_delay_s=0.01", "--quiet", "--out", str(out)])
 
 
@@ -45,4 +45,4 @@ def test_two_runs_and_a_replay_against_random_latency_write_the_same_llm_calls(t
         assert read_table(tmp_path / "one", table) == read_table(tmp_path / "two", table), table
     assert without_latency(read_table(tmp_path / "two", "llm_calls")) == without_latency(calls)
     # replay compares every table, llm_calls included
-    assert cli_status(["replay", str(tmp_path / "one"), "--out", str(tmp_path / "replay")]) == 0
+    assert run_cli(*["replay", str(tmp_path / "one"), "--out", str(tmp_path / "replay")]) == 0

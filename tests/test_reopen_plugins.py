@@ -16,7 +16,7 @@ import shutil
 
 import pytest
 
-from helpers import ROOT, cli_status, read_table
+from helpers import ROOT, read_table, run_cli
 from townsquare.plugin_manager import Plugins
 
 QUICKSTART = str(ROOT / "examples" / "quickstart.toml")
@@ -65,7 +65,7 @@ def test_every_reopening_command_rebuilds_the_recorded_plugins(placement, tmp_pa
     place = PLACEMENTS[placement]
     run = tmp_path / "run"
     # stopped by its budget after round 0, so resume has rounds to play
-    assert cli_status(place("run", QUICKSTART, "--llm", "scripted", "--out", str(run), *SMALL,
+    assert run_cli(*place("run", QUICKSTART, "--llm", "scripted", "--out", str(run), *SMALL,
                      "--set", "plugins.llm_budget.max_calls=20")) == 3
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["plugin_options"] == [ABLATION, "townsquare.testing.scripted"]
@@ -74,7 +74,7 @@ def test_every_reopening_command_rebuilds_the_recorded_plugins(placement, tmp_pa
 
     for given in (lambda command, *rest: [command, *rest], place):  # bare, and with -p given again
         before = len(plugin_sets)
-        assert cli_status(given("resume", str(run), "--quiet", "--set", "plugins.llm_budget.max_calls=100000")) == 0
+        assert run_cli(*given("resume", str(run), "--quiet", "--set", "plugins.llm_budget.max_calls=100000")) == 0
         reopened_as_recorded(plugin_sets, before)
     assert json.loads((run / "manifest.json").read_text())["status"] == "finished"
 
@@ -88,7 +88,7 @@ def test_every_reopening_command_rebuilds_the_recorded_plugins(placement, tmp_pa
     for name, args in commands.items():
         for n, given in enumerate((lambda command, *rest: [command, *rest], place)):
             before = len(plugin_sets)
-            assert cli_status(given(*args(n))) == 0, (name, capsys.readouterr().err)
+            assert run_cli(*given(*args(n))) == 0, (name, capsys.readouterr().err)
             reopened_as_recorded(plugin_sets, before)
     # serve: the dashboard's interview, as `townsquare serve RUN` and `townsquare -p ... serve RUN` run it
     pytest.importorskip("starlette")
@@ -113,7 +113,7 @@ def test_every_reopening_command_rebuilds_the_recorded_plugins(placement, tmp_pa
 
 def test_a_contradicting_plugin_option_is_refused_naming_it(tmp_path, capsys):
     run = tmp_path / "run"
-    assert cli_status(["-p", ABLATION, "run", QUICKSTART, "--llm", "scripted", "--out", str(run), *SMALL]) == 0
+    assert run_cli(*["-p", ABLATION, "run", QUICKSTART, "--llm", "scripted", "--out", str(run), *SMALL]) == 0
     capsys.readouterr()
     cases = [
         (["resume", str(run), "-p", "dynamic_persona"], "-p dynamic_persona given now, but the run was made with -p no:dynamic_persona"),
@@ -122,11 +122,11 @@ def test_a_contradicting_plugin_option_is_refused_naming_it(tmp_path, capsys):
          "-p townsquare.testing.oracle given now, but the run did not use it"),
     ]
     for args, message in cases:
-        assert cli_status(args) == 2, args
+        assert run_cli(*args) == 2, args
         errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and message in errors[0], errors
     # a plugin added for a command that only reads the run (an evaluation's judge, say) is fine
-    assert cli_status(["interview", str(run), "regular-0001", "Hi?", "-p", "townsquare.testing.oracle"]) == 0
+    assert run_cli(*["interview", str(run), "regular-0001", "Hi?", "-p", "townsquare.testing.oracle"]) == 0
 
 
 def test_a_budget_stopped_ablation_resumed_equals_the_uninterrupted_run(tmp_path):
@@ -134,12 +134,12 @@ def test_a_budget_stopped_ablation_resumed_equals_the_uninterrupted_run(tmp_path
     table for table the same as the run made in one go, and the manifest names the ablation."""
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     command = ["-p", ABLATION, "run", QUICKSTART, "-p", "townsquare.testing.scripted", "--llm", "scripted", "--quiet"]
-    assert cli_status([*command, "--out", str(whole)]) == 0
+    assert run_cli(*[*command, "--out", str(whole)]) == 0
     calls = len(read_table(whole, "llm_calls"))
-    assert cli_status([*command, "--out", str(parts), "--set", f"plugins.llm_budget.max_calls={calls // 2}"]) == 3
+    assert run_cli(*[*command, "--out", str(parts), "--set", f"plugins.llm_budget.max_calls={calls // 2}"]) == 3
     stopped = json.loads((parts / "manifest.json").read_text())
     assert stopped["status"] == "stopped" and 0 < stopped["rounds_completed"] < 12
-    assert cli_status(["resume", str(parts), "--quiet", "--set", f"plugins.llm_budget.max_calls={calls * 2}"]) == 0
+    assert run_cli(*["resume", str(parts), "--quiet", "--set", f"plugins.llm_budget.max_calls={calls * 2}"]) == 0
     manifest = json.loads((parts / "manifest.json").read_text())
     assert manifest["status"] == "finished" and manifest["plugin_options"][0] == ABLATION
     assert "dynamic_persona" in manifest["disabled_plugins"]
@@ -154,11 +154,11 @@ def test_a_run_killed_before_it_wrote_anything_can_be_started_again_in_its_direc
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
     (run / ".lock").write_text("")  # what a kill in the first milliseconds leaves
-    assert cli_status(["resume", str(run)]) == 2
+    assert run_cli(*["resume", str(run)]) == 2
     err = capsys.readouterr().err
     assert "stopped before it wrote anything" in err and f"--out {run}" in err and err.count("\n") == 1
-    assert cli_status(["run", QUICKSTART, "--llm", "scripted", "--out", str(run), *SMALL]) == 0
+    assert run_cli(*["run", QUICKSTART, "--llm", "scripted", "--out", str(run), *SMALL]) == 0
     assert json.loads((run / "manifest.json").read_text())["status"] == "finished"
     shutil.rmtree(run / "checkpoints")
     (run / "checkpoints").mkdir()
-    assert cli_status(["run", QUICKSTART, "--llm", "scripted", "--out", str(run), *SMALL]) == 2  # a real run is never overwritten
+    assert run_cli(*["run", QUICKSTART, "--llm", "scripted", "--out", str(run), *SMALL]) == 2  # a real run is never overwritten
