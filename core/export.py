@@ -25,6 +25,7 @@ def export_run(events_path: Path, fmt: str, out_dir: Path, tables: tuple[str, ..
             raise UsageError("--format parquet needs pyarrow: pip install 'townsquare[parquet]'") from None
     if not Path(events_path).is_file():
         raise UsageError(f"{events_path}: no such file (nothing to export)")  # never create an empty database
+    EventStore(events_path).close()  # a damaged file is said before anything is made
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
@@ -235,11 +236,36 @@ def _toml(value: Any) -> str:
 
 def validate_scenario(data: dict[str, Any], source: str) -> ScenarioModel:
     try:
-        model = ScenarioModel.model_validate(data)
+        model = strict_validate(ScenarioModel, data, source)
     except ValidationError as exc:
         raise _first_error(exc, source, ScenarioModel) from None
     check_bounds(model, source)
     return model
+
+
+def strict_validate(model: type[BaseModel], data: Any, source: str, prefix: str = "") -> Any:
+    """``model`` from scenario data without guessing: ``rounds = true``, ``count = "5"`` and
+    ``smoothing = "yes"`` are errors, not 1, 5 and True (pydantic's strict mode as for JSON,
+    so a date or a path may still be a string, as in a run's manifest); a number that is not
+    finite (``x_min = inf``) is an error too, naming its key."""
+    _check_finite(data, source, prefix)
+    return model.model_validate_json(json.dumps(data, default=_json_value), strict=True)
+
+
+def _check_finite(value: Any, source: str, key: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ScenarioError(source, key or "(top)", f"not a finite number (got {value!r})")
+    if isinstance(value, dict):
+        for name, item in value.items():
+            _check_finite(item, source, f"{key}.{name}" if key else str(name))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_finite(item, source, f"{key}[{i}]")
+
+
+def _json_value(value: Any) -> Any:
+    """TOML's dates and times as ISO text (what a manifest holds), anything else as text."""
+    return value.isoformat() if isinstance(value, (datetime, date, time)) else str(value)
 
 
 def check_bounds(model: ScenarioModel, source: str) -> None:
@@ -431,7 +457,7 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
             return None
         section = registry.section_key(spec) if not settings else key
         try:
-            return spec.config_model.model_validate(merged)
+            return strict_validate(spec.config_model, merged, source, section)
         except ValidationError as exc:
             raise _first_error(exc, source, spec.config_model, prefix=f"{section}.") from None
 

@@ -37,7 +37,7 @@ from ..platform import AccountView, Platform, PostView, platform_actions
 from ..prompt_files import fill_prompt, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
-from ..secrets import EndpointConfig, read_secret_file, resolve_secrets
+from ..secrets import EndpointConfig, read_secret_file, redact_text, resolve_secrets
 from ..similarity_rule import SimilarityRule, SimilarityRuleConfig
 from ..slots import SLOT_PROTOCOLS
 from ..store import follow_edges
@@ -59,5 +59,5 @@ __all__ = [
     "PluginError", "Policy", "PolicySpec", "PostView", "Rating", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
     "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "data_home", "data_path", "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "installed_dataset", "memory_rows", "limits_of", "load_movielens_data", "load_prompts", "movielens_layout", "name_problem", "normalize_rows", "not_text", "parse_json_list",
-    "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "resolve_secrets", "retrieval_of",
+    "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
 ]
