@@ -36,6 +36,7 @@ from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
 from ..secrets import EndpointConfig, read_secret_file, resolve_secrets
 from ..similarity_rule import SimilarityRule, SimilarityRuleConfig
+from ..stats import Interval, TTest, mean_interval, paired_test
 from ..slots import SLOT_PROTOCOLS
 from ..store import follow_edges
 from ..specs import (
@@ -54,6 +55,7 @@ __all__ = [
     "Metric", "MetricSpec", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
     "PluginError", "Policy", "PolicySpec", "PostView", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
+    "Interval", "TTest", "mean_interval", "paired_test",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
     "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "fill_prompt", "follow_edges", "hookimpl", "memory_rows", "limits_of", "load_prompts", "name_problem", "normalize_rows", "not_text", "parse_json_list",
     "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "resolve_secrets", "retrieval_of",
