@@ -27,7 +27,8 @@ class StandInModel:
     """Answers every request instantly and counts calls and tokens per purpose.
 
     Not a language model: a decision gets a label chosen by a hash of the prompt, JSON the
-    simplest value of the requested schema (:func:`schema_example`), text a placeholder.
+    simplest value of the requested schema (:func:`schema_example`), text a placeholder as
+    long as the completion expected (a later prompt that quotes it, a judge's, is sized right).
     ``completion_tokens`` maps a purpose, or the start of one (``personagym.answer``), to the
     completion tokens expected per call; the longest matching key wins.
     """
@@ -55,36 +56,49 @@ class StandInModel:
         if request.labels:
             digest = int.from_bytes(hashlib.blake2b(prompt.encode(), digest_size=8).digest(), "big")
             text = request.labels[digest % len(request.labels)]
-        elif request.json_schema is not None:
-            text = json.dumps(schema_example(request.json_schema))
-        else:
-            text = "(estimate placeholder text)"
+        elif request.json_schema is not None:  # its strings share the completion expected, so later prompts are sized right
+            strings = _count_strings(schema_example(request.json_schema))
+            text = json.dumps(schema_example(request.json_schema, string_chars=completion * 4 // max(1, strings)))
+        else:  # as long as the answer expected (~4 characters a token), so prompts that quote it are sized right
+            text = ("abc " * completion).strip() or "abc"
         return LLMResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion, model=self.model, provider=self.name)
 
 
-def schema_example(schema: dict[str, Any]) -> Any:
+def schema_example(schema: dict[str, Any], string_chars: int = 1) -> Any:
     """The simplest value of a JSON schema: what the stand-in answers to a JSON request. It
-    satisfies the schema's ``enum``/``const``, ``minItems``, ``minLength`` and ``minimum``; of
-    ``oneOf``/``anyOf`` alternatives it takes the first."""
+    satisfies the schema's ``enum``/``const``, ``minItems``, ``minLength``/``maxLength`` and
+    ``minimum``; of ``oneOf``/``anyOf`` alternatives it takes the first; a free string has
+    ``string_chars`` characters."""
     if "const" in schema:
         return schema["const"]
     if "enum" in schema:
         return schema["enum"][0]
     for key in ("oneOf", "anyOf"):
         if schema.get(key):
-            return schema_example(schema[key][0])
+            return schema_example(schema[key][0], string_chars)
     kind = schema.get("type", "object")
     kind = kind[0] if isinstance(kind, list) else kind
     if kind == "object":
-        return {name: schema_example(sub) for name, sub in schema.get("properties", {}).items()}
+        return {name: schema_example(sub, string_chars) for name, sub in schema.get("properties", {}).items()}
     if kind == "array":
-        return [schema_example(schema.get("items", {"type": "string"})) for _ in range(int(schema.get("minItems", 0)))]
+        return [schema_example(schema.get("items", {"type": "string"}), string_chars) for _ in range(int(schema.get("minItems", 0)))]
     if kind == "string":
-        return "x" * max(1, int(schema.get("minLength", 1)))
+        chars = max(1, int(schema.get("minLength", 1)), string_chars)
+        return "x" * min(chars, int(schema.get("maxLength", chars)))
     if kind in ("integer", "number"):
         low = schema.get("minimum", 1 if kind == "integer" else 0.5)
         return int(low) if kind == "integer" else float(low)
     return {"boolean": False}.get(kind)
+
+
+def _count_strings(value: Any) -> int:
+    if isinstance(value, str):
+        return 1
+    if isinstance(value, dict):
+        return sum(_count_strings(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_count_strings(v) for v in value)
+    return 0
 
 
 def prices_of(llm_config: Any) -> tuple[float, float] | None:

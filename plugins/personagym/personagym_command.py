@@ -147,8 +147,9 @@ def _estimate(plan: Any) -> list[str]:
     lines = [f"ESTIMATE: {dry.calls():,} LLM calls for {plan.inputs.count} persona(s) x {len(plan.targets)} design(s), "
              f"{len(plan.judge_labels)} judge(s), {plan.settings.batch} question(s) a grading call; no model was called."]
     lines += dry.table(stage_of)
-    lines.append("prompt tokens ~ characters / 4; completion tokens assumed per call: answers 250, questions 40 each, "
-                 f"score examples 300 and grades 200 per question of a batch; repairs of malformed answers not included.")
+    lines.append("prompt tokens ~ characters / 4; completion tokens assumed per call: answers 250, questions 40 a question, "
+                 f"score examples {300 * plan.settings.batch:,} and grades {200 * plan.settings.batch:,} (300 and 200 a question, "
+                 f"{plan.settings.batch} a call); repairs of malformed answers not included.")
     if any(row[5] is None for row in dry.rows(stage_of)):
         lines.append("no price for some models: set llm.price_prompt_per_1k and llm.price_completion_per_1k for a cost.")
     return lines
