@@ -400,6 +400,7 @@ def test_a_run_directory_is_evaluated_from_its_checkpoint(scenario, tmp_path, ca
     section = page[page.index('<section id="personagym">'):]
     assert "<h2>PersonaGym</h2>" in section and 'alt="PersonaGym score distribution"' in section
     assert "<td>PersonaScore</td><td class=\"num\">3.80</td>" in section and "Ada" in section
+    assert "<th>answers graded</th>" in section and "<strong>judge run is scripted, the model under test" in section
     # a run's memories go to benchmark personas only when asked, and only from a run
     code, _, err = cli(capsys, "eval", "personagym", str(tmp_path / "s.toml"), "--persona-file", str(FIXTURES / "personas_benchmark.json"),
                        "--with-run-memories", *SCRIPTED)
