@@ -37,3 +37,31 @@ def read_table(run_dir: Path, table: str) -> list[tuple]:
         return db.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
     finally:
         db.close()
+
+
+def cli_in_process(capsys, *args: str) -> tuple[int, str, str]:
+    """``townsquare ARGS`` in this process: (exit status, stdout, stderr)."""
+    from townsquare.cli import main
+
+    try:
+        main([*args])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def count_scripted_calls(monkeypatch) -> list[str]:
+    """The purposes of every request the scripted model answers from now on (a list that grows)."""
+    from townsquare.testing.scripted import ScriptedLLM
+
+    calls: list[str] = []
+    original = ScriptedLLM.complete
+
+    async def counting(self, request):
+        calls.append(request.purpose)
+        return await original(self, request)
+
+    monkeypatch.setattr(ScriptedLLM, "complete", counting)
+    return calls

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from townsquare.cli import main
+from helpers import cli_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "support"))
@@ -71,13 +71,7 @@ items = [
 
 
 def cli(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main([*args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return cli_in_process(capsys, *args)
 
 
 @pytest.fixture

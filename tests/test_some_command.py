@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from helpers import cli_in_process, count_scripted_calls
 from test_some_tools import DATA, make_run
 
 SCRIPTED = ["-p", "townsquare.testing.scripted"]
@@ -211,15 +212,7 @@ def test_the_report_section_is_absent_without_an_evaluation_and_says_so_when_bro
 
 
 def in_process(capsys, *args):
-    from townsquare.cli import main
-
-    try:
-        main([*args, *SCRIPTED])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return cli_in_process(capsys, *args, *SCRIPTED)
 
 
 def test_uea_labels_never_come_from_the_agent_unless_asked_and_p_is_honoured(run_dir, tmp_path, capsys):
@@ -243,16 +236,7 @@ def test_uea_labels_never_come_from_the_agent_unless_asked_and_p_is_honoured(run
 
 
 def test_estimate_and_a_budget_stop_that_names_the_command(run_dir, tmp_path, capsys, monkeypatch):
-    from townsquare.testing.scripted import ScriptedLLM
-
-    calls = []
-    original = ScriptedLLM.complete
-
-    async def counting(self, request):
-        calls.append(request.purpose)
-        return await original(self, request)
-
-    monkeypatch.setattr(ScriptedLLM, "complete", counting)
+    calls = count_scripted_calls(monkeypatch)
     code, out, err = in_process(capsys, "eval", "some", str(run_dir), "--tasks", "UBP,SMQ", "--per-task", "4", "--estimate",
                                 "--out", str(tmp_path / "est"))
     assert code == 0, err

@@ -16,6 +16,8 @@ from townsquare.plugins.report.zhou_command import evaluate_run
 from townsquare.plugins.report.zhou_judges import evaluation_persona
 from townsquare.plugins.report import tables
 
+from helpers import cli_in_process as cli, count_scripted_calls
+
 SCRIPTED = "townsquare.testing.scripted"
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -187,30 +189,9 @@ def test_without_an_llm_only_the_judges_are_refused(write_scenario, run_scenario
         evaluate_run(str(run_dir.path), nli="bert")
 
 
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    from townsquare.cli import main
-
-    try:
-        main([*args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_eval_zhou_is_estimated_first_and_records_every_call(run, tmp_path, capsys, monkeypatch):
-    from townsquare.testing.scripted import ScriptedLLM
-
     run_dir, _ = run
-    calls = []
-    original = ScriptedLLM.complete
-
-    async def counting(self, request):
-        calls.append(request.purpose)
-        return await original(self, request)
-
-    monkeypatch.setattr(ScriptedLLM, "complete", counting)
+    calls = count_scripted_calls(monkeypatch)
     args = ["eval", "zhou", str(run_dir), "--similarity", "embedder", "--pairs", "5", "--texts", "2", "-p", SCRIPTED]
     code, printed, err = cli(capsys, *args, "--estimate")
     assert code == 0, err
