@@ -207,6 +207,7 @@ def test_eval_zhou_is_estimated_first_and_records_every_call(run, tmp_path, caps
     assert len([r for r in rows if r[1] in ("ok", "error")]) == len(calls) > 0
     assert estimated == sum(1 for purpose in calls if not purpose.endswith(".repair"))
     assert f"{len(rows)} LLM calls" in printed and "z.sqlite" in printed
+    assert "note: the judge is scripted, the model the agents ran on" in printed
     # again: answered from the run's cache, and the table holds each answer once
     calls.clear()
     code, _, err = cli(capsys, *args, "--out", str(tmp_path / "z.json"))

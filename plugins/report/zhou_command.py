@@ -96,6 +96,9 @@ async def _judge_with_llm(run_path: str, result: Any, work: Any, prompts: dict[s
     if (judged or evaluator.scenario_for(judge_spec)).llm is None:
         raise UsageError(f"{run_path}: the run has no [llm] to judge with: give --judge PROVIDER[:MODEL], "
                          "or --nli none --no-quality for the numbers that need no judge")
+    if evaluator.identity(judge_spec) == evaluator.identity(None):
+        result.notes.append(f"the judge is {evaluator.identity(None)}, the model the agents ran on: it grades texts it wrote "
+                            "(give --judge another model)")
     try:
         # the judge behind the run's middleware: its cache (in the run directory), budget and retries;
         # a name of its own per judge, so the cache never gives one judge's answers to another
