@@ -39,15 +39,20 @@ def read_table(run_dir: Path, table: str) -> list[tuple]:
         db.close()
 
 
-def cli_in_process(capsys, *args: str) -> tuple[int, str, str]:
-    """``townsquare ARGS`` in this process: (exit status, stdout, stderr)."""
+def run_cli(*args: str) -> int:
+    """Run the ``townsquare`` command line in this process; its exit status."""
     from townsquare.cli import main
 
     try:
-        main([*args])
-        code = 0
+        main(list(args))
     except SystemExit as exc:
-        code = int(exc.code or 0)
+        return int(exc.code or 0)
+    return 0
+
+
+def cli_in_process(capsys, *args: str) -> tuple[int, str, str]:
+    """``townsquare ARGS`` in this process: (exit status, stdout, stderr)."""
+    code = run_cli(*args)
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -17,6 +17,8 @@ from ..components import (
     Agent, BuildContext, Component, DuplicateCheck, EngagementLog, ObservesResults, ObservesRounds, PersonaContext, PersonaKnowledge, Planner, Policy,
     Reflector, Services, StepContext,
 )
+from ..data_paths import MARKER as DATASET_MARKER
+from ..data_paths import DatasetMissing, data_home, data_path, dataset_folder, installed_dataset
 from ..embedding import Embedder, EmbeddingCache, normalize_rows
 from ..errors import ComponentError, PluginError, RunStopped, ScenarioError, TownsquareError, UsageError
 from ..files import parse_json_list, read_user_csv, read_user_text
@@ -46,8 +48,8 @@ from ..specs import (
 )
 
 __all__ = [
-    "AGENT_SLOTS", "MEMORY_TIERS", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
-    "AccountView", "Action", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
+    "AGENT_SLOTS", "DATASET_MARKER", "MEMORY_TIERS", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
+    "AccountView", "Action", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec", "DatasetMissing",
     "DuplicateCheck", "Embedder", "EmbedderSpec", "EndpointConfig", "EngagementLog", "EmbeddingCache", "Handler", "Item", "ItemInteractions", "LLMFatal", "LLMFault", "LimitsConfig",
     "ItemRecommender", "KnowledgeItem", "KnowledgeSource",
     "KnowledgeSourceSpec", "LLMCallRecord", "LLMClient", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec",
@@ -57,6 +59,6 @@ __all__ = [
     "PluginError", "Policy", "PolicySpec", "PostView", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
     "Interval", "TTest", "mean_interval", "paired_test",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "fill_prompt", "follow_edges", "hookimpl", "memory_rows", "limits_of", "load_prompts", "name_problem", "normalize_rows", "not_text", "parse_json_list",
+    "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "data_home", "data_path", "dataset_folder", "fill_prompt", "follow_edges", "hookimpl", "installed_dataset", "memory_rows", "limits_of", "load_prompts", "name_problem", "normalize_rows", "not_text", "parse_json_list",
     "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "resolve_secrets", "retrieval_of",
 ]

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
-from townsquare.api import UsageError
+from townsquare.api import UsageError, data_path
 
 from . import benchmark_data as data_files
 from .answer_parsing import match_environments
@@ -28,12 +27,13 @@ class Inputs:
     fixed: list[str] | None = None
     count: int = 0                           # personas evaluated
     notes: list[str] = field(default_factory=list)
+    release: Any = None                      # the released folder (benchmark_data.Release), when --data
 
 
 def read_inputs(data: str | None, questions: str, persona_file: str | None, environments: int,
                 named: Sequence[str] = ()) -> Inputs:
     """The files: tasks (rubrics), environments, persona descriptions, static questions."""
-    folder = Path(data) if data else None
+    folder = data_path(data) if data else None  # data:personagym -> the installed dataset
     if folder is not None and not folder.is_dir():
         raise UsageError(f"--data {data}: no such folder (the released PersonaGym data)")
     if questions == "benchmark" and folder is None:
@@ -50,31 +50,31 @@ def read_inputs(data: str | None, questions: str, persona_file: str | None, envi
             raise UsageError(f"--environment {name!r}: not one of the {len(pool)} environments"
                              + (f" (did you mean: {', '.join(close)}?)" if close else ""))
     inputs = Inputs(tasks, pool, str(folder / "environments.json") if has_pool else "the released list bundled with townsquare",
-                    fixed=match_environments(named, pool) or None)
+                    fixed=match_environments(named, pool) or None, release=release)
     if persona_file == "benchmark" or (persona_file is None and questions == "benchmark"):
         if release is None:
             raise UsageError("the benchmark personas need --data DIR (the released folder with personas_benchmark.json)")
         inputs.descriptions = release.personas()
     elif persona_file is not None:
-        inputs.descriptions = data_files.load_persona_descriptions(Path(persona_file))
+        inputs.descriptions = data_files.load_persona_descriptions(data_path(persona_file))
     if questions == "benchmark" and release is not None:
         inputs.static = []  # filled for the personas evaluated, once their number is known
     return inputs
 
 
-def settle_count(inputs: Inputs, asked: int | None, available: int, what: str, data: str | None) -> None:
+def settle_count(inputs: Inputs, asked: int | None, available: int, what: str) -> None:
     """How many personas: ``asked`` (default all), at most what exists; one note when fewer
     exist than asked. Then the static questions of those personas."""
     inputs.count = available if asked is None else min(asked, available)
     if asked is not None and asked > available:
         inputs.notes.append(f"--personas {asked}: only {available} {what}; evaluating {available}")
-    if inputs.static is not None and inputs.descriptions is not None and data is not None:
-        bank = data_files.open_release(Path(data)).static_questions()
+    if inputs.static is not None and inputs.descriptions is not None and inputs.release is not None:
+        bank = inputs.release.static_questions()
         for description in inputs.descriptions[:inputs.count]:
             found = data_files.static_questions_for(bank, description)
             if found is None:
                 raise UsageError(f"no released questions for the persona {description[:70]!r} "
-                                 f"(in {Path(data) / data_files.QUESTIONS_FOLDER})")
+                                 f"(in {inputs.release.folder / data_files.QUESTIONS_FOLDER})")
             inputs.static.append(found)
 
 

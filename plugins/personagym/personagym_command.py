@@ -110,11 +110,11 @@ def _plan(targets_in: tuple[str, ...], *, llm_spec: str | None, overrides: tuple
                          "(a run's own agents answer with their memories already)")
     if inputs.descriptions is not None:
         settle_count(inputs, personas, len(inputs.descriptions), "benchmark personas" if persona_file in (None, "benchmark")
-                     else f"personas in {persona_file}", data)
+                     else f"personas in {persona_file}")
     else:
         counts = [t.scenario.populations[population_index(t, population)].config.count for t in targets]
         where = f"agents in population {population}" if population else "agents in the evaluated population"
-        settle_count(inputs, personas, min(counts), where, data)
+        settle_count(inputs, personas, min(counts), where)
     prompts = load_prompts(PROMPTS, "personagym", prompts_file, ".", required=REQUIRED)
     return Plan(targets, design_labels(targets), inputs, prompts, settings, judges, judge_labels(judges), generator, population,
                 with_run_memories, environments, per_task)

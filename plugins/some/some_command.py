@@ -235,7 +235,7 @@ def townsquare_register_commands(cli):
                  window_rounds: int, min_posts: int, prompts_file: str | None, seed: int, out: str | None, estimate: bool,
                  plugin_options: tuple[str, ...] = (), **_: Any) -> None:
         """SoMe (Xue et al.): eight social-media agent tasks, each with its tools, over RUN's events."""
-        from townsquare.api import LLMFault, RunStopped, UsageError
+        from townsquare.api import LLMFault, RunStopped, UsageError, data_path
         from townsquare.api.commands import check_spec, clear_earlier_answers, command_line, llm_overrides, load_run, model_identity, open_run
 
         from .harness import HarnessSettings
@@ -249,6 +249,7 @@ def townsquare_register_commands(cli):
             raise UsageError("--tasks: no task named")
         if database and not some_data:
             raise UsageError("--database: give --some-data too (the database serves SoMe's own queries)")
+        some_data, database = (str(data_path(p)) if p else None for p in (some_data, database))  # data:NAME -> installed dataset
 
         def resolve(more: list[str]) -> Any:
             return load_run(run_dir, extra_plugin_options=plugin_options, overrides=[*llm_overrides(llm_spec), *overrides, *more])[1]
