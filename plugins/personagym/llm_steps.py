@@ -49,9 +49,11 @@ class Settings:
 
 # ---------------------------------------------------------------- schemas, beside the prompts they answer
 
-#: longest string in a JSON answer: bounded, so a grammar-constrained model closes its JSON
-#: before the token limit instead of being cut off mid-string
+#: longest string in a JSON answer (a question, a grade's reasoning; an example answer:
+#: :data:`MAX_EXAMPLE_CHARS`): bounded, so a grammar-constrained model closes its JSON before
+#: the token limit instead of being cut off mid-string
 MAX_ITEM_CHARS = 600
+MAX_EXAMPLE_CHARS = 300
 SCORES = (1, 2, 3, 4, 5)
 
 
@@ -72,7 +74,7 @@ def questions_schema(count: int) -> dict[str, Any]:
 def examples_schema(count: int) -> dict[str, Any]:
     """``score_examples``: one ``{"score_1": ..., "score_5": ...}`` per request, in order."""
     one = {"type": "object", "required": [f"score_{n}" for n in SCORES],
-           "properties": {f"score_{n}": {"type": "string", "minLength": 1, "maxLength": MAX_ITEM_CHARS} for n in SCORES}}
+           "properties": {f"score_{n}": {"type": "string", "minLength": 1, "maxLength": MAX_EXAMPLE_CHARS} for n in SCORES}}
     return {"type": "object", "required": ["examples"],
             "properties": {"examples": {"type": "array", "minItems": count, "maxItems": count, "items": one}}}
 
