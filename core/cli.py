@@ -328,10 +328,7 @@ class _progress(RunProgress):
         super().__init__(progress_mode(quiet=quiet, log_json=_log_json()), label=label)
 
     def announce(self, scenario, run_dir) -> None:
-        click.echo(f"run directory: {run_dir.path}", err=True)
-        click.echo(format_slot_table(scenario.slot_table()), err=True)
-        if scenario.llm is not None:
-            click.echo(llm_banner(scenario), err=True)
+        click.echo(run_banner(scenario, run_dir), err=True)
         self.ready(scenario.model.rounds)
 
 
@@ -343,6 +340,12 @@ def _log_json() -> bool:
             return True
         ctx = ctx.parent
     return False
+
+
+def run_banner(scenario, run_dir) -> str:
+    """What a run shows when it starts: its directory, its slot table and its LLM."""
+    lines = [f"run directory: {run_dir.path}", format_slot_table(scenario.slot_table())]
+    return "\n".join(lines + ([llm_banner(scenario)] if scenario.llm is not None else []))
 
 
 def llm_banner(scenario) -> str:

@@ -20,9 +20,11 @@ class Persona:
 
     @property
     def text(self) -> str:
-        """The persona as one paragraph: its sentences, then its fields."""
+        """The persona as one paragraph: its sentences, then its fields (a text field that is
+        already one of the sentences is not repeated)."""
         parts = list(self.sentences)
-        parts += [f"{key}: {value}" for key, value in self.fields.items() if value not in ("", None)]
+        parts += [f"{key}: {value}" for key, value in self.fields.items()
+                  if value not in ("", None) and not (isinstance(value, str) and value in self.sentences)]
         return " ".join(str(p) for p in parts)
 
     def to_dict(self) -> dict[str, Any]:

@@ -91,6 +91,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.social_agent.reflection.follow_reflection",
     # Park et al.'s generative agents: memory stream, retrieval, reflection, planning, social policy
     "townsquare.plugins.generative_agents.planning.day_plan",
+    "townsquare.plugins.generative_agents.planning.agent_summary",
+    "townsquare.plugins.generative_agents.dialogue.conversation_memory",
     "townsquare.plugins.generative_agents.memory.memory_stream",
     "townsquare.plugins.generative_agents.memory.park_retrieval",
     "townsquare.plugins.generative_agents.reflection.park_reflection",

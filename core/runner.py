@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from . import __version__
 from .data_paths import datasets_in
@@ -58,7 +58,7 @@ def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[s
 
 
 def start_run(
-    scenario_path: str | Path,
+    scenario_path: str | Path | Mapping[str, Any],
     *,
     overrides: Iterable[str] = (),
     seed: int | None = None,
@@ -70,7 +70,8 @@ def start_run(
     simulation_class: type[Simulation] = Simulation,
     **simulation_options: Any,
 ) -> tuple[RunDir, RunSummary]:
-    """Run a scenario file into a new run directory. ``on_ready(scenario, run_dir)`` is called
+    """Run a scenario file (or its content as a dict: :func:`~townsquare.scenario.load_scenario`)
+    into a new run directory. ``on_ready(scenario, run_dir)`` is called
     once every input is read and checked (the CLI prints the slot table then).
 
     The scenario is validated before the directory is made; files the components read (persona,

@@ -12,11 +12,12 @@ Every problem is reported as one line naming the file, the key and what was expe
 from __future__ import annotations
 
 import copy
+import json
 import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -216,6 +217,22 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
     return data
 
 
+def override_lines(values: Mapping[str, Any]) -> list[str]:
+    """``{"rounds": 2, "recommender": {"name": "random"}}`` as the ``--set`` overrides that set
+    them: ``["rounds=2", 'recommender={ "name" = "random" }']``."""
+    return [f"{key}={_toml(value)}" for key, value in values.items()]
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    return value.isoformat() if hasattr(value, "isoformat") else json.dumps(str(value))
+
+
 def validate_scenario(data: dict[str, Any], source: str) -> ScenarioModel:
     try:
         model = ScenarioModel.model_validate(data)
@@ -375,13 +392,22 @@ def _current_names(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def load_scenario(path: str | Path, overrides: list[str], plugins: Any, seed: int | None = None) -> ResolvedScenario:
-    """Read, override, validate and resolve a scenario against the loaded plugins."""
-    source = str(path)
-    data = apply_overrides(read_scenario(path), overrides, source)
+#: the ``source`` of a scenario given as a dict (:func:`load_scenario`), in errors and the manifest
+DICT_SOURCE = "<scenario dict>"
+
+
+def load_scenario(path: str | Path | Mapping[str, Any], overrides: list[str], plugins: Any, seed: int | None = None) -> ResolvedScenario:
+    """Read, override, validate and resolve a scenario against the loaded plugins. ``path`` may
+    be the file's content as a dict (what ``tomllib`` reads), whose relative paths name files
+    from the current directory."""
+    if isinstance(path, Mapping):
+        source, data, base_dir = DICT_SOURCE, dict(path), str(Path.cwd())
+    else:
+        source, data, base_dir = str(path), read_scenario(path), str(Path(path).resolve().parent)
+    data = apply_overrides(data, overrides, source)
     if seed is not None:
         data["seed"] = seed
-    return resolve(data, source, str(Path(path).resolve().parent), plugins)
+    return resolve(data, source, base_dir, plugins)
 
 
 def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> ResolvedScenario:

@@ -12,8 +12,8 @@ exits with status 1.
 ``estimate SCENARIO`` forecasts LLM calls, tokens and cost before a run: it plays the scenario
 with a stand-in model that answers instantly and counts (:mod:`townsquare.dry_run`: prompt
 tokens ~ characters / 4, completion tokens as expected per purpose) and prints a table per
-purpose. The counts follow
-the stand-in's answers, not a real model's, and the output says so.
+purpose, then one per simulated day (the day of each call's round). The counts follow the
+stand-in's answers, not a real model's, and the output says so.
 """
 
 from __future__ import annotations
@@ -68,6 +68,21 @@ def _as_replayed(columns: list[str], rows: list[tuple]) -> list[tuple]:
     return out
 
 
+def calls_per_day(events_path: Path) -> dict[str, tuple[int, int, int]]:
+    """Simulated day (``2023-02-13``) -> (calls, prompt tokens, completion tokens) of a run's
+    answered LLM calls, by the day of each call's round."""
+    import sqlite3
+
+    db = sqlite3.connect(events_path)
+    try:
+        rows = db.execute("SELECT substr(r.sim_time, 1, 10), COUNT(*), SUM(c.prompt_tokens), SUM(c.completion_tokens) "
+                          "FROM llm_calls c JOIN rounds r ON r.round = c.round WHERE c.status IN ('ok', 'cached') "
+                          "GROUP BY 1 ORDER BY 1").fetchall()
+    finally:
+        db.close()
+    return {day: (int(n), int(pt or 0), int(ct or 0)) for day, n, pt, ct in rows}
+
+
 @hookimpl
 def townsquare_register_commands(cli):
     from townsquare.api.commands import common_options
@@ -118,8 +133,9 @@ def townsquare_register_commands(cli):
         model = StandInModel(expected)
         resolved: dict[str, Any] = {}
         with tempfile.TemporaryDirectory(prefix="townsquare-estimate-") as tmp:
-            start_run(scenario, overrides=overrides, seed=seed, out=Path(tmp) / "dry-run", plugins=plugins,
-                      on_ready=lambda s, _: resolved.update(scenario=s), llm_provider=model)
+            dry_run, _ = start_run(scenario, overrides=overrides, seed=seed, out=Path(tmp) / "dry-run", plugins=plugins,
+                                   on_ready=lambda s, _: resolved.update(scenario=s), llm_provider=model)
+            days = calls_per_day(dry_run.events_path)
         llm = resolved["scenario"].llm
         prices = prices_of(llm.config) if llm else None
         priced = prices is not None
@@ -135,6 +151,11 @@ def townsquare_register_commands(cli):
                    "a real model's answers change what agents do next, and so the counts.")
         for line in format_table(("purpose", "calls", "prompt tokens", "completion tokens", "cost"), rows):
             click.echo(line)
+        if len(days) > 1:
+            click.echo("per simulated day:")
+            day_rows = [(day, c, pt, ct, cost(pt, ct)) for day, (c, pt, ct) in days.items()]
+            for line in format_table(("day", "calls", "prompt tokens", "completion tokens", "cost"), day_rows):
+                click.echo(line)
         click.echo("prompt tokens ~ characters / 4; completion tokens as expected per call "
                    f"(decisions {DEFAULT_COMPLETION_TOKENS['labels']}, JSON {DEFAULT_COMPLETION_TOKENS['json']}, "
                    f"text {DEFAULT_COMPLETION_TOKENS['text']}; --completion-tokens PURPOSE=N); retries and repairs of malformed answers not included.")

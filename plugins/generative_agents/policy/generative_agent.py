@@ -53,6 +53,8 @@ PARK_SLOTS: dict[str, str | None] = {
     "memory.retrieval": "park_retrieval",
     "reflector": "park_reflection",
     "planner": "day_plan",
+    "persona.context": "agent_summary",
+    "memory.sensory": "conversation_memory",
 }
 
 
