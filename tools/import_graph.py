@@ -23,11 +23,7 @@ PACKAGE_DIRS = {"core": "townsquare", "plugins": "townsquare.plugins", "platform
 PLUGIN_SURFACE = ("townsquare.api", "townsquare.testing")
 PLUGIN_DIRS = ("plugins", "platforms", "recommenders")
 #: (importer, imported) pairs allowed across plugin packages, each with the reason; to fold, not to grow
-KNOWN_EXCEPTIONS = {
-    # RecAgent's discrimination study reads MovieLens with the recsys platform's loader; the
-    # fold: a catalogue reader in townsquare.api (or the loader moved into the study's package)
-    ("townsquare.plugins.recagent.studies.discrimination", "townsquare.platforms.recsys.catalogue"),
-}
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 DOC = ROOT / "docs" / "architecture.md"
 BEGIN, END = "<!-- import-graph:begin (tools/import_graph.py --write) -->", "<!-- import-graph:end -->"
 

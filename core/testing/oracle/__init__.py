@@ -40,6 +40,7 @@ log = structlog.get_logger("townsquare.testing")
 RULE_MODULES: tuple[str, ...] = (
     "townsquare.testing.oracle.generic",
     "townsquare.testing.oracle.park",
+    "townsquare.testing.oracle.recagent",
 )
 
 
