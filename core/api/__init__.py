@@ -39,6 +39,7 @@ from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
 from ..secrets import EndpointConfig, read_secret_file, redact_text, resolve_secrets
 from ..similarity_rule import SimilarityRule, SimilarityRuleConfig
+from ..stats import Interval, TTest, mean_interval, paired_test
 from ..slots import SLOT_PROTOCOLS
 from ..store import follow_edges
 from ..specs import (
@@ -57,6 +58,7 @@ __all__ = [
     "Metric", "MetricSpec", "MovieLens", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
     "PluginError", "Policy", "PolicySpec", "PostView", "Rating", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
+    "Interval", "TTest", "mean_interval", "paired_test",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
     "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "data_home", "data_path", "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "installed_dataset", "memory_rows", "limits_of", "load_movielens_data", "load_prompts", "movielens_layout", "name_problem", "normalize_rows", "not_text", "parse_json_list",
     "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
