@@ -105,7 +105,17 @@ def test_every_docs_page_is_in_the_index_and_every_link_resolves():
     listed = set(re.findall(r"\]\(([a-z_]+\.md)\)", index))
     assert pages <= listed, f"docs pages missing from docs/index.md: {sorted(pages - listed)}"
     for page in [ROOT / "README.md", *docs.glob("*.md")]:
-        for target in re.findall(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+        for target, anchor in re.findall(r"\]\(([^)#\s]*\.md)(?:#([^)]*))?\)", page.read_text(encoding="utf-8")):
             if "://" in target:
                 continue
-            assert (page.parent / target).resolve().exists(), f"{page.relative_to(ROOT)} links to {target}, which does not exist"
+            linked = (page.parent / target).resolve()
+            assert linked.exists(), f"{page.relative_to(ROOT)} links to {target}, which does not exist"
+            if anchor:
+                assert anchor in heading_anchors(linked), f"{page.relative_to(ROOT)} links to {target}#{anchor}, no such heading"
+
+
+def heading_anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    headings = re.findall(r"^#+\s+(.*?)\s*$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
