@@ -1,9 +1,9 @@
-"""P5, a large population: N agents for R rounds, in one process or on Ray shards.
+"""A large population (the million-agent target, ``scale.py --p5``): N agents for R rounds, in one process or on Ray shards.
 
 Two designs:
 
 * ``--design embedding_baseline`` (default): ``examples/baseline.toml``, the embedding-baseline
-  policy, no LLM. Budget (P5): 1,000,000 agents x 24 rounds in <= 30 minutes and <= 16 GB on a
+  policy, no LLM. Budget: 1,000,000 agents x 24 rounds in <= 30 minutes and <= 16 GB on a
   2-core machine; on Ray, the summed memory of every process <= 1.3 x one process's and the
   wall time <= 1.1 x.
 * ``--design generative_agents``: ``examples/generative_agents_social.toml`` (Park et al.'s
@@ -134,7 +134,7 @@ def overrides_for(design: str, agents: int, rounds: int, batch: bool, backend: s
 
 def measure(agents: int, rounds: int, *, design: str = "embedding_baseline", batch: bool = True, out: Path | None = None,
             checkpoint_every: int | None = None, backend: str = "local", shards: int = 2) -> dict:
-    """Run ``design`` with ``agents`` x ``rounds`` and return what P5 reports.
+    """Run ``design`` with ``agents`` x ``rounds`` and return what the benchmark reports.
     ``checkpoint_every`` overrides the scenario's (every round by default)."""
     from townsquare.plugin_manager import make_plugin_manager
     from townsquare.runner import start_run
@@ -183,7 +183,7 @@ def measure(agents: int, rounds: int, *, design: str = "embedding_baseline", bat
 def report(result: dict) -> str:
     gib, mib = 1024**3, 1024**2
     lines = [
-        f"P5 population: {result['agents']:,} agents x {result['rounds']} rounds ({result['design'].replace('_', ' ')}, "
+        f"population: {result['agents']:,} agents x {result['rounds']} rounds ({result['design'].replace('_', ' ')}, "
         f"{'batch ' + ('on' if result['batch'] else 'off') + ', ' if result['design'] == 'embedding_baseline' else ''}{result['backend']})",
         f"  wall {result['wall_s']:.1f} s ({result['wall_ratio']:.2f} of the 30-min budget), CPU {result['cpu_s']:.1f} s "
         f"(the run's processes), memory {result['rss_total_bytes'] / gib:.2f} GiB "

@@ -118,7 +118,7 @@ class Simulation:
         self.round = -1
         self.agents: list[Agent] = []
         self.totals = new_totals()
-        self._llm_rows: list[tuple[int, int, tuple]] = []
+        self._llm_rows: list[tuple[int, tuple[int, int, int], tuple]] = []
         self._record_llm = True
         #: whether each LLM call fires ``townsquare_on_llm_call`` (False when no plugin listens,
         #: which skips pluggy's dispatch; an evaluation, which is no run, sets it False too)
@@ -180,7 +180,9 @@ class Simulation:
             row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
                    call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost,
                    call.error and redact_text(call.error), call.kind)
-            self._llm_rows.append((order, len(self._llm_rows), row))
+            # by agent, then in the order the agent's client issued the calls (a call's retries
+            # and repair with it, in arrival order): never in completion order, which latency decides
+            self._llm_rows.append((order, (*(call.issue or (-1, 0)), len(self._llm_rows)), row))
         if self.fire_llm_call_hook:
             self.hook.townsquare_on_llm_call(run=self.info, call=call)
 
@@ -334,9 +336,9 @@ class Simulation:
         self._write_llm_rows(items)
         return [row for _, _, row in items]
 
-    def _write_llm_rows(self, items: list[tuple[int, int, tuple]]) -> None:
+    def _write_llm_rows(self, items: list[tuple[int, tuple[int, int, int], tuple]]) -> None:
         if items and self._record_llm:
-            self.store.write_now("llm_calls", [row for _, _, row in sorted(items, key=lambda item: (item[0], item[1]))])
+            self.store.write_now("llm_calls", [row for _, _, row in sorted(items, key=_row_order)])
 
     async def aclose(self) -> None:
         """Close the store, the platform, the embedder, every LLM link and the provider; one
@@ -413,7 +415,7 @@ class Simulation:
                 self.store.buffer("metrics", (r, f"{name}.{key}", float(value)))
         self.hook.townsquare_on_round_end(run=self.info, round=r, now=now_iso, metrics=values)
 
-        llm_rows = sorted(self._llm_rows)  # (agent order, arrival, row): the pairs are unique
+        llm_rows = sorted(self._llm_rows, key=_row_order)  # (agent order, (issue, part, arrival), row)
         self.store.pending("llm_calls").extend(row for _, _, row in llm_rows)
         self._llm_rows.clear()
         self.totals["rounds"] += 1
@@ -468,6 +470,11 @@ class Simulation:
             self.store.buffer("posts", (result.created_id, action.agent_id, r, now, action.text, reply_to, result.remote_id))
         elif action.kind in ("follow", "unfollow"):
             self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
+
+
+def _row_order(item: tuple[int, tuple[int, int, int], tuple]) -> tuple[int, tuple[int, int, int]]:
+    """An ``llm_calls`` row's place: agent order, then issue, part and arrival (unique)."""
+    return item[0], item[1]
 
 
 def _key(middleware: Any) -> str:

@@ -29,6 +29,7 @@ from ..llm import Handler, LLMCallRecord, LLMClient, LLMProvider, LLMRequest, LL
 from ..llm_faults import LLMFatal, LLMFault, backoff_delay, classify
 from ..markers import hookimpl
 from ..memory_export import memory_rows
+from ..movielens import MovieLens, Rating, genres_of, load_movielens_data, movielens_layout
 from ..memory import MEMORY_TIERS, Memory, MemoryChain, MemoryRecord, MemoryRetrieval, agent_memory, retrieval_of
 from ..metrics import Metric, RoundView
 from ..persona import Persona, PersonaSource, cycle_personas, name_problem
@@ -36,8 +37,9 @@ from ..platform import AccountView, Platform, PostView, platform_actions
 from ..prompt_files import fill_prompt, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
-from ..secrets import EndpointConfig, read_secret_file, resolve_secrets
+from ..secrets import EndpointConfig, read_secret_file, redact_text, resolve_secrets
 from ..similarity_rule import SimilarityRule, SimilarityRuleConfig
+from ..stats import Interval, TTest, mean_interval, paired_test
 from ..slots import SLOT_PROTOCOLS
 from ..store import follow_edges
 from ..specs import (
@@ -53,10 +55,11 @@ __all__ = [
     "ItemRecommender", "KnowledgeItem", "KnowledgeSource",
     "KnowledgeSourceSpec", "LLMCallRecord", "LLMClient", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec",
     "LLMRequest", "LLMResponse", "Memory", "MemoryChain", "MemoryRecord", "MemoryRetrieval", "MemorySpec", "Message",
-    "Metric", "MetricSpec", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
+    "Metric", "MetricSpec", "MovieLens", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
-    "PluginError", "Policy", "PolicySpec", "PostView", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
+    "PluginError", "Policy", "PolicySpec", "PostView", "Rating", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
+    "Interval", "TTest", "mean_interval", "paired_test",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "data_home", "data_path", "dataset_folder", "fill_prompt", "follow_edges", "hookimpl", "installed_dataset", "memory_rows", "limits_of", "load_prompts", "name_problem", "normalize_rows", "not_text", "parse_json_list",
-    "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "resolve_secrets", "retrieval_of",
+    "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "data_home", "data_path", "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "installed_dataset", "memory_rows", "limits_of", "load_movielens_data", "load_prompts", "movielens_layout", "name_problem", "normalize_rows", "not_text", "parse_json_list",
+    "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
 ]
