@@ -20,6 +20,7 @@ from . import __version__, logs
 from .errors import RunStopped, UsageError
 from .export import FORMATS, export_run
 from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
+from .llm_modes import describe_modes, summary_line
 from .progress import AblateProgress, RunProgress, progress_mode
 from .secrets import redact_text
 
@@ -329,9 +330,12 @@ class _progress(RunProgress):
 
     def announce(self, scenario, run_dir) -> None:
         click.echo(f"run directory: {run_dir.path}", err=True)
-        click.echo(format_slot_table(scenario.slot_table()), err=True)
+        manifest = run_dir.read_manifest() if run_dir.manifest_path.is_file() else {}
+        click.echo(format_slot_table(manifest.get("slot_table") or scenario.slot_table()), err=True)
         if scenario.llm is not None:
             click.echo(llm_banner(scenario), err=True)
+            if manifest.get("llm", {}).get("modes"):
+                click.echo(f"structured answers: {describe_modes(manifest['llm']['modes'])}", err=True)
         self.ready(scenario.model.rounds)
 
 
@@ -360,11 +364,13 @@ def llm_banner(scenario) -> str:
 
 
 def format_slot_table(rows: list[dict[str, str]]) -> str:
-    headers = ("scope", "slot", "component", "plugin")
-    widths = [max(len(h), *(len(r[h]) for r in rows)) for h in headers]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    """The slot table; an ``answers`` column (each declared structured purpose and the mode it
+    runs in) when a component declares any."""
+    headers = ("scope", "slot", "component", "plugin") + (("answers",) if any(r.get("answers") for r in rows) else ())
+    widths = [max(len(h), *(len(r.get(h, "")) for r in rows)) for h in headers]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(r[h].ljust(w) for h, w in zip(headers, widths)) for r in rows]
+    lines += ["  ".join(r.get(h, "").ljust(w) for h, w in zip(headers, widths)).rstrip() for r in rows]
     return "\n".join(lines)
 
 
@@ -378,10 +384,22 @@ def _report(path: Path, summary) -> None:
         stop.reported = True  # type: ignore[attr-defined]
         raise stop
     click.echo(f"tables for notebooks: townsquare export {path} --format csv --out {path}/export", err=True)
+    answers = structured_summary(path)
+    if answers is not None:
+        click.echo(answers, err=True)
     from townsquare.plugins.report.groundedness import run_summary_line  # the metric's own wording; None without its values
 
     if (line := run_summary_line(path)) is not None:
         click.echo(line, err=True)
+
+
+def structured_summary(path: Path) -> str | None:
+    """The run's line about its structured answers (from the manifest's counts), or None."""
+    try:
+        manifest = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return summary_line(manifest.get("structured_answers") or {})
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -23,7 +23,9 @@ from ..files import parse_json_list, read_user_csv, read_user_text
 from ..items import Item, ItemInteractions, ItemRecommender
 from ..knowledge import KnowledgeItem, KnowledgeSource
 from ..lifecycle import RunInfo, RunSummary
-from ..llm import Handler, LLMCallRecord, LLMClient, LLMProvider, LLMRequest, LLMResponse, Message, ParseFailure, not_text
+from ..llm import Answer, Handler, LLMCallRecord, LLMClient, LLMProvider, LLMRequest, LLMResponse, Message, ParseFailure, not_text
+from ..llm_answers import AnswerFormat, match_label, match_prefix
+from ..llm_modes import MODES, answers_in_db, choose_modes, is_constrained, mode_for, provider_capabilities, request_kind, structured_modes
 from ..llm_faults import LLMFatal, LLMFault, backoff_delay, classify
 from ..markers import hookimpl
 from ..memory_export import memory_rows
@@ -31,7 +33,7 @@ from ..memory import MEMORY_TIERS, Memory, MemoryChain, MemoryRecord, MemoryRetr
 from ..metrics import Metric, RoundView
 from ..persona import Persona, PersonaSource, cycle_personas, name_problem
 from ..platform import AccountView, Platform, PostView, platform_actions
-from ..prompt_files import fill_prompt, load_prompts
+from ..prompt_files import fill_prompt, load_answers, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
 from ..secrets import EndpointConfig, read_secret_file, resolve_secrets
@@ -45,8 +47,8 @@ from ..specs import (
 )
 
 __all__ = [
-    "AGENT_SLOTS", "MEMORY_TIERS", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
-    "AccountView", "Action", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
+    "AGENT_SLOTS", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
+    "AccountView", "Action", "Answer", "AnswerFormat", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
     "DuplicateCheck", "Embedder", "EmbedderSpec", "EndpointConfig", "EngagementLog", "EmbeddingCache", "Handler", "Item", "ItemInteractions", "LLMFatal", "LLMFault", "LimitsConfig",
     "ItemRecommender", "KnowledgeItem", "KnowledgeSource",
     "KnowledgeSourceSpec", "LLMCallRecord", "LLMClient", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec",
@@ -55,6 +57,8 @@ __all__ = [
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
     "PluginError", "Policy", "PolicySpec", "PostView", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "backoff_delay", "classify", "cycle_personas", "fill_prompt", "follow_edges", "hookimpl", "memory_rows", "limits_of", "load_prompts", "name_problem", "normalize_rows", "not_text", "parse_json_list",
+    "UsageError", "agent_memory", "answers_in_db", "backoff_delay", "choose_modes", "classify", "cycle_personas", "fill_prompt", "follow_edges", "hookimpl", "is_constrained",
+    "memory_rows", "limits_of", "load_answers", "load_prompts", "match_label", "match_prefix", "mode_for", "name_problem", "normalize_rows", "not_text", "parse_json_list",
+    "provider_capabilities", "request_kind", "structured_modes",
     "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "resolve_secrets", "retrieval_of",
 ]
