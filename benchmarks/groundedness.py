@@ -47,6 +47,7 @@ QUICKSTART = ROOT / "examples" / "quickstart.toml"
 #: (each names its policy: the quickstart's own choice must not leak into a variant)
 VARIANTS: dict[str, list[str]] = {
     "quickstart": [],
+    "quickstart-model-topics": ['plugins.social_agent.topics="model"'],
     "smollm2": ["llm.name=local", 'llm.model="smollm2-135m-instruct"', *(
         f'populations.{p}.slots.policy="social_agent"' for p in (0, 1))],
     "smollm2-routed": ["llm.name=local", 'llm.model="smollm2-135m-instruct"', *(
@@ -59,7 +60,8 @@ VARIANTS: dict[str, list[str]] = {
                  "plugins.embedding_baseline.feed_size=4", "plugins.embedding_baseline.post_probability=1.0"],
 }
 NAMES = {
-    "quickstart": "quickstart (SmolLM2, routed likes)",
+    "quickstart": "quickstart (SmolLM2, routed likes, topics among interests)",
+    "quickstart-model-topics": "quickstart, topics written by the model",
     "smollm2": "SmolLM2-135M-Instruct, social_agent",
     "smollm2-routed": "SmolLM2-135M-Instruct, social_agent_routed",
     "gemma": "Gemma 3 270M, social_agent",

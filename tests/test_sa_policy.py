@@ -416,3 +416,13 @@ def test_routing_is_a_setting_of_every_social_policy():
     assert world.recorder.purposes() == ["like", "comment"]
     with pytest.raises(ValueError, match="follow"):
         SocialAgentConfig(similarity_decides=["follow"])  # follows are the reflector's
+
+
+def test_topics_among_the_personas_interests_are_a_closed_set():
+    world = World([HIKER], scripted({TOPICS: '{"topics": ["Cooking"]}', POST: "A camp stove stew tonight."}))
+    (me,) = world.agents
+    me.components.update({"policy": policy(topics="interests"), "planner": FixedPlanner(PlanSession(browse=False, posts_due=1))})
+    (post,) = asyncio.run(me.components["policy"].step(world.ctx(me)))
+    assert post.detail["topic"] == "Cooking"
+    items = world.recorder.requests[0].json_schema["properties"]["topics"]
+    assert items["items"] == {"type": "string", "enum": ["Hiking", "Camping", "Cooking"]} and items["maxItems"] == 1

@@ -6,7 +6,9 @@ Not a plugin: both social-agent policies post through :func:`write_posts`.
    declared in ``prompts/actions.toml`` (``[answers.topics]``, at most ``count`` items). "#"
    signs are removed and a topic is cut to 15 words. An answer that does not fit gets one
    repair request (the LLM layer's); then topics from the persona itself (its hobbies, else its
-   sentences), chosen with the agent's generator.
+   sentences), chosen with the agent's generator. With ``topics = "interests"`` (the
+   policy's setting) each listed topic must be one of the persona's hobbies: the schema's items
+   become that closed set, and the model picks among them.
 2. Per topic: the persona text retrieved for the topic (``persona.context``) and the knowledge
    it adopts (``persona.knowledge``); the post prompt with knowledge (table 9) or without
    (table 10). The persona is the system message (``post_persona``: "You are NAME. This is who
@@ -57,11 +59,16 @@ def topics_from_answer(value: Any, count: int) -> list[str]:
     return topics[:count]
 
 
-def persona_topics(persona: Any, count: int, rng: Any) -> list[str]:
-    """Fallback topics from the persona: its hobbies (comma separated), else its sentences."""
+def interests(persona: Any) -> list[str]:
+    """The persona's hobbies (comma separated), each cut to 15 words; empty when it has none."""
     hobbies = persona.fields.get("hobbies") if persona.fields else None
-    pool = [h.strip() for h in str(hobbies).split(",") if h.strip()] if hobbies else []
-    pool = pool or [s for s in persona.sentences if s.strip()] or [persona.name]
+    pool = [h.strip() for h in (hobbies if isinstance(hobbies, list) else str(hobbies or "").split(",")) if str(h).strip()]
+    return list(dict.fromkeys(" ".join(str(h).split()[:MAX_TOPIC_WORDS]) for h in pool))
+
+
+def persona_topics(persona: Any, count: int, rng: Any) -> list[str]:
+    """Fallback topics from the persona: its hobbies, else its sentences."""
+    pool = interests(persona) or [s for s in persona.sentences if s.strip()] or [persona.name]
     picks = rng.permutation(len(pool))[:count] if len(pool) > 1 else [0] * min(count, 1)
     return [" ".join(pool[int(i)].split()[:MAX_TOPIC_WORDS]) for i in picks]
 
@@ -82,13 +89,19 @@ def cut(text: str, limit: int) -> str:
     return (head[:space] if space > 0 else text[:limit]).rstrip()
 
 
-async def generate_topics(ctx: Any, llm: Any, prompts: dict[str, str], count: int, answer: AnswerFormat) -> list[str]:
+async def generate_topics(ctx: Any, llm: Any, prompts: dict[str, str], count: int, answer: AnswerFormat,
+                          among_interests: bool = False) -> list[str]:
     """``count`` topics for the agent's posts (:func:`topics_from_answer`), or its persona's
-    own (:func:`persona_topics`) when the answer does not fit even after a repair."""
+    own (:func:`persona_topics`) when the answer does not fit even after a repair.
+    ``among_interests``: each topic is one of the persona's hobbies (the list's items become
+    that closed set, so a backend that constrains holds the model to it)."""
     prompt = fill(prompts["topics"], topic_count=count, persona=full_persona_text(ctx.agent.persona))
-    result = await llm.ask(prompt, answer.with_schema(properties={
-        "topics": {**answer.schema["properties"]["topics"], "maxItems": count}}), default=None,
-        max_tokens=40 * count + 20, validate=lambda value: topics_from_answer(value, count))
+    items = dict(answer.schema["properties"]["topics"])
+    choices = interests(ctx.agent.persona) if among_interests else []
+    if choices:
+        items["items"] = {"type": "string", "enum": choices}
+    result = await llm.ask(prompt, answer.with_schema(properties={"topics": {**items, "maxItems": count}}), default=None,
+                           max_tokens=40 * count + 20, validate=lambda value: topics_from_answer(value, count))
     if result.fallback:  # the LLM layer recorded the parse_failure and warned
         topics = persona_topics(ctx.agent.persona, count, ctx.rng)
         log.info("topics.fallback", agent=ctx.agent.id, topics=topics)
@@ -135,12 +148,12 @@ async def write_post(ctx: Any, llm: Any, prompts: dict[str, str], topic: str, me
 
 
 async def write_posts(ctx: Any, llm: Any, prompts: dict[str, str], count: int, *, topics_answer: AnswerFormat,
-                      limit: int = 500, max_tokens: int = 400) -> list[Action]:
+                      limit: int = 500, max_tokens: int = 400, topics_among_interests: bool = False) -> list[Action]:
     """``count`` posts on freshly generated topics (fewer if topics run short or are skipped)."""
     if count <= 0:
         return []
     memory = ctx.agent.components.get("memory.short_term")
-    topics = await generate_topics(ctx, llm, prompts, count, topics_answer)
+    topics = await generate_topics(ctx, llm, prompts, count, topics_answer, topics_among_interests)
     actions: list[Action] = []
     for topic in topics:
         action = await write_post(ctx, llm, prompts, topic, memory, [a.text for a in actions], limit, max_tokens)

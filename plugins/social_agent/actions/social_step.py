@@ -82,6 +82,10 @@ class SocialAgentConfig(BaseModel):
     max_chars: int = Field(500, gt=0, description="longest post or comment (Zhou §3.1.2: 500)")
     post_probability_without_plan: float = Field(0.1, ge=0.0, le=1.0)
     comment_max_tokens: int = Field(200, gt=0)
+    #: "model": the model writes its post topics from the persona (Zhou §3.1.2); "interests": it
+    #: picks each among the persona's hobbies (a closed set the backend holds it to; for small
+    #: offline models, whose own topics are mostly noise: README, groundedness)
+    topics: Literal["model", "interests"] = "model"
     #: temperature of the label decisions: where the backend scores the labels, the label is
     #: drawn from the model's probabilities at this temperature (1: as the model gives them)
     decision_temperature: float = Field(1.0, ge=0, le=2)
@@ -195,7 +199,7 @@ class SocialAgentBase:
         self.initial_left = 0
         if due:
             posts = await write_posts(ctx, llm, self.prompts, due, topics_answer=self.declared["topics"], limit=cfg.max_chars,
-                                      max_tokens=cfg.post_max_tokens)
+                                      max_tokens=cfg.post_max_tokens, topics_among_interests=cfg.topics == "interests")
             self.counts["posts"] += len(posts)
             actions += posts
         return actions
