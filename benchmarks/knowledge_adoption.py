@@ -9,17 +9,18 @@ item is adopted when its TF-IDF cosine with the persona's "knowledge" exceeds T_
 the adoption rate, the similarity quantiles, for Wikipedia paragraphs ("Title: ... Text: ...",
 the official distractor format) and, for contrast, for question-answer items.
 
-    python benchmarks/knowledge_adoption.py ../shared/data/hotpotqa/hotpot_dev_distractor_sample.json
+    townsquare data fetch hotpotqa-dev-distractor-sample
+    python benchmarks/knowledge_adoption.py data:hotpotqa-dev-distractor-sample/hotpot_dev_distractor_sample.json
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-from pathlib import Path
 
 import numpy as np
 
+from townsquare.api import data_path
 from townsquare.plugins.embedders.hash import HashEmbedder
 from townsquare.plugins.social_agent.knowledge.hotpotqa import knowledge_items, read_hotpotqa
 from townsquare.plugins.social_agent.persona import persona_schema as S
@@ -47,7 +48,7 @@ def measure(texts: list[str], personas: list, k: int, threshold: float) -> dict[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("path", type=Path, help="a HotpotQA file in the official (distractor) format")
+    parser.add_argument("path", type=data_path, help="a HotpotQA file in the official (distractor) format (data:NAME/... works)")
     parser.add_argument("--personas", type=int, default=100)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--threshold", type=float, default=0.25)

@@ -122,6 +122,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.baselines.embedding_items",
     # reports
     "townsquare.plugins.report.run_report",
+    # the datasets of the paper set-ups (`townsquare data`)
+    "townsquare.plugins.data",
 )
 
 

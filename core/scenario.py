@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .data_paths import resolve_data_references
 from .errors import ComponentError, ScenarioError
 from .persona import name_problem
 from .plugin_names import renamed_sections
@@ -384,7 +385,7 @@ def load_scenario(path: str | Path, overrides: list[str], plugins: Any, seed: in
 
 
 def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> ResolvedScenario:
-    model = validate_scenario(_current_names(data), source)
+    model = validate_scenario(resolve_data_references(_current_names(data), source), source)
     registry = plugins.registry
     plugin_sections = dict(model.plugins)
     for name, section in plugin_sections.items():

@@ -8,11 +8,18 @@ import os
 import pytest
 
 
+@pytest.fixture(scope="session")
+def empty_data_home(tmp_path_factory):
+    return tmp_path_factory.mktemp("data-home")
+
+
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    """No plugin env vars leak in from the developer's shell."""
+def clean_env(monkeypatch, empty_data_home):
+    """No plugin env vars leak in from the developer's shell, and no dataset the developer
+    installed: ``data:`` paths resolve in an empty data home unless a test installs one."""
     for var in ("TOWNSQUARE_DISABLE_PLUGINS", "TOWNSQUARE_DISABLE_PLUGIN_AUTOLOAD"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TOWNSQUARE_DATA", str(empty_data_home))
     return os.environ
 
 
@@ -25,3 +32,11 @@ def restore_logging():
     saved = structlog.get_config()
     yield
     structlog.configure(**saved)
+
+
+@pytest.fixture
+def data_home(tmp_path, monkeypatch):
+    """A data home of this test's own (``$TOWNSQUARE_DATA``), empty, not made yet."""
+    folder = tmp_path / "data-home"
+    monkeypatch.setenv("TOWNSQUARE_DATA", str(folder))
+    return folder

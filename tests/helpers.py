@@ -37,3 +37,14 @@ def read_table(run_dir: Path, table: str) -> list[tuple]:
         return db.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
     finally:
         db.close()
+
+
+def run_cli(*args: str) -> int:
+    """Run the ``townsquare`` command line in this process; its exit status."""
+    from townsquare.cli import main
+
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0

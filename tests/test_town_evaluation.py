@@ -126,7 +126,7 @@ def test_a_judges_letters_map_back_to_architectures_and_bad_orderings_are_droppe
 def test_evaluate_command_interviews_a_town_runs_agents(tmp_path):
     mini = ROOT / "tests" / "data" / "smallville" / "base_mini"
     text = (ROOT / "examples" / "smallville.toml").read_text()
-    text = text.replace("../../shared/data/generative_agents/base_the_ville_isabella_maria_klaus", str(mini))
+    text = text.replace('"data:smallville-3"', f'"{mini}"')
     text += '[llm]\nname = "scripted"\n[plugins.scripted]\nrules = { "Rank the answers" = "{\\"ranking\\": [\\"A\\", \\"B\\", \\"C\\", \\"D\\"]}" }\n'
     scenario = tmp_path / "s.toml"
     scenario.write_text(text)

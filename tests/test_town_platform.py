@@ -137,6 +137,8 @@ def test_personas_from_scratch_carry_the_seed_and_an_added_intention():
 
 
 def test_bad_seed_files_name_the_file_and_field(tmp_path):
+    with pytest.raises(UsageError, match="absent: no such folder .*townsquare data fetch smallville-3"):
+        read_base(tmp_path / "absent")
     with pytest.raises(UsageError, match="no personas/ folder"):
         read_base(tmp_path)
     seed = tmp_path / "personas" / "Ann Lee" / "bootstrap_memory"

@@ -23,7 +23,7 @@ rules = { "Where should .* go to do this" = "Hobbs Cafe", "Which area should" = 
 
 def example(write_scenario, rounds=3):
     text = (ROOT / "examples" / "smallville.toml").read_text()
-    text = text.replace("../../shared/data/generative_agents/base_the_ville_isabella_maria_klaus", str(MINI))
+    text = text.replace('"data:smallville-3"', f'"{MINI}"')
     text = text.replace("rounds = 12", f"rounds = {rounds}")
     return write_scenario(text + RULES)
 
@@ -86,7 +86,7 @@ def test_town_run_exports_and_reports_where_agents_were_and_the_diffusion(make_p
                     reason="../shared/data/generative_agents not present")
 def test_the_valentines_example_runs_with_the_scripted_model(make_plugins, write_scenario, run_scenario):
     text = (ROOT / "examples" / "valentines.toml").read_text()
-    text = text.replace("../../shared/data", str(SHARED_DATA)).replace("rounds = 192", "rounds = 2")
+    text = text.replace("data:smallville-n25", str(SHARED_DATA / "generative_agents" / "base_the_ville_n25")).replace("rounds = 192", "rounds = 2")
     text = text.replace("start = 2023-02-13T06:00:00", "start = 2023-02-13T09:00:00")  # everyone awake
     run_dir, summary = run_scenario(write_scenario(text + '[llm]\nname = "scripted"\n'), plugins=make_plugins(enable=[SCRIPTED]))
     assert summary.rounds_completed == 2

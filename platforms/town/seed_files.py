@@ -64,6 +64,8 @@ def _json(path: Path) -> Any:
 def read_base(folder: str | Path) -> Base:
     """Read a base folder; a missing or malformed file is a :class:`UsageError` naming it."""
     folder = Path(folder)
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: no such folder (a Smallville base: `townsquare data fetch smallville-3` installs one, data:smallville-3)")
     people = folder / "personas"
     if not people.is_dir():
         raise UsageError(f"{folder}: no personas/ folder (expected a Smallville base such as base_the_ville_n25)")

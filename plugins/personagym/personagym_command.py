@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from townsquare.api import Persona, UsageError, load_prompts
+from townsquare.api import Persona, UsageError, data_path, load_prompts
 
 from . import benchmark_data as data_files
 from .answer_parsing import match_environments
@@ -40,7 +40,7 @@ DEFAULT_ENVIRONMENTS = 1
 def _inputs(target: Any, data: str | None, questions: str, persona_file: str | None, personas: int | None,
             environments: int, named: tuple[str, ...] = ()) -> dict[str, Any]:
     """Everything read from files, checked."""
-    folder = Path(data) if data else None
+    folder = data_path(data) if data else None  # data:personagym -> the installed dataset
     if folder is not None and not folder.is_dir():
         raise UsageError(f"--data {data}: no such folder (the released PersonaGym data)")
     if questions == "benchmark" and folder is None:
@@ -63,7 +63,7 @@ def _inputs(target: Any, data: str | None, questions: str, persona_file: str | N
             raise UsageError("the benchmark personas need --data DIR (the released folder with personas_benchmark.json)")
         descriptions = data_files.load_persona_descriptions(folder / "personas_benchmark.json")
     elif persona_file is not None:
-        descriptions = data_files.load_persona_descriptions(Path(persona_file))
+        descriptions = data_files.load_persona_descriptions(data_path(persona_file))
     static = None
     if questions == "benchmark" and folder is not None:
         bank = data_files.load_static_questions(folder)

@@ -255,7 +255,7 @@ def townsquare_register_commands(cli):
                  max_tool_chars: int, concurrency: int, votes: int, window_rounds: int, min_posts: int, prompts_file: str | None,
                  seed: int, out: str | None, **_: Any) -> None:
         """SoMe (Xue et al.): eight social-media agent tasks with eight tools, over RUN's events."""
-        from townsquare.api import LLMFault, RunStopped, UsageError
+        from townsquare.api import LLMFault, RunStopped, UsageError, data_path
         from townsquare.api.commands import open_run
 
         from .harness import HarnessSettings
@@ -269,6 +269,7 @@ def townsquare_register_commands(cli):
             raise UsageError("--tasks: no task named")
         if database and not some_data:
             raise UsageError("--database: give --some-data too (the database serves SoMe's own queries)")
+        some_data, database = (str(data_path(p)) if p else None for p in (some_data, database))  # data:NAME -> installed dataset
         prompts = load_some_prompts(prompts_file)
         started = time.perf_counter()
         plan = plan_queries(run_dir, chosen, per_task=per_task, split=split, seed=seed, some_data=some_data, database=database,

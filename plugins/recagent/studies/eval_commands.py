@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from townsquare.api import UsageError, hookimpl
+from townsquare.api import UsageError, data_path, hookimpl
 
 
 def _grid(values: tuple[str, ...]) -> list[tuple[int, int]]:
@@ -94,7 +94,7 @@ def townsquare_register_commands(cli):
                 raise UsageError(f"{scenario}: platform: the discrimination test needs catalogue = \"movielens\" and a path (or --data)")
             folder = Path(platform.path) if Path(platform.path).is_absolute() else Path(resolved.base_dir) / platform.path
         else:
-            folder = Path(data)
+            folder = data_path(data)  # data:movielens-latest-small -> the installed dataset
         if not (folder / "ratings.csv").is_file():
             raise UsageError(f"{folder}: no ratings.csv (the discrimination test needs MovieLens ratings)")
         rows = asyncio.run(_evaluate(resolved, plugins, folder, users, pairs, resolved.model.seed))

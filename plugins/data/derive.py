@@ -1,0 +1,55 @@
+"""Recipes that make a dataset's file from a published input, reproducing a recorded SHA-256.
+
+Some released data is not published as a data file: PersonaGym's environments and benchmark
+personas are Python literals in its code, and the small HotpotQA knowledge sample is the head
+of the dev file. A catalogue file entry names its recipe (``derive``), its ``input`` and the
+recipe's options; the result must come out with the entry's SHA-256 like any downloaded file.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from .checksums import DataError
+
+
+def python_literal(source: Path, options: dict[str, Any]) -> bytes:
+    """The value assigned to ``variable`` in the Python file ``source`` (read with
+    ``ast.literal_eval``, never run), as JSON with ``indent`` (1 by default)."""
+    name = options["variable"]
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"), str(source))
+    except (SyntaxError, UnicodeDecodeError) as exc:
+        raise DataError(f"{source}: not Python source ({exc})") from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                raise DataError(f"{source}: {name} is not a plain literal") from None
+            return json.dumps(value, indent=options.get("indent", 1), ensure_ascii=False).encode("utf-8")
+    raise DataError(f"{source}: no assignment to {name}")
+
+
+def json_head(source: Path, options: dict[str, Any]) -> bytes:
+    """The first ``count`` records of the JSON list in ``source``, written by ``json.dumps``
+    (``ensure_ascii=False``, no indent)."""
+    try:
+        records = json.loads(source.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DataError(f"{source}: not a JSON file ({exc})") from None
+    if not isinstance(records, list):
+        raise DataError(f"{source}: not a JSON list")
+    return json.dumps(records[: int(options["count"])], ensure_ascii=False).encode("utf-8")
+
+
+RECIPES: dict[str, Callable[[Path, dict[str, Any]], bytes]] = {"python_literal": python_literal, "json_head": json_head}
+
+
+def derive(recipe: str, source: Path, options: dict[str, Any]) -> bytes:
+    if recipe not in RECIPES:
+        raise DataError(f"unknown recipe {recipe!r} (recipes: {', '.join(RECIPES)})")
+    return RECIPES[recipe](source, options)
