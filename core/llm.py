@@ -297,7 +297,7 @@ class LLMClient:
         self.model = model
         self.agent_id = agent_id
         self.on_parse_failure = on_parse_failure
-        self.modes = dict(modes) if modes is not None else structured_modes(provider_of(handler))
+        self.modes = modes if modes is not None else structured_modes(provider_of(handler))
 
     def for_agent(self, agent_id: str) -> "LLMClient":
         return LLMClient(self._handler, model=self.model, agent_id=agent_id, on_parse_failure=self.on_parse_failure,
