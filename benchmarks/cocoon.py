@@ -1,58 +1,193 @@
-"""The information-cocoon effect, mechanically and offline (Wang et al., fig. 4a).
+"""The information-cocoon study over seeds (Wang et al., fig. 4a), offline: does the entropy of
+what MF recommends fall, and do Rec-Strategy and Soc-Strategy raise it?
 
-Runs ``examples/cocoon.toml`` (50 embedding-baseline users, 50 rounds) four times per
-recommender: alone, + Rec-Strategy, + Soc-Strategy, both (strategies from round 20), and
-prints each curve's entropy: its highest value, the mean of rounds 15-19 (before the
-strategies), the mean of the last five rounds (the end value) and the end relative to the
-highest. Recommenders: ``item_mf`` (the paper's) and ``item_embedding`` (content-based).
-Usage: ``python benchmarks/cocoon.py [--rounds 50] [--seed 7] [--recommender item_mf ...]``.
+Runs ``examples/cocoon.toml`` (50 embedding-baseline users, every one active every round,
+``item_mf`` retrained after each round, five items a page, strategies from round 20) under four
+conditions, ``mf`` (MF alone), ``rec`` (+ Rec-Strategy: one of the five items random every round),
+``soc`` (+ Soc-Strategy: one friend with different interests each) and ``both``, for each seed,
+on two catalogues:
+
+- ``synthetic``: 2,000 made-up movies in 8 genres, the 50 users of ``cocoon_personas.jsonl``;
+- ``ml-latest-small``: the 9,125 MovieLens movies and the first 50 MovieLens users
+  (``movielens_history``: their earlier ratings profile them, enter MF's log and are never
+  offered again). The installed dataset ``movielens-latest-small`` (``townsquare data fetch
+  movielens-latest-small``) or ``--data PATH``; absent, the catalogue is skipped with one line.
+
+Items are never shown twice to the same user (the platform's ``reshow = false``, as in the
+reference code; ``--reshow`` turns it off) and every agent is measured every round by the page
+MF would serve it at the round's end (``cocoon_entropy.users = "everyone"``), so a treatment
+cannot change who is measured. Per catalogue and condition it reports the entropy curve (mean
+over seeds per round), the end value (the mean of the last ``--end-rounds`` rounds of a run)
+with its mean and 95 % Student-t interval over seeds, the curve's highest value and how far the
+end lies below it (the paper: about 8.5 % under MF), and for each strategy its effect: the
+paired difference of end values against ``mf`` run with the same seed, with its interval. The
+reference code's measure, the entropy of everything recommended to a user so far, is reported
+beside it (``cumulative_end``, ``cumulative_effect``).
+
+Usage: ``python benchmarks/cocoon.py [--seeds 5] [--rounds 50] [--json] [--data PATH]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sqlite3
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-SCENARIO = Path(__file__).resolve().parent.parent / "examples" / "cocoon.toml"
-CURVES = {
-    "alone": [],
-    "+ Rec": ["plugins.rec_strategy.enabled=true"],
-    "+ Soc": ["plugins.soc_strategy.enabled=true"],
-    "+ both": ["plugins.rec_strategy.enabled=true", "plugins.soc_strategy.enabled=true"],
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIO = ROOT / "examples" / "cocoon.toml"
+CONDITIONS = {
+    "mf": [],
+    "rec": ["plugins.rec_strategy.enabled=true"],
+    "soc": ["plugins.soc_strategy.enabled=true"],
+    "both": ["plugins.rec_strategy.enabled=true", "plugins.soc_strategy.enabled=true"],
 }
+MOVIELENS = "ml-latest-small"
+DATASET = "movielens-latest-small"  # its name in the data home (townsquare data fetch)
 
 
-def entropy_curve(overrides: list[str], rounds: int, seed: int, out: Path) -> list[float]:
+def find_movielens(data: str | None, name: str = DATASET) -> Path | None:
+    """The ml-latest-small folder: ``--data`` (a folder, the folder holding it directly or under
+    ``movielens/``, or ``data:NAME``), else the installed dataset ``movielens-latest-small``
+    of the data home (``townsquare data fetch movielens-latest-small``); None when absent.
+    The one place that knows where the data lives."""
+    from townsquare.api import data_path, dataset_folder, installed_dataset
+
+    if data:
+        if data.startswith("data:"):
+            try:
+                return data_path(data)
+            except Exception:
+                return None
+        root = Path(data)
+        for folder in (root, root / MOVIELENS, root / "movielens" / MOVIELENS):
+            if (folder / "movies.csv").is_file() and (folder / "ratings.csv").is_file():
+                return folder
+        return None
+    return dataset_folder(name) if installed_dataset(name) is not None else None
+
+
+def catalogue_overrides(catalogue: str, folder: Path | None) -> list[str]:
+    if catalogue == "synthetic":
+        return ["platform.catalogue=synthetic", "platform.synthetic_items=2000"]
+    return [f"platform.catalogue=movielens", f"platform.path={folder}", "populations.0.personas.name=movielens_history",
+            f"populations.0.personas.path={folder}"]
+
+
+def entropy_curves(overrides: list[str], seed: int, out: Path) -> tuple[list[float], list[float]]:
+    """The run's entropy per round, and the reference code's cumulative entropy per round."""
     from townsquare.runner import start_run
 
-    run_dir, _ = start_run(SCENARIO, overrides=[*overrides, f"rounds={rounds}"], seed=seed, out=out)
+    run_dir, _ = start_run(SCENARIO, overrides=overrides, seed=seed, out=out)
     db = sqlite3.connect(run_dir.events_path)
-    rows = db.execute("SELECT value FROM metrics WHERE name = 'cocoon_entropy.entropy' ORDER BY round").fetchall()
-    db.close()
-    return [v for (v,) in rows]
+    try:
+        curves = [[v for _, v in db.execute("SELECT round, value FROM metrics WHERE name = ? ORDER BY round", (name,))]
+                  for name in ("cocoon_entropy.entropy", "cocoon_entropy.entropy_cumulative")]
+    finally:
+        db.close()
+    return curves[0], curves[1]
+
+
+def interval(values: list[float]) -> tuple[float, list[float]]:
+    from townsquare.stats import mean_interval
+
+    found = mean_interval(values)
+    return round(found.mean, 4), [round(found.low, 4), round(found.high, 4)]
+
+
+def summarise(curves: dict[str, dict[int, list[float]]], end_rounds: int, strategies_from: int,
+              cumulative: dict[str, dict[int, list[float]]] | None = None) -> dict[str, Any]:
+    """Per condition: curve, end and end_ci, max, decline; per strategy: the paired effect; and
+    the end of the cumulative entropy (the reference code's measure) with its paired effect."""
+    seeds = sorted(curves["mf"])
+    ends = {c: {s: sum(curves[c][s][-end_rounds:]) / len(curves[c][s][-end_rounds:]) for s in seeds} for c in curves}
+    out: dict[str, Any] = {}
+    for condition, runs in curves.items():
+        length = min(len(runs[s]) for s in seeds)
+        curve = [round(sum(runs[s][r] for s in seeds) / len(seeds), 4) for r in range(length)]
+        end, end_ci = interval([ends[condition][s] for s in seeds])
+        peak = max(curve)
+        before = curve[max(0, strategies_from - 5):strategies_from]
+        entry: dict[str, Any] = {"end": end, "end_ci": end_ci, "max": peak, "max_round": curve.index(peak),
+                                 "end_below_max": round(1 - end / peak, 4) if peak else None,
+                                 "before_strategies": round(sum(before) / len(before), 4) if before else None,
+                                 "end_by_seed": [round(ends[condition][s], 4) for s in seeds], "curve": curve}
+        if condition != "mf":
+            entry["effect"], entry["effect_ci"] = interval([ends[condition][s] - ends["mf"][s] for s in seeds])
+        if cumulative:
+            last = {c: {s: cumulative[c][s][-1] for s in seeds} for c in cumulative}
+            entry["cumulative_end"], entry["cumulative_end_ci"] = interval([last[condition][s] for s in seeds])
+            if condition != "mf":
+                entry["cumulative_effect"], entry["cumulative_effect_ci"] = interval([last[condition][s] - last["mf"][s] for s in seeds])
+        out[condition] = entry
+    return out
+
+
+def run_catalogue(catalogue: str, folder: Path | None, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    base = [*catalogue_overrides(catalogue, folder), f"rounds={args.rounds}", f"recommender.name={args.recommender}",
+            f"platform.reshow={'true' if args.reshow else 'false'}", "plugins.cocoon_entropy.users=everyone", *args.overrides]
+    curves: dict[str, dict[int, list[float]]] = {c: {} for c in CONDITIONS}
+    cumulative: dict[str, dict[int, list[float]]] = {c: {} for c in CONDITIONS}
+    for seed in args.seed_list:
+        for condition, overrides in CONDITIONS.items():
+            out = tmp / f"{catalogue}-{condition}-{seed}"
+            curves[condition][seed], cumulative[condition][seed] = entropy_curves([*base, *overrides], seed, out)
+            if not args.json:
+                print(f"  {catalogue:<16} {condition:<5} seed {seed}: end {sum(curves[condition][seed][-args.end_rounds:]) / args.end_rounds:.3f}",
+                      file=sys.stderr, flush=True)
+    return summarise(curves, args.end_rounds, strategies_from=20, cumulative=cumulative)
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [f"{'catalogue':<16} {'cond':<5} {'max':>6} {'end':>6} {'95% CI':>17} {'below max':>9} {'effect vs mf':>13} {'95% CI':>17}"]
+    for catalogue, conditions in results["catalogues"].items():
+        if "skipped" in conditions:
+            lines.append(f"{catalogue:<16} skipped: {conditions['skipped']}")
+            continue
+        for name, c in conditions.items():
+            effect = f"{c['effect']:+.4f}" if "effect" in c else ""
+            effect_ci = f"[{c['effect_ci'][0]:+.4f}, {c['effect_ci'][1]:+.4f}]" if "effect" in c else ""
+            lines.append(f"{catalogue:<16} {name:<5} {c['max']:>6.3f} {c['end']:>6.3f} [{c['end_ci'][0]:.4f}, {c['end_ci'][1]:.4f}] "
+                         f"{c['end_below_max']:>9.1%} {effect:>13} {effect_ci:>17}")
+    return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5, help="seeds 1..N")
     parser.add_argument("--rounds", type=int, default=50)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--recommender", nargs="+", default=["item_mf", "item_embedding"])
+    parser.add_argument("--end-rounds", type=int, default=5, help="a run's end value: the mean of its last rounds")
+    parser.add_argument("--recommender", default="item_mf")
+    parser.add_argument("--catalogue", nargs="+", default=["synthetic", MOVIELENS], choices=["synthetic", MOVIELENS])
+    parser.add_argument("--data", default=None, help=f"where {MOVIELENS} is (default: the installed dataset {DATASET})")
+    parser.add_argument("--reshow", action="store_true", help="let the recommender show an item to the same user again")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="a scenario override for every run (e.g. plugins.item_mf.regularization=5)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
+    args.seed_list = list(range(1, args.seeds + 1))
     from townsquare import logs
 
     logs.configure(json_lines=False, level="warning")
-    print(f"{'recommender':<15} {'curve':<10} {'max':>7} {'r15-19':>7} {'end':>7} {'end/max':>8}")
+    results: dict[str, Any] = {"settings": {"rounds": args.rounds, "seeds": args.seed_list, "end_rounds": args.end_rounds,
+                                            "recommender": args.recommender, "reshow": args.reshow, "strategies_from": 20,
+                                            "users": 50, "measured": "everyone, every round", "overrides": args.overrides},
+                               "catalogues": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        for recommender in args.recommender:
-            for n, (label, overrides) in enumerate(CURVES.items()):
-                out = Path(tmp) / f"{recommender}-{n}"
-                curve = entropy_curve([*overrides, f"recommender.name={recommender}"], args.rounds, args.seed, out)
-                before = sum(curve[15:20]) / len(curve[15:20]) if len(curve) >= 20 else float("nan")
-                end = sum(curve[-5:]) / len(curve[-5:])
-                print(f"{recommender:<15} {label:<10} {max(curve):>7.3f} {before:>7.3f} {end:>7.3f} {end / max(curve):>8.1%}", flush=True)
+        for catalogue in args.catalogue:
+            folder = None
+            if catalogue == MOVIELENS:
+                folder = find_movielens(args.data)
+                if folder is None:
+                    print(f"skipping {MOVIELENS}: not installed (townsquare data fetch {DATASET}, or --data PATH)", file=sys.stderr)
+                    results["catalogues"][catalogue] = {"skipped": "not installed"}
+                    continue
+            results["catalogues"][catalogue] = run_catalogue(catalogue, folder, args, Path(tmp))
+    print(json.dumps(results) if args.json else table(results))
     return 0
 
 

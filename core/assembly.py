@@ -20,7 +20,7 @@ from .activity import sample_activity
 from .components import Agent, BuildContext, Services
 from .embedding import EmbeddingCache
 from .errors import ComponentError
-from .llm import Accounting, LLMCallRecord, LLMClient, compose
+from .llm import Accounting, LLMCallRecord, LLMClient, compose, current_issue
 from .random_streams import RandomStreams
 from .scenario import ResolvedScenario
 from .slots import check_agent, check_run_wide
@@ -160,7 +160,7 @@ def build_llm(scenario: ResolvedScenario, build_ctx: BuildContext, built: Assemb
         on_llm_call(LLMCallRecord(
             round=current_round(), agent_id=request.agent_id, purpose=request.purpose, provider=provider.name,
             model=provider.model, status="parse_failure", error=f"unparsable answer: {answer[:200]!r}", kind=kind,
-            mode=request.mode,
+            mode=request.mode, issue=current_issue(),
         ))
 
     return LLMClient(compose(provider, chain), model=provider.model, on_parse_failure=on_parse_failure)

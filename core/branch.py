@@ -39,9 +39,10 @@ from .branch_simulation import BranchSimulation, Intervention, parse_interventio
 from .errors import UsageError
 from .lifecycle import RunSummary
 from .memory import MEMORY_TIERS
-from .plugin_manager import make_plugin_manager, parse_plugin_options
+from .plugin_manager import canonical_name, make_plugin_manager, parse_plugin_options
+from .plugin_names import current_plugin_name
 from .rundir import RunDir, environment
-from .runner import _play, redact, redact_override
+from .runner import _play, recorded_plugin_options, recorded_plugins, redact, redact_override
 from .scenario import apply_overrides, resolve
 from .store import ROUND_TABLES, EventStore
 
@@ -59,7 +60,7 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
     overrides, plugin_options, interventions = list(overrides), list(plugin_options), list(interventions)
     parent = RunDir.open(parent_path)
     manifest = parent.read_manifest()
-    scenario, plugins, combined_options = _branch_scenario(parent, manifest, overrides, plugin_options)
+    scenario, plugins, combined_options, plugin_changes = _branch_scenario(parent, manifest, overrides, plugin_options)
     rounds = scenario.model.rounds
     if not 0 <= at < rounds:
         raise UsageError(f"--at {at}: the run has rounds 0..{rounds - 1}")
@@ -83,7 +84,7 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
                 "rounds_completed": at, "stop_reason": None,
                 "branch": {"parent": str(parent.path.resolve()), "at": at, "parent_slots": manifest.get("slot_table", []),
                            "interventions": [*(f"--set {redact_override(o)}" for o in overrides),
-                                             *(f"-p {o}" for o in plugin_options), *(i.describe() for i in interventions)],
+                                             *(f"-p {o}" for o in plugin_changes), *(i.describe() for i in interventions)],
                            "changes": [i.to_dict() for i in interventions]},
             })
             _copy_events(parent, run_dir, at)
@@ -95,15 +96,39 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
 
 
 def _branch_scenario(parent: RunDir, manifest: dict[str, Any], overrides: list[str], plugin_options: list[str]):
+    """The branch's scenario and plugins: the parent's recorded plugin set (disabled ones
+    included), changed by the ``-p`` options given now; returns the options that differ too."""
     data = apply_overrides(manifest["scenario"], overrides, "--set") if overrides else manifest["scenario"]
-    combined = [*manifest.get("plugin_options", []), *plugin_options]
+    recorded = recorded_plugin_options(manifest)
+    used = recorded_plugins(manifest) if "plugins" in manifest else None
+
+    def changes_something(option: str) -> bool:
+        name = current_plugin_name(canonical_name(option.strip().removeprefix("no:")))
+        if used is None:
+            return True
+        return name in used if option.strip().startswith("no:") else name not in used
+
+    changes = [option for option in plugin_options if option not in recorded and changes_something(option)]
+    combined = merge_plugin_options(recorded, changes)
     enable, disable = parse_plugin_options(combined)
-    plugins = make_plugin_manager(enable=enable, disable=disable)
-    missing = sorted(set(manifest.get("plugins", {})) - set(plugins.versions()) - set(disable))
+    plugins = make_plugin_manager(enable=enable, disable=disable, only=used)
+    missing = sorted((used or set()) - set(plugins.versions()) - {current_plugin_name(name) for name in disable})
     if missing:
         raise UsageError(f"{parent.manifest_path}: the run used plugins that are not loaded now: {', '.join(missing)}")
     scenario = resolve(data, str(parent.manifest_path), manifest.get("base_dir", "."), plugins)
-    return scenario, plugins, combined
+    return scenario, plugins, combined, changes
+
+
+def merge_plugin_options(base: list[str], changes: list[str]) -> list[str]:
+    """``base`` with ``changes`` applied in order: ``-p X`` undoes an earlier ``-p no:X`` and
+    ``-p no:X`` an earlier ``-p X`` (by plugin name, so a module path matches its name)."""
+    def name(option: str) -> str:
+        return current_plugin_name(canonical_name(option.strip().removeprefix("no:")))
+
+    merged = list(base)
+    for change in changes:
+        merged = [option for option in merged if name(option) != name(change)] + [change]
+    return merged
 
 
 def _parent_agents(parent: RunDir) -> dict[str, tuple[str, str]]:

@@ -19,7 +19,7 @@ import structlog
 from . import __version__, logs
 from .errors import RunStopped, UsageError
 from .export import FORMATS, export_run
-from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
+from .plugin_manager import COMMAND_LINE_PLUGINS, Plugins, make_plugin_manager, parse_plugin_options
 from .llm_modes import describe_modes, summary_line
 from .progress import AblateProgress, RunProgress, progress_mode
 from .secrets import redact_text
@@ -27,9 +27,18 @@ from .secrets import redact_text
 log = structlog.get_logger("townsquare.cli")
 
 
+#: ``--llm NAME`` / ``--judge NAME`` naming a test model loads the testing kit's plugin for it:
+#: the run is announced as a TEST run (:func:`llm_banner`), and the option is recorded in the
+#: manifest like any ``-p``, so a resume finds the model again. Never chosen automatically.
+TEST_MODEL_PLUGINS = {"scripted": "townsquare.testing.scripted", "oracle": "townsquare.testing.oracle"}
+_MODEL_OPTIONS = ("--llm", "--judge")
+
+
 def _early_options(argv: list[str]) -> dict[str, Any]:
-    """``-p``, ``--strict-plugins``, ``--debug``, ``--log-json`` from anywhere in argv."""
+    """``-p``, ``--strict-plugins``, ``--debug``, ``--log-json`` from anywhere in argv, and the
+    test models' plugins for ``--llm scripted`` / ``--llm oracle`` (:data:`TEST_MODEL_PLUGINS`)."""
     found: dict[str, Any] = {"plugins": [], "strict": False, "debug": False, "log_json": False}
+    models: list[str] = []
     it = iter(range(len(argv)))
     for i in it:
         arg = argv[i]
@@ -42,12 +51,20 @@ def _early_options(argv: list[str]) -> dict[str, Any]:
             found["plugins"].append(arg[2:])
         elif arg.startswith("--plugin="):
             found["plugins"].append(arg.split("=", 1)[1])
+        elif arg in _MODEL_OPTIONS and i + 1 < len(argv):
+            models.append(argv[i + 1])
+        elif arg.startswith(tuple(f"{option}=" for option in _MODEL_OPTIONS)):
+            models.append(arg.split("=", 1)[1])
         elif arg == "--strict-plugins":
             found["strict"] = True
         elif arg == "--debug":
             found["debug"] = True
         elif arg == "--log-json":
             found["log_json"] = True
+    for model in models:
+        module = TEST_MODEL_PLUGINS.get(model.partition(":")[0].strip())
+        if module is not None and module not in found["plugins"]:
+            found["plugins"].append(module)
     return found
 
 
@@ -76,18 +93,29 @@ def backend_overrides(backend: str | None, ray_address: str | None) -> list[str]
     return sets + ([f"engine.ray_address={json.dumps(ray_address)}"] if ray_address else [])
 
 
-def _accept_plugin_options(group: click.Group) -> None:
-    """Give every command (third-party ones included) the options ``_early_options`` already
-    applied, so ``-p``/``--strict-plugins`` work after any command name."""
+def _accept_plugin_options(group: click.Group, plugin_options: tuple[str, ...]) -> None:
+    """Give every command (third-party ones and those of subgroups included) the options
+    ``_early_options`` already applied, so ``-p``/``--strict-plugins`` work after any command
+    name, and hand each the whole ``-p`` list as ``plugin_options``, wherever on the command
+    line the options stood: ``townsquare -p X run ...`` records X in the manifest as
+    ``townsquare run ... -p X`` does."""
     wanted = common_options(lambda **_: None).__click_params__
-    for command in group.commands.values():
+    for command in list(group.commands.values()):
+        if isinstance(command, click.Group):
+            _accept_plugin_options(command, plugin_options)
+        if command.callback is None:
+            continue
         have = {param.name for param in command.params}
         missing = [param for param in wanted if param.name not in have]
-        if not missing or command.callback is None:
-            continue
         command.params.extend(missing)
         callback, dropped = command.callback, {param.name for param in missing}
-        command.callback = lambda *a, _cb=callback, _drop=dropped, **kw: _cb(*a, **{k: v for k, v in kw.items() if k not in _drop})
+
+        def call(*a: Any, _cb=callback, _drop=dropped, **kw: Any) -> Any:
+            if "plugin_options" in kw:
+                kw["plugin_options"] = plugin_options
+            return _cb(*a, **{k: v for k, v in kw.items() if k not in _drop})
+
+        command.callback = call
 
 
 def build_cli(plugins: Plugins) -> click.Group:
@@ -251,7 +279,7 @@ def _interview_command(cli: click.Group) -> None:
     @click.option("--all", "all_agents", is_flag=True, help="Interview every agent (of --population).")
     @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
                   help="Write the answers as CSV (default with --all: RUN_DIR/interviews-<time>.csv).")
-    @click.option("--memories", type=int, default=8, show_default=True, help="Memories recalled for the question.")
+    @click.option("--memories", type=click.IntRange(min=0), default=8, show_default=True, help="Memories recalled for the question.")
     @common_options
     def interview_command(run_dir: str, words: tuple[str, ...], round: int | None, population: str | None, all_agents: bool,
                           csv_path: str | None, memories: int, **_: Any) -> None:
@@ -268,6 +296,8 @@ def _interview_command(cli: click.Group) -> None:
             if len(words) != 2:
                 raise UsageError('give AGENT and "QUESTION" (quote the question)')
             agents, question = [words[0]], words[1]
+        if csv_path:
+            writable_file(csv_path, "--csv")  # before any question is asked (and paid for)
         answers = interview(run_dir, question, agents=agents, population=population, all_agents=all_agents, round=round,
                             memories=memories)
         for answer in answers:
@@ -290,7 +320,7 @@ def _ablate_command(cli: click.Group) -> None:
     @click.option("--test", "test", type=click.Choice(["paired", "welch"]), default="paired", show_default=True,
                   help="Against the baseline: a paired t-test of same-seed runs (common random numbers), or Welch's (independent samples).")
     @click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only these metrics in the table (default: all).")
-    @click.option("--jobs", type=int, default=None, help="Runs at once (default: the CPU count).")
+    @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Runs at once (default: the CPU count).")
     @click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder of the runs and tables (default runs/ablate-<scenario>).")
     @common_options
     def ablate(scenario: str, variant_specs, seeds: int, first_seed: int | None, baseline: str | None, summary: str, test: str,
@@ -299,6 +329,9 @@ def _ablate_command(cli: click.Group) -> None:
         from . import ablate as ab
 
         variants = [ab.parse_variant(spec) for spec in variant_specs]
+        names = [variant.name for variant in variants]
+        if baseline is not None and baseline not in names:
+            raise UsageError(f"--baseline {baseline}: no such variant (variants: {', '.join(names)})")
         folder = Path(out) if out else Path("runs") / f"ablate-{Path(scenario).stem}"
         planned = ab.plan(scenario, variants, seeds, folder, first_seed)
         common = [a for p in plugin_options for a in ("-p", p)]
@@ -320,6 +353,21 @@ def _ablate_command(cli: click.Group) -> None:
             raise UsageError(f"{len(failed)} of {len(planned)} runs did not finish (first: {failed[0].path}); run the same command again to resume them")
 
 
+def writable_file(path: str | Path, option: str) -> Path:
+    """``path`` if a file can be written there (its folder made if missing); else a one-line
+    error naming ``option``, before any work is done."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a folder; give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot make its folder {path.parent}: {exc.strerror}") from None
+    if not os.access(path.parent, os.W_OK):
+        raise UsageError(f"{option} {path}: cannot write in {path.parent}")
+    return path
+
+
 class _progress(RunProgress):
     """A run's start-up lines (its directory, slot table and LLM) then its progress
     (:mod:`townsquare.progress`: a bar on a terminal, a line per round otherwise, nothing with
@@ -329,13 +377,7 @@ class _progress(RunProgress):
         super().__init__(progress_mode(quiet=quiet, log_json=_log_json()), label=label)
 
     def announce(self, scenario, run_dir) -> None:
-        click.echo(f"run directory: {run_dir.path}", err=True)
-        manifest = run_dir.read_manifest() if run_dir.manifest_path.is_file() else {}
-        click.echo(format_slot_table(manifest.get("slot_table") or scenario.slot_table()), err=True)
-        if scenario.llm is not None:
-            click.echo(llm_banner(scenario), err=True)
-            if manifest.get("llm", {}).get("modes"):
-                click.echo(f"structured answers: {describe_modes(manifest['llm']['modes'])}", err=True)
+        click.echo(run_banner(scenario, run_dir), err=True)
         self.ready(scenario.model.rounds)
 
 
@@ -347,6 +389,18 @@ def _log_json() -> bool:
             return True
         ctx = ctx.parent
     return False
+
+
+def run_banner(scenario, run_dir) -> str:
+    """What a run shows when it starts: its directory, its slot table (with the mode each
+    declared answer runs in, from the manifest), its LLM and its structured-answer modes."""
+    manifest = run_dir.read_manifest() if run_dir.manifest_path.is_file() else {}
+    lines = [f"run directory: {run_dir.path}", format_slot_table(manifest.get("slot_table") or scenario.slot_table())]
+    if scenario.llm is not None:
+        lines.append(llm_banner(scenario))
+        if manifest.get("llm", {}).get("modes"):
+            lines.append(f"structured answers: {describe_modes(manifest['llm']['modes'])}")
+    return "\n".join(lines)
 
 
 def llm_banner(scenario) -> str:
@@ -387,10 +441,11 @@ def _report(path: Path, summary) -> None:
     answers = structured_summary(path)
     if answers is not None:
         click.echo(answers, err=True)
-    from townsquare.plugins.report.groundedness import run_summary_line  # the metric's own wording; None without its values
-
-    if (line := run_summary_line(path)) is not None:
-        click.echo(line, err=True)
+    ctx = click.get_current_context(silent=True)
+    plugins = ctx.obj if ctx is not None and isinstance(ctx.obj, Plugins) else None
+    if plugins is not None:  # the plugins' own lines (``townsquare_report_run``): groundedness, say
+        for line in plugins.call_each("townsquare_report_run", run_dir=Path(path)):
+            click.echo(redact_text(str(line)), err=True)
 
 
 def structured_summary(path: Path) -> str | None:
@@ -406,13 +461,21 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     early = _early_options(argv)
     logs.configure(json_lines=early["log_json"], level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning" if not early["debug"] else "debug"))
+    given = COMMAND_LINE_PLUGINS.set(tuple(early["plugins"]))
+    try:
+        _main(argv, early)
+    finally:
+        COMMAND_LINE_PLUGINS.reset(given)
+
+
+def _main(argv: list[str], early: dict[str, Any]) -> None:
     try:
         enable, disable = parse_plugin_options(early["plugins"])
         plugins = make_plugin_manager(enable=enable, disable=disable, strict=early["strict"])
         cli = build_cli(plugins)
         plugins.call_each("townsquare_register_commands", cli=cli)  # a command plugin that raises is skipped
-        _accept_plugin_options(cli)
-        cli.main(args=argv, prog_name="townsquare", standalone_mode=False)
+        _accept_plugin_options(cli, tuple(early["plugins"]))
+        cli.main(args=argv, prog_name="townsquare", standalone_mode=False, obj=plugins)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.UsageError as exc:
@@ -432,18 +495,32 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except UsageError as exc:
         if early["debug"]:
-            raise
+            _traceback()
         click.echo(f"error: {redact_text(str(exc))}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        # a file the user named that cannot be written or read (``--out`` in a read-only
+        # place): one line naming it; an OSError about no file is a bug, shown as one
+        if exc.filename is None:
+            _traceback()
+            sys.exit(1)
+        if early["debug"]:
+            _traceback()
+        click.echo(f"error: {redact_text(str(exc.filename))}: {exc.strerror or exc}", err=True)
+        sys.exit(2)
     except Exception:
         # a bug, not a user error: the traceback is shown, with any known secret scrubbed
         # (an exception may quote a server that echoed the API key)
-        if early["debug"]:
-            raise
-        import traceback
-
-        click.echo(redact_text(traceback.format_exc()).rstrip(), err=True)
+        _traceback()
         sys.exit(1)
+
+
+def _traceback() -> None:
+    """The exception being handled, as a traceback with every known secret scrubbed (``--debug``
+    too: an endpoint URL or an error may carry a key)."""
+    import traceback
+
+    click.echo(redact_text(traceback.format_exc()).rstrip(), err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

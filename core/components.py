@@ -137,6 +137,9 @@ class Services:
     llm: "LLMClient | None" = None
     knowledge: "KnowledgeSource | None" = None
     run_dir: str | None = None
+    #: the command that continues this work after a clean stop (a budget): an evaluation names
+    #: its own; None means a run's ``townsquare resume RUN_DIR``
+    resume_command: str | None = None
 
 
 @dataclass

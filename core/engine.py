@@ -116,7 +116,7 @@ class Simulation:
         self.round = -1
         self.agents: list[Agent] = []
         self.totals = new_totals()
-        self._llm_rows: list[tuple[int, int, tuple]] = []
+        self._llm_rows: list[tuple[int, tuple[int, int, int], tuple]] = []
         self._record_llm = True
         #: whether each LLM call fires ``townsquare_on_llm_call`` (False when no plugin listens,
         #: which skips pluggy's dispatch; an evaluation, which is no run, sets it False too)
@@ -196,7 +196,9 @@ class Simulation:
             row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
                    call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost,
                    call.error and redact_text(call.error), call.kind, call.mode)
-            self._llm_rows.append((order, len(self._llm_rows), row))
+            # by agent, then in the order the agent's client issued the calls (a call's retries
+            # and repair with it, in arrival order): never in completion order, which latency decides
+            self._llm_rows.append((order, (*(call.issue or (-1, 0)), len(self._llm_rows)), row))
         if self.fire_llm_call_hook:
             self.hook.townsquare_on_llm_call(run=self.info, call=call)
 
@@ -372,9 +374,9 @@ class Simulation:
         self._write_llm_rows(items)
         return [row for _, _, row in items]
 
-    def _write_llm_rows(self, items: list[tuple[int, int, tuple]]) -> None:
+    def _write_llm_rows(self, items: list[tuple[int, tuple[int, int, int], tuple]]) -> None:
         if items and self._record_llm:
-            self.store.write_now("llm_calls", [row for _, _, row in sorted(items, key=lambda item: (item[0], item[1]))])
+            self.store.write_now("llm_calls", [row for _, _, row in sorted(items, key=_row_order)])
 
     async def aclose(self) -> None:
         """Close the store, the platform, the embedder, every LLM link and the provider; one
@@ -450,7 +452,7 @@ class Simulation:
                 self.store.buffer("metrics", (r, f"{name}.{key}", float(value)))
         self.hook.townsquare_on_round_end(run=self.info, round=r, now=now_iso, metrics=values)
 
-        llm_rows = sorted(self._llm_rows)  # (agent order, arrival, row): the pairs are unique
+        llm_rows = sorted(self._llm_rows, key=_row_order)  # (agent order, (issue, part, arrival), row)
         self.store.pending("llm_calls").extend(row for _, _, row in llm_rows)
         self._llm_rows.clear()
         self.totals["rounds"] += 1
@@ -572,6 +574,11 @@ async def run_turns(turn: Callable[[Agent], Any], agents: list[Agent], results: 
         stopping = True
         await settle(workers, exc)
         raise
+
+
+def _row_order(item: tuple[int, tuple[int, int, int], tuple]) -> tuple[int, tuple[int, int, int]]:
+    """An ``llm_calls`` row's place: agent order, then issue, part and arrival (unique)."""
+    return item[0], item[1]
 
 
 def _stop_reason(exc: BaseException) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from .errors import UsageError
 from .memory_export import MEMORY_TABLE, memory_rows
@@ -24,27 +25,33 @@ def export_run(events_path: Path, fmt: str, out_dir: Path, tables: tuple[str, ..
             raise UsageError("--format parquet needs pyarrow: pip install 'townsquare[parquet]'") from None
     if not Path(events_path).is_file():
         raise UsageError(f"{events_path}: no such file (nothing to export)")  # never create an empty database
+    EventStore(events_path).close()  # a damaged file is said before anything is made
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--out {out_dir}: cannot create the folder: {exc.strerror}") from None
-    store = EventStore(events_path)
     written = []
+    for table, columns, rows in read_tables(events_path, (*tables, MEMORY_TABLE)):
+        path = out_dir / f"{table}.{fmt}"
+        try:
+            _WRITERS[fmt](path, columns, rows)
+        except OSError as exc:
+            raise UsageError(f"--out {out_dir}: cannot write {path.name}: {exc.strerror}") from None
+        written.append(path)
+    return written
+
+
+def read_tables(events_path: Path, tables: Iterable[str]) -> Iterator[tuple[str, list[str], Iterable[tuple]]]:
+    """``(name, columns, rows)`` of each table named: a table of ``events.sqlite`` (rows in
+    :data:`~townsquare.store.EXPORT_TABLES` order) or ``memories`` (from the newest checkpoint).
+    Read each table's rows before asking for the next."""
+    store = EventStore(events_path)
     try:
         for table in tables:
-            columns, rows = store.rows(table)
-            path = out_dir / f"{table}.{fmt}"
-            try:
-                _WRITERS[fmt](path, columns, rows)
-            except OSError as exc:
-                raise UsageError(f"--out {out_dir}: cannot write {path.name}: {exc.strerror}") from None
-            written.append(path)
-        columns, rows = memory_rows(events_path.parent)  # from the newest checkpoint
-        written.append(out_dir / f"{MEMORY_TABLE}.{fmt}")
-        _WRITERS[fmt](written[-1], columns, rows)
+            columns, rows = memory_rows(Path(events_path).parent) if table == MEMORY_TABLE else store.rows(table)
+            yield table, columns, rows
     finally:
         store.close()
-    return written
 
 
 def _write_csv(path: Path, columns: list[str], rows) -> None:

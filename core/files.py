@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -13,13 +14,21 @@ from .errors import UsageError
 def read_user_text(path: str | Path, what: str, max_mb: float | None = None, limit_name: str = "") -> str:
     """The text of ``path``; a missing, unreadable or (with ``max_mb``) oversized file is one
     :class:`UsageError` line that names the file and says what it should have been (``what``:
-    "persona file", ...; ``limit_name``: the setting that raises ``max_mb``)."""
+    "persona file", ...; ``limit_name``: the setting that raises ``max_mb``). The size is
+    checked by reading at most ``max_mb`` and one byte more, not by trusting ``stat()``: a
+    device (``/dev/zero``), a pipe or a file still growing has no size to trust."""
     try:
-        if max_mb is not None:
-            size = Path(path).stat().st_size
-            if size > max_mb * 2**20:
-                raise UsageError(f"{path}: {what} is {size / 2**20:.1f} MB, above {limit_name or 'the limit'} = {max_mb:g} MB")
-        return Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            if max_mb is None:
+                data = fh.read()
+            else:
+                limit = int(max_mb * 2**20)
+                data = fh.read(limit + 1)
+                if len(data) > limit:
+                    size = os.fstat(fh.fileno()).st_size
+                    how_big = f"{size / 2**20:.1f} MB" if size > limit else f"more than {max_mb:g} MB"
+                    raise UsageError(f"{path}: {what} is {how_big}, above {limit_name or 'the limit'} = {max_mb:g} MB")
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such {what}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -17,7 +17,8 @@ Three kinds, told apart by name (STYLE.md, convention 1):
       on_run_end
 
   A resumed run fires ``on_run_start`` again with ``RunInfo.start_round`` > 0.
-* ``townsquare_register_commands`` adds click commands to the CLI.
+* ``townsquare_register_commands`` adds click commands to the CLI;
+  ``townsquare_report_run`` adds lines to what the CLI prints when a run has finished.
 
 Hooks are called by keyword. An implementation takes only the arguments it needs and must not
 give them default values (pluggy would silently not pass them).
@@ -30,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 from .markers import hookspec
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
     import click
 
     from .actions import Action, ActionResult
@@ -366,6 +369,22 @@ def townsquare_register_commands(cli: "click.Group") -> None:
     """
 
 
+@hookspec
+def townsquare_report_run(run_dir: "Path") -> "str | None":
+    """A line for the summary the CLI prints after a run (``run``, ``resume``, ``branch``) has
+    finished, below the counts, or None. ``run_dir`` is the run directory; read what you need
+    from it (``events.sqlite`` read-only). Fires once per finished run, not for a stopped one.
+    Collects every plugin's line, in plugin order; one that raises is reported and skipped.
+
+    Example::
+
+        @hookimpl
+        def townsquare_report_run(run_dir):
+            values = read_my_metric(run_dir / "events.sqlite")
+            return f"my metric: {values['last']:.2f}" if values else None
+    """
+
+
 #: Used by the plugin manager to forward unknown hook kwargs checks and by the docs meta-test.
 ALL_HOOKS: tuple[str, ...] = tuple(
     name for name, value in dict(globals()).items() if name.startswith("townsquare_") and callable(value)
@@ -375,5 +394,6 @@ ALL_HOOKS: tuple[str, ...] = tuple(
 def describe(name: str) -> dict[str, Any]:
     """A hook's name, kind and first docstring line (used by ``townsquare plugins``)."""
     func = globals()[name]
-    kind = "register" if name.startswith("townsquare_register_") else "observer" if name.startswith("townsquare_on_") else "decision"
+    kind = ("register" if name.startswith("townsquare_register_") else "observer" if name.startswith("townsquare_on_")
+            else "report" if name.startswith("townsquare_report_") else "decision")
     return {"name": name, "kind": kind, "summary": (func.__doc__ or "").strip().splitlines()[0]}

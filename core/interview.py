@@ -1,20 +1,35 @@
 """``townsquare interview RUN AGENT "question"``: ask an agent a question at a round.
 
-The run is rebuilt from its manifest in a scratch directory (the run directory itself is only
-read), every component's state is restored from the checkpoint after the round asked about
-(default: the newest), and the agent's persona is the one in the run's ``agents`` table (a
-branch may have edited it). The agent then answers with its own slots:
+The run is rebuilt from its manifest (with the plugins it ran with), every component's state
+is restored from the checkpoint after the round asked about (default: the newest), and the
+agent's persona is the one in the run's ``agents`` table (a branch may have edited it). The
+agent then answers with its own slots:
 
 - its persona: ``persona.context`` rendered with the question as the query when the slot is
   filled (Zhou et al.'s dynamic persona retrieval), else the whole persona text;
 - its memory: the top ``k`` records for the question from its memory chain
   (:func:`townsquare.memory.agent_memory`: action memory, Park's stream, RecAgent's tiers alike);
-- its LLM: the run's provider and middleware (the run's response cache is copied into the
-  scratch directory, so a question asked before is answered from it).
+- its LLM: the run's provider and middleware.
 
-Nothing of the run changes: the calls are not added to ``events.sqlite``. Each answer is
-appended to ``<run>/interviews.jsonl`` with the question, round, agent, model, the prompt it was
-asked with and the time; ``--all`` also writes the answers as CSV.
+Interviews spend the run's money, so they go through its budget, a cache and a journal of their
+own, in ``RUN/interviews/`` (the run's own tables stay what the run did: a replay still equals
+it, and a live run keeps its database to itself):
+
+- **journal**: every call is a row of ``llm_calls`` in ``RUN/interviews/events.sqlite`` (status,
+  tokens, cost, errors), and the run's response cache middleware keeps the paid answers in
+  ``RUN/interviews/llm_cache.sqlite``;
+- **cache**: a question asked before of the same agent at the same round, on the same model
+  (the same prompt), is answered from ``RUN/interviews.jsonl`` without a call (``cached``, a
+  ``cached`` row in the journal, cost 0);
+- **budget**: the run's ``[plugins.llm_budget]`` limits count the run's spending (as of its
+  newest checkpoint) plus every interview's; a question past a limit is refused with the
+  budget's message (:class:`~townsquare.errors.RunStopped`, exit status 3), and nothing is
+  asked.
+
+One interview at a time per run directory (``RUN/interviews/.lock``: a second process is
+told who holds it). Each answer is appended to ``<run>/interviews.jsonl`` with the question,
+round, agent, model, the prompt it was asked with and the time; ``--all`` also writes the
+answers as CSV.
 """
 
 from __future__ import annotations
@@ -22,21 +37,18 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
-import shutil
 import sqlite3
-import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
 import structlog
 
-from .branch import CACHE_FILE, copy_sqlite
 from .components import Agent, StepContext
 from .engine import Simulation
-from .errors import UsageError
-from .llm import Message
+from .errors import RunStopped, UsageError
+from .llm import LLMCallRecord, Message
 from .memory import agent_memory
 from .persona import Persona
 from .rundir import RunDir
@@ -45,6 +57,8 @@ from .runner import load_run
 log = structlog.get_logger("townsquare.interview")
 
 INTERVIEWS_FILE = "interviews.jsonl"
+#: the interviews' own run directory inside the run's: their journal, cache and lock
+JOURNAL_DIR = "interviews"
 
 #: The interview prompt (our own words): who the agent is, what it remembers, the question.
 SYSTEM = "You are {name}, a user of a social media platform. Stay in character.\n\nAbout you:\n{persona}"
@@ -65,6 +79,8 @@ class Answer:
     provider: str
     prompt: str
     asked_at: str
+    #: answered from an earlier interview's answer to the same prompt (no call, no cost)
+    cached: bool = field(default=False)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,24 +89,40 @@ class Answer:
 def interview(run_path: str | Path, question: str, *, agents: Sequence[str] = (), population: str | None = None,
               all_agents: bool = False, round: int | None = None, memories: int = 8, max_tokens: int = 200) -> list[Answer]:
     """Ask ``question`` to the agents named (or every agent, or every agent of ``population``)
-    at ``round``; the answers are appended to ``<run>/interviews.jsonl`` and returned."""
+    at ``round``; the answers are appended to ``<run>/interviews.jsonl`` and returned. A spent
+    budget raises :class:`~townsquare.errors.RunStopped`; the answers given before it are kept."""
     if not question.strip():
         raise UsageError("the question is empty")
     run = RunDir.open(run_path)
     run_dir, scenario, plugins = load_run(run_path)
     saved = _checkpoint(run, round)
-    answers = asyncio.run(_ask(run, scenario, plugins, saved, question, list(agents), population, all_agents, memories, max_tokens))
+    journal = RunDir(run.path / JOURNAL_DIR)
+    journal.path.mkdir(exist_ok=True)
+    (journal.path / "checkpoints").mkdir(exist_ok=True)
+    answers: list[Answer] = []
+    with journal.lock():
+        try:
+            asyncio.run(_ask(run, journal, scenario, plugins, saved, question, list(agents), population, all_agents, memories,
+                             max_tokens, answers))
+        except RunStopped as exc:  # the budget's message names the journal folder: the run is what to resume
+            raise RunStopped(f"interview refused: {exc.reason.replace(str(journal.path), str(run.path))}") from None
+        finally:
+            _keep(run, answers)
+    return answers
+
+
+def _keep(run: RunDir, answers: list[Answer]) -> None:
     with open(run.path / INTERVIEWS_FILE, "a", encoding="utf-8") as fh:
         for answer in answers:
             fh.write(json.dumps(answer.to_dict(), ensure_ascii=False) + "\n")
-    return answers
 
 
 def write_csv(answers: Sequence[Answer], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["agent_id", "population", "round", "question", "answer", "model", "provider", "asked_at"])
+        writer = csv.DictWriter(fh, fieldnames=["agent_id", "population", "round", "question", "answer", "model", "provider",
+                                                "asked_at", "cached"])
         writer.writeheader()
         for answer in answers:
             writer.writerow({k: v for k, v in answer.to_dict().items() if k != "prompt"})
@@ -110,30 +142,74 @@ def _checkpoint(run: RunDir, round: int | None) -> tuple[int, dict[str, Any]] | 
     return round, state
 
 
-async def _ask(run: RunDir, scenario: Any, plugins: Any, saved: tuple[int, dict[str, Any]] | None, question: str,
-               wanted: list[str], population: str | None, all_agents: bool, k: int, max_tokens: int) -> list[Answer]:
-    scratch = Path(tempfile.mkdtemp(prefix="townsquare-interview-"))
+async def _ask(run: RunDir, journal: RunDir, scenario: Any, plugins: Any, saved: tuple[int, dict[str, Any]] | None, question: str,
+               wanted: list[str], population: str | None, all_agents: bool, k: int, max_tokens: int, answers: list[Answer]) -> None:
+    simulation = Simulation(scenario, plugins, journal)
+    simulation.fire_llm_call_hook = False  # an interview is no run
     try:
-        cache = run.path / CACHE_FILE
-        if cache.is_file():
-            copy_sqlite(cache, scratch / cache.name)
-        (scratch / "checkpoints").mkdir()
-        simulation = Simulation(scenario, plugins, RunDir(scratch))
+        await simulation.build()
+        if simulation.services.llm is None:
+            raise UsageError(f"{run.path}: the run has no LLM to answer with (add an [llm] table, or --set llm.name=...)")
+        round = -1
+        if saved is not None:
+            round, state = saved
+            simulation.set_state({key: value for key, value in state.items() if key != "llm"})
+        simulation.round = round  # the journal's rows carry the round asked about
+        _spent_so_far(run, journal, simulation)
+        _restore_personas(run, simulation.agents)
+        chosen = _choose(simulation.agents, wanted, population, all_agents)
+        earlier = _earlier_answers(run)
         try:
-            await simulation.build()
-            if simulation.services.llm is None:
-                raise UsageError(f"{run.path}: the run has no LLM to answer with (add an [llm] table, or --set llm.name=...)")
-            round = -1
-            if saved is not None:
-                round, state = saved
-                simulation.set_state(state)
-            _restore_personas(run, simulation.agents)
-            chosen = _choose(simulation.agents, wanted, population, all_agents)
-            return [await _answer(simulation, agent, round, question, k, max_tokens) for agent in chosen]
+            for agent in chosen:
+                answers.append(await _answer(simulation, agent, round, question, k, max_tokens, earlier))
         finally:
-            await simulation.aclose()
+            simulation.write_llm_calls()
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        await simulation.aclose()
+
+
+def _spent_so_far(run: RunDir, journal: RunDir, simulation: Simulation) -> None:
+    """The LLM middleware as the run left it (its newest checkpoint: what the budget had
+    counted), then every earlier interview's calls shown to the accounting's observers (the
+    budget counts them as it counts the run's)."""
+    newest = run.latest_checkpoint()
+    saved = newest[1].get("llm", {}) if newest is not None else {}
+    for middleware in simulation.llm_middleware:
+        key = type(middleware).__name__
+        if key in saved and hasattr(middleware, "set_state"):
+            middleware.set_state(saved[key])
+    observers = getattr(getattr(simulation, "accounting", None), "observers", [])
+    if not observers or not journal.events_path.is_file():
+        return
+    db = sqlite3.connect(f"file:{journal.events_path}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT round, agent_id, purpose, provider, model, status, prompt_tokens, completion_tokens, "
+                          "latency_ms, cost FROM llm_calls").fetchall()
+    except sqlite3.Error:
+        rows = []
+    finally:
+        db.close()
+    for row in rows:
+        record = LLMCallRecord(round=row[0], agent_id=row[1], purpose=row[2], provider=row[3], model=row[4], status=row[5],
+                               prompt_tokens=row[6] or 0, completion_tokens=row[7] or 0, latency_ms=row[8] or 0.0, cost=row[9] or 0.0)
+        for observer in observers:
+            observer(record)
+
+
+def _earlier_answers(run: RunDir) -> dict[tuple[str, str, str, str], dict[str, Any]]:
+    """Earlier interviews' answers by (agent, provider, model, prompt): the interview cache."""
+    found: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    path = run.path / INTERVIEWS_FILE
+    if not path.is_file():
+        return found
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                entry = json.loads(line)
+                found.setdefault((entry["agent_id"], entry["provider"], entry["model"], entry["prompt"]), entry)
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut off by a kill: not an answer
+    return found
 
 
 def _choose(agents: list[Agent], wanted: list[str], population: str | None, all_agents: bool) -> list[Agent]:
@@ -165,7 +241,8 @@ def _restore_personas(run: RunDir, agents: list[Agent]) -> None:
             agent.persona = Persona.from_dict(json.loads(stored[agent.id]))
 
 
-async def _answer(simulation: Simulation, agent: Agent, round: int, question: str, k: int, max_tokens: int) -> Answer:
+async def _answer(simulation: Simulation, agent: Agent, round: int, question: str, k: int, max_tokens: int,
+                  earlier: dict[tuple[str, str, str, str], dict[str, Any]]) -> Answer:
     clock = simulation.model.clock
     now = clock.start + timedelta(minutes=(round + 1) * clock.minutes_per_round)
     llm = simulation.services.llm.for_agent(agent.id)
@@ -177,9 +254,22 @@ async def _answer(simulation: Simulation, agent: Agent, round: int, question: st
     lines = [f"- {record.text}" for record in recalled if record.text.strip()]
     system = SYSTEM.format(name=agent.persona.name, persona=persona)
     user = USER.format(now=now.strftime("%A %d %B %Y, %H:%M"), memories="\n".join(lines) or NO_MEMORIES, question=question)
-    text = await llm.text([Message("system", system), Message("user", user)], purpose="interview", max_tokens=max_tokens)
     provider = simulation.provider
-    log.info("interview.answered", agent=agent.id, round=round, memories=len(lines))
-    return Answer(agent_id=agent.id, population=agent.population, round=round, question=question, answer=text.strip(),
-                  model=str(getattr(provider, "model", "")), provider=str(getattr(provider, "name", "")),
-                  prompt=f"{system}\n\n{user}", asked_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    model, name = str(getattr(provider, "model", "")), str(getattr(provider, "name", ""))
+    prompt = f"{system}\n\n{user}"
+    before = earlier.get((agent.id, name, model, prompt))
+    if before is not None:
+        simulation.record_llm_call(LLMCallRecord(round=round, agent_id=agent.id, purpose="interview", provider=name, model=model,
+                                                 status="cached"))
+        log.info("interview.cached", agent=agent.id, round=round)
+        text, cached = str(before["answer"]), True
+    else:
+        text = (await llm.text([Message("system", system), Message("user", user)], purpose="interview", max_tokens=max_tokens)).strip()
+        cached = False
+        log.info("interview.answered", agent=agent.id, round=round, memories=len(lines))
+    answer = Answer(agent_id=agent.id, population=agent.population, round=round, question=question, answer=text,
+                    model=model, provider=name, prompt=prompt, cached=cached,
+                    asked_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    if not cached:
+        earlier[(agent.id, name, model, prompt)] = answer.to_dict()
+    return answer

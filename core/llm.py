@@ -7,14 +7,22 @@ agent and ask it for text (:meth:`LLMClient.text`), for one of a fixed set of la
 ``townsquare.plugins.llm``) to an :class:`LLMProvider`. The innermost link, :class:`Accounting`,
 records every provider call (tokens, latency, status) in the run's ``llm_calls`` table and
 fires ``townsquare_on_llm_call``.
+
+Rows are written in the order calls were *issued*, not the order they came back: each call an
+agent's client starts gets the agent's next issue number (a repair request and the retries of
+a call share its number), and every record made while it is under way carries it
+(:attr:`LLMCallRecord.issue`). Concurrent calls of one step (three summaries at once) thus keep
+their place whatever the latency, so two runs and a replay write the same ``llm_calls``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Protocol, Sequence, runtime_checkable
 
@@ -107,6 +115,18 @@ class LLMCallRecord:
     kind: str | None = None
     #: how the answer was held to its format (:mod:`townsquare.llm_modes`); None for free text
     mode: str | None = None
+    #: (issue number of the client call it belongs to, 0 for the request, 1 for its repair),
+    #: None outside an :class:`LLMClient` call: the order rows are written in, not a column
+    issue: tuple[int, int] | None = None
+
+
+#: the issue number of the :class:`LLMClient` call under way in this task (see the module docstring)
+_ISSUE: ContextVar[tuple[int, int] | None] = ContextVar("townsquare_llm_issue", default=None)
+
+
+def current_issue() -> tuple[int, int] | None:
+    """The issue of the client call under way here (None outside one): what the records made now carry."""
+    return _ISSUE.get()
 
 
 @runtime_checkable
@@ -217,6 +237,8 @@ class Accounting:
         )
 
     def _emit(self, call: LLMCallRecord) -> None:
+        if call.issue is None:
+            call.issue = _ISSUE.get()
         self.record(call)
         for observer in self.observers:
             observer(call)
@@ -277,6 +299,20 @@ class Answer:
 
 
 _UNSET: Any = object()
+def _one_call(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """One issue number for the whole of a client method: its request, its repair and a parse
+    failure it reports."""
+    import functools
+
+    @functools.wraps(method)
+    async def call(self: "LLMClient", *args: Any, **kwargs: Any) -> Any:
+        token = self._issue()
+        try:
+            return await method(self, *args, **kwargs)
+        finally:
+            _ISSUE.reset(token)
+
+    return call
 
 
 class LLMClient:
@@ -292,16 +328,26 @@ class LLMClient:
     """
 
     def __init__(self, handler: Handler, *, model: str, agent_id: str | None = None,
-                 on_parse_failure: Callable[[LLMRequest, str], None] | None = None, modes: dict[str, str] | None = None):
+                 on_parse_failure: Callable[[LLMRequest, str], None] | None = None, modes: dict[str, str] | None = None,
+                 issued: dict[str, Any] | None = None):
         self._handler = handler
         self.model = model
         self.agent_id = agent_id
         self.on_parse_failure = on_parse_failure
         self.modes = modes if modes is not None else structured_modes(provider_of(handler))
+        #: per agent, the counter of calls issued (shared by every client ``for_agent`` makes)
+        self._issued = issued if issued is not None else {}
 
     def for_agent(self, agent_id: str) -> "LLMClient":
         return LLMClient(self._handler, model=self.model, agent_id=agent_id, on_parse_failure=self.on_parse_failure,
-                         modes=self.modes)
+                         modes=self.modes, issued=self._issued)
+
+    def _issue(self) -> Any:
+        """Mark what follows in this task as the agent's next call (part 0); a token to undo it."""
+        counter = self._issued.get(self.agent_id or "")
+        if counter is None:
+            counter = self._issued[self.agent_id or ""] = itertools.count()
+        return _ISSUE.set((next(counter), 0))
 
     def report_parse_failure(self, purpose: str, answer: str, kind: str = "unparsable") -> None:
         """Record that an answer in a format of the caller's own (a plan, a numbered list...)
@@ -312,6 +358,12 @@ class LLMClient:
 
     def _failed(self, request: LLMRequest, answer: str, kind: str = "unparsable") -> None:
         if self.on_parse_failure is not None:
+            if _ISSUE.get() is None:  # reported on its own (report_parse_failure): a place of its own
+                token = self._issue()
+                try:
+                    return self._failed(request, answer, kind)
+                finally:
+                    _ISSUE.reset(token)
             request = replace(request, agent_id=request.agent_id or self.agent_id)
             if _takes_kind(self.on_parse_failure):
                 self.on_parse_failure(request, answer, kind)
@@ -321,8 +373,22 @@ class LLMClient:
     async def complete(self, request: LLMRequest) -> LLMResponse:
         if request.agent_id is None and self.agent_id is not None:
             request = replace(request, agent_id=self.agent_id)
-        return await self._handler(request)
+        if _ISSUE.get() is not None:  # a part of :meth:`text`, :meth:`choose` or :meth:`json`
+            return await self._handler(request)
+        token = self._issue()
+        try:
+            return await self._handler(request)
+        finally:
+            _ISSUE.reset(token)
 
+    async def _repair(self, request: LLMRequest) -> LLMResponse:
+        """The repair request of the call under way: its issue number, part 1."""
+        issue = _ISSUE.get()
+        if issue is not None:
+            _ISSUE.set((issue[0], 1))  # undone with the call's own issue when it returns
+        return await self.complete(request)
+
+    @_one_call
     async def text(self, prompt: str | Sequence[Message], *, purpose: str = "text", **options: Any) -> str:
         """Free text (a post, a comment, a summary). An answer that is no text (empty, only
         blanks, NUL bytes or other control characters, undecodable bytes) gets one repair
@@ -335,18 +401,20 @@ class LLMClient:
             return answer
         # the bad answer is not echoed back: binary bytes have no business in a prompt
         repair = request.messages + (Message("user", f"Your answer was {_PROBLEMS[problem]}. Answer again, in plain text."),)
-        answer = (await self.complete(replace(request, messages=repair, purpose=f"{purpose}.repair"))).text
+        answer = (await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))).text
         if not_text(answer) is None:
             return answer
         self._failed(request, answer if isinstance(answer, str) else repr(answer), not_text(answer) or "unparsable")
         return ""
 
+    @_one_call
     async def ask(self, prompt: str | Sequence[Message], answer: AnswerFormat, *, purpose: str | None = None,
                   default: Any = _UNSET, validate: Callable[[Any], Any] | None = None, **options: Any) -> Answer:
         """The answer to a declared structured purpose (:class:`~townsquare.llm_answers.AnswerFormat`:
         a label set, a JSON schema or answer openings), with how it came out. ``purpose`` and
         ``default`` default to the declaration's; ``validate`` (JSON only) checks and converts
-        the parsed value and may raise ``ValueError``."""
+        the parsed value and may raise ``ValueError``. The request, its repair and a fallback's
+        parse failure share one issue number."""
         purpose = purpose or answer.purpose
         default = answer.default if default is _UNSET else default
         if answer.labels is not None:
@@ -355,11 +423,13 @@ class LLMClient:
             return await self._prefixes(prompt, answer.prefixes, purpose, default, options)
         return await self._json(prompt, answer.schema or {}, purpose, default, validate, options)
 
+    @_one_call
     async def choose(self, prompt: str | Sequence[Message], labels: Sequence[str], *, purpose: str, default: str, **options: Any) -> str:
         """One of ``labels``: whatever a model writes, the result is in the label set (a
         malformed answer gets one repair request, then ``default``)."""
         return (await self._labels(prompt, tuple(labels), purpose, default, options)).value
 
+    @_one_call
     async def json(self, prompt: str | Sequence[Message], schema: dict[str, Any], *, purpose: str, default: Any, validate: Callable[[Any], Any] | None = None, **options: Any) -> Any:
         """JSON of ``schema`` (checked by ``validate`` if given, which may raise ``ValueError``);
         one repair request where it does not parse, then ``default``."""
@@ -378,7 +448,7 @@ class LLMClient:
             Message("assistant", response.text),
             Message("user", f"Answer with exactly one of: {', '.join(labels)}."),
         )
-        response = await self.complete(replace(request, messages=repair, purpose=f"{purpose}.repair"))
+        response = await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))
         try:
             return _answer(match_label(response.text, labels), request, response, repaired=True)
         except ParseFailure:
@@ -403,7 +473,7 @@ class LLMClient:
                 self._failed(request, text if isinstance(text, str) else repr(text), not_text(text) or "unparsable")
                 return Answer(default, "fallback", request.mode, "")
             repair = messages + (Message("user", "Begin your answer with one of: " + ", ".join(f'"{p}"' for p in prefixes) + "."),)
-            response = await self.complete(replace(request, messages=repair, purpose=f"{purpose}.repair"))
+            response = await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))
         raise AssertionError("unreachable")
 
     async def _json(self, prompt: Any, schema: dict[str, Any], purpose: str, default: Any, validate: Callable[[Any], Any] | None,
@@ -424,7 +494,7 @@ class LLMClient:
                     Message("assistant", response.text),
                     Message("user", f"That was not valid ({exc}). Reply with JSON only, matching: {json.dumps(schema)}"),
                 )
-                response = await self.complete(replace(request, messages=repair, purpose=f"{purpose}.repair"))
+                response = await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))
         raise AssertionError("unreachable")
 
 

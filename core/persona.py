@@ -20,9 +20,11 @@ class Persona:
 
     @property
     def text(self) -> str:
-        """The persona as one paragraph: its sentences, then its fields."""
+        """The persona as one paragraph: its sentences, then its fields (a text field that is
+        already one of the sentences is not repeated)."""
         parts = list(self.sentences)
-        parts += [f"{key}: {value}" for key, value in self.fields.items() if value not in ("", None)]
+        parts += [f"{key}: {value}" for key, value in self.fields.items()
+                  if value not in ("", None) and not (isinstance(value, str) and value in self.sentences)]
         return " ".join(str(p) for p in parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -61,14 +63,15 @@ def cycle_personas(personas: Iterable[Persona], count: int) -> list[Persona]:
     return out
 
 
-def name_problem(name: str, max_length: int = 200) -> str | None:
-    """Why ``name`` cannot name a persona or a population (names end up in agent ids, account
-    names and file names), or None. ``max_length`` is the scenario's ``limits.max_name_length``."""
+def name_problem(name: str, max_length: int = 200, *, path_safe: bool = True) -> str | None:
+    """Why ``name`` cannot name a population (it ends up in agent ids and file names) or, with
+    ``path_safe=False``, a persona (a display name: "AC/DC fan" is fine), or None.
+    ``max_length`` is the scenario's ``limits.max_name_length``."""
     if not name.strip():
         return "name is empty"
     if len(name) > max_length:
         return f"name is {len(name)} characters long, above limits.max_name_length = {max_length}"
-    if any(ch in name for ch in "/\\") or name.strip() in (".", ".."):
+    if path_safe and (any(ch in name for ch in "/\\") or name.strip() in (".", "..")):
         return f"name {name[:40]!r} looks like a path (no / or \\ allowed)"
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
         return f"name {name[:40]!r} contains control characters"

@@ -9,7 +9,11 @@ reflection) keep working as they would; the replaced policy's state is carried t
 run's checkpoints stay compatible. End of input (Ctrl-D, or the end of a script) ends each
 remaining turn with ``done``.
 
-Only social platforms (those with a home timeline) can be played.
+A policy that makes its own decisions playable offers ``play(read, write)``, returning the
+policy a person drives (RecAgent's policy hands each of its choices to the person: the activity,
+the recommender's pages, watching, rating, chatting, broadcasting, on the ``recsys`` platform).
+Any other policy is replaced by :class:`HumanPolicy`, which needs a social platform (one with a
+home timeline) and offers its social actions.
 """
 
 from __future__ import annotations
@@ -116,11 +120,20 @@ class PlaySimulation(Simulation):
         agents = {a.id: a for a in self.agents}
         if self.play not in agents:
             raise UsageError(f"--play {self.play}: no such agent (agents: {', '.join(list(agents)[:5])}...)")
-        if not hasattr(self.platform, "home_timeline"):
-            raise UsageError(f"--play: platform {self.scenario.platform.spec.name!r} has no home timeline to show")
         agent = agents[self.play]
+        policy = agent.components["policy"]
+        seat = getattr(policy, "play", None)
+        if callable(seat):
+            played = seat(self.read, self.write)
+        else:
+            if not hasattr(self.platform, "home_timeline"):
+                raise UsageError(f"--play: platform {self.scenario.platform.spec.name!r} has no home timeline to show")
+            played = HumanPolicy(policy, platform_actions(self.platform), self.read, self.write)
+            if not played.kinds:
+                raise UsageError(f"--play: the policy of {agent.id} cannot be played on platform {self.scenario.platform.spec.name!r} "
+                                 "(it offers no choices to a person and the platform takes none of the social actions)")
         self.run_dir.update_manifest(played_by=agent.id)  # a person's turns: not reproducible from the seed
-        agent.components["policy"] = HumanPolicy(agent.components["policy"], platform_actions(self.platform), self.read, self.write)
+        agent.components["policy"] = played
 
 
 def _read_stdin() -> str | None:

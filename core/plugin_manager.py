@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Iterable
@@ -41,6 +42,11 @@ log = structlog.get_logger("townsquare.plugins")
 ENTRY_POINT_GROUP = "townsquare"
 ENV_DISABLE = "TOWNSQUARE_DISABLE_PLUGINS"
 ENV_NO_AUTOLOAD = "TOWNSQUARE_DISABLE_PLUGIN_AUTOLOAD"
+
+#: Every ``-p`` option of the command line being run, wherever it stood (``townsquare -p X run``
+#: and ``townsquare run ... -p X`` alike), in order; set by the CLI's ``main``, empty when the
+#: kernel is used from Python. A command that reopens a run compares them with the recorded set.
+COMMAND_LINE_PLUGINS: ContextVar[tuple[str, ...]] = ContextVar("townsquare_command_line_plugins", default=())
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
     # platforms and feeds
@@ -91,6 +97,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.social_agent.reflection.follow_reflection",
     # Park et al.'s generative agents: memory stream, retrieval, reflection, planning, social policy
     "townsquare.plugins.generative_agents.planning.day_plan",
+    "townsquare.plugins.generative_agents.planning.agent_summary",
+    "townsquare.plugins.generative_agents.dialogue.conversation_memory",
     "townsquare.plugins.generative_agents.memory.memory_stream",
     "townsquare.plugins.generative_agents.memory.park_retrieval",
     "townsquare.plugins.generative_agents.reflection.park_reflection",
@@ -148,7 +156,7 @@ class PluginInfo:
     source: str  # builtin | entrypoint | module
     module: str
     version: str
-    status: str = "loaded"  # loaded | disabled | failed
+    status: str = "loaded"  # loaded | disabled | failed | not in run (a reopened run did not use it)
     error: str | None = None
     hooks: list[str] = field(default_factory=list)
     components: list[dict[str, Any]] = field(default_factory=list)
@@ -210,9 +218,13 @@ def make_plugin_manager(
     autoload: bool | None = None,
     strict: bool = False,
     extra_plugins: Iterable[tuple[str, Any]] = (),
+    only: Iterable[str] | None = None,
 ) -> Plugins:
     """Load the built-in plugins, entry-point plugins (unless autoload is off) and ``enable``d
     ones, except those in ``disable`` or ``$TOWNSQUARE_DISABLE_PLUGINS``.
+
+    ``only`` (a reopened run's recorded plugins): any other plugin is left out, unimported, with
+    the status ``not in run`` (one installed since the run was made, say).
 
     ``enable`` entries are entry-point names (loaded even when autoload is off) or dotted
     module paths. ``extra_plugins`` are ``(name, object)`` pairs registered as they are (the
@@ -222,6 +234,7 @@ def make_plugin_manager(
     disable = [current_plugin_name(n) for n in disable]
     env_disabled = [current_plugin_name(n.strip()) for n in os.environ.get(ENV_DISABLE, "").split(",") if n.strip()]
     blocked = set(disable) | (set(env_disabled) - set(enable))
+    allowed = None if only is None else {current_plugin_name(n) for n in only} | {canonical_name(n) for n in enable} | set(enable)
     if autoload is None:
         autoload = os.environ.get(ENV_NO_AUTOLOAD, "").strip() in ("", "0", "false", "no")
 
@@ -236,6 +249,9 @@ def make_plugin_manager(
         infos[name] = info
         if name in blocked:
             info.status = "disabled"
+            return
+        if allowed is not None and name not in allowed:
+            info.status = "not in run"
             return
         try:
             plugin = importer()

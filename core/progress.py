@@ -15,6 +15,8 @@ and after every round. :class:`RunProgress` shows them in one of four modes
 - ``json``: the same fields as one JSON object a line (``event: run.progress``) with
   ``--log-json``, so the log stream stays machine-readable.
 - ``quiet``: nothing.
+- ``notebook``: the plain line, updated in place in a Jupyter cell (:func:`notebook_display`;
+  :mod:`townsquare.notebook` chooses it).
 
 Rates and the ETA count only the rounds played since this process started (a resumed or
 branched run does not credit the rounds it inherited).
@@ -34,7 +36,7 @@ from .llm_modes import OUTCOMES, TOTAL_KEYS, count_answer
 LLM_TOTALS = ("llm_calls", "cached", "prompt_tokens", "completion_tokens", "cost", "llm_errors", "repairs",
               "parse_failures", *TOTAL_KEYS.values())
 
-MODES = ("bar", "plain", "json", "quiet")
+MODES = ("bar", "plain", "json", "quiet", "notebook")
 
 
 def new_totals() -> dict[str, float]:
@@ -164,6 +166,8 @@ class RunProgress:
                  clock: Callable[[], float] = time.monotonic):
         if mode not in MODES:
             raise ValueError(f"progress mode {mode!r}: choose one of {', '.join(MODES)}")
+        if mode == "notebook" and stream is None:
+            stream = _DisplayLine(notebook_display())
         self.mode, self.label, self.console, self.stream, self.clock = mode, label, console, stream, clock
         self.rounds = 0
         self._start: tuple[float, float, int] | None = None  # (time, llm calls, round) at the first update
@@ -286,6 +290,34 @@ class AblateProgress:
         else:
             line = f"[{self.count}/{self.total}] {variant} seed {seed}: {outcome}"
         _write(self.stream, line)
+
+
+def notebook_display() -> Any:
+    """IPython's ``display`` inside a Jupyter kernel, else None."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None or type(ipython.get_ipython()).__name__ != "ZMQInteractiveShell":
+        return None
+    from IPython.display import display
+
+    return display
+
+
+class _DisplayLine:
+    """A stream that shows only the newest line written to it, in place (a display handle)."""
+
+    def __init__(self, display: Any):
+        self.display, self.handle = display, None
+
+    def write(self, text: str) -> None:
+        if not text.strip():
+            return
+        if self.handle is None:
+            self.handle = self.display({"text/plain": text.strip()}, raw=True, display_id=True)
+        else:
+            self.handle.update({"text/plain": text.strip()}, raw=True)
+
+    def flush(self) -> None:
+        pass
 
 
 def _write(stream: TextIO | None, line: str) -> None:

@@ -135,6 +135,8 @@ class RunDir:
         path, made = _make_run_path(out, name)
         run = cls(path)
         with run.lock():
+            if run.never_began():
+                (path / "checkpoints").rmdir()  # a run killed before it wrote anything: start it again here
             if any(p.name != LOCK_NAME for p in path.iterdir()):
                 raise UsageError(f"--out {path}: directory exists and is not empty")
             try:
@@ -169,8 +171,22 @@ class RunDir:
     def open(cls, path: str | Path) -> "RunDir":
         run = cls(path)
         if not (run.path / "manifest.json").is_file():
+            if run.never_began():
+                raise UsageError(f"{path}: the run was stopped before it wrote anything (no manifest.json, no checkpoint): "
+                                 f"there is nothing to continue; start it again with townsquare run SCENARIO --out {path}")
             raise UsageError(f"{path}: not a run directory (no manifest.json)")
         return run
+
+    def never_began(self) -> bool:
+        """Whether this is what a run killed in its first moments leaves: ``.lock`` and an
+        empty ``checkpoints/``, nothing else."""
+        try:
+            children = {child.name: child for child in self.path.iterdir()}
+            checkpoints = children.get("checkpoints")
+            return (checkpoints is not None and checkpoints.is_dir() and not any(checkpoints.iterdir())
+                    and set(children) <= {LOCK_NAME, "checkpoints"})
+        except OSError:
+            return False
 
     # ------------------------------------------------------------------ files
 

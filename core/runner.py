@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
+
+import structlog
 
 from . import __version__
 from .data_paths import datasets_in
 from .engine import Progress, Simulation, run_collector
 from .errors import RunStopped, UsageError
 from .lifecycle import RunSummary
-from .plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
+from .plugin_manager import COMMAND_LINE_PLUGINS, Plugins, canonical_name, make_plugin_manager, parse_plugin_options
+from .plugin_names import current_plugin_name
 from .rundir import RunDir, environment
 from .scenario import ResolvedScenario, apply_overrides, load_scenario, resolve
 from .secrets import is_secret_key
+
+log = structlog.get_logger("townsquare.runner")
 
 def redact(value: Any) -> Any:
     """A copy of scenario data with secret values (``api_key = "..."`` written inline, against
@@ -43,7 +48,8 @@ def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[s
         "source": scenario.source,
         "base_dir": scenario.base_dir,
         "overrides": [redact_override(o) for o in overrides],
-        "plugin_options": plugin_options,
+        # the -p options given, or, for a plugin set made in Python, the plugins it enabled
+        "plugin_options": plugin_options or [name for name in plugins.enabled if name],
         "seed": scenario.model.seed,
         "rounds": scenario.model.rounds,
         "slot_table": scenario.slot_table(),
@@ -58,7 +64,7 @@ def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[s
 
 
 def start_run(
-    scenario_path: str | Path,
+    scenario_path: str | Path | Mapping[str, Any],
     *,
     overrides: Iterable[str] = (),
     seed: int | None = None,
@@ -70,7 +76,8 @@ def start_run(
     simulation_class: type[Simulation] = Simulation,
     **simulation_options: Any,
 ) -> tuple[RunDir, RunSummary]:
-    """Run a scenario file into a new run directory. ``on_ready(scenario, run_dir)`` is called
+    """Run a scenario file (or its content as a dict: :func:`~townsquare.scenario.load_scenario`)
+    into a new run directory. ``on_ready(scenario, run_dir)`` is called
     once every input is read and checked (the CLI prints the slot table then).
 
     The scenario is validated before the directory is made; files the components read (persona,
@@ -115,29 +122,94 @@ def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_read
 
 def llm_overrides(spec: str | None) -> list[str]:
     """``--llm openai:gpt-4o-mini`` -> ``llm.name=openai``, ``llm.model=gpt-4o-mini``."""
-    if not spec:
+    if spec is None:
         return []
-    name, _, model = spec.partition(":")
+    if not spec.strip() or not spec.partition(":")[0].strip():
+        raise UsageError(f"--llm: {'empty' if not spec.strip() else f'no provider in {spec!r}'}; give PROVIDER[:MODEL], e.g. openai:gpt-4o-mini")
+    name, _, model = spec.strip().partition(":")
     return [f"llm.name={name}"] + ([f'llm.model="{model}"'] if model else [])
 
 
 def load_run(path: str | Path, plugins: Plugins | None = None, extra_plugin_options: Iterable[str] = (),
-             overrides: Iterable[str] = ()) -> tuple[RunDir, ResolvedScenario, Plugins]:
-    """Re-resolve a run's scenario from its manifest, with the plugin set it ran with and
-    ``overrides`` applied on top (:func:`resume_run` records them in the manifest)."""
+             overrides: Iterable[str] = (), continuing: bool = False) -> tuple[RunDir, ResolvedScenario, Plugins]:
+    """Re-resolve a run's scenario from its manifest, with the plugin set it ran with
+    (:func:`run_plugins`) and ``overrides`` applied on top (:func:`resume_run` records them in
+    the manifest). ``continuing``: the command goes on with the run (resume, replay), so the
+    ``-p`` options given now may not add a plugin either."""
     run_dir = RunDir.open(path)
     manifest = run_dir.read_manifest()
     overrides = list(overrides)
     if overrides:
         manifest["scenario"] = apply_overrides(manifest["scenario"], overrides, str(run_dir.manifest_path))
     if plugins is None:
-        enable, disable = parse_plugin_options([*manifest.get("plugin_options", []), *extra_plugin_options])
-        plugins = make_plugin_manager(enable=enable, disable=disable)
-    missing = sorted(set(manifest.get("plugins", {})) - set(plugins.versions()))
+        plugins = run_plugins(manifest, str(run_dir.manifest_path), extra_plugin_options, continuing=continuing)
+    missing = sorted(recorded_plugins(manifest) - set(plugins.versions()))
     if missing:
         raise UsageError(f"{run_dir.manifest_path}: the run used plugins that are not loaded now: {', '.join(missing)}")
     scenario = resolve(manifest["scenario"], str(run_dir.manifest_path), manifest.get("base_dir", "."), plugins)
     return run_dir, scenario, plugins
+
+
+def recorded_plugins(manifest: dict[str, Any]) -> set[str]:
+    """The plugins a run had loaded, by their current names."""
+    return {current_plugin_name(name) for name in manifest.get("plugins", {})}
+
+
+def recorded_plugin_options(manifest: dict[str, Any]) -> list[str]:
+    """The ``-p`` options that rebuild a run's plugin set: those it was started with, then
+    ``no:NAME`` for every plugin it ran without (``-p no:``, ``$TOWNSQUARE_DISABLE_PLUGINS``)."""
+    options = list(manifest.get("plugin_options", []))
+    disabled = [f"no:{name}" for name in manifest.get("disabled_plugins", [])]
+    return options + [option for option in disabled if option not in options]
+
+
+def run_plugins(manifest: dict[str, Any], where: str, given: Iterable[str] = (), *, continuing: bool = False) -> Plugins:
+    """Exactly the plugin set a run recorded: the plugins it loaded, those it disabled kept
+    disabled, any plugin installed since left out (a warning names it).
+
+    ``given``: ``-p`` options given now (default: the command line's,
+    :data:`~townsquare.plugin_manager.COMMAND_LINE_PLUGINS`). One the run recorded changes
+    nothing; one that disables a plugin the run used, or enables one it disabled, is an error
+    naming both; one that adds a plugin is an error when ``continuing`` (a run goes on with the
+    plugins it started with: ``townsquare branch -p ...`` changes them) and added otherwise (an
+    evaluation's judge, say)."""
+    given = list(given) or list(COMMAND_LINE_PLUGINS.get())
+    recorded = recorded_plugin_options(manifest)
+    enable, disable = parse_plugin_options(recorded)
+    used = recorded_plugins(manifest) if "plugins" in manifest else None
+    run_disabled = {current_plugin_name(name) for name in disable}
+    added: list[str] = []
+    for option in given:
+        if option in recorded or option.strip() in recorded:
+            continue
+        now_enable, now_disable = parse_plugin_options([option])
+        for name in now_disable:
+            if used is None or current_plugin_name(name) in used:
+                raise UsageError(f"{where}: -p no:{name} given now, but the run used plugin {name!r}; "
+                                 f"a run is reopened with its own plugins ({_recorded_text(recorded)})")
+        for name in now_enable:
+            short = current_plugin_name(canonical_name(name))
+            if short in run_disabled or current_plugin_name(name) in run_disabled:
+                raise UsageError(f"{where}: -p {name} given now, but the run was made with -p no:{short}; "
+                                 f"a run is reopened with its own plugins ({_recorded_text(recorded)}); "
+                                 "townsquare branch -p ... makes a run that differs")
+            if used is not None and (short in used or current_plugin_name(name) in used):
+                added.append(name)  # the run had it (a run started from Python records no -p)
+                continue
+            if continuing:
+                raise UsageError(f"{where}: -p {name} given now, but the run did not use it; a run goes on with "
+                                 f"its own plugins ({_recorded_text(recorded)}); townsquare branch -p ... makes a run that differs")
+            added.append(name)
+    plugins = make_plugin_manager(enable=[*enable, *added], disable=disable, only=used)
+    left_out = sorted(name for name, info in plugins.infos.items() if info.status == "not in run")
+    if left_out:
+        log.warning("run.plugins_left_out", run=where, plugins=", ".join(left_out),
+                    reason="installed now, not loaded when the run was made")
+    return plugins
+
+
+def _recorded_text(recorded: list[str]) -> str:
+    return "recorded: " + " ".join(f"-p {option}" for option in recorded) if recorded else "recorded: no -p options"
 
 
 def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plugins | None = None, progress: Progress | None = None,
@@ -149,7 +221,7 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
     run_dir = RunDir.open(path)
     run_dir.read_manifest()  # a broken manifest is reported before anything is locked
     with run_dir.lock():
-        run_dir, scenario, plugins = load_run(path, plugins, overrides=overrides)
+        run_dir, scenario, plugins = load_run(path, plugins, overrides=overrides, continuing=True)
 
         def mark_running() -> None:
             manifest = run_dir.read_manifest()
@@ -161,6 +233,10 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
         from .branch_simulation import resume_options
 
         manifest = run_dir.read_manifest()
+        done = int(manifest.get("rounds_completed", 0))
+        if scenario.model.rounds < done:
+            raise UsageError(f"--set rounds={scenario.model.rounds}: the run has already played {done} rounds; "
+                             f"give at least {done} (a run is not shortened; townsquare branch --at starts one from an earlier round)")
         branch = resume_options(manifest, int(manifest.get("rounds_completed", 0)))  # a branch stopped in its first round
         options = {**simulation_options, **branch.pop("simulation_options", {})}
         return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, options, resume=True, on_built=mark_running, **branch)
@@ -172,7 +248,7 @@ def rerun(path: str | Path, out: str | Path, *, plugins: Plugins | None = None, 
     (``townsquare replay`` passes a provider that answers from the old run's cache). The old
     run is locked too, so it cannot be resumed while it is read."""
     with RunDir.open(path).lock():
-        source_dir, scenario, plugins = load_run(path, plugins)
+        source_dir, scenario, plugins = load_run(path, plugins, continuing=True)
         manifest = source_dir.read_manifest()
         with RunDir.claim(out, scenario.model.name) as run_dir:
             run_dir.write_manifest({**manifest, "replay_of": str(source_dir.path), "status": "running", "rounds_completed": 0})

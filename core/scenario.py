@@ -12,11 +12,13 @@ Every problem is reported as one line naming the file, the key and what was expe
 from __future__ import annotations
 
 import copy
+import json
+import math
 import tomllib
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime, time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -216,13 +218,54 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
     return data
 
 
+def override_lines(values: Mapping[str, Any]) -> list[str]:
+    """``{"rounds": 2, "recommender": {"name": "random"}}`` as the ``--set`` overrides that set
+    them: ``["rounds=2", 'recommender={ "name" = "random" }']``."""
+    return [f"{key}={_toml(value)}" for key, value in values.items()]
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    return value.isoformat() if hasattr(value, "isoformat") else json.dumps(str(value))
+
+
 def validate_scenario(data: dict[str, Any], source: str) -> ScenarioModel:
     try:
-        model = ScenarioModel.model_validate(data)
+        model = strict_validate(ScenarioModel, data, source)
     except ValidationError as exc:
         raise _first_error(exc, source, ScenarioModel) from None
     check_bounds(model, source)
     return model
+
+
+def strict_validate(model: type[BaseModel], data: Any, source: str, prefix: str = "") -> Any:
+    """``model`` from scenario data without guessing: ``rounds = true``, ``count = "5"`` and
+    ``smoothing = "yes"`` are errors, not 1, 5 and True (pydantic's strict mode as for JSON,
+    so a date or a path may still be a string, as in a run's manifest); a number that is not
+    finite (``x_min = inf``) is an error too, naming its key."""
+    _check_finite(data, source, prefix)
+    return model.model_validate_json(json.dumps(data, default=_json_value), strict=True)
+
+
+def _check_finite(value: Any, source: str, key: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ScenarioError(source, key or "(top)", f"not a finite number (got {value!r})")
+    if isinstance(value, dict):
+        for name, item in value.items():
+            _check_finite(item, source, f"{key}.{name}" if key else str(name))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_finite(item, source, f"{key}[{i}]")
+
+
+def _json_value(value: Any) -> Any:
+    """TOML's dates and times as ISO text (what a manifest holds), anything else as text."""
+    return value.isoformat() if isinstance(value, (datetime, date, time)) else str(value)
 
 
 def check_bounds(model: ScenarioModel, source: str) -> None:
@@ -375,13 +418,22 @@ def _current_names(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def load_scenario(path: str | Path, overrides: list[str], plugins: Any, seed: int | None = None) -> ResolvedScenario:
-    """Read, override, validate and resolve a scenario against the loaded plugins."""
-    source = str(path)
-    data = apply_overrides(read_scenario(path), overrides, source)
+#: the ``source`` of a scenario given as a dict (:func:`load_scenario`), in errors and the manifest
+DICT_SOURCE = "<scenario dict>"
+
+
+def load_scenario(path: str | Path | Mapping[str, Any], overrides: list[str], plugins: Any, seed: int | None = None) -> ResolvedScenario:
+    """Read, override, validate and resolve a scenario against the loaded plugins. ``path`` may
+    be the file's content as a dict (what ``tomllib`` reads), whose relative paths name files
+    from the current directory."""
+    if isinstance(path, Mapping):
+        source, data, base_dir = DICT_SOURCE, dict(path), str(Path.cwd())
+    else:
+        source, data, base_dir = str(path), read_scenario(path), str(Path(path).resolve().parent)
+    data = apply_overrides(data, overrides, source)
     if seed is not None:
         data["seed"] = seed
-    return resolve(data, source, str(Path(path).resolve().parent), plugins)
+    return resolve(data, source, base_dir, plugins)
 
 
 def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> ResolvedScenario:
@@ -405,7 +457,7 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
             return None
         section = registry.section_key(spec) if not settings else key
         try:
-            return spec.config_model.model_validate(merged)
+            return strict_validate(spec.config_model, merged, source, section)
         except ValidationError as exc:
             raise _first_error(exc, source, spec.config_model, prefix=f"{section}.") from None
 

@@ -16,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from .errors import UsageError
 from .files import read_user_text
@@ -42,6 +42,20 @@ def remember_secret(value: str) -> None:
     """Add a secret value to those :func:`redact_text` removes."""
     if len(value) >= MIN_REDACTED_LENGTH:
         _known.add(value)
+
+
+def remember_url_secrets(url: str) -> None:
+    """The password (and a user name that is a key) of ``http://user:key@host/`` as secrets:
+    an endpoint's URL may carry its key, and ``--debug`` or an error must not show it."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return
+    for value in (parts.password, parts.username):
+        if value:
+            remember_secret(value)
 
 
 def redact_text(text: str) -> str:
@@ -95,6 +109,23 @@ class EndpointConfig(BaseModel):
     #: a file of keys, one a line (relative to the scenario's folder); read instead of api_key_env
     api_key_file: str | None = None
 
+    @field_validator("base_url")
+    @classmethod
+    def _an_http_url(cls, value: str | None) -> str | None:
+        """A URL the endpoint can be reached at, checked before any call (not retried per call)."""
+        if value is None:
+            return value
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http(s) URL (e.g. http://127.0.0.1:8080/v1)")
+        remember_url_secrets(value)
+        return value.strip()
+
     def api_keys(self, base_dir: str = ".", what: str = "API key") -> list[str]:
-        """The endpoint's keys (:func:`resolve_secrets`); never logged."""
+        """The endpoint's keys (:func:`resolve_secrets`); never logged. A key in the URL's
+        user part (``http://user:KEY@host``, from ``$OPENAI_BASE_URL`` too) is a secret as well."""
+        if self.base_url:
+            remember_url_secrets(self.base_url)
         return resolve_secrets(env=self.api_key_env, file=self.api_key_file, base_dir=base_dir, what=what)

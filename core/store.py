@@ -13,6 +13,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterator
 
+from .errors import UsageError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS agents (
     agent_id TEXT PRIMARY KEY, idx INTEGER, population TEXT, name TEXT, persona TEXT,
@@ -65,10 +67,15 @@ class EventStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.db = sqlite3.connect(self.path, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(SCHEMA)
-        _add_missing_columns(self.db)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+            _add_missing_columns(self.db)
+        except sqlite3.DatabaseError as exc:  # not a database, or a damaged one: the run's trace is lost
+            self.db.close()
+            raise UsageError(f"{self.path}: not a readable event store ({exc}); the run's trace is damaged: "
+                             "restore the file from a copy, or start the run again") from None
         self._pending: dict[str, list[tuple]] = {}
 
     # ------------------------------------------------------------------ writing

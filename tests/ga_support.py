@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from townsquare.api import EmbeddingCache, Persona
+from townsquare.api import EmbeddingCache, ParseFailure, Persona
+from townsquare.llm_answers import extract_json
 from townsquare.plugins.embedders.hash import HashEmbedder
 
 T0 = datetime(2024, 1, 1, 8, 0)
@@ -37,6 +38,18 @@ class RuleLLM:
     async def text(self, prompt, *, purpose="text", **_):
         self.calls.append((purpose, prompt))
         return self._answer(prompt, self.text_default)
+
+    async def json(self, prompt, schema, *, purpose, default, validate=None, **_):
+        """As ``LLMClient.json`` without the repair request: the first JSON in the rule's answer,
+        checked by ``validate``; a parse failure is recorded and ``default`` returned."""
+        self.calls.append((purpose, prompt))
+        answer = self._answer(prompt, self.text_default)
+        try:
+            value = extract_json(answer)
+            return validate(value) if validate else value
+        except (ParseFailure, ValueError, TypeError, KeyError):
+            self.report_parse_failure(purpose, answer)
+            return default
 
     def report_parse_failure(self, purpose, answer):
         self.calls.append((f"{purpose}.parse_failure", answer))

@@ -48,3 +48,25 @@ def run_cli(*args: str) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0
+
+
+def cli_in_process(capsys, *args: str) -> tuple[int, str, str]:
+    """``townsquare ARGS`` in this process: (exit status, stdout, stderr)."""
+    code = run_cli(*args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def count_scripted_calls(monkeypatch) -> list[str]:
+    """The purposes of every request the scripted model answers from now on (a list that grows)."""
+    from townsquare.testing.scripted import ScriptedLLM
+
+    calls: list[str] = []
+    original = ScriptedLLM.complete
+
+    async def counting(self, request):
+        calls.append(request.purpose)
+        return await original(self, request)
+
+    monkeypatch.setattr(ScriptedLLM, "complete", counting)
+    return calls

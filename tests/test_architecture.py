@@ -35,6 +35,19 @@ def test_the_check_finds_a_forbidden_import(tmp_path, monkeypatch):
     ]
 
 
+def test_the_check_finds_a_kernel_module_that_imports_a_plugin(tmp_path, monkeypatch):
+    (tmp_path / "core").mkdir()
+    (tmp_path / "plugins" / "report").mkdir(parents=True)
+    (tmp_path / "plugins" / "report" / "__init__.py").write_text("")
+    (tmp_path / "plugins" / "report" / "summary.py").write_text("")
+    (tmp_path / "core" / "cli.py").write_text("def report():\n    from townsquare.plugins.report.summary import line\n")
+    (tmp_path / "core" / "ok.py").write_text("PLUGINS = ('townsquare.plugins.report.summary',)\n")  # a name, not an import
+    monkeypatch.setattr(import_graph, "ROOT", tmp_path)
+    assert import_graph.forbidden_imports() == [
+        "core/cli.py:2: imports townsquare.plugins.report.summary (the kernel imports no plugin; add a hook and implement it in the plugin)",
+    ]
+
+
 def test_no_import_cycle_anywhere():
     assert import_graph.cycles() == []
 

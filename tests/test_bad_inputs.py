@@ -1,7 +1,7 @@
 """Every malformed input is one line on stderr, exit status 2, and nothing written: no run
 directory (not even an empty one), no slot table, no empty ``events.sqlite``, no manifest change.
 
-The cases are those of issue 8 (a scenario that is not UTF-8, ``seed = -1``, ``count = 10**9``,
+The cases (a scenario that is not UTF-8, ``seed = -1``, ``count = 10**9``,
 an unwritable ``--out``, a manifest that is ``[]`` or ``{}``, click usage errors, round ranges
 that make no sense, path-like or huge persona names, huge personas, ``count = 0``, unbounded
 ``rounds``) plus a broken persona, knowledge, prompts and key file.
@@ -101,10 +101,21 @@ RUN_CASES = [
      with_population('feed_stages = [{ start_round = 2, end_round = 1, authors = ["users"] }]'), [],
      "populations[0].feed_stages[0].end_round: 1 is not after start_round 2"),
     ("population-name-path", scenario_text().replace('name = "users"', 'name = "../../x"'), [], "populations[0].name: name '../../x' looks like a path"),
-    ("persona-name-path-inline", inline("../../x"), [], "personas.items[0]: \"name\": name '../../x' looks like a path"),
     ("persona-name-10000-inline", inline("N" * 10_000), [], "name is 10000 characters long, above limits.max_name_length = 200"),
     ("persona-name-control-char", inline("Ada\u0007"), [], "contains control characters"),
-    ("persona-name-path-jsonl", jsonl_personas('{"name": "../../x"}\n'), [], "personas.jsonl:1: \"name\": name '../../x' looks like a path"),
+    ("persona-name-control-jsonl", jsonl_personas('{"name": "Ada\\u0007"}\n'), [], "personas.jsonl:1: \"name\": name 'Ada\\x07' contains control characters"),
+    ("persona-file-dev-zero", (jsonl_personas("")[0].replace('path = "personas.jsonl"', 'path = "/dev/zero"')
+                               .replace("[activity]", "[limits]\nmax_persona_file_mb = 1\n[activity]"), {}), [],
+     "/dev/zero: persona file is more than 1 MB, above limits.max_persona_file_mb = 1 MB"),
+    ("rounds-true", scenario_text().replace("rounds = 3", "rounds = true"), [], "rounds: input should be a valid integer (got True)"),
+    ("count-string", scenario_text().replace("count = 3", 'count = "5"'), [], "populations[0].count: input should be a valid integer (got '5')"),
+    ("smoothing-yes", scenario_text(extra='[recommender]\nname = "mastodon_digest"\nsmoothing = "yes"\n'), [],
+     "recommender.smoothing: input should be a valid boolean (got 'yes')"),
+    ("x-min-inf", scenario_text(extra="[activity]\nx_min = inf\n").replace('[activity]\nmodel = "always"\n', "", 1), [],
+     "activity.x_min: not a finite number (got inf)"),
+    ("llm-empty", scenario_text(), ["--llm", ""], "--llm: empty; give PROVIDER[:MODEL], e.g. openai:gpt-4o-mini"),
+    ("base-url-not-a-url", scenario_text(rounds=2, extra='[llm]\nname = "openai"\nmodel = "m"\nbase_url = "not a url"\napi_key_env = ""\n'),
+     [], "llm.base_url: value error, 'not a url' is not an http(s) URL"),
     ("persona-name-10000-jsonl", jsonl_personas(json.dumps({"name": "N" * 10_000}) + "\n"), [], "name is 10000 characters long"),
     ("persona-20mb", jsonl_personas(BIG_PERSONA + "\n"), [], "persona 'Big' is 20971553 characters long, above limits.max_persona_chars = 20000"),
     ("persona-huge-inline", inline("Ada", '"' + "y" * 30_000 + '"'), [], "above limits.max_persona_chars = 20000"),
@@ -172,8 +183,14 @@ def test_a_missing_key_variable_is_found_before_the_directory(tmp_path, capsys, 
     assert not (tmp_path / "out").exists()
 
 
+def test_a_persona_name_is_a_display_name_not_a_path(tmp_path, capsys):
+    scenario = write_case(tmp_path, inline("AC/DC fan"))
+    assert townsquare("run", str(scenario), "--out", str(tmp_path / "out"), "--quiet")[0] == 0
+    assert "AC/DC fan" in (tmp_path / "out" / "manifest.json").read_text()
+
+
 def test_an_empty_out_folder_of_the_user_is_kept_empty(tmp_path, capsys):
-    scenario = write_case(tmp_path, inline("../../x"))
+    scenario = write_case(tmp_path, inline("Ada\u0007"))
     (tmp_path / "mine").mkdir()
     assert townsquare("run", str(scenario), "--out", str(tmp_path / "mine"))[0] == 2
     one_error_line(capsys)
@@ -281,13 +298,90 @@ def test_resume_with_a_broken_input_touches_nothing(tmp_path, capsys):
     scenario = write_case(tmp_path, (scenario.replace("rounds = 2", "rounds = 3"), {"personas.jsonl": '{"name": "Ada"}\n'}))
     assert townsquare("run", str(scenario), "--out", str(tmp_path / "r"), "--quiet", "--set", "rounds=1")[0] == 0
     capsys.readouterr()
-    (tmp_path / "personas.jsonl").write_text('{"name": "../../x"}\n')
+    (tmp_path / "personas.jsonl").write_text('{"name": "Ada\\u0007"}\n')
     before = _digest(tmp_path / "r")
     assert townsquare("resume", str(tmp_path / "r"), "--set", "rounds=3")[0] == 2
-    assert "looks like a path" in one_error_line(capsys)
+    assert "contains control characters" in one_error_line(capsys)
     assert _digest(tmp_path / "r") == before
 
 
 def test_population_text_is_what_the_cases_edit():
     """Guard for the table above: the helpers edit the base scenario's population."""
     assert 'name = "users"' in PERSONAS and "[activity]" in scenario_text()
+
+
+@pytest.fixture(scope="module")
+def llm_run(tmp_path_factory):
+    """A finished run with the scripted test model (interviews and evaluations need an LLM)."""
+    tmp = tmp_path_factory.mktemp("llm-run")
+    quickstart = str(Path(__file__).resolve().parent.parent / "examples" / "quickstart.toml")
+    assert townsquare("run", quickstart, "--llm", "scripted", "--out", str(tmp / "run"), "--quiet",
+                      "--set", "rounds=2", "--set", "populations.1.count=2")[0] == 0
+    return tmp / "run"
+
+
+def _damaged_copy(run: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    copy = tmp_path / "damaged"
+    shutil.copytree(run, copy)
+    for name in ("events.sqlite-wal", "events.sqlite-shm"):
+        (copy / name).unlink(missing_ok=True)
+    (copy / "events.sqlite").write_bytes(b"this is not an SQLite database" * 100)
+    return copy
+
+
+@pytest.mark.parametrize("command", ["resume", "export"])
+def test_a_damaged_event_store_is_one_line(command, finished_run, tmp_path, capsys):
+    run = _damaged_copy(finished_run, tmp_path)
+    before = _digest(run)
+    args = [command, str(run)] + (["--out", str(tmp_path / "e")] if command == "export" else [])
+    assert townsquare(*args)[0] == 2
+    assert f"{run / 'events.sqlite'}: not a readable event store" in one_error_line(capsys)
+    assert _digest(run) == before and not (tmp_path / "e").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["report", "{run}", "--out", "{file}/report.html", "--no-similarity"],
+    ["interview", "{run}", "--all", "What do you like?", "--csv", "{file}/answers.csv"],
+    ["eval", "zhou", "{run}", "--similarity", "embedder", "--nli", "none", "--no-quality", "--out", "{file}/zhou.json"],
+], ids=["report", "interview-csv", "eval-zhou"])
+def test_an_unwritable_output_file_is_one_line(args, llm_run, tmp_path, capsys):
+    (tmp_path / "file").write_text("x")  # a file where a folder is expected
+    args = [a.format(run=llm_run, file=tmp_path / "file") for a in args]
+    assert townsquare(*args)[0] == 2
+    line = one_error_line(capsys)
+    assert str(tmp_path / "file") in line, line
+
+
+@pytest.mark.parametrize("args,message", [
+    (["interview", "{run}", "regular-0001", "Hi?", "--memories", "-1"], "Invalid value for '--memories': -1 is not in the range x>=0"),
+    (["ablate", "{scenario}", "--variant", "a=", "--jobs", "0", "--out", "{tmp}/ab"], "Invalid value for '--jobs': 0 is not in the range x>=1"),
+    (["ablate", "{scenario}", "--variant", "a=", "--variant", "b=", "--baseline", "nope", "--out", "{tmp}/ab"],
+     "--baseline nope: no such variant (variants: a, b)"),
+    (["resume", "{run}", "--set", "rounds=1"], "--set rounds=1: the run has already played 2 rounds; give at least 2"),
+], ids=["memories-negative", "jobs-0", "baseline-unknown", "resume-fewer-rounds"])
+def test_bad_options_of_other_commands_are_one_line(args, message, llm_run, tmp_path, capsys):
+    (tmp_path / "s.toml").write_text(scenario_text(rounds=1))
+    before = _digest(llm_run)
+    args = [a.format(run=llm_run, scenario=tmp_path / "s.toml", tmp=tmp_path) for a in args]
+    assert townsquare(*args)[0] == 2
+    assert message in one_error_line(capsys)
+    assert _digest(llm_run) == before and not (tmp_path / "ab").exists()
+
+
+def test_debug_output_never_shows_a_key_in_the_endpoint_url(tmp_path, capsys, monkeypatch):
+    """``OPENAI_BASE_URL=http://user:KEY@host/v1``: the key is a secret like ``OPENAI_API_KEY``;
+    ``--debug`` (debug logs, a traceback) shows it nowhere."""
+    from townsquare.testing.fault_server import FaultServer
+
+    monkeypatch.setenv("TOWNSQUARE_LOG_LEVEL", "debug")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with FaultServer(rate_401=1.0) as server:  # refuses every call: the run stops at once
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url.replace("http://", "http://user:sk-in-the-url-123@"))
+        scenario = write_case(tmp_path, scenario_text(rounds=1, policy="social_agent", extra='[llm]\nname = "openai"\nmodel = "m"\n'))
+        status, _ = townsquare("run", str(scenario), "--out", str(tmp_path / "out"), "--debug", "--quiet")
+    captured = capsys.readouterr()
+    assert status == 3 and "stopped: " in captured.err and "llm.openai.ready" in captured.err  # debug lines shown
+    assert "sk-in-the-url-123" not in captured.err + captured.out
+    assert "sk-in-the-url-123" not in "".join(p.read_text(errors="replace") for p in (tmp_path / "out").rglob("*.json"))

@@ -121,3 +121,25 @@ def test_readme_main_job_scenario_runs(tmp_path):
     out = cli("run", str(ROOT / "examples" / "baseline.toml"), "--out", str(tmp_path / "r"), "--set", "rounds=6")
     assert out.returncode == 0, out.stderr
     assert "finished" in out.stderr and " like " in out.stderr
+
+
+@pytest.mark.parametrize("model,banner", [("scripted", "LLM: scripted TEST model"), ("oracle", "LLM: oracle TEST model")])
+def test_a_test_model_needs_no_extra_plugin_option_and_is_announced(model, banner, tmp_path):
+    """``--llm scripted`` / ``--llm oracle`` load the testing kit's plugin themselves, say so
+    loudly, and the run records it (a resume finds the model again)."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(scenario_text(rounds=1, policy="social_agent"))
+    out = cli("run", str(scenario), "--out", str(tmp_path / "run"), "--llm", model)
+    assert out.returncode == 0, out.stderr
+    assert banner in out.stderr
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["plugin_options"] == [f"townsquare.testing.{model}"] and manifest["scenario"]["llm"]["name"] == model
+    assert cli("resume", str(tmp_path / "run"), "--set", "rounds=2").returncode == 0
+
+
+def test_a_loaded_test_model_is_never_chosen_automatically():
+    """With the testing kit's models loaded but no [llm] named, ``auto`` picks a real provider."""
+    from townsquare.plugin_manager import make_plugin_manager
+
+    plugins = make_plugin_manager(enable=["townsquare.testing.scripted", "townsquare.testing.oracle"], autoload=False)
+    assert plugins.registry.auto("llm").name not in ("scripted", "oracle")

@@ -59,6 +59,9 @@ synthetic_items = 60
 name = "item_mf"
 [embedder]
 name = "hash"
+[plugins.cocoon_entropy]
+users = "{users}"
+{cocoon}
 [plugins.rec_strategy]
 enabled = {rec}
 n = 2
@@ -80,8 +83,9 @@ slots = {{ policy = "embedding_items" }}
 """
 
 
-def run_mini(write_scenario, run_scenario, rec: bool, soc: bool):
-    path = write_scenario(SCENARIO.format(rec=str(rec).lower(), soc=str(soc).lower(), personas=EXAMPLES / "cocoon_personas.jsonl"))
+def run_mini(write_scenario, run_scenario, rec: bool, soc: bool, users: str = "paged"):
+    path = write_scenario(SCENARIO.format(rec=str(rec).lower(), soc=str(soc).lower(), users=users, cocoon="",
+                                          personas=EXAMPLES / "cocoon_personas.jsonl"))
     run_dir, summary = run_scenario(path)
     assert summary.rounds_completed == 6
     db = sqlite3.connect(run_dir.events_path)
@@ -109,6 +113,27 @@ def test_cocoon_run_with_both_strategies(write_scenario, run_scenario):
     assert db.execute("SELECT COUNT(*) FROM actions WHERE kind = 'watch'").fetchone()[0] > 0
 
 
+def test_everyone_is_measured_under_every_treatment(write_scenario, run_scenario):
+    runs = {(rec, soc): run_mini(write_scenario, run_scenario, rec=rec, soc=soc, users="everyone")
+            for rec, soc in ((False, False), (True, False), (False, True))}
+    for db, metrics in runs.values():
+        # every one of the 8 agents, every round, whoever browsed; the probe pages are recorded nowhere
+        assert all(metrics[r, "cocoon_entropy.users"] == 8 for r in range(6))
+        assert all(0 < metrics[r, "cocoon_entropy.entropy"] <= math.log(8) + 1e-9 for r in range(6))
+        assert all((r, "cocoon_entropy.entropy_cumulative") in metrics for r in range(6))
+    # before any strategy starts (round 2) the treatments share their pages and so their entropy
+    base, rec, soc = (runs[k][1] for k in ((False, False), (True, False), (False, True)))
+    assert base[0, "cocoon_entropy.entropy"] == rec[0, "cocoon_entropy.entropy"] == soc[0, "cocoon_entropy.entropy"]
+    assert base[2, "cocoon_entropy.entropy"] != rec[2, "cocoon_entropy.entropy"]  # Rec-Strategy perturbs round 2's pages
+
+
+def test_measuring_everyone_changes_nothing_the_agents_do(write_scenario, run_scenario):
+    paged, _ = run_mini(write_scenario, run_scenario, rec=True, soc=False, users="paged")
+    everyone, _ = run_mini(write_scenario, run_scenario, rec=True, soc=False, users="everyone")
+    query = "SELECT round, agent_id, kind, target_post, post_ids FROM actions ORDER BY seq"
+    assert paged.execute(query).fetchall() == everyone.execute(query).fetchall()
+
+
 def test_switched_off_strategies_change_nothing(write_scenario, run_scenario):
     _, off = run_mini(write_scenario, run_scenario, rec=False, soc=False)
     assert all(v == 0 for (r, n), v in off.items() if n in ("rec_strategy.active", "soc_strategy.added"))
@@ -123,9 +148,9 @@ def test_cocoon_example_scenario_loads(make_plugins):
 
 
 def test_satisfaction_is_asked_with_an_llm(write_scenario, run_scenario):
-    text = SCENARIO.format(rec="false", soc="false", personas=EXAMPLES / "cocoon_personas.jsonl")
-    text = text.replace('[plugins.rec_strategy]', '[llm]\nname = "scripted"\n[plugins.scripted.rules]\n"How satisfied" = "7"\n'
-                        '[plugins.cocoon_entropy]\nsatisfaction = true\nsatisfaction_every = 2\n[plugins.rec_strategy]')
+    text = SCENARIO.format(rec="false", soc="false", users="paged", cocoon="satisfaction = true\nsatisfaction_every = 2",
+                           personas=EXAMPLES / "cocoon_personas.jsonl")
+    text = text.replace('[plugins.rec_strategy]', '[llm]\nname = "scripted"\n[plugins.scripted.rules]\n"How satisfied" = "7"\n[plugins.rec_strategy]')
     run_dir, _ = run_scenario(write_scenario(text))
     db = sqlite3.connect(run_dir.events_path)
     values = dict(db.execute("SELECT round, value FROM metrics WHERE name = 'cocoon_entropy.satisfaction'").fetchall())
@@ -138,7 +163,6 @@ def test_satisfaction_is_asked_with_an_llm(write_scenario, run_scenario):
 def test_satisfaction_without_an_llm_is_a_clear_error(write_scenario, run_scenario):
     from townsquare.errors import TownsquareError
 
-    text = SCENARIO.format(rec="false", soc="false", personas=EXAMPLES / "cocoon_personas.jsonl")
-    text = text.replace('[plugins.rec_strategy]', '[plugins.cocoon_entropy]\nsatisfaction = true\n[plugins.rec_strategy]')
+    text = SCENARIO.format(rec="false", soc="false", users="paged", cocoon="satisfaction = true", personas=EXAMPLES / "cocoon_personas.jsonl")
     with pytest.raises(TownsquareError, match="satisfaction needs an LLM"):
         run_scenario(write_scenario(text))

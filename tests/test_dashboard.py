@@ -45,6 +45,15 @@ COMMENT_RULE = 'llm.rules={ "Comment content" = "Comment content: That is a fair
 START_S = 120
 
 
+#: where a browser on this machine reaches the dashboard (its Host header)
+LOCAL = "http://127.0.0.1:8000"
+
+
+def local(app) -> TestClient:
+    """A client that asks as a page of the dashboard on this machine does."""
+    return TestClient(app, base_url=LOCAL)
+
+
 def quickstart_run(out: Path, rounds: int = 12) -> Path:
     """The quickstart scenario (11 agents; follows come with the 2-day reflection) on the
     scripted test model: seconds, not the offline model's minutes."""
@@ -64,7 +73,7 @@ def run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(run) -> TestClient:
-    return TestClient(make_app(run))
+    return local(make_app(run))
 
 
 def query(run: Path, sql: str, params: tuple = ()) -> list[tuple]:
@@ -245,7 +254,7 @@ def test_live_run_is_read_without_its_lock_and_a_new_round_shows(tmp_path):
     store.buffer("posts", ("p1", "u0", 0, "2024-01-01T00:00:00", "first post", None, None))
     store.commit_round((0, "2024-01-01T00:00:00", 3, 1, 0, 0.01))
     with run.lock():  # the writer holds the run, as townsquare run does
-        client = TestClient(make_app(run.path))
+        client = local(make_app(run.path))
         before = client.get("/api/version").json()["version"]
         page = client.get("/").text
         assert 'data-status="live"' in page and "first post" in page and 'data-round="0"' in page
@@ -256,13 +265,13 @@ def test_live_run_is_read_without_its_lock_and_a_new_round_shows(tmp_path):
         assert "second post" in fragment["content"] and 'data-round="1"' in fragment["runbar"]
     store.close()
     # the writer is gone but the manifest still says running: an interrupted run, not a live one
-    assert 'data-status="not running (interrupted; resume it)"' in TestClient(make_app(run.path)).get("/").text
+    assert 'data-status="not running (interrupted; resume it)"' in local(make_app(run.path)).get("/").text
 
 
 def test_a_run_still_being_built_has_pages_that_wait(tmp_path):
     run = RunDir.create(tmp_path / "new", "new")
     run.write_manifest({"name": "new", "rounds": 3, "status": "running", "scenario": {}})
-    client = TestClient(make_app(run.path))
+    client = local(make_app(run.path))
     for path in ("/", "/agents", "/graph", "/metrics", "/llm"):
         response = client.get(path)
         assert response.status_code == 200 and "has not written its first rows yet" in response.text
@@ -276,7 +285,7 @@ def test_recsys_page_shows_watches_by_genre_and_chats(tmp_path):
     store.buffer("actions", action(1, "u2", "broadcast", text="m1 is great"))
     store.commit_round((0, "2024-01-01T00:00:00", 3, 4, 0, 0.01))
     store.close()
-    client = TestClient(make_app(run.path))
+    client = local(make_app(run.path))
     page = client.get("/recsys").text
     assert "<b>2</b><span>watches</span>" in page and "<b>7.00</b><span>mean rating</span>" in page
     assert "<b>1</b><span>chats</span>" in page and "<b>1</b><span>broadcasts</span>" in page
@@ -292,7 +301,7 @@ def test_town_page_shows_where_each_agent_is(tmp_path):
     store.buffer("actions", action(2, "u0", "wait", detail={"at": "the Ville:Oak Hill College:library"}))
     store.commit_round((0, "2024-01-01T00:00:00", 3, 4, 0, 0.01))
     store.close()
-    page = TestClient(make_app(run.path)).get("/town").text
+    page = local(make_app(run.path)).get("/town").text
     rows = re.findall(r'<tr><td><a href="/agents/(u\d)" class="agent">[^<]+</a></td><td>([^<]+)</td><td>(\d+)</td>', page)
     assert rows == [("u0", "Oak Hill College, library", "1"), ("u1", "Oak Hill College, library", "0")]
     assert "Hobbs Cafe, cafe → Oak Hill College, library" in page
@@ -392,7 +401,7 @@ def test_a_recagent_run_shows_its_watches_chats_and_insights_with_their_evidence
     from test_recagent_policy import scenario as recagent_scenario
 
     run_dir, _ = run_scenario(write_scenario(recagent_scenario()))
-    client = TestClient(make_app(run_dir.path))
+    client = local(make_app(run_dir.path))
     page = client.get("/recsys").text
     [(watches,)] = query(run_dir.path, "SELECT COUNT(*) FROM actions WHERE kind = 'watch' AND ok = 1")
     social = query(run_dir.path, "SELECT kind, text FROM actions WHERE kind IN ('chat', 'broadcast') AND ok = 1")

@@ -38,6 +38,28 @@ def write_movielens(folder, users=12, movies=40):
     return folder
 
 
+SCENARIO = """
+name = "disc"
+seed = 2
+rounds = 1
+[platform]
+name = "recsys"
+catalogue = "movielens"
+path = "{folder}"
+[recommender]
+name = "item_random"
+[embedder]
+name = "hash"
+[llm]
+name = "{llm}"
+[[populations]]
+name = "users"
+count = 1
+slots = {{ policy = "recagent_policy" }}
+personas = {{ name = "inline", items = [{{ name = "A", sentences = ["x"] }}] }}
+"""
+
+
 def test_cases_hold_out_the_last_a_items_by_time(tmp_path):
     items, histories = read_histories(write_movielens(tmp_path / "ml"))
     # user 1's timestamps run backwards: the file's first rows are the latest
@@ -66,24 +88,7 @@ def test_eval_discrimination_command(tmp_path, write_scenario, capsys):
     from townsquare.cli import main
 
     folder = write_movielens(tmp_path / "ml")
-    path = write_scenario(f"""
-name = "disc"
-seed = 2
-rounds = 1
-[platform]
-name = "recsys"
-catalogue = "movielens"
-path = "{folder}"
-[recommender]
-name = "item_random"
-[llm]
-name = "scripted"
-[[populations]]
-name = "users"
-count = 1
-slots = {{ policy = "embedding_items" }}
-personas = {{ name = "inline", items = [{{ name = "A", sentences = ["x"] }}] }}
-""")
+    path = write_scenario(SCENARIO.format(folder=folder, llm="scripted"))
     main(["eval", "discrimination", str(path), "--users", "5", "--grid", "1,5", "--grid", "2,3", "-p", "townsquare.testing.scripted"])
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -92,3 +97,52 @@ personas = {{ name = "inline", items = [{{ name = "A", sentences = ["x"] }}] }}
     with pytest.raises(SystemExit) as bad:
         main(["eval", "discrimination", str(path), "--grid", "1-5"])
     assert bad.value.code == 2 and "--grid '1-5'" in capsys.readouterr().err
+
+
+
+
+def test_the_recagent_agent_itself_chooses_with_profile_memory_and_policy(tmp_path, write_scenario, capsys, monkeypatch):
+    from townsquare.cli import main
+    from townsquare.testing.oracle import OracleLLM
+
+    seen = []
+    original = OracleLLM.complete
+
+    async def complete(oracle, request):
+        seen.append(request)
+        return await original(oracle, request)
+
+    monkeypatch.setattr(OracleLLM, "complete", complete)
+    folder = write_movielens(tmp_path / "ml")
+    path = write_scenario(SCENARIO.format(folder=folder, llm="oracle"))
+    main(["eval", "discrimination", str(path), "--users", "12", "--grid", "2,8", "-p", "townsquare.testing.oracle"])
+    lines = capsys.readouterr().out.splitlines()
+    import re
+
+    means = [float(x) for x in re.findall(r"(\d+\.\d{3}) \(", lines[1])]
+    values = dict(zip(["random", "embedding", "llm", "agent"], means))
+    assert "agent" in lines[0] and "llm" in lines[0]
+    # genre-loyal users: the agent's profile names its genre ("You enjoy comedy movies"), and it picks it
+    assert values["agent"] > values["random"] + 0.2
+    picks = [r for r in seen if r.purpose == "recagent.pick"]
+    assert len(picks) == 12 * 2
+    prompt = picks[0].messages[-1].content
+    assert "Movies you rated before, most recent last:" in prompt and "You enjoy" in prompt  # the profile
+    assert "Memories that matter here:" in prompt and "rated it 4 out of 5" in prompt  # the history, through memory
+    assert "browsing the recommender system" in prompt and "Which of these movies" in prompt  # context and the policy's page
+    # the history went through sensory memory first
+    assert sum(r.purpose == "recagent.sensory" for r in seen) >= 12 * 10
+
+
+def test_generation_test_judges_the_agent_and_the_embedding_baseline(tmp_path, write_scenario, capsys):
+    from townsquare.cli import main
+
+    folder = write_movielens(tmp_path / "ml")
+    path = write_scenario(SCENARIO.format(folder=folder, llm="oracle"))
+    main(["eval", "generation", str(path), "--users", "12", "--n", "3", "--page-size", "6", "-p", "townsquare.testing.oracle"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "agent win/lose/indist." in lines[0] and "embedding win/lose/indist." in lines[0]
+    cells = lines[1].split()
+    assert cells[:2] == ["3", "12"]
+    shares = [float(c.rstrip("%")) for c in cells[2:8]]
+    assert sum(shares[:3]) == pytest.approx(100, abs=0.2) and sum(shares[3:]) == pytest.approx(100, abs=0.2)

@@ -14,6 +14,8 @@ from helpers import read_table, scenario_text
 from townsquare.api import Action, MemoryRecord, MemorySpec, Persona, PolicySpec, UsageError, hookimpl
 from townsquare.plugins.generative_agents.dialogue.conversation import (Conversation, ConversationConfig, Dialogue, Transcript,
                                                                         Turn, is_repeat)
+from townsquare.plugins.generative_agents.dialogue.conversation_memory import (ConversationMemory, build_conversation_memory,
+                                                                               conversation_minutes)
 from townsquare.plugins.generative_agents.dialogue.reply_threads import ReplyThreads
 
 ADA = Persona("Ada", ["Ada is a nurse.", "Ada loves hiking."])
@@ -38,10 +40,13 @@ def speaking(end_at: int | None = None, repeat_at: int | None = None):
     return reply
 
 
-def two_agents(answers):
+def two_agents(answers, keep=True):
+    """Ada and Bo with list memories and (``keep``) the conversation memory that stores chats."""
     world = World([ADA, BO], by_purpose(answers))
     for agent in world.agents:
         agent.components["memory.stream"] = ListMemory()
+        if keep:
+            agent.components["memory.sensory"] = build_conversation_memory(None, None)
     a, b = world.agents
     run(a.components["memory.stream"].remember(world.ctx(a), [MemoryRecord("Bo is my brother and plays jazz piano")]))
     run(b.components["memory.stream"].remember(world.ctx(b), [MemoryRecord("Ada is my sister; she hikes a lot")]))
@@ -53,8 +58,14 @@ def converse(world, a, b, config=None, observation=None):
     return run(Conversation(config).run(*sides, topic="weekend plans", observation=observation))
 
 
+def answers(**more):
+    """8 turns, and what the conversation memory asks (what it was about, a planning thought, a memo)."""
+    return {"dialogue.turn": speaking(), "conversation.about": "a conversation about hiking",
+            "conversation.planning": "hike on Saturday at 9 am", "conversation.memo": "learned about the trail", **more}
+
+
 def test_eight_turn_cap_alternating_sides_and_both_remember():
-    world, a, b = two_agents({"summary": "a summary", "dialogue.turn": speaking()})
+    world, a, b = two_agents(answers())
     transcript = converse(world, a, b)
     assert transcript.ended == "cap" and len(transcript.turns) == 8
     assert [t.speaker for t in transcript.turns] == ["a0", "a1"] * 4
@@ -66,9 +77,51 @@ def test_eight_turn_cap_alternating_sides_and_both_remember():
     assert "Bo is my brother" in turns[0].messages[-1].content
     assert "Ada: line 1 from a0\nBo: line 2 from a1\nAda: line 3 from a0" in turns[3].messages[-1].content
     for agent, other in ((a, "Bo"), (b, "Ada")):
+        # what it was about, then each of the 8 utterances as a record of its own, then a planning thought and a memo
+        # that cite the conversation (the reference code's); ids tie them together
         chat = [r for r in agent.components["memory.stream"].records if r.kind == "chat"]
-        assert len(chat) == 1 and chat[0].meta == {"with": "a1" if other == "Bo" else "a0", "turns": 8, "ended": "cap"}
-        assert chat[0].text.startswith(f"Conversation between {agent.persona.name} and {other} about weekend plans:\nAda: line 1")
+        key = f"chat-20240101T0800-{'a1' if other == 'Bo' else 'a0'}"
+        assert len(chat) == 9 and chat[0].id == key and chat[0].text == f"{agent.persona.name} talked with {other}: a conversation about hiking"
+        assert chat[0].meta == {"with": key[-2:], "conversation": key, "turns": 8, "ended": "cap"}
+        assert [r.text for r in chat[1:3]] == ["Ada said to Bo: line 1 from a0", "Bo said to Ada: line 2 from a1"]
+        assert [r.id for r in chat[1:]] == [f"{key}.{i}" for i in range(1, 9)]
+        thoughts = [r for r in agent.components["memory.stream"].records if r.kind == "reflection"]
+        assert [r.text for r in thoughts] == [f"For {agent.persona.name}'s planning: hike on Saturday at 9 am",
+                                              f"{agent.persona.name} learned about the trail"]
+        assert all(r.evidence == (key,) for r in thoughts)
+    about = [r for r in world.recorder.requests if r.purpose == "conversation.about"][0].messages[-1].content
+    assert "Ada: line 1 from a0\nBo: line 2 from a1" in about
+
+
+def test_without_a_conversation_memory_nobody_remembers_the_conversation():
+    world, a, b = two_agents(answers(), keep=False)
+    transcript = converse(world, a, b)
+    assert len(transcript.turns) == 8  # they still talk: each turn sees the dialogue so far
+    for agent in (a, b):
+        assert [r.kind for r in agent.components["memory.stream"].records] == ["observation"]  # only the memory they had
+    assert not [p for p in world.recorder.purposes() if p.startswith("conversation.")]
+
+
+def test_a_conversation_enters_both_schedules_for_as_long_as_it_took():
+    text = "\n".join(f"Ada: {'x' * 90}" for _ in range(8))  # 8 lines of 95 characters: 767 // 8 = 95, / 30 -> 4 minutes
+    assert conversation_minutes(text) == 4 and conversation_minutes("Ada: hi") == 1
+
+    class Planner:
+        def __init__(self):
+            self.inserted = []
+
+        async def insert(self, ctx, what, minutes):
+            self.inserted.append((what, minutes))
+
+        async def status(self, ctx):
+            return "busy"
+
+    world, a, b = two_agents(answers())
+    a.components["planner"], b.components["planner"] = Planner(), Planner()
+    transcript = converse(world, a, b)
+    minutes = conversation_minutes(transcript.text())
+    assert a.components["planner"].inserted == [("talking with Bo", minutes)]
+    assert b.components["planner"].inserted == [("talking with Ada", minutes)]
 
 
 def test_cap_is_a_setting():
@@ -114,30 +167,39 @@ def test_initiation_is_one_labelled_decision_from_memories_about_the_other():
     assert len(converse(world, a, b, observation="Bo waves").turns) == 2
 
 
-def test_summary_comes_from_the_planner_when_it_has_one():
-    world, a, b = two_agents({"summary": "SUMMARY-OF-SIDE", "dialogue.turn": speaking(end_at=1)})
+def test_the_summary_is_the_persona_context_components_and_the_status_the_planners():
+    world, a, b = two_agents({"dialogue.turn": speaking(end_at=1)})
+
+    class Summary:
+        async def render(self, ctx, query):
+            return f"SUMMARY for {query}"
 
     class Planner:
-        async def describe(self, ctx):
-            return "PLANNER SUMMARY"
-
         async def status(self, ctx):
             return "Ada is reading her feed"
 
-    a.components["planner"] = Planner()
+    a.components["persona.context"], a.components["planner"] = Summary(), Planner()
     converse(world, a, b)
     (turn,) = [r for r in world.recorder.requests if r.purpose == "dialogue.turn"]
-    assert "PLANNER SUMMARY" in turn.messages[-1].content and "Ada's status: Ada is reading her feed" in turn.messages[-1].content
-    assert world.recorder.purposes().count("summary") == 0  # Bo never spoke
+    assert "SUMMARY for weekend plans" in turn.messages[-1].content
+    assert "Ada's status: Ada is reading her feed" in turn.messages[-1].content
+    # with no persona.context component the summary is the seed
+    world, a, b = two_agents({"dialogue.turn": speaking(end_at=1)})
+    converse(world, a, b)
+    (turn,) = [r for r in world.recorder.requests if r.purpose == "dialogue.turn"]
+    assert turn.messages[-1].content.startswith("Name: Ada\nAda is a nurse.\nAda loves hiking.")
 
 
 def test_dialogue_state_round_trips():
-    world, a, b = two_agents({"dialogue.turn": speaking()})
     side = Dialogue()
-    run(side.describe(world.ctx(a)))
     other = Dialogue()
     other.set_state(json.loads(json.dumps(side.get_state())))
-    assert other.get_state() == side.get_state() and other.summary.refreshes == 1
+    assert other.get_state() == side.get_state() == {}
+    memory = ConversationMemory()
+    memory.kept = 3
+    again = ConversationMemory()
+    again.set_state(json.loads(json.dumps(memory.get_state())))
+    assert again.kept == 3
     t = Transcript("a0", "a1", "x", [Turn("a0", "Ada", "hi")], "cap")
     assert Transcript.from_dict(json.loads(json.dumps(t.to_dict()))) == t
 
@@ -191,9 +253,9 @@ def test_a_conversation_as_a_reply_thread_of_eight_comments():
     assert [s.id for s in speakers] == ["a1", "a0"] * 4
     for agent in (a, b):
         assert threads[agent.id].threads == {} and threads[agent.id].finished == 1
-        (chat,) = [r for r in agent.components["memory.stream"].records if r.kind == "chat"]
-        assert chat.meta["turns"] == 8 and chat.meta["ended"] == "cap"
-        assert chat.text.endswith("Ada: line 8 from a0")
+        chat = [r for r in agent.components["memory.stream"].records if r.kind == "chat"]
+        assert len(chat) == 9 and chat[0].meta["turns"] == 8 and chat[0].meta["ended"] == "cap"
+        assert chat[-1].text.endswith("Ada said to Bo: line 8 from a0")
     # a late reply to a finished conversation is ignored
     late = run(world.platform.apply(Action("a1", "comment", target_post=comments[-1].id, text="one more thing"), round + 1, "t"))
     assert late.ok and run(threads[a.id].answer(world.ctx(a, round + 1), feed(world, a, round + 1))) == []
@@ -214,8 +276,8 @@ def test_a_thread_ends_when_the_partner_falls_silent_and_state_round_trips():
     assert run(restored.answer(world.ctx(a, 3), [])) == [] and restored.threads
     run(restored.answer(world.ctx(a, 4), []))
     assert restored.threads == {}
-    (chat,) = [r for r in a.components["memory.stream"].records if r.kind == "chat"]
-    assert chat.meta == {"with": "a1", "turns": 2, "ended": "idle"}
+    chat = [r for r in a.components["memory.stream"].records if r.kind == "chat"]
+    assert len(chat) == 3 and chat[0].meta == {"with": "a1", "conversation": chat[0].id, "turns": 2, "ended": "idle"}
 
 
 def test_no_conversation_with_oneself_or_when_declined():
@@ -262,7 +324,7 @@ class Chatty:
 
     @hookimpl
     def townsquare_register_policies(self):
-        return [PolicySpec("chatty", self.Policy, uses={"memory.stream": "list_memory"})]
+        return [PolicySpec("chatty", self.Policy, uses={"memory.stream": "list_memory", "memory.sensory": "conversation_memory"})]
 
     @hookimpl
     def townsquare_register_memory(self):
@@ -282,5 +344,5 @@ def test_two_agents_of_a_run_talk_in_a_reply_thread(make_plugins, write_scenario
     _, state = run_dir.latest_checkpoint()
     memories = {agent: s.get("components", s)["memory.stream"]["records"] for agent, s in state["agents"].items()}
     chats = {agent: [r for r in records if r["kind"] == "chat"] for agent, records in memories.items()}
-    assert [c["meta"]["ended"] for c in chats["users-0001"]] == ["repeat"]
-    assert chats["users-0001"][0]["text"].endswith("Bo: Count me in!")
+    assert [c["meta"]["ended"] for c in chats["users-0001"]] == ["repeat", "repeat"]  # what it was about, Bo's line
+    assert chats["users-0001"][1]["text"] == "Bo said to Ada: Count me in!"

@@ -50,6 +50,29 @@ def test_remember_rates_once_per_text_and_stores_everything():
     assert stream.records[-1].importance == 7.0 and llm.purposes().count("importance") == 2
 
 
+def test_an_idle_object_is_rated_1_without_a_call():
+    llm = RuleLLM([("idle", "7")], label_default="5")
+    stream = MemoryStream(MemoryStreamConfig(seed_memories=False))
+    run(stream.remember(make_ctx(llm=llm), [MemoryRecord("the piano is idle (Hobbs Cafe, cafe)"),
+                                           MemoryRecord("the piano is being played (Hobbs Cafe, cafe)")]))
+    assert [r.importance for r in stream.records] == [1.0, 5.0] and llm.purposes() == ["importance"]
+    stream = MemoryStream(MemoryStreamConfig(seed_memories=False, idle_importance=None))
+    run(stream.remember(make_ctx(llm=llm), [MemoryRecord("the piano is idle (Hobbs Cafe, cafe)")]))
+    assert stream.records[0].importance == 7.0  # rated like any other
+
+
+def test_a_smallville_seed_gives_each_statement_once():
+    from helpers import ROOT
+    from townsquare.platforms.town.seed_files import persona_from_scratch, read_base
+
+    isabella = persona_from_scratch(read_base(ROOT / "tests" / "data" / "smallville" / "base_mini").scratches[0])
+    seeds = seed_statements(isabella)
+    # `currently` is a sentence and a field: one memory; numbers (age, recency_decay) are no memories
+    assert sum("Valentine's Day party" in s for s in seeds) == 1
+    assert not [s for s in seeds if s.startswith(("age:", "recency_decay:", "currently:", "innate:", "first_name:"))]
+    assert seeds[-1] == "living_area: the Ville:Isabella Rodriguez's apartment:main room" and len(seeds) == 6
+
+
 def test_no_llm_gives_the_default_importance():
     stream = MemoryStream(MemoryStreamConfig(seed_memories=False, default_importance=4))
     run(stream.remember(make_ctx(llm=None), [MemoryRecord("saw a cat")]))

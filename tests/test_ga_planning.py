@@ -1,5 +1,6 @@
-"""Park §4.3 planning: plan parsing, 5-8 strokes, hour chunks, 5-15 minute actions, the daily
-agent summary, reacting and re-planning, state round-trip, and the planner in a run."""
+"""Park §4.3 planning: plans read from JSON, 5-8 strokes, hour chunks, 5-15 minute actions, the
+summary description, reacting and re-planning, conversations in the schedule, state round-trip,
+and the planner in a run."""
 
 from __future__ import annotations
 
@@ -11,41 +12,58 @@ from ga_planning_world import START, ListMemory, World, by_purpose
 from helpers import read_table, scenario_text
 from townsquare.api import Action, BuildContext, MemoryRecord, Persona, PolicySpec, UsageError, hookimpl
 from townsquare.plugins.generative_agents.planning import day_plan
+from townsquare.plugins.generative_agents.planning.agent_summary import build_agent_summary
 from townsquare.plugins.generative_agents.planning.day_plan import FALLBACK_DAY, DayPlanConfig, build_day_plan
 from townsquare.plugins.generative_agents.planning.schedule import (Chunk, Stroke, chunks_from_strokes, clock_text, fit_durations,
-                                                                    parse_actions, parse_chunks, parse_strokes)
+                                                                    read_actions, read_schedule, read_strokes, strokes_text)
 
 EDDY = Persona("Eddy", ["Eddy is a music student.", "Eddy likes long walks."])
 
-STROKES = ("1) wake up and complete the morning routine at 7:00 am, 2) go to class at 9:00 a.m., "
-           "3) have lunch at 12:00 pm, 4) work on his music composition at 1:00 pm, 5) check social media at 5 pm, "
-           "6) go to bed at 10:00 pm")
-HOURLY = "\n".join(["7:00 am: morning routine", "8:00 am: walk to class", "9:00 am: class", "12:00 pm: lunch",
-                    "1:00 pm: compose music", "5:00 pm: scroll his social media feed", "6:00 pm: dinner", "10:00 pm: sleep"])
-ACTIONS = "- get out of bed (5 minutes)\n- shower (15 minutes)\n- 10 min: dress\n- breakfast (20 minutes)\n- read (10 minutes)"
+
+def plan(*items):
+    return json.dumps({"plan": [{"time": t, "activity": a} for t, a in items]})
 
 
-# --------------------------------------------------------------------------- parsing
+def hours(*items, key="schedule"):
+    return json.dumps({key: [{"time": t, "activity": a} for t, a in items]})
 
 
-def test_strokes_inline_as_the_paper_writes_them():
-    strokes = parse_strokes("Here is Eddy's plan today in broad strokes: " + STROKES)
-    assert [s.minute for s in strokes] == [420, 540, 720, 780, 1020, 1320]
-    assert strokes[1].text == "go to class at 9:00 a.m" and len(strokes) == 6
+def steps(*items):
+    return json.dumps({"actions": [{"action": a, "minutes": m} for a, m in items]})
 
 
-def test_strokes_one_per_line_with_bullets_and_untimed_items():
-    strokes = parse_strokes("Plan:\n1. **Wake up** at 8am\n2) Work\n- Lunch at noon\n* Sleep at 22:30\nHave a good day!")
-    assert strokes == [Stroke("Wake up at 8am", 480), Stroke("Work", None), Stroke("Lunch at noon", 720),
-                       Stroke("Sleep at 22:30", 1350)]
+STROKES = plan(("7:00 am", "wake up and complete the morning routine"), ("9:00 a.m.", "go to class"), ("12:00 pm", "have lunch"),
+               ("1:00 pm", "work on his music composition"), ("5 pm", "check social media"), ("10:00 pm", "go to bed"))
+HOURLY = hours(("7:00 am", "morning routine"), ("8:00 am", "walk to class"), ("9:00 am", "class"), ("12:00 pm", "lunch"),
+               ("1:00 pm", "compose music"), ("5:00 pm", "scroll his social media feed"), ("6:00 pm", "dinner"), ("10:00 pm", "sleep"))
+ACTIONS = steps(("get out of bed", 5), ("shower", 15), ("dress", 10), ("breakfast", 20), ("read", 10))
+
+
+# --------------------------------------------------------------------------- reading the model's JSON
+
+
+def test_strokes_read_from_json_with_lenient_times():
+    strokes = read_strokes({"plan": [{"time": "7:00 am", "activity": "wake up"}, {"time": "9:00 a.m.", "activity": "**class**"},
+                                     {"time": "whenever", "activity": "work"}, {"time": "8am", "activity": ""},
+                                     "lunch at noon", {"time": "22:30", "activity": "sleep."}]})
+    assert strokes == [Stroke("wake up", 420), Stroke("class", 540), Stroke("work", None), Stroke("lunch at noon", 720),
+                       Stroke("sleep", 1350)]
+    with pytest.raises(ValueError, match="plan"):
+        read_strokes({"schedule": []})
+
+
+def test_strokes_text_adds_the_time_a_stroke_does_not_say():
+    assert strokes_text([Stroke("wake up", 420), Stroke("lunch at noon", 720), Stroke("read", None)]) == \
+        "1) wake up at 7:00 am, 2) lunch at noon, 3) read"
 
 
 def test_clock_text():
     assert [clock_text(m) for m in (0, 425, 720, 1439)] == ["12:00 am", "7:05 am", "12:00 pm", "11:59 pm"]
 
 
-def test_hourly_lines_become_hour_chunks():
-    chunks = parse_chunks("Schedule:\n07:00 - 08:00: wake up\n[9:00 AM] class\n11:30 am — lunch\n11:32 am: x\nno time\n1:00 pm: nap")
+def test_schedule_entries_become_hour_chunks():
+    chunks = read_schedule(json.loads(hours(("07:00", "wake up"), ("9:00 AM", "class"), ("11:30 am", "lunch"),
+                                            ("11:32 am", "x"), ("no time", "y"), ("1:00 pm", "nap"), ("1:00 pm", "ignored"))))
     # 07:00 runs to 09:00 and is cut into hours; 09:00-11:30 is 60 + 90 (a 30-minute rest is a chunk of its own, being
     # longer than 5 minutes); 11:30 lasts 2 minutes and is dropped; 11:32 runs to 1:00 pm; the last lasts an hour
     assert [(c.start, c.end, c.text) for c in chunks] == [
@@ -62,9 +80,10 @@ def test_chunks_from_strokes_share_the_gaps():
     assert chunks[-1].end == 1440 and all(c.minutes <= 60 + 5 for c in chunks)
 
 
-def test_actions_with_durations_in_any_common_form():
-    assert parse_actions(ACTIONS + "\n- (duration in minutes: 7) stretch\n- no duration here\nunmarked line (9 minutes)") == [
-        ("get out of bed", 5), ("shower", 15), ("dress", 10), ("breakfast", 20), ("read", 10), ("stretch", 7)]
+def test_actions_read_from_json():
+    value = {"actions": [{"action": "get out of bed", "minutes": 5}, {"action": "shower", "minutes": "15"},
+                         {"action": "dress"}, {"action": "", "minutes": 5}, "stretch", {"action": "read", "minutes": 9.0}]}
+    assert read_actions(value) == [("get out of bed", 5), ("shower", 15), ("read", 9)]
 
 
 @pytest.mark.parametrize("durations, expected", [
@@ -92,11 +111,14 @@ def test_durations_fit_other_chunk_lengths():
 # --------------------------------------------------------------------------- the planner
 
 
-def planner_world(answers, memory=True, **config):
+def planner_world(answers, memory=True, summary=True, **config):
+    """One agent with a list memory, Park's summary description (``summary``) and the planner."""
     world = World([EDDY], by_purpose(answers))
     (agent,) = world.agents
     if memory:
         agent.components["memory.stream"] = ListMemory()
+    if summary:
+        agent.components["persona.context"] = build_agent_summary(None, BuildContext(services=None, seed=0, agent=agent))
     agent.components["planner"] = build_day_plan(DayPlanConfig(**config), BuildContext(services=None, seed=0, agent=agent))
     return world, agent, agent.components["planner"]
 
@@ -146,7 +168,7 @@ def test_awake_rule():
 
 
 def test_each_decomposed_chunk_sums_to_its_length_within_5_to_15_minutes():
-    answers = dict(GOOD, **{"plan.actions": lambda r: "\n".join(f"- step {i} ({7 * i % 23 + 1} minutes)" for i in range(9))})
+    answers = dict(GOOD, **{"plan.actions": steps(*[(f"step {i}", 7 * i % 23 + 1) for i in range(9)])})
     world, agent, planner = planner_world(answers, active_when="awake")
     for r in range(16):
         run(planner.is_active(world.ctx(agent, r)))
@@ -159,20 +181,21 @@ def test_each_decomposed_chunk_sums_to_its_length_within_5_to_15_minutes():
 
 
 def test_strokes_beyond_eight_are_cut_and_too_few_are_repaired_then_replaced():
-    ten = ", ".join(f"{i}) task {i} at {i + 6}:00" for i in range(1, 11))
+    ten = plan(*[(f"{i + 6}:00", f"task {i}") for i in range(1, 11)])
     world, agent, planner = planner_world(dict(GOOD, **{"plan.day": ten}))
     failures = []
     world.llm.on_parse_failure = lambda request, answer: failures.append(request.purpose)
     run(planner.ensure_day(world.ctx(agent, 0)))
     assert len(planner.strokes) == 8 and planner.source == "cut" and failures == ["plan.day"]
-    assert (planner.strokes[-1].text, planner.strokes[-1].minute) == ("task 8 at 14:00", 14 * 60)
+    assert (planner.strokes[-1].text, planner.strokes[-1].minute) == ("task 8", 14 * 60)
 
-    three = "1) wake at 7 am, 2) work at 9 am, 3) sleep at 11 pm"
+    three = plan(("7 am", "wake"), ("9 am", "work"), ("11 pm", "sleep"))
     world, agent, planner = planner_world(dict(GOOD, **{"plan.day": three, "plan.day.repair": STROKES}))
     run(planner.ensure_day(world.ctx(agent, 0)))
-    assert len(planner.strokes) == 6 and planner.source == "llm_repaired"
+    assert len(planner.strokes) == 6 and planner.source == "llm"
     repair = world.recorder.requests[4]
-    assert repair.purpose == "plan.day.repair" and "That plan has 3 items" in repair.messages[-1].content
+    assert repair.purpose == "plan.day.repair" and "3 items; write between 5 and 8" in repair.messages[-1].content
+    assert repair.json_schema["properties"]["plan"]["minItems"] == 5
 
     world, agent, planner = planner_world(dict(GOOD, **{"plan.day": three, "plan.day.repair": three}))
     run(planner.ensure_day(world.ctx(agent, 0)))
@@ -184,7 +207,7 @@ def test_unreadable_hourly_schedule_falls_back_to_the_strokes():
     world, agent, planner = planner_world(dict(GOOD, **{"plan.hourly": "I will see how the day goes."}))
     run(planner.ensure_day(world.ctx(agent, 0)))
     assert planner.chunks[0].start == 420 and planner.chunks[0].text.startswith("wake up")
-    assert any(c.text == "check social media at 5 pm" and c.start == 1020 for c in planner.chunks)
+    assert any(c.text == "check social media" and c.start == 1020 for c in planner.chunks)
     assert planner.chunks[-1].end == 1440 and planner.parse_failures == 1
 
 
@@ -192,9 +215,15 @@ def test_summary_is_refreshed_once_per_simulated_day_with_yesterdays_plan():
     world, agent, planner = planner_world(GOOD)
     for r in (0, 1, 5, 14):  # Monday 08:00 .. 22:00
         run(planner.is_active(world.ctx(agent, r)))
-    assert world.recorder.purposes().count("summary") == 3 and planner.summary.refreshes == 1
+    summary = agent.components["persona.context"]
+    assert world.recorder.purposes().count("summary") == 3 and summary.refreshes == 1
     run(planner.is_active(world.ctx(agent, 24)))  # Tuesday 08:00
-    assert world.recorder.purposes().count("summary") == 6 and planner.summary.refreshes == 2
+    assert world.recorder.purposes().count("summary") == 6 and summary.refreshes == 2
+    # the new day's status is revised from memory first (the reference code's revise_identity)
+    purposes = world.recorder.purposes()
+    assert [p for p in purposes if p.startswith("summary.")] == ["summary.plan_note", "summary.feelings", "summary.status"]
+    last_plan = len(purposes) - 1 - purposes[::-1].index("plan.day")
+    assert purposes.index("summary.plan_note") > purposes.index("plan.actions") and purposes.index("summary.status") < last_plan
     day2 = [r for r in world.recorder.requests if r.purpose == "plan.day"][1].messages[-1].content
     assert "On Monday January 1, 2024, Eddy's plan was: 1) wake up and complete the morning routine at 7:00 am" in day2
     assert "Today is Tuesday January 2, 2024" in day2
@@ -212,12 +241,16 @@ def test_summary_recalls_each_aspect_and_falls_back_to_the_persona():
     text = run(planner.describe(world.ctx(agent, 0)))
     prompts = [r.messages[-1].content for r in world.recorder.requests if r.purpose == "summary"]
     assert "1. Eddy is a music student.\n2. Eddy likes long walks." in prompts[0]
-    assert text.startswith("Name: Eddy\nInnate traits: Eddy is a music student. Eddy likes long walks.")
-    assert text.count("Eddy is a hard-working music student.") == 3
+    assert text == "Name: Eddy\n" + "Eddy is a hard-working music student.\n" * 3 + "Eddy is a music student.\nEddy likes long walks."
+
+    # no persona.context component (-p no:agent_summary): the seed alone, and no call
+    world, agent, planner = planner_world(GOOD, summary=False)
+    assert run(planner.describe(world.ctx(agent, 0))) == "Name: Eddy\nEddy is a music student.\nEddy likes long walks."
+    assert world.recorder.purposes() == []
 
 
 def test_react_no_keeps_the_plan_and_yes_replans_from_now():
-    replan = "2:00 pm: walk to the park to meet Maria\n3:00 pm: talk with Maria\n5:00 pm: dinner"
+    replan = hours(("2:00 pm", "walk to the park to meet Maria"), ("3:00 pm", "talk with Maria"), ("5:00 pm", "dinner"))
     answers = dict(GOOD, **{"react": "no", "react.context": "Maria is a friend.", "react.reaction": "walk to the park to meet Maria",
                             "plan.replan": replan})
     world, agent, planner = planner_world(answers, active_when="awake")
@@ -306,10 +339,11 @@ class PlanAware:
 
 
 RULES = (
-    '[plugins.scripted]\nrules = { "plan for today in broad strokes: between" = "' + STROKES + '", '
-    '"hour by hour" = "8:00 am: read the news online\\n9:00 am: browse social media\\n10:00 am: walk", '
-    '"plans to: walk" = "- walk in the park (30 minutes)\\n- walk home (30 minutes)", '
-    '"Break this into" = "- open the laptop (10 minutes)\\n- read posts online (50 minutes)" }\n'
+    "[plugins.scripted]\nrules = { "
+    f"\"plan for today in broad strokes, from waking\" = '{STROKES}', "
+    f"\"hour by hour\" = '{hours(('8:00 am', 'read the news online'), ('9:00 am', 'browse social media'), ('10:00 am', 'walk'))}', "
+    f"\"plans to: walk\" = '{steps(('walk in the park', 30), ('walk home', 30))}', "
+    f"\"Break this into\" = '{steps(('open the laptop', 10), ('read posts online', 50))}' }}\n"
 )
 
 

@@ -62,3 +62,24 @@ def test_a_record_never_accessed_counts_from_its_creation():
     other = MemoryRecord("new", importance=1, created=NOW)
     recency = ParkRetrieval().components([record, other], np.array([0.0, 0.0]), NOW)["recency"]
     assert recency.tolist() == [0.0, 1.0]
+
+
+def test_reference_code_mode_takes_each_personas_own_decay():
+    from types import SimpleNamespace
+
+    from townsquare.api import Persona
+    from townsquare.plugins.generative_agents.memory.park_retrieval import build_park_retrieval
+
+    def built(mode, decay=None, **settings):
+        fields = {} if decay is None else {"recency_decay": decay}
+        ctx = SimpleNamespace(agent=SimpleNamespace(persona=Persona("Maria Lopez", [], fields)))
+        return build_park_retrieval(ParkRetrievalConfig(mode=mode, **settings), ctx)
+
+    # every agent of the 25-agent base carries 0.995; the reference code reads it from the seed
+    assert built("reference_code", 0.995).decay == 0.995 and built("reference_code").decay == 0.99
+    reference = built("reference_code", 0.995)
+    # ranks 1, 2, 3 by last access, oldest first: 0.995 ** 3, 0.995 ** 2, 0.995 ** 1 for fresh, ten hours, hundred
+    access = np.array([0.0, -10.0, -100.0])
+    assert reference.recency(access, NOW).tolist() == pytest.approx([0.995 ** 3, 0.995 ** 2, 0.995])
+    assert built("paper", 0.9).decay == 0.995  # the paper's value whatever the seed says
+    assert built("reference_code", 0.995, recency_decay=0.98).decay == 0.98  # a setting wins

@@ -14,7 +14,7 @@ RULES = """
 [llm]
 name = "scripted"
 [plugins.scripted]
-rules = { "most salient high-level questions" = "1. What do I enjoy?\\n2. Who do I talk to?\\n3. What worries me?", "high-level insights can you infer" = "1. I enjoy cooking for others (because of 1, 2)\\n2. I talk about music (because of 3)" }
+rules = { "most salient high-level questions" = '{"questions": ["What do I enjoy?", "Who do I talk to?", "What worries me?"]}', "high-level insights can you infer" = '{"insights": [{"insight": "I enjoy cooking for others", "because": [1, 2]}, {"insight": "I talk about music", "because": [3]}]}' }
 """
 
 
@@ -41,7 +41,8 @@ def test_example_runs_with_parks_components(make_plugins, write_scenario, run_sc
     assert summary.rounds_completed == 6
     assert slots(run_dir) == {"policy": "generative_agent", "memory.stream": "memory_stream",
                               "memory.retrieval": "park_retrieval", "reflector": "park_reflection",
-                              "planner": "day_plan"}
+                              "planner": "day_plan", "persona.context": "agent_summary",
+                              "memory.sensory": "conversation_memory"}
     streams = agent_states(run_dir, "memory.stream")
     records = [r for state in streams.values() for r in state["records"]]
     kinds = {r["kind"] for r in records}

@@ -218,6 +218,30 @@ def test_hook_townsquare_register_commands(make_plugins):
     assert result.exit_code == 0 and result.output == "hello from a plugin\n"
 
 
+def test_hook_townsquare_report_run(make_plugins, write_scenario, tmp_path):
+    """A plugin's line under a finished run's summary; the kernel imports no plugin for it, so
+    without the plugin (groundedness disabled too) there is no such line."""
+    from townsquare.cli import build_cli
+
+    class Summary:
+        plugin_name = "summary_line"
+
+        @hookimpl
+        def townsquare_report_run(self, run_dir):
+            return f"rows in {run_dir.name}: {len(read_table(run_dir, 'actions'))}"
+
+    path = write_scenario(scenario_text(rounds=2))
+    outputs = {}
+    for label, plugins in (("with", make_plugins(Summary())), ("without", make_plugins(disable=["groundedness"]))):
+        cli = build_cli(plugins)
+        result = CliRunner().invoke(cli, ["run", str(path), "--out", str(tmp_path / label), "--quiet"], obj=plugins)
+        assert result.exit_code == 0, result.output
+        outputs[label] = result.output
+    actions = len(read_table(tmp_path / "with", "actions"))
+    assert f"rows in with: {actions}\n" in outputs["with"] and "groundedness:" in outputs["with"]
+    assert "rows in" not in outputs["without"] and "groundedness:" not in outputs["without"]
+
+
 def test_hook_townsquare_register_llm_middleware(make_plugins, write_scenario, run_scenario):
     from townsquare.specs import LLMMiddlewareSpec
 

@@ -189,22 +189,105 @@ def test_a_sign_up_lost_by_a_stopped_run_is_recovered_on_resume(mock, proxy, tmp
     assert accounts_on(mock) == 1 and str(mock.client(account.token).me().id) == account.remote_id
 
 
-def test_a_lost_sign_up_answer_without_password_logins_stops_naming_the_account(mock, proxy, tmp_path):
+@pytest.mark.parametrize("fault", ["html_502_after", "reset_after", "cut", "hang_after"])
+def test_a_lost_sign_up_answer_without_password_logins_goes_on_under_a_new_username(mock, proxy, tmp_path, fault):
     """Mastodon 4.4+ (as mastodon-mock) refuses password logins: the token of an account whose
-    sign-up answer was lost cannot be had. No second account: a clean stop that names it."""
+    sign-up answer was lost cannot be had. The agent signs up again as USERNAME_2 and the run
+    goes on; the account it cannot use is an orphan in the run's journal, and
+    ``townsquare mastodon cleanup`` removes it (mastodon-mock lets any account use its admin API)."""
+    from townsquare.platforms.mastodon.cleanup import cleanup
+
+    proxy.hang_s = 0.5
+    proxy.configure({fault: 1.0}, only=["POST /api/v1/accounts"], limit=1)
+
+    async def go():
+        platform = make(proxy, tmp_path, request_timeout=0.3 if fault == "hang_after" else 5)
+        await register(platform, ("a-1", "a-2"))
+        result = await platform.apply_batch([Action("a-1", "post", text="me, renamed")], 0, NOW)
+        me = mock.client(platform.accounts["a-1"].token).me()
+        await platform.aclose()
+        return platform, result, me
+
+    platform, result, me = asyncio.run(go())
+    username = f"ts{journal_of(tmp_path).run_key[:6]}_a_1"
+    assert proxy.counts[fault] == 1 and result[0].ok
+    assert me.username == f"{username}_2" and str(me.id) == platform.accounts["a-1"].remote_id
+    journal = journal_of(tmp_path)
+    assert [(o["username"], o["agent_id"]) for o in journal.orphans()] == [(username, "a-1")]
+    assert "refuses password logins" in journal.orphans()[0]["reason"]
+    journal.close()
+    assert accounts_on(mock) == 3  # a-1, its orphan, a-2
+    password = [p for _, p in platform.store.pending.values()]
+    assert not any(p in str(journal_of(tmp_path).orphans()) for p in password)
+
+    lines = []
+    cleanup(tmp_path / "run", echo=lines.append)
+    assert accounts_on(mock) == 2 and "removed 1 of 1 orphaned accounts" in lines
+    assert journal_of(tmp_path).orphans() == [] and journal_of(tmp_path).orphans(removed=True)[0]["username"] == username
+
+
+def test_a_sign_up_lost_by_a_stopped_run_goes_on_renamed_on_resume(mock, proxy, tmp_path):
+    """The answer is lost and the retries run out (the run stops before round 0); the resumed
+    run hears "taken" for the username its predecessor sent, cannot log in, records the orphan
+    and goes on under the next username: no resume stops the same way again."""
     from townsquare.errors import RunStopped
 
     proxy.configure({"html_502_after": 1.0}, only=["POST /api/v1/accounts"], limit=1)
-    platform = make(proxy, tmp_path)
-    username = f"ts{platform.journal.run_key[:6]}_a_1"
-    with pytest.raises(RunStopped) as info:
-        asyncio.run(register(platform, ("a-1",)))
-    asyncio.run(platform.aclose())
-    message = str(info.value)
-    assert proxy.url in message and f"tootctl accounts delete {username}" in message and "\n" not in message
+    first = make(proxy, tmp_path, max_retries=0)
+    with pytest.raises(RunStopped, match=r"unreachable \(sign up a-1 as ts\w+_a_1: gave up after 1 tries: HTTP 502"):
+        asyncio.run(register(first, ("a-1",)))
+    asyncio.run(first.aclose())
     assert accounts_on(mock) == 1
-    password = next(iter(platform.store.pending.values()))[1]
-    assert password not in message
+
+    async def resumed():
+        platform = make(proxy, tmp_path)
+        await register(platform, ("a-1",))
+        await platform.aclose()
+        return platform
+
+    platform = asyncio.run(resumed())
+    assert accounts_on(mock) == 2 and mock.client(platform.accounts["a-1"].token).me().username.endswith("_a_1_2")
+    assert [o["agent_id"] for o in journal_of(tmp_path).orphans()] == ["a-1"]
+
+
+def test_a_username_someone_else_took_is_passed_over(mock, tmp_path):
+    """A username taken by an account the run did not make: no orphan (it is not the run's),
+    the agent takes its next username."""
+    platform = make(mock, tmp_path)
+    taken = f"ts{platform.journal.run_key[:6]}_a_1"
+    mock._request("POST", "/api/v1/_mock/dev_user", {"username": taken})
+    asyncio.run(register(platform, ("a-1",)))
+    asyncio.run(platform.aclose())
+    assert mock.client(platform.accounts["a-1"].token).me().username == f"{taken}_2"
+    assert journal_of(tmp_path).orphans() == []
+
+
+def journal_of(tmp_path):
+    from townsquare.platforms.mastodon.journal import JOURNAL_NAME, Journal
+
+    return Journal(tmp_path / "run" / JOURNAL_NAME)
+
+
+def test_mastodon_py_warnings_go_to_the_log(capsys, monkeypatch):
+    """A warning from Mastodon.py's code (a timeline it thinks unavailable under a fault) is a
+    line of our log, not Python's two raw lines; anyone else's goes where it went before."""
+    import os
+    import warnings
+
+    from townsquare.platforms.mastodon.client import fold_warnings, import_mastodon
+
+    m = import_mastodon()
+    before: list[str] = []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *rest: before.append(str(message)))
+    fold_warnings(m)
+    where = os.path.join(os.path.dirname(m.__file__), "timeline.py")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn_explicit("Timeline 'public' appears to be unavailable", m.errors.MastodonWarning, where, 57)
+        warnings.warn_explicit("someone else's warning", UserWarning, "/elsewhere/module.py", 3)
+    err = capsys.readouterr().err
+    assert "mastodon.library_warning" in err and "Timeline 'public' appears to be unavailable" in err and "timeline.py:57" in err
+    assert "someone else's warning" not in err and before == ["someone else's warning"]
 
 
 def test_faults_before_the_server_on_sign_up_are_retried(mock, proxy, tmp_path):
@@ -307,9 +390,12 @@ def test_failures_are_classified_in_one_place():
         (m.MastodonAPIError("Mastodon API returned error", 403, "", "Your login is currently disabled"), None, "fatal"),
         (m.MastodonAPIError("Mastodon API returned error", 403, "", "This action is not allowed"), None, "refused"),
         (wrapped, Seen(502, None, False), "retry"),
+        # Mastodon.py's own refusal (no password logins): no answer of the server, no status
+        (m.MastodonIllegalArgumentError("Password flow is not supported by this instance."), Seen(200, None, True), "refused"),
     ]
     assert [classify(m, exc, seen).kind for exc, seen, _ in cases] == [kind for _, _, kind in cases]
     assert classify(m, m.MastodonRatelimitError("Hit rate limit."), Seen(429, 3.0, True)).retry_after == 3.0
+    assert classify(m, cases[-1][0], cases[-1][1]).status is None  # the stop line says no "HTTP 200"
     assert "SECRET-TOKEN" not in describe(cut) and describe(cut).startswith("HTTP 200: the answer was not JSON")
     assert redact("token abc123 is invalid", {"abc123", ""}) == "token *** is invalid"
     assert retry_after("7") == 7.0 and retry_after(None) is None and retry_after("soon") is None

@@ -251,15 +251,6 @@ def test_state_round_trips_without_tokens(mock, tmp_path):
     assert not any(token in repr(state) for token in tokens)
 
 
-def test_sign_up_of_a_taken_username_says_what_to_do(mock, tmp_path):
-    platform = make(mock, tmp_path)
-    taken = f"ts{platform.journal.run_key[:6]}_a_1"
-    mock._request("POST", "/api/v1/_mock/dev_user", {"username": taken})
-    with pytest.raises(RunStopped, match="is taken by an account this run did not make"):
-        asyncio.run(platform.register_account("a-1", "A", "bio"))
-    asyncio.run(platform.aclose())
-
-
 def test_missing_or_refused_tokens_are_one_clear_error(mock, tmp_path):
     token = mock._request("POST", "/api/v1/_mock/dev_user", {"username": "operator1"})["access_token"]
     (tmp_path / "tokens.txt").write_text(f"{token}\n")

@@ -1,5 +1,5 @@
-"""PersonaGym's numbers and formats: PersonaScore, the judge ensemble, answer parsing with its
-repair, environment selection parsing, the released data loaders (small fixtures in the
+"""PersonaGym's numbers and formats: PersonaScore, the judge ensemble, each step's JSON schema
+and its repair, environment selection, the released data loaders (small fixtures in the
 released formats under tests/data/personagym/)."""
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ import pytest
 from townsquare.api import UsageError
 from townsquare.plugins.personagym import benchmark_data as data
 from townsquare.plugins.personagym import llm_steps
-from townsquare.plugins.personagym.answer_parsing import (
-    AnswerFormatError, parse_environments, parse_examples, parse_list, parse_questions, parse_score,
-)
+from townsquare.plugins.personagym.answer_parsing import match_environments
 from townsquare.plugins.personagym.persona_score import ensemble, persona_score, summary, task_scores
 from townsquare.testing.llm_chain import build_chain
 from townsquare.testing.scripted import ScriptedConfig, ScriptedLLM
@@ -60,52 +58,52 @@ def test_task_scores_average_questions_then_personas_table_one():
     assert table["persona_score"][0] == pytest.approx(4.0) and table["persona_score"][1] == pytest.approx(0.0)
 
 
-# ---------------------------------------------------------------- parsing
+# ---------------------------------------------------------------- structured answers through the client
 
-@pytest.mark.parametrize("text,score", [
-    ("The answer fits well. Therefore, the final score is 4", 4.0),
-    ("Therefore, the final score is 2. On reflection... Therefore, the final score is 3.", 3.0),
-    ("**Final score: 5**", 5.0),
-    ("I rate it 4/5 overall.", 4.0),
-    ("Score: 2", 2.0),
-    ("Therefore the final score is 4.5", 4.5),
-])
-def test_parse_score_reads_the_final_score(text, score):
-    assert parse_score(text) == score
+def _client(rules: dict[str, str]):
+    chain = build_chain(ScriptedLLM(ScriptedConfig(rules=rules)))
+    return chain, chain.client
 
 
-@pytest.mark.parametrize("text", ["Therefore, the final score is 7", "no number here", "The score is 10/10", ""])
-def test_parse_score_rejects_what_is_no_score_from_one_to_five(text):
-    with pytest.raises(AnswerFormatError):
-        parse_score(text)
+def _templates():
+    from townsquare.api import load_prompts
+
+    return load_prompts(data.PROMPTS, "personagym")
 
 
-def test_parse_examples_needs_all_five_scores():
-    text = "Here you go:\nScore 1: Response - I don't care.\nScore 2: Response - Maybe later.\n" \
-           "Score 3:  Response - I'd help a bit.\n\nScore 4: Response - I'd help.\nScore 5: Response - I'd gladly help everyone."
-    assert parse_examples(text) == {1: "I don't care.", 2: "Maybe later.", 3: "I'd help a bit.", 4: "I'd help.",
-                                    5: "I'd gladly help everyone."}
-    with pytest.raises(AnswerFormatError, match="score 4"):
-        parse_examples("Score 1: a\nScore 2: b\nScore 3: c\nScore 5: e")
+def test_a_batch_of_grades_is_json_of_its_schema_repaired_once_then_a_parse_failure():
+    task = data.own_tasks()["expected_action"]
+    items = [("A nurse", "What do you do?", "I help.", None), ("A nurse", "Why?", "Because.", None)]
+    two = json.dumps({"evaluations": [{"evaluation": "Therefore, the final score is 4", "score": 4},
+                                      {"evaluation": "Therefore, the final score is 2", "score": 2}]})
+    chain, llm = _client({"Below are 2 rubrics": two})
+    assert asyncio.run(llm_steps.grade(llm, _templates(), items, task, llm_steps.Settings())) == [4.0, 2.0]
+    assert [(c.purpose, c.status) for c in chain.records] == [("personagym.grade.expected_action", "ok")]
+
+    # one evaluation for two rubrics, then a score of 7: repaired once, then none for either
+    one = json.dumps({"evaluations": [{"evaluation": "ok", "score": 4}]})
+    chain, llm = _client({"Below are 2 rubrics": one, "That was not valid": json.dumps({"evaluations": [{"evaluation": "x", "score": 7}] * 2})})
+    assert asyncio.run(llm_steps.grade(llm, _templates(), items, task, llm_steps.Settings())) == [None, None]
+    assert [(c.purpose, c.status) for c in chain.records] == [("personagym.grade.expected_action", "ok"),
+                                                               ("personagym.grade.expected_action.repair", "ok"),
+                                                               ("personagym.grade.expected_action", "parse_failure")]
 
 
-def test_parse_list_reads_python_json_and_numbered_lines():
-    assert parse_list("Selected: ['Wedding', \"Classroom\"] done") == ["Wedding", "Classroom"]
-    assert parse_list('```json\n["a b", "c d"]\n```') == ["a b", "c d"]
-    assert parse_list("1. What would you do?\n2) Why did you go?\n- How?") == ["What would you do?", "Why did you go?", "How?"]
-    with pytest.raises(AnswerFormatError):
-        parse_list("nothing listed")
-    assert parse_questions('["Where do you go first and why?", "ok", "What do you bring with you?"]') == [
-        "Where do you go first and why?", "What do you bring with you?"]
+def test_the_schemas_hold_each_step_to_its_shape():
+    grades = llm_steps.grades_schema(3)["properties"]["evaluations"]
+    assert grades["minItems"] == grades["maxItems"] == 3
+    assert grades["items"]["properties"]["score"]["enum"] == [1, 2, 3, 4, 5]
+    assert list(grades["items"]["properties"]) == ["evaluation", "score"]       # reasoning before the score
+    assert llm_steps.questions_schema(10)["properties"]["questions"]["minItems"] == 10
+    assert llm_steps.environments_schema(["Wedding"])["properties"]["environments"]["items"]["enum"] == ["Wedding"]
 
 
-def test_environment_selection_keeps_only_the_pool_in_the_order_named():
-    pool = ["Wedding", "Classroom", "Camping Trip", "Farmers Market"]
-    assert parse_environments("['camping trip', 'Mars Base', 'Wedding', 'Wedding']", pool) == ["Camping Trip", "Wedding"]
-    # prose instead of a list: the pool's names it mentions, in the order mentioned
-    assert parse_environments("I'd pick the Farmers Market and then a classroom.", pool) == ["Farmers Market", "Classroom"]
-    with pytest.raises(AnswerFormatError):
-        parse_environments("['Mars Base']", pool)
+def test_score_examples_come_one_object_per_question():
+    task = data.own_tasks()["toxicity_control"]
+    example = {f"score_{n}": f"example {n}" for n in range(1, 6)}
+    chain, llm = _client({"Below are 2 requests": json.dumps({"examples": [example, example]})})
+    found = asyncio.run(llm_steps.score_examples(llm, _templates(), [("A nurse", "Q1?"), ("A nurse", "Q2?")], task, llm_steps.Settings()))
+    assert found == [{n: f"example {n}" for n in range(1, 6)}] * 2
 
 
 def test_fallback_environments_share_words_with_the_persona():
@@ -113,41 +111,15 @@ def test_fallback_environments_share_words_with_the_persona():
     assert llm_steps.fallback_environments("A nurse on a hospital ward who loves camping", pool, 2) == ["Hospital Ward", "Camping Trip"]  # 2 words shared, then 1
 
 
-# ---------------------------------------------------------------- repair through the client
-
-def _client(rules: dict[str, str]):
-    chain = build_chain(ScriptedLLM(ScriptedConfig(rules=rules)))
-    return chain, chain.client
-
-
-def test_a_grade_is_repaired_once_then_recorded_as_a_parse_failure():
-    prompts = data.own_tasks()
-    from townsquare.api import load_prompts
-
-    templates = load_prompts(data.PROMPTS, "personagym")
-    task = prompts["expected_action"]
-    chain, llm = _client({"Evaluation task": "It was fine, I think.", "did not end with a score": "Therefore, the final score is 3"})
-    score = asyncio.run(llm_steps.grade(llm, templates, "A nurse", "What do you do?", "I help.", task, None, llm_steps.Settings()))
-    assert score == 3.0
-    assert [(c.purpose, c.status) for c in chain.records] == [("personagym.grade.expected_action", "ok"),
-                                                               ("personagym.grade.expected_action.repair", "ok")]
-
-    chain, llm = _client({"Evaluation task": "It was fine.", "did not end with a score": "Still no number."})
-    score = asyncio.run(llm_steps.grade(llm, templates, "A nurse", "What do you do?", "I help.", task, None, llm_steps.Settings()))
-    assert score is None
-    assert [(c.purpose, c.status) for c in chain.records][-1] == ("personagym.grade.expected_action", "parse_failure")
-
-
-def test_environment_selection_falls_back_after_a_failed_repair():
-    from townsquare.api import load_prompts
-
-    templates = load_prompts(data.PROMPTS, "personagym")
+def test_environment_selection_keeps_the_pool_and_falls_back_after_a_failed_repair():
     pool = ["Wedding", "Hospital Ward", "Courtroom"]
-    chain, llm = _client({"Chosen environments": "I cannot choose.", "could not be read as a list": "Sorry."})
-    chosen, source = asyncio.run(llm_steps.select_environments(llm, templates, "A nurse in a hospital ward", pool, 1, llm_steps.Settings()))
+    chain, llm = _client({"most relevant": "I cannot choose.", "That was not valid": "Sorry."})
+    chosen, source = asyncio.run(llm_steps.select_environments(llm, _templates(), "A nurse in a hospital ward", pool, 1, llm_steps.Settings()))
     assert (chosen, source) == (["Hospital Ward"], "fallback")
-    chain, llm = _client({"Chosen environments": "['Courtroom', 'Wedding']"})
-    assert asyncio.run(llm_steps.select_environments(llm, templates, "A lawyer", pool, 1, llm_steps.Settings())) == (["Courtroom"], "llm")
+    assert chain.records[-1].status == "parse_failure"
+    chain, llm = _client({"most relevant": json.dumps({"environments": ["Mars Base", "courtroom", "Wedding"]})})
+    assert asyncio.run(llm_steps.select_environments(llm, _templates(), "A lawyer", pool, 1, llm_steps.Settings())) == (["Courtroom"], "llm")
+    assert match_environments(["camping trip", "Mars Base", "Wedding", "Wedding"], ["Wedding", "Camping Trip"]) == ["Camping Trip", "Wedding"]
 
 
 # ---------------------------------------------------------------- the released data
@@ -224,38 +196,18 @@ class Replies:
         return LLMResponse(text=self.texts.pop(0), model=self.model, provider=self.name)
 
 
-def test_repairs_ask_for_a_shape_the_provider_can_enforce():
-    from townsquare.api import load_prompts
-
-    templates, tasks = load_prompts(data.PROMPTS, "personagym"), data.own_tasks()
+def test_every_structured_step_sends_its_schema_and_its_repair_keeps_it():
+    templates, tasks = _templates(), data.own_tasks()
     settings = llm_steps.Settings()
-    # the grade's repair is one of the five scores (the offline model scores each label)
-    provider = Replies("A thoughtful answer overall.", "4")
-    score = asyncio.run(llm_steps.grade(build_chain(provider).client, templates, "A nurse", "Q?", "A.", tasks["toxicity_control"],
-                                        None, settings))
-    assert score == 4.0 and provider.requests[1].labels == ("1", "2", "3", "4", "5")
-    # the questions' repair is JSON {"questions": [...]}, at most the count asked for
     provider = Replies("Sure! Here are some questions.", '{"questions": ["What do you do when the bride faints?", "How do you toast?"]}')
     questions = asyncio.run(llm_steps.generate_questions(build_chain(provider).client, templates, "A nurse", "Wedding",
                                                          tasks["expected_action"], 2, settings))
     assert questions == ["What do you do when the bride faints?", "How do you toast?"]
-    shape = provider.requests[1].json_schema
-    assert shape["properties"]["questions"]["maxItems"] == 2
-    # the environments' repair may only name the pool's environments
-    pool = ["Wedding", "Courtroom"]
-    provider = Replies("Hmm.", '{"environments": ["Courtroom"]}')
-    chosen = asyncio.run(llm_steps.select_environments(build_chain(provider).client, templates, "A lawyer", pool, 1, settings))
-    assert chosen == (["Courtroom"], "llm") and provider.requests[1].json_schema["properties"]["environments"]["items"]["enum"] == pool
-    # the score examples' repair is JSON with score_1..score_5
-    provider = Replies("I can't.", json.dumps({f"score_{n}": f"example {n}" for n in range(1, 6)}))
-    examples = asyncio.run(llm_steps.score_examples(build_chain(provider).client, templates, "A nurse", "Q?", tasks["expected_action"], settings))
-    assert examples == {n: f"example {n}" for n in range(1, 6)}
-
-
-def test_parse_score_takes_a_bare_number():
-    assert parse_score(" 4 ") == 4.0 and parse_score("**5**.") == 5.0
-    with pytest.raises(AnswerFormatError):
-        parse_score("6")
+    assert provider.requests[0].json_schema == provider.requests[1].json_schema == llm_steps.questions_schema(2)
+    assert provider.requests[0].temperature == 0.9 and provider.requests[1].purpose == "personagym.questions.expected_action.repair"
+    provider = Replies("I can't.", json.dumps({"examples": [{f"score_{n}": f"example {n}" for n in range(1, 6)}]}))
+    examples = asyncio.run(llm_steps.score_examples(build_chain(provider).client, templates, [("A nurse", "Q?")], tasks["expected_action"], settings))
+    assert examples == [{n: f"example {n}" for n in range(1, 6)}] and provider.requests[0].temperature == 0.0
 
 
 def test_persona_files_are_a_json_list_or_one_description_a_line(tmp_path):

@@ -65,8 +65,8 @@ def test_prompts_have_four_parts_with_the_profile_filtered_per_behaviour():
     ctx, policy = setup(["recommender", "leave"])
     run(policy.step(ctx))
     page = policy.decider.seen[1].prompt
-    assert "30 years old" in page and "interests: sci-fi movies" in page and "pilot" not in page  # career: social only
-    assert "criticises both movies" in page  # the Critic feature, in words
+    assert "You are 30 years old." in page and "You enjoy sci-fi movies." in page and "pilot" not in page  # career: social only
+    assert "You hold high standards and criticise both movies and the recommender." in page  # the Critic feature, in words
     assert "Ada thought <Heat> was overlong." in page  # a long-term memory read for the page
     assert "(round 0)" in page and "browsing the recommender system" in page  # context
     assert "1. <Heat (1995)> (Action/Crime/Thriller)" in page  # the instruction with the page
@@ -92,7 +92,7 @@ def test_llm_profile_filter_runs_once_per_behaviour_and_is_kept():
     run(policy.step(ctx))
     filters = [c for c in ctx.calls if c.purpose == "recagent.profile_filter"]
     assert len(filters) == 2 and set(policy.filtered) == {"Ada|activity", "Ada|recommender"}
-    assert "About you: You fly planes and love sci-fi." in policy.decider.seen[1].prompt
+    assert "You are Ada. You fly planes and love sci-fi." in policy.decider.seen[1].prompt
     assert policy.get_state()["filtered"]["Ada|recommender"] == "You fly planes and love sci-fi."
 
 
@@ -102,3 +102,43 @@ def test_items_heard_of_may_be_mentioned():
     [action] = run(policy.step(ctx))
     assert action.detail["items"] == ["4"] and action.detail["unknown_items"] == []
     assert "<Blade Runner (1982)>" in policy.decider.seen[-1].prompt  # offered as a known item
+
+
+def test_a_movielens_users_history_reaches_profile_memory_and_offers():
+    history = [{"id": "2", "title": "Heat (1995)", "rating": 4.0}, {"id": "4", "title": "Blade Runner (1982)", "rating": 5.0}]
+    ctx, policy = setup(["recommender", "leave", "social", "chat", "Have you seen <Heat (1995)>? [END]"],
+                        fields={"interests": ["action movies"], "history": history, "friends": ["Bo"]},
+                        rules={"rate how important": '{"sentence": "Ada loved Blade Runner.", "importance": 8}'})
+    from townsquare.plugins.recagent.memory.sensory_memory import SensoryMemory, SensoryMemoryConfig
+
+    sensory = ctx.agent.components["memory.sensory"] = SensoryMemory(SensoryMemoryConfig(buffer=50))
+    actions = run(policy.step(ctx))
+    page = policy.decider.seen[1].prompt
+    # profile: the earlier ratings; memory: one observation per rating went through sensory memory first
+    assert "Movies you rated before, most recent last: <Heat (1995)> 4/5, <Blade Runner (1982)> 5/5." in page
+    observations = [r.meta["observation"] for r in sensory.store.records]
+    assert observations[:2] == ["Ada watched <Heat (1995)> and rated it 4 out of 5.", "Ada watched <Blade Runner (1982)> and rated it 5 out of 5."]
+    # the platform offers neither rated movie
+    shown = [a for a in actions if a.kind == "recommend"][0].post_ids
+    assert "2" not in shown and "4" not in shown
+    # a chat may name the movies of the history: they are known, not unknown
+    [chat] = run(policy.step(ctx))
+    assert chat.detail["items"] == ["2"] and chat.detail["unknown_items"] == []
+
+
+def test_profile_text_is_grammatical_to_the_agent_and_about_others():
+    from townsquare.plugins.recagent.unified_prompt import FEATURE_MEANINGS, render_profile
+
+    persona = Persona("Ada", fields={"age": 31, "gender": "female", "career": "engineer", "traits": ["curious"],
+                                     "features": list(FEATURE_MEANINGS)})
+    fields = ["age", "gender", "career", "traits", "features"]
+    mine = render_profile(persona, fields)
+    assert mine.startswith("You are 31 years old and female. You work as an engineer. People describe you as curious. You rate and give")
+    # every verb after "you" is in the second person: no "you rates", "you searches", "you holds"...
+    import re
+
+    verbs = re.findall(r"\byou (\w+)\b", mine, re.IGNORECASE)
+    assert verbs == ["are", "work", "as", "rate", "watch", "search", "have", "hold", "love", "like"], verbs
+    theirs = render_profile(persona, fields, "third")
+    assert theirs.startswith("31 years old and female; works as an engineer; described as curious; rates and gives feedback")
+    assert "you" not in theirs.lower().split()

@@ -25,15 +25,23 @@ SENSORY_RULES = {
 # ---------------------------------------------------------------- g(M)
 
 
-def test_g_of_the_paper_at_hand_computed_points():
-    # s = 0.5, r = 0.8, beta = 2, delta = 0.1: max(0.64, 0.1) = 0.64; g = 1 - 0.65 * 0.64 = 0.584
-    assert forgetting.g_value(0.5, 0.8, 2.0, 0.1) == pytest.approx(0.584)
-    # r = 0.2: r^2 = 0.04 < delta 0.1, so the floor applies: g = 1 - 0.35 * 0.1 = 0.965
-    assert forgetting.g_value(0.5, 0.2, 2.0, 0.1) == pytest.approx(0.965)
+def test_g_of_the_paper_puts_the_power_on_recency():
+    # g = 1 - (s + r)/2 * max(r^beta, delta), s importance, r recency.
+    # s = 0.8, r = 0.5, beta = 2, delta = 0.1: max(0.25, 0.1) = 0.25; g = 1 - 0.65 * 0.25 = 0.8375
+    assert forgetting.g_value(0.8, 0.5, 2.0, 0.1) == pytest.approx(0.8375)
+    # an old record (r = 0.1): r^2 = 0.01 < delta, the floor keeps its importance in play:
+    # important g = 1 - 0.5 * 0.1 = 0.95, trivial g = 1 - 0.1 * 0.1 = 0.99
+    assert forgetting.g_value(0.9, 0.1, 2.0, 0.1) == pytest.approx(0.95)
+    assert forgetting.g_value(0.1, 0.1, 2.0, 0.1) == pytest.approx(0.99)
+    # a fresh trivial record (r = 0.9): 1 - 0.5 * 0.81 = 0.595, far less likely to go than an old one
+    assert forgetting.g_value(0.1, 0.9, 2.0, 0.1) == pytest.approx(0.595)
     # delta -> 1 leaves the mean of recency and importance: g = 1 - (0.5 + 0.2)/2 = 0.65
-    assert forgetting.g_value(0.5, 0.2, 2.0, 0.999999) == pytest.approx(0.65, abs=1e-6)
-    # the reference code's variant puts the power on recency: s = 0.9, r = 0.4, beta 1.5, delta 0.01
-    assert forgetting.g_exponential(0.9, 0.4, 1.5, 0.01) == pytest.approx(1 - 0.65 * 0.9 ** 1.5)
+    assert forgetting.g_value(0.2, 0.5, 2.0, 0.999999) == pytest.approx(0.65, abs=1e-6)
+    # the reference code's values: importance 0.4, recency 0.9, beta 1.5, delta 0.01
+    assert forgetting.g_value(0.4, 0.9, 1.5, 0.01) == pytest.approx(1 - 0.65 * 0.9 ** 1.5)
+    # the power acts on recency, not importance: swapping the two changes g
+    assert forgetting.g_value(0.9, 0.3, 3.0, 0.01) == pytest.approx(1 - 0.6 * 0.027)
+    assert forgetting.g_value(0.3, 0.9, 3.0, 0.01) == pytest.approx(1 - 0.6 * 0.729)
 
 
 def test_recency_importance_normalisation_and_probabilities():
@@ -44,14 +52,38 @@ def test_recency_importance_normalisation_and_probabilities():
     assert forgetting.forget_probabilities(np.array([0.2, 0.6]), 2.0) == pytest.approx([0.5, 1.0])
 
 
+@pytest.mark.parametrize("mode,beta,delta", [("power", 3.0, 0.1), ("reference", 1.5, 0.01)])
+def test_each_mode_forgets_on_recency_with_its_own_values(mode, beta, delta):
+    memory = LongTermMemory(LongTermMemoryConfig(mode=mode))
+    assert memory.beta_delta == (beta, delta)
+    hours = [1.0, 24.0, 24.0 * 7, 24.0 * 60]
+    memory.store.records = [MemoryRecord(f"{h}h", importance=5, created=T0, last_access=T0 - timedelta(hours=h), id=f"r{h}")
+                            for h in hours]
+    g = memory.forget_values(T0)
+    recency = memory.recency(T0)
+    assert g == pytest.approx([1 - (0.5 + r) / 2 * max(r ** beta, delta) for r in recency])
+    assert list(g) == sorted(g) and g[0] < g[-1]  # equal importance: the older, the likelier to go
+    if mode == "power":  # recency 1 / (1 + h / 24): 0.96, 0.5, 0.125, 0.0164
+        assert recency == pytest.approx([24 / 25, 0.5, 0.125, 1 / 61])
+    else:  # 0.99 ** h
+        assert recency == pytest.approx([0.99, 0.99 ** 24, 0.99 ** 168, 0.99 ** 1440], rel=1e-6, abs=2e-3)
+    # equal recency: the more important, the less likely to go
+    memory.store.records = [MemoryRecord("a", importance=9, created=T0, last_access=T0, id="a"),
+                            MemoryRecord("b", importance=2, created=T0, last_access=T0, id="b")]
+    low, high = memory.forget_values(T0 + timedelta(hours=30))
+    assert low < high
+    # explicit settings win over the mode's defaults
+    assert LongTermMemory(LongTermMemoryConfig(mode=mode, beta=2.0, delta=0.2)).beta_delta == (2.0, 0.2)
+
+
 def test_long_term_forget_values_follow_the_records():
     memory = LongTermMemory(LongTermMemoryConfig(beta=2.0, delta=0.1, recency_hours=24.0))
     memory.store.records = [
         MemoryRecord("old and important", importance=8, created=T0, last_access=T0, id="a"),
         MemoryRecord("old and trivial", importance=2, created=T0, last_access=T0, id="b"),
     ]
-    g = memory.forget_values(T0 + timedelta(hours=24))  # s = 0.5 for both
-    assert g == pytest.approx([0.584, 0.965])
+    g = memory.forget_values(T0 + timedelta(hours=24))  # recency 0.5 for both: max(0.25, 0.1) = 0.25
+    assert g == pytest.approx([1 - 0.65 * 0.25, 1 - 0.35 * 0.25])
 
 
 def test_forgetting_drops_the_unimportant_old_records_more_often():
@@ -66,8 +98,8 @@ def test_forgetting_drops_the_unimportant_old_records_more_often():
         memory.forget(T0 + timedelta(hours=48), np.random.default_rng(seed))
         for r in memory.store.records:
             kept[r.id] += 1
-    # g(fresh) = 1 - (0.98+0.9)/2*0.81 ~ 0.24, g(stale) = 1 - (0.333+0.1)/2*0.1 ~ 0.98: p ~ 0.2 / 0.8
-    assert kept["fresh"] > 130 and kept["stale"] < 70
+    # g(fresh) = 1 - (0.9+0.96)/2*0.96^2 ~ 0.14, g(stale) = 1 - (0.1+0.333)/2*0.111 ~ 0.98: p ~ 0.13 / 0.87
+    assert kept["fresh"] > 150 and kept["stale"] < 50
 
 
 def test_no_forgetting_at_or_below_min_records_or_in_mode_none():
@@ -79,8 +111,8 @@ def test_no_forgetting_at_or_below_min_records_or_in_mode_none():
     assert memory.forget(T0 + timedelta(days=30), np.random.default_rng(0)) == []
 
 
-def test_exponential_mode_spares_recent_records():
-    memory = LongTermMemory(LongTermMemoryConfig(mode="exponential", min_records=0, forget_per_pass=50, spare_hours=24))
+def test_reference_mode_spares_recent_records():
+    memory = LongTermMemory(LongTermMemoryConfig(mode="reference", min_records=0, forget_per_pass=50, spare_hours=24))
     memory.store.records = [MemoryRecord("recent", importance=1, created=T0, last_access=T0 + timedelta(hours=40), id="r"),
                             MemoryRecord("old", importance=1, created=T0, last_access=T0, id="o")]
     memory.forget(T0 + timedelta(hours=48), np.random.default_rng(0))
@@ -90,15 +122,18 @@ def test_exponential_mode_spares_recent_records():
 # ---------------------------------------------------------------- sensory
 
 
-def test_sensory_compresses_and_scores_item_content_higher():
+def test_sensory_compresses_scores_and_passes_on_only_item_content():
     ctx = make_ctx(rules=SENSORY_RULES)
     memory = SensoryMemory()
     out = run(memory.remember(ctx, [MemoryRecord("Ada watched the movie <Heat> and said: so tense!"),
                                     MemoryRecord("Ada enters the recommender system.")]))
-    assert [(r.text, r.importance, r.created) for r in out] == [
-        ("Ada watched Heat and loved the bank heist.", 8.0, T0), ("Ada entered the recommender system.", 2.0, T0)]
+    # importance 2 < 7 (the reference code's cut): entering the system stays in the sensory buffer
+    assert [(r.text, r.importance, r.created) for r in out] == [("Ada watched Heat and loved the bank heist.", 8.0, T0)]
+    assert [r.importance for r in memory.store.records] == [8.0, 2.0]
     assert out[0].meta["observation"].startswith("Ada watched the movie")
     assert run(memory.recall(ctx, "Heat", 5)) == [] and memory.since(None) == []
+    everything = SensoryMemory(SensoryMemoryConfig(discard_below=0))
+    assert len(run(everything.remember(ctx, [MemoryRecord("Ada enters the recommender system.")]))) == 1
 
 
 def test_sensory_falls_back_to_the_raw_observation_and_can_discard():
@@ -107,6 +142,9 @@ def test_sensory_falls_back_to_the_raw_observation_and_can_discard():
     out = run(memory.remember(ctx, [MemoryRecord("watched <Heat>"), MemoryRecord("Ada enters")]))
     assert [(r.text, r.importance) for r in out] == [("watched <Heat>", 4.0)]  # importance 2 < 3: discarded
     assert [c.status for c in ctx.calls].count("parse_failure") == 1
+    # an unusable answer is no judgement: the raw observation passes on even under the default cut of 7
+    out = run(SensoryMemory(SensoryMemoryConfig(default_importance=3)).remember(ctx, [MemoryRecord("watched <Heat>")]))
+    assert [(r.text, r.importance) for r in out] == [("watched <Heat>", 3.0)]
 
 
 # ---------------------------------------------------------------- short-term
@@ -129,17 +167,27 @@ def test_enhancement_after_k_promotes_record_and_insights():
 
 def test_records_below_the_threshold_enhance_nothing():
     ctx = make_ctx()
-    memory = ShortTermMemory(ShortTermMemoryConfig(enhance_k=1, similarity_threshold=0.9))
-    # "heat jazz" has cosine 1/sqrt(2) ~ 0.707 with "heat": below 0.9
+    # the default cut is the reference code's sigmoid(cosine) >= 0.7, i.e. cosine ln(7/3) = 0.847
+    assert ShortTermMemoryConfig().similarity_threshold == pytest.approx(0.847)
+    memory = ShortTermMemory()
+    # "heat jazz" has cosine 1/sqrt(2) ~ 0.707 with "heat": below 0.847 (it enhanced under the old 0.7)
     assert run(memory.remember(ctx, [MemoryRecord("heat"), MemoryRecord("heat jazz")])) == []
     assert memory.count("st1") == 0
+    loose = ShortTermMemory(ShortTermMemoryConfig(enhance_k=5, similarity_threshold=0.7))
+    run(loose.remember(ctx, [MemoryRecord("heat"), MemoryRecord("heat jazz")]))
+    assert loose.count("st1") == 1
 
 
-def test_short_term_capacity_drops_least_enhanced_oldest():
+def test_short_term_capacity_drops_least_important_then_least_enhanced_oldest():
     ctx = make_ctx()
     memory = ShortTermMemory(ShortTermMemoryConfig(capacity=2, enhance_k=5, similarity_threshold=0.5))
-    run(memory.remember(ctx, [MemoryRecord("cooking a"), MemoryRecord("jazz b"), MemoryRecord("cooking c")]))
-    assert [r.text for r in memory.records] == ["cooking a", "cooking c"]  # "cooking a" was enhanced
+    run(memory.remember(ctx, [MemoryRecord("cooking a", importance=5), MemoryRecord("jazz b", importance=5),
+                              MemoryRecord("cooking c", importance=5)]))
+    assert [r.text for r in memory.records] == ["cooking a", "cooking c"]  # equal importance: "cooking a" was enhanced
+    memory = ShortTermMemory(ShortTermMemoryConfig(capacity=2, enhance_k=5, similarity_threshold=0.5))
+    run(memory.remember(ctx, [MemoryRecord("cooking a", importance=3), MemoryRecord("jazz b", importance=9),
+                              MemoryRecord("cooking c", importance=4)]))
+    assert [r.text for r in memory.records] == ["jazz b", "cooking c"]  # the least important goes, enhanced or not
 
 
 # ---------------------------------------------------------------- reading and the chain
@@ -159,6 +207,25 @@ def test_reading_is_top_n_long_term_plus_all_short_term():
     assert long_term.records[1].last_access == T0  # not read
 
 
+def test_long_term_reading_ranks_by_relevance_and_importance():
+    ctx = make_ctx()
+    memory = LongTermMemory(LongTermMemoryConfig(top_n=2, min_records=100))
+    run(memory.remember(ctx, [MemoryRecord("heat dull", importance=2), MemoryRecord("jazz big", importance=10),
+                              MemoryRecord("heat big", importance=9), MemoryRecord("cooking", importance=1)]))
+    # relevance to "heat": 1, 0, 1, 0; + importance / 10: 1.2, 1.0, 1.9, 0.1
+    assert [r.text for r in run(memory.recall(ctx, "heat", 5))] == ["heat big", "heat dull"]
+    assert memory.reading_scores(np.array([1.0, 0.0, 1.0, 0.0]), T0) == pytest.approx([1.2, 1.0, 1.9, 0.1])
+    # relevance only: the first of the equally relevant records
+    plain = LongTermMemory(LongTermMemoryConfig(top_n=1, min_records=100, recall_importance=0))
+    run(plain.remember(ctx, [MemoryRecord("heat dull", importance=2), MemoryRecord("heat big", importance=9)]))
+    assert [r.text for r in run(plain.recall(ctx, "heat", 5))] == ["heat dull"]
+    # with recency: a record read an hour ago outranks an equally relevant one read two days ago
+    timed = LongTermMemory(LongTermMemoryConfig(top_n=1, min_records=100, recall_importance=0, recall_recency=1.0))
+    timed.store.records = [MemoryRecord("heat old", created=T0, last_access=T0 - timedelta(hours=48), id="a"),
+                           MemoryRecord("heat new", created=T0, last_access=T0 - timedelta(hours=1), id="b")]
+    assert [r.text for r in run(timed.recall(ctx, "heat", 5))] == ["heat new"]
+
+
 def test_records_flow_sensory_short_long_and_ablations_skip_a_tier():
     rules = {"high-level insight": "Ada loves heist films.", **SENSORY_RULES}
     tiers = {"memory.sensory": SensoryMemory(), "memory.short_term": ShortTermMemory(ShortTermMemoryConfig(enhance_k=1, similarity_threshold=0.5)),
@@ -172,8 +239,8 @@ def test_records_flow_sensory_short_long_and_ablations_skip_a_tier():
     # w/o short: sensory records go straight to long-term memory
     no_short = {"memory.sensory": SensoryMemory(), "memory.long_term": LongTermMemory()}
     ctx = make_ctx(rules=rules, components=no_short)
-    run(agent_memory(ctx.agent).remember(ctx, [MemoryRecord("Ada enters")]))
-    assert [r.text for r in no_short["memory.long_term"].records] == ["Ada entered the recommender system."]
+    run(agent_memory(ctx.agent).remember(ctx, [MemoryRecord("Ada enters"), MemoryRecord("Ada watched <Heat>")]))
+    assert [r.text for r in no_short["memory.long_term"].records] == ["Ada watched Heat and loved the bank heist."]
 
 
 def test_reflection_adds_insights_and_merges_duplicates():
@@ -204,3 +271,26 @@ def test_state_round_trips_and_vectors_are_rebuilt():
     again = LongTermMemory()
     again.set_state(long_term.get_state())
     assert again.get_state() == long_term.get_state()
+
+
+def test_in_a_run_routine_events_stay_out_and_watches_stay_in(run_scenario, make_plugins):
+    """Importance at work in a whole run (the oracle scores by the prompt's scale): entering and
+    leaving never pass sensory memory, watches do and are still remembered at the end."""
+    import sqlite3
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    plugins = make_plugins(enable=["townsquare.testing.oracle"])
+    run_dir, _ = run_scenario(examples / "conformity.toml", plugins=plugins, overrides=["rounds=6", "llm.name=oracle"])
+    _, state = run_dir.latest_checkpoint()
+    kept = [r["text"] for a in state["agents"].values() for slot in ("memory.short_term", "memory.long_term")
+            for r in a["components"][slot]["records"]]
+    assert kept and not [t for t in kept if " enters the recommender system" in t or " leaves the recommender system" in t]
+    sensed = [r for a in state["agents"].values() for r in a["components"]["memory.sensory"]["records"]]
+    assert any(r["importance"] < 7 for r in sensed)  # routine observations were scored low and stopped there
+    db = sqlite3.connect(run_dir.events_path)
+    watches = db.execute("SELECT agent_id, json_extract(detail, '$.title') FROM actions WHERE kind = 'watch'").fetchall()
+    remembered = [1 for agent, title in watches
+                  if any(f"<{title}>" in r["text"] for slot in ("memory.short_term", "memory.long_term")
+                         for r in state["agents"][agent]["components"][slot]["records"])]
+    assert watches and len(remembered) >= 0.8 * len(watches)

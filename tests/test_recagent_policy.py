@@ -15,7 +15,7 @@ from townsquare.platforms.recsys import RECSYS_ACTIONS
 DATA = ROOT / "tests" / "data" / "recsys"
 RULES = {
     "high-level insight": "This person enjoys tense thrillers.",
-    "rate how important": '{"sentence": "Something happened at the movies.", "importance": 6}',
+    "rate how important": '{"sentence": "Something happened at the movies.", "importance": 8}',
     "one or two sentences": "Have you seen <Heat (1995)>? It is great. [END]",
     "Share your personal feelings": "Tense and stylish.",
     "would you rate it": "8",

@@ -58,7 +58,10 @@ def test_movielens_profiles_take_interests_from_earlier_ratings():
     [one, two] = source.load(2, np.random.default_rng(0))
     # user 1, earlier half: Heat (Action|Crime|Thriller, 4.0), Blade Runner (Action|Sci-Fi|Thriller, 5.0)
     assert one.name == "MovieLens user 1" and one.fields["interests"] == ["action movies", "thriller movies"]
-    assert one.fields["watched"] == ["Heat (1995)", "Blade Runner (1982)"] and one.fields["future_items"] == ["5", "6"]
+    assert one.fields["history"] == [{"id": "2", "title": "Heat (1995)", "rating": 4.0},
+                                     {"id": "4", "title": "Blade Runner (1982)", "rating": 5.0}]
+    assert one.fields["future_items"] == ["5", "6"] and one.fields["favourites"] == ["Blade Runner (1982)", "Heat (1995)"]
+    assert "My favourite movies include Blade Runner (1982), Heat (1995)." in one.text
     # user 2, earlier half: Toy Story 3.0 (below 3.5, not liked), Heat 4.0
     assert two.fields["interests"] == ["action movies", "crime movies"]
     with pytest.raises(UsageError, match="MovieLens user 99 has no ratings"):
@@ -91,3 +94,67 @@ def test_shared_recagent_profiles_load():
     personas = source.load(20, np.random.default_rng(0))
     assert personas[0].name == "David Smith" and personas[0].fields["interests"] == ["sci-fi movies", "comedy movies"]
     assert any(p.fields["friends"] for p in personas)
+
+
+@pytest.mark.parametrize("folder,layout", [("ml-mini", "ml-latest-small"), ("ml-100k-mini", "ml-100k"), ("ml-1m-mini", "ml-1m")])
+def test_the_three_movielens_layouts_load_alike(folder, layout):
+    from townsquare.api import load_movielens_data
+    from townsquare.platforms.recsys.catalogue import load_movielens
+
+    data = load_movielens_data(DATA / folder)
+    assert data.layout == layout and len(data.items) == 8 and len(data.ratings) == 10
+    heat = next(i for i in data.items if i.id == "2")
+    assert heat.title == "Heat (1995)" and heat.genres == ("Action", "Crime", "Thriller")
+    assert next(i for i in data.items if i.title.startswith("Some Untagged")).genres == ()  # none listed / "unknown"
+    histories = data.histories()
+    assert [r.item for r in histories["1"]] == ["2", "4", "5", "6"] and histories["1"][0].timestamp == 1000
+    catalogue = load_movielens(DATA / folder)
+    assert catalogue.get("2").prior_count == 3 and catalogue.find_title("heat").id == "2"
+    source = MovieLensProfiles(RecAgentProfilesConfig(path=str(DATA / folder), history_fraction=0.5, top_genres=2), ".")
+    one = source.load(1, np.random.default_rng(0))[0]
+    assert [h["title"] for h in one.fields["history"]] == ["Heat (1995)", "Blade Runner (1982)"]
+    assert one.fields["future_items"] == ["5", "6"]
+
+
+def test_movielens_demographics_reach_the_profile():
+    hundred = MovieLensProfiles(RecAgentProfilesConfig(path=str(DATA / "ml-100k-mini")), ".").load(2, np.random.default_rng(0))
+    assert (hundred[0].fields["age"], hundred[0].fields["gender"], hundred[0].fields["career"]) == (24, "male", "technician")
+    assert hundred[1].text.startswith("I am MovieLens user 2, 53 years old, female, writer.")
+    million = MovieLensProfiles(RecAgentProfilesConfig(path=str(DATA / "ml-1m-mini")), ".").load(3, np.random.default_rng(0))
+    assert (million[0].fields["age_group"], million[0].fields["gender"], million[0].fields["career"]) == ("under 18", "female", "K-12 student")
+    assert million[1].text.startswith("I am MovieLens user 2, aged 56+, male, self-employed.")
+    assert "Amélie (2001)" in {i.title for i in source_items(DATA / "ml-1m-mini")}  # Latin-1, as MovieLens writes it
+
+
+def source_items(folder):
+    from townsquare.api import load_movielens_data
+
+    return load_movielens_data(folder).items
+
+
+def test_bad_movielens_files_stop_with_one_line(tmp_path):
+    from townsquare.api import load_movielens_data
+
+    folder = tmp_path / "ml-1m"
+    folder.mkdir()
+    (folder / "movies.dat").write_text("1::Toy Story (1995)::Comedy\n2::only two fields\n")
+    with pytest.raises(UsageError, match=r"movies.dat: line 2: expected 3 fields separated by '::', found 2"):
+        load_movielens_data(folder)
+    (folder / "movies.dat").write_text("1::Toy Story (1995)::Comedy\n")
+    (folder / "ratings.dat").write_text("1::1::five::978300760\n")
+    with pytest.raises(UsageError, match=r"ratings.dat: line 1: rating and timestamp must be numbers"):
+        load_movielens_data(folder)
+    hundred = tmp_path / "ml-100k"
+    hundred.mkdir()
+    (hundred / "u.item").write_text("1|Toy Story (1995)|01-Jan-1995||url|" + "|".join(["2"] * 19) + "\n")
+    with pytest.raises(UsageError, match=r"u.item: line 1: genre flags must be 0 or 1"):
+        load_movielens_data(hundred)
+
+
+def test_a_persona_keeps_at_most_history_limit_ratings_each_side():
+    source = MovieLensProfiles(RecAgentProfilesConfig(path=str(DATA / "ml-mini"), history_fraction=0.5, history_limit=1), ".")
+    one = source.load(1, np.random.default_rng(0))[0]
+    # user 1: earlier Heat, Blade Runner (the latest kept); later Alien, Casablanca (the first kept)
+    assert [h["title"] for h in one.fields["history"]] == ["Blade Runner (1982)"] and one.fields["future_items"] == ["5"]
+    assert one.fields["interests"] == ["action movies", "thriller movies", "crime movies"]  # from every earlier rating
+    assert RecAgentProfilesConfig().history_limit is None  # all, by default

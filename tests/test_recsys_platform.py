@@ -23,11 +23,12 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def make_platform(recommender=None, friends=None):
-    platform = RecsysPlatform(load_movielens(MINI), recommender or ItemPopularity())
+def make_platform(recommender=None, friends=None, history=None, **settings):
+    platform = RecsysPlatform(load_movielens(MINI), recommender or ItemPopularity(), **settings)
     friends = friends or {"Ada": ["Bo"], "Bo": ["Ada", "Cy"], "Cy": []}
     for k, name in enumerate(friends):
-        agent = Agent(f"u-{k + 1}", k, "u", Persona(name, fields={"friends": friends[name]}), 1.0, np.random.default_rng(k))
+        fields = {"friends": friends[name], "history": (history or {}).get(name, [])}
+        agent = Agent(f"u-{k + 1}", k, "u", Persona(name, fields=fields), 1.0, np.random.default_rng(k))
         platform.join(agent)
         run(platform.register_account(agent.id, name, ""))
     return platform
@@ -61,8 +62,10 @@ def test_bad_catalogue_files_stop_with_one_line(tmp_path):
     (bad / "movies.csv").write_text("movieId,name\n1,x\n")
     with pytest.raises(UsageError, match=r"movies.csv: missing column 'title'"):
         load_movielens(bad)
-    with pytest.raises(UsageError, match=r"no such catalogue file"):
+    with pytest.raises(UsageError, match=r"absent: no such MovieLens folder"):
         load_movielens(tmp_path / "absent")
+    with pytest.raises(UsageError, match=r"not a MovieLens folder \(expected movies.csv, u.item or movies.dat\)"):
+        load_movielens(tmp_path)
     with pytest.raises(UsageError, match=r"platform.path: catalogue 'movielens' needs a path"):
         load_catalogue(RecsysConfig(catalogue="movielens"))
 
@@ -74,7 +77,7 @@ def test_synthetic_catalogue_is_deterministic():
 
 
 def test_popularity_ranks_by_watches_plus_prior_and_skips_watched():
-    platform = make_platform(ItemPopularity(ItemPopularityConfig(prior_weight=1.0, max_shown=2)))
+    platform = make_platform(ItemPopularity(ItemPopularityConfig(prior_weight=1.0, max_shown=2)), reshow=True)
     assert [i.id for i in platform.recommend("u-1", 3)] == ["2", "6", "1"]  # 3 ratings, 2, then catalogue order
     apply(platform, Action("u-2", "watch", target_post="8", detail={"rating": 8}),
           Action("u-3", "watch", target_post="8", detail={"rating": 6}),
@@ -82,6 +85,33 @@ def test_popularity_ranks_by_watches_plus_prior_and_skips_watched():
     assert [i.id for i in platform.recommend("u-1", 3)] == ["8", "6", "1"]  # 8: 1 + 2 watches; 2 watched by u-1
     apply(platform, Action("u-1", "recommend", post_ids=("8", "6")), Action("u-1", "next_page", post_ids=("8",)))
     assert [i.id for i in platform.recommend("u-1", 3)] == ["6", "1", "3"]  # 8 shown twice: to the end
+
+
+def test_items_once_shown_are_never_offered_again_by_default():
+    platform = make_platform()
+    assert [i.id for i in platform.recommend("u-1", 3)] == ["2", "6", "1"]
+    apply(platform, Action("u-1", "recommend", post_ids=("2", "6")), Action("u-1", "search", text="blade", post_ids=("4",)))
+    assert [i.id for i in platform.recommend("u-1", 3)] == ["1", "3", "5"]  # 2 and 6 shown, 4 found by search
+    assert [i.id for i in platform.recommend("u-2", 3)] == ["2", "6", "1"]  # another user's pages are their own
+    assert [i.id for i in make_platform(reshow=True).recommend("u-1", 1)] == ["2"]
+
+
+def test_items_rated_before_the_run_are_never_offered_and_train_the_log():
+    history = {"Ada": [{"id": "2", "title": "Heat (1995)", "rating": 4.5}, {"id": "6", "title": "x", "rating": 1.0}]}
+    platform = make_platform(history=history)
+    assert platform.rated_before("u-1") == {"2", "6"}
+    offered = [i.id for i in platform.recommend("u-1", 10)]
+    assert "2" not in offered and "6" not in offered and len(offered) == len(platform.catalogue) - 2
+    # the earlier ratings are in the log on the 1-10 scale, once, as the user's watches
+    assert platform.interactions.ratings["u-1"] == {"2": 9.0, "6": 2.0} and platform.interactions.watch_counts["2"] == 1
+    platform.join(platform.members["u-1"])  # joining again (a rebuilt agent) adds nothing
+    assert platform.interactions.watched["u-1"] == ["2", "6"]
+    # settings: offered again when exclude_seen is off; not in the log without history_in_log
+    loose = make_platform(history=history, exclude_seen=False, history_in_log=False)
+    assert "2" in [i.id for i in loose.recommend("u-1", 10)] and "u-1" not in loose.interactions.watched
+    # a watch in the run is excluded too, and every catalogue item is reachable for the others
+    apply(platform, Action("u-2", "watch", target_post="4", detail={"rating": 7}))
+    assert "4" not in [i.id for i in platform.recommend("u-2", 10)]
 
 
 def test_random_recommender_uses_the_viewer_generator():

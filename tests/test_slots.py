@@ -97,24 +97,25 @@ ZHOU = """
 [[populations]]
 name = "users"
 count = 2
-slots = {{ policy = "social_agent", "memory.short_term" = "{memory}" }}
+slots = {{ policy = "{policy}", "memory.short_term" = "{memory}" }}
 [populations.personas]
 name = "inline"
 items = [{{ name = "Ada", sentences = ["I love hiking."] }}, {{ name = "Bo", sentences = ["I play jazz."] }}]
 """
 
 
-def _zhou(memory: str) -> str:
-    return 'name = "z"\nrounds = 1\n[activity]\nmodel = "always"\n[llm]\nname = "scripted"\n' + ZHOU.format(memory=memory)
+def _zhou(memory: str, policy: str = "social_agent") -> str:
+    return 'name = "z"\nrounds = 1\n[activity]\nmodel = "always"\n[llm]\nname = "scripted"\n' + ZHOU.format(memory=memory, policy=policy)
 
 
-def test_a_short_term_memory_without_the_duplicate_check_fails_loudly(make_plugins, write_scenario, run_scenario):
+@pytest.mark.parametrize("policy", ["social_agent", "social_agent_routed", "social_agent_combined"])
+def test_a_short_term_memory_without_the_duplicate_check_fails_loudly(make_plugins, write_scenario, run_scenario, policy):
     plugin = _plugin("plainmem", townsquare_register_memory=[
         MemorySpec("plain_short_term", lambda config, ctx: PlainShortTerm(), memory_kind="short_term")])
     plugins = make_plugins(plugin, enable=["townsquare.testing.scripted"])
     with pytest.raises(ComponentError, match=r"component 'plain_short_term' \(plugin 'plainmem'\) in slot memory.short_term "
-                                             r"lacks max_attempts\(\) of DuplicateCheck, which policy 'social_agent' requires"):
-        run_scenario(write_scenario(_zhou("plain_short_term")), plugins=plugins)
+                                             rf"lacks max_attempts\(\) of DuplicateCheck, which policy '{policy}' requires"):
+        run_scenario(write_scenario(_zhou("plain_short_term", policy)), plugins=plugins)
 
 
 class NoRecall(NoStep):

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from helpers import cli_in_process, count_scripted_calls
 from test_some_tools import DATA, make_run
 
 SCRIPTED = ["-p", "townsquare.testing.scripted"]
@@ -101,7 +102,7 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_is_written(run_dir):
 
 
 def test_the_suite_runs_on_the_run_and_replays_from_its_cache(run_dir):
-    out = cli("eval", "some", str(run_dir))
+    out = cli("eval", "some", str(run_dir), "--label-with-agent")
     assert out.returncode == 0, out.stderr
     table = {line.split()[0]: line.split() for line in out.stdout.splitlines()[1:] if line.split()[0] in
              ("RED", "SES", "UBP", "UEA", "UCS", "MCR", "SMQ")}
@@ -137,7 +138,7 @@ def test_the_suite_runs_on_the_run_and_replays_from_its_cache(run_dir):
     answers = cache.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
     cache.close()
 
-    again = cli("eval", "some", str(run_dir))
+    again = cli("eval", "some", str(run_dir), "--label-with-agent")
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines()[:9] == out.stdout.splitlines()[:9]
     cache = sqlite3.connect(some / "llm_cache.sqlite")
@@ -148,7 +149,7 @@ def test_the_suite_runs_on_the_run_and_replays_from_its_cache(run_dir):
 
     section = some_section(run_dir)
     assert "<td>UBP</td><td class=\"num\">10</td><td class=\"num\">50.0</td>" in section
-    assert "Agent scripted:scripted-test-model" in section and "labels from round 3 on" in section
+    assert "Agent scripted, judged by scripted" in section and "labels from round 3 on" in section
 
 
 def test_somes_own_files_with_a_database_and_its_knowledge_base(run_dir, tmp_path):
@@ -208,3 +209,63 @@ def test_the_report_section_is_absent_without_an_evaluation_and_says_so_when_bro
     section = some_section(tmp_path)
     assert '<td class="num">75.0</td><td>–</td><td class="num">100.0</td>' in section
     assert "Mean of ACC/score over 1 tasks: 75.0" in section and "MID: skipped" in section
+
+
+def in_process(capsys, *args):
+    return cli_in_process(capsys, *args, *SCRIPTED)
+
+
+def test_uea_labels_never_come_from_the_agent_unless_asked_and_p_is_honoured(run_dir, tmp_path, capsys):
+    sys.path.insert(0, str(DATA.parent.parent / "support"))
+    code, out, err = in_process(capsys, "eval", "some", str(run_dir), "--tasks", "UEA,SMQ", "--per-task", "2", "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    assert "warning: UEA: skipped: its labels on a run come from an LLM, and that LLM would be the agent's own" in err
+    assert "warning: the judge is the agent's own model (scripted)" in err
+    assert "UEA" not in out and "SMQ" in out
+    code, _, err = in_process(capsys, "eval", "some", str(run_dir), "--tasks", "UEA", "--out", str(tmp_path / "b"))
+    assert code == 2 and "UEA: skipped" in err
+    # a labeller that is another model (a plugin loaded with -p, which eval some honours)
+    code, out, err = in_process(capsys, "eval", "some", str(run_dir), "--tasks", "UEA", "--labeller", "strict_judge",
+                                "--out", str(tmp_path / "c"), "-p", "personagym_strict_judge")
+    assert code == 0, err
+    db = sqlite3.connect(tmp_path / "c" / "llm_calls.sqlite")
+    labelled_by = {p for (p,) in db.execute("SELECT DISTINCT provider FROM llm_calls WHERE purpose LIKE 'some.label%'")}
+    db.close()
+    assert labelled_by == {"strict_judge"} and "UEA" in out
+    assert json.loads((tmp_path / "c" / "summary.json").read_text())["labeller"] == "strict_judge"
+
+
+def test_estimate_and_a_budget_stop_that_names_the_command(run_dir, tmp_path, capsys, monkeypatch):
+    calls = count_scripted_calls(monkeypatch)
+    code, out, err = in_process(capsys, "eval", "some", str(run_dir), "--tasks", "UBP,SMQ", "--per-task", "4", "--estimate",
+                                "--out", str(tmp_path / "est"))
+    assert code == 0, err
+    assert calls == [] and not (tmp_path / "est").exists()
+    assert "ESTIMATE: " in out and "some.step" in out and "at most" in out
+    code, _, err = in_process(capsys, "eval", "some", str(run_dir), "--tasks", "UBP,SMQ", "--per-task", "4",
+                              "--set", "plugins.llm_budget.max_calls=5", "--out", str(tmp_path / "stopped"))
+    assert code == 3, err
+    assert f"raise it with: townsquare eval some {run_dir} " in err and err.strip().endswith("--set plugins.llm_budget.max_calls=10")
+    assert 0 < len(calls) <= 5
+
+
+@pytest.mark.shared_data
+def test_the_released_ground_truth_loads_and_scores_with_the_scripted_model(run_dir, tmp_path, capsys):
+    from helpers import SHARED_DATA
+
+    released = SHARED_DATA / "some"
+    if not (released / "misinformation_detection" / "ground_truth.json").is_file():
+        pytest.skip("../shared/data/some is absent")
+    code, out, err = in_process(capsys, "eval", "some", str(run_dir), "--some-data", str(released), "--per-task", "2",
+                                "--out", str(tmp_path / "released"))
+    assert code == 0, err
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:] if line.split() and line.split()[0].isupper()}
+    # the tasks whose ground truth carries its own text run (claims, questions, event windows, topics)
+    assert {"MID", "RED", "SES", "SMQ"} <= set(rows) and all(rows[t][1] == "2" for t in ("MID", "RED", "SES", "SMQ"))
+    # MID: the scripted agent says mostly-true, which is right only for a "true" claim (released labels true/half/false)
+    results = json.loads((tmp_path / "released" / "results.json").read_text())
+    mid = [r for r in results if r["task"] == "misinformation_detection"]
+    assert all(r["correct"] == (r["label"] == "true") for r in mid) and all(r["extracted"] == "mostly-true" for r in mid)
+    # the user-centred tasks need SoMe's post database, which is not released with the ground truth: said so
+    for short in ("UBP", "MCR", "UCS", "UEA"):
+        assert f"{short}: " in err and "queries skipped: their posts are not in" in err

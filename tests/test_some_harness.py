@@ -189,7 +189,7 @@ def test_the_harness_scores_queries_through_the_chain_and_replays_from_the_cache
             assert provider.calls == 7  # two replies per query, one judge call
         else:
             assert provider.calls == 0  # the same evaluation again: every answer from the cache
-        assert {r.agent_id for r in chain.records} == {"some/UBP/a", "some/UBP/b", "some/SMQ/c", "some-judge0/SMQ/c"}
+        assert {r.agent_id for r in chain.records} == {"some/UBP/a", "some/UBP/b", "some/SMQ/c", "some-judge[0]/SMQ/c"}
     first, again = results
     assert [(r.extracted, r.correct, r.completed, r.score) for r in first] == \
         [("yes", True, True, None), ("yes", False, True, None), (None, None, True, 80.0)]
@@ -214,3 +214,49 @@ def test_a_failing_llm_ends_one_query_and_the_evaluation_goes_on(tmp_path):
     assert [r.status for r in results] == ["answered", "llm_failure", "answered"]
     assert not results[1].completed and results[1].extracted == "error" and "503" in results[1].error
     assert "error" in chain.statuses()
+
+
+def test_each_task_offers_the_released_tools_only(tmp_path):
+    seen = []
+
+    class Recording(ScriptedLLM):
+        async def complete(self, request):
+            seen.append(request)
+            return await super().complete(request)
+
+    rules = {"Is the user with ID": '{"tool": "post_search", "arguments": {"location": "x", "start_time": "a", "end_time": "b"}}',
+             "Result of post_search": '{"answer": "yes"}'}
+    chain = build_chain(Recording(ScriptedConfig(rules=rules)), agent_id=None)
+    harness = Harness(chain.client, [chain.client], topic_embed, PROMPTS, HarnessSettings())
+    mcr = Query("media_content_recommend", "m", "Is the user with ID users-0001 interested in this post? ```bread```", "yes")
+    result = run(harness.evaluate([mcr], lambda task: corpus(tmp_path)))[0]
+    # MCR's agent has SearchUser and DataFolder (the released test_media_content_recommend.py): post_search is no tool of its
+    assert result.tool_calls[0]["ok"] is False and "the tools are: user_search, data_folder" in result.tool_calls[0]["result"]
+    first = seen[0]
+    offered = [alt["properties"]["tool"]["const"] for alt in first.json_schema["oneOf"] if "tool" in alt["properties"]]
+    assert offered == ["user_search", "data_folder"] and '"name": "post_search"' not in first.messages[0].content
+    assert [TASKS[n].tools for n in ("misinformation_detection", "streaming_event_summary")] == \
+        [("knowledge_retrieve",), ("data_folder", "topic_search")]
+
+
+def test_a_judged_answer_that_scores_zero_is_checked_for_completion_and_a_long_one_fails(tmp_path):
+    rules = {"Reference answer": "Accuracy: 0", "Does the answer try to answer": "complete",
+             "What does users-0001": '{"answer": "I could not find it, but probably football."}',
+             "What does users-0002": '{"answer": "' + "very long " * 600 + '"}',
+             "What does users-0003": '{"answer": "Error: the tool failed."}'}
+    provider, chain = scripted(rules)
+    harness = Harness(chain.client, [chain.client], topic_embed, PROMPTS, HarnessSettings())
+    asked = [Query("social_media_question_answering", f"q{i}", f"What does users-000{i} post about?", "running") for i in (1, 2)]
+    first, long = run(harness.evaluate(asked, lambda task: corpus(tmp_path)))
+    # a wrong answer scores 0 but did the task (the released TCR's check says so): completed
+    assert (first.score, first.completed) == (0.0, True)
+    # an answer over 5,000 characters scores 0 unjudged and is not completed (the released scoring)
+    assert (long.score, long.completed) == (0.0, False) and long.criteria == {}
+    purposes = [r.purpose for r in chain.records]
+    assert purposes.count("some.complete.smq") == 1 and purposes.count("some.score.smq") == 1
+    provider, chain = scripted({**rules, "Does the answer try to answer": "incomplete"})
+    harness = Harness(chain.client, [chain.client], topic_embed, PROMPTS, HarnessSettings())
+    failed = run(harness.evaluate([Query("social_media_question_answering", "q3", "What does users-0003 post about?", "running")],
+                                  lambda task: corpus(tmp_path)))[0]
+    assert (failed.score, failed.completed) == (0.0, False)
+    assert summarise(TASKS["social_media_question_answering"], [first, long, failed]).tcr == pytest.approx(100 / 3)

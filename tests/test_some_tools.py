@@ -47,6 +47,16 @@ ACTIONS = [
     (5, 3, "like", "p5", None, None),
 ]
 
+#: (round, agent index, post ids shown): what each agent browsed; negatives come from these
+BROWSES = [
+    (1, 1, ["p1", "p3"]),
+    (3, 0, ["p4", "p2", "p3", "p6"]),
+    (3, 1, ["p1", "p3", "p7"]),
+    (4, 2, ["p6", "p4", "p10"]),
+    (4, 3, ["p1", "p2"]),
+    (5, 3, ["p5", "p7", "p3"]),
+]
+
 
 def time_of(round: int) -> str:
     from datetime import datetime, timedelta
@@ -70,7 +80,9 @@ def make_run(events: Path, agent_ids: list[str] | None = None, rounds: int = 6) 
                        [(pid, ids[a], r, time_of(r), text, reply, None) for pid, a, r, text, reply in POSTS])
         db.executemany("INSERT INTO actions (round, created_at, agent_id, kind, target_post, target_agent, text, post_ids, ok, result_id, error, detail)"
                        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                       [(r, time_of(r), ids[a], k, t, None, x, None, 1, res, None, None) for r, a, k, t, x, res in ACTIONS])
+                       [(r, time_of(r), ids[a], k, t, None, x, None, 1, res, None, None) for r, a, k, t, x, res in ACTIONS]
+                       + [(r, time_of(r), ids[a], "browse", None, None, None, json.dumps(shown), 1, None, None, None)
+                          for r, a, shown in BROWSES])
         db.executemany("INSERT INTO follows (round, created_at, follower, followee, kind) VALUES (?,?,?,?,?)",
                        [(0, time_of(0), ids[1], ids[0], "follow"), (1, time_of(1), ids[2], ids[0], "follow"),
                         (4, time_of(4), ids[3], ids[0], "follow")])

@@ -40,8 +40,12 @@ def test_behaviour_labels_come_from_later_actions_with_balanced_negatives(log):
     assert sorted(ubp) == ["comment", "like", "repost"]
     like = ubp["like"]["users-0001"]
     assert like[0] == {"weibo_id": "p4", "label": "是"} and like[1]["label"] == "否"
-    # a negative: published before the split, not alice's, never liked by her
+    # a negative: shown to her from the split on (round 3: p4, p2, p3, p6), not hers, never liked by her
     assert like[1]["weibo_id"] in {"p2", "p3", "p6"}
+    # bob's comment negative comes from what he was shown from round 3 on (p1, p3, p7), not from round 1
+    assert ubp["comment"]["users-0002"][1]["weibo_id"] in {"p3", "p7"}
+    dave = {e["weibo_id"] for e in ubp["like"]["users-0004"] if e["label"] == "否"}
+    assert dave <= {"p7", "p3", "p1", "p2"} and "p5" not in dave
     assert ubp["like"]["users-0004"][0] == {"weibo_id": "p5", "label": "是"}
     assert ubp["comment"]["users-0002"][0] == {"weibo_id": "p1", "comment": "Great pace, keep going!", "label": "是"}
     assert ubp["repost"]["users-0003"][0] == {"weibo_id": "p6", "repost": "", "label": "是"}

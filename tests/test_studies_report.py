@@ -18,7 +18,8 @@ def test_report_plots_sibling_cocoon_runs_and_conformity(tmp_path, run_scenario)
     assert "Information cocoon and conformity" in page
     assert "cocoon-mf (this run)" in page and "cocoon-rec" in page and "end / highest" in page
 
-    conformity, _ = run_scenario(EXAMPLES / "conformity.toml", overrides=["rounds=3"], out=tmp_path / "conf")
+    offline = ["rounds=3", "plugins.conformity.rater=embedding", "populations.0.slots.policy=embedding_items"]
+    conformity, _ = run_scenario(EXAMPLES / "conformity.toml", overrides=offline, out=tmp_path / "conf")
     page = build_report(conformity.path, with_similarity=False)[0].read_text(encoding="utf-8")
     assert "AC(i)" in page and "cocoon-mf" not in page
 

@@ -1,9 +1,10 @@
-"""The town agent's parts (issue 13): the recursive location choice stays among known places,
+"""The town agent's parts: the recursive location choice stays among known places,
 Park §7.1's measures on a hand-built log, and the engine refusing a social action in the town."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from datetime import datetime
 from types import SimpleNamespace
@@ -17,7 +18,7 @@ from townsquare.plugins.generative_agents.planning.location import choose_locati
 from townsquare.plugins.generative_agents.policy.town_agent import REQUIRED, seed_sentences
 from townsquare.plugins.generative_agents.prompt_files import load_prompts
 from townsquare.plugins.generative_agents.town_metrics import (
-    TownMetrics, TownMetricsConfig, acquaintances, at_place, density, diffusion_share,
+    TopicConfig, TownMetrics, TownMetricsConfig, acquaintances, at_place, density, diffusion_share,
 )
 
 PROMPTS = load_prompts("town", REQUIRED)
@@ -100,31 +101,56 @@ def make_agent(agent_id):
     return Agent(id=agent_id, persona=Persona(NAMES[agent_id]), components={"memory.stream": memory})
 
 
-def test_the_metric_reads_memories_and_counts_attendance_in_the_window():
+def test_the_metric_reads_memories_and_counts_invited_guests_in_the_window():
     positions = {"a": "the Ville:Hobbs Cafe:cafe", "b": "the Ville:Hobbs Cafe:cafe", "c": "the Ville:Oak Hill College:library"}
-    platform = SimpleNamespace(where=positions.get)
-    metric = TownMetrics(TownMetricsConfig(start=datetime(2023, 2, 14, 17), end=datetime(2023, 2, 14, 19)))
+    doing = {"a": "hosting the party", "b": "eating dinner", "c": "reading"}
+    platform = SimpleNamespace(where=positions.get, doing=doing.get)
+    party = TopicConfig(pattern="valentine|party", place="Hobbs Cafe", start=datetime(2023, 2, 14, 17), end=datetime(2023, 2, 14, 19))
+    metric = TownMetrics(TownMetricsConfig(topics={"party": party}))
     agents = [make_agent(a) for a in "abc"]
 
     def measure(now):
         return asyncio.run(metric.measure(RoundView(round=0, now=now, platform=platform, agents=agents, actions=[])))
 
     before = measure("2023-02-14T16:00:00")
-    assert before["knows_topic"] == pytest.approx(2 / 3) and before["informed"] == 2.0
-    assert (before["knows.a"], before["knows.b"], before["knows.c"]) == (1.0, 1.0, 0.0)
+    # Ann's seed and Ben's conversation mention the party; Cy only saw people at the cafe: not heard
+    assert before["party.heard"] == 2.0 and before["party.share"] == pytest.approx(2 / 3)
+    assert (before["party.heard.a"], before["party.heard.b"], before["party.heard.c"]) == (1.0, 1.0, 0.0)
+    assert before["party.guests"] == 1.0  # Ben: Ann hosts (her seed mentions it)
     # observations ("Cy Tan is at Hobbs Cafe") are not acquaintance: only a-b (seed and chat)
     assert before["density"] == pytest.approx(2 / 6)
-    assert before["at_place"] == 0.0 and before["attended"] == 0.0
+    assert (before["party.at_place"], before["party.present_guests"], before["party.attended_guests"]) == (0.0, 0.0, 0.0)
     during = measure("2023-02-14T17:30:00")
-    assert during["at_place"] == 2.0 and during["attended"] == 2.0 and during["attended_informed"] == 2.0
-    positions["c"] = "the Ville:Hobbs Cafe:cafe"
-    positions["a"] = "the Ville:home:room"
+    # Ann and Ben are there; Ben is a guest present, but dining, not there for the party
+    assert (during["party.at_place"], during["party.present_guests"], during["party.attended_guests"]) == (2.0, 1.0, 0.0)
+    positions.update(c="the Ville:Hobbs Cafe:cafe", a="the Ville:home:room")
+    doing["b"] = "dancing at the Valentine's party"
     later = measure("2023-02-14T18:50:00")
-    assert later["at_place"] == 2.0 and later["attended"] == 3.0 and later["attended_informed"] == 2.0
-    assert measure("2023-02-14T19:00:00")["at_place"] == 0.0  # the window is [start, end)
+    # Cy comes but never heard of it: not a guest; Ben now came for the party
+    assert (later["party.at_place"], later["party.present_guests"], later["party.attended_guests"]) == (2.0, 1.0, 1.0)
+    assert measure("2023-02-14T19:00:00")["party.at_place"] == 0.0  # the window is [start, end)
     restored = TownMetrics(metric.config)
-    restored.set_state(metric.get_state())
-    assert restored.attended == {"a", "b", "c"}
+    restored.set_state(json.loads(json.dumps(metric.get_state())))
+    assert restored.get_state() == {"topics": {"party": {"present": ["b"], "attended": ["b"]}}}
+
+
+def test_hosts_and_staff_are_never_guests_and_topics_are_checked():
+    positions = {a: "the Ville:Hobbs Cafe:cafe" for a in "abc"}
+    platform = SimpleNamespace(where=positions.get, doing=lambda a: "at the party")
+    party = TopicConfig(pattern="party", hosts=["Cy Tan"], staff=["Ben Ode"], place="Hobbs Cafe",
+                        start=datetime(2023, 2, 14, 17), end=datetime(2023, 2, 14, 19))
+    metric = TownMetrics(TownMetricsConfig(topics={"party": party, "sam": TopicConfig(pattern="mayor")}))
+    view = RoundView(round=0, now="2023-02-14T17:00:00", platform=platform, agents=[make_agent(a) for a in "abc"], actions=[])
+    values = asyncio.run(metric.measure(view))
+    # Ann and Ben heard; Cy is named host, Ben is staff: Ann is the only guest
+    assert (values["party.guests"], values["party.attended_guests"], values["sam.heard"]) == (1.0, 1.0, 0.0)
+    assert "sam.guests" not in values  # a topic without a place has no attendance
+    with pytest.raises(ValueError, match="not a regular expression"):
+        TopicConfig(pattern="(party")
+    with pytest.raises(ValueError, match="end .* is not after start"):
+        TopicConfig(pattern="x", start=datetime(2023, 2, 14, 19), end=datetime(2023, 2, 14, 17))
+    with pytest.raises(ValueError, match="topic name"):
+        TownMetricsConfig(topics={"the party": party})
 
 
 # --------------------------------------------------------------------------- the engine refuses

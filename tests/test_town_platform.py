@@ -1,4 +1,4 @@
-"""The town platform (issue 13): the environment tree, spatial memory, perception sentences,
+"""The town platform: the environment tree, spatial memory, perception sentences,
 object states, the action vocabulary, and the seed-file loader (a small fixture in the
 original layout; the real bases when ../shared/data is there)."""
 
@@ -93,12 +93,40 @@ def test_moves_are_limited_to_known_arenas_and_visiting_teaches_the_arena():
     assert world.objects_of(platform.spatial_memory("t-0"), LIBRARY) == ["library table"]  # learned on arrival
 
 
+def test_what_an_agent_sees_it_learns_its_whole_sector():
+    platform = town()
+    # Klaus's seed knows his room and the common room; standing in his dorm he sees Maria's room too
+    assert "the Ville:Dorm for Oak Hill College:Maria Lopez's room" not in world.arenas(read_base(MINI).spatial["Klaus Mueller"])
+    assert set(world.arenas(platform.spatial_memory("t-2"))) == {
+        KLAUS_ROOM, "the Ville:Dorm for Oak Hill College:common room", "the Ville:Dorm for Oak Hill College:Maria Lopez's room",
+        LIBRARY, CAFE}
+    assert world.objects_of(platform.spatial_memory("t-2"), "the Ville:Dorm for Oak Hill College:Maria Lopez's room") == \
+        world.objects_of(platform.world.tree, "the Ville:Dorm for Oak Hill College:Maria Lopez's room")
+    # and so he can go there, which the seed alone did not allow
+    assert apply(platform, "t-2", "move", detail={"to": "the Ville:Dorm for Oak Hill College:Maria Lopez's room"}).ok
+
+
+def test_nobody_talks_to_a_sleeping_agent():
+    platform = town()
+    for a in ("t-0", "t-1"):
+        apply(platform, a, "move", round=3, detail={"to": CAFE, "activity": "drinking coffee"})
+    platform.on_round_start(5, None)  # Maria took no action in round 4: her plan had her asleep
+    assert platform.asleep("t-1") and "Maria Lopez is at Hobbs Cafe, cafe, sleeping" in platform.perceive("t-0")
+    refused = apply(platform, "t-0", "talk", round=5, target_agent="t-1")
+    assert not refused.ok and refused.error == "Maria Lopez is asleep"
+    apply(platform, "t-1", "wait", round=5, detail={"activity": "drinking coffee"})  # she acts this round: awake
+    assert not platform.asleep("t-1") and apply(platform, "t-0", "talk", round=5, target_agent="t-1").ok
+    apply(platform, "t-1", "wait", round=6, detail={"activity": "sleeping in her chair"})
+    platform.on_round_start(6, None)
+    assert platform.asleep("t-1")  # acting, but her activity says she sleeps
+
+
 def test_talk_needs_the_same_arena_and_one_conversation_per_round():
     platform = town()
     refused = apply(platform, "t-0", "talk", target_agent="t-1")
     assert not refused.ok and "is not in" in refused.error
     for a in ("t-0", "t-1", "t-2"):
-        apply(platform, a, "move", detail={"to": CAFE})
+        apply(platform, a, "move", round=3, detail={"to": CAFE})
     assert apply(platform, "t-0", "talk", round=3, target_agent="t-1").ok
     busy = apply(platform, "t-2", "talk", round=3, target_agent="t-1")
     assert not busy.ok and "already in a conversation" in busy.error
@@ -122,6 +150,21 @@ def test_state_round_trips():
     fresh.set_state(state)
     assert fresh.get_state() == platform.get_state()
     assert fresh.perceive("t-0") == platform.perceive("t-0")
+
+
+def test_housemates_join_the_seed_and_fields_hold_the_identity():
+    party = ROOT / "tests" / "data" / "smallville" / "base_party"
+    personas = {p.name: p for p in load_personas(SmallvillePersonasConfig(path=str(party)))}
+    assert personas["Klaus Mueller"].sentences[-1] == "Klaus Mueller lives in Dorm for Oak Hill College with Maria Lopez."
+    assert personas["Sam Moore"].sentences[-1] == "Sam Moore lives in Moore family's house with Jennifer Moore."
+    assert not any("lives in" in s for s in personas["Isabella Rodriguez"].sentences)
+    alone = load_personas(SmallvillePersonasConfig(path=str(party), housemates=False))
+    assert not any(" with " in s for p in alone for s in p.sentences if "lives in" in s)
+    # the persona's text holds each seed text once (a field that is also a sentence is not repeated)
+    assert personas["Klaus Mueller"].text.count("writing a research paper on gentrification") == 1
+    klaus = personas["Klaus Mueller"].fields
+    assert (klaus["innate"], klaus["recency_decay"], klaus["age"]) == ("kind, inquisitive, passionate", 0.995, 20)
+    assert klaus["daily_plan_req"].startswith("Klaus Mueller goes to the library")
 
 
 def test_personas_from_scratch_carry_the_seed_and_an_added_intention():

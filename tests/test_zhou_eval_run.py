@@ -16,6 +16,8 @@ from townsquare.plugins.report.zhou_command import evaluate_run
 from townsquare.plugins.report.zhou_judges import evaluation_persona
 from townsquare.plugins.report import tables
 
+from helpers import cli_in_process as cli, count_scripted_calls
+
 SCRIPTED = "townsquare.testing.scripted"
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -185,3 +187,69 @@ def test_without_an_llm_only_the_judges_are_refused(write_scenario, run_scenario
         evaluate_run(str(run_dir.path), similarity="embedder")
     with pytest.raises(UsageError, match="--nli 'bert'"):
         evaluate_run(str(run_dir.path), nli="bert")
+
+
+def test_eval_zhou_is_estimated_first_and_records_every_call(run, tmp_path, capsys, monkeypatch):
+    run_dir, _ = run
+    calls = count_scripted_calls(monkeypatch)
+    args = ["eval", "zhou", str(run_dir), "--similarity", "embedder", "--pairs", "5", "--texts", "2", "-p", SCRIPTED]
+    code, printed, err = cli(capsys, *args, "--estimate")
+    assert code == 0, err
+    assert calls == [] and not (run_dir / "zhou_eval.json").exists() and not (run_dir / "zhou_eval.sqlite").exists()
+    estimated = int(printed.split("ESTIMATE: ")[1].split(" LLM calls")[0])
+    assert estimated > 0 and "zhou.nli" in printed and "zhou.quality" in printed
+    code, printed, err = cli(capsys, *args, "--out", str(tmp_path / "z.json"))
+    assert code == 0, err
+    db = sqlite3.connect(tmp_path / "z.sqlite")
+    rows = db.execute("SELECT purpose, status FROM llm_calls").fetchall()
+    db.close()
+    # one row per call made (ok or error), and the estimate is every call but the repairs
+    assert len([r for r in rows if r[1] in ("ok", "error")]) == len(calls) > 0
+    assert estimated == sum(1 for purpose in calls if not purpose.endswith(".repair"))
+    assert f"{len(rows)} LLM calls" in printed and "z.sqlite" in printed
+    assert "note: the judge is scripted, the model the agents ran on" in printed
+    # again: answered from the run's cache, and the table holds each answer once
+    calls.clear()
+    code, _, err = cli(capsys, *args, "--out", str(tmp_path / "z.json"))
+    assert code == 0 and calls == [], err
+    db = sqlite3.connect(tmp_path / "z.sqlite")
+    assert db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0] == len(rows)
+    db.close()
+
+
+def test_a_budget_stop_names_the_eval_zhou_command(run, tmp_path, capsys):
+    run_dir, _ = run
+    code, _, err = cli(capsys, "eval", "zhou", str(run_dir), "--similarity", "embedder", "--pairs", "5", "--texts", "2",
+                       "--set", "plugins.llm_budget.max_calls=3", "-p", SCRIPTED)
+    assert code == 3 and "Traceback" not in err, err
+    assert f"raise it with: townsquare eval zhou {run_dir} " in err and err.strip().endswith("--set plugins.llm_budget.max_calls=6")
+    db = sqlite3.connect(run_dir / "zhou_eval.sqlite")
+    assert db.execute("SELECT COUNT(*) FROM llm_calls WHERE status = 'ok'").fetchone()[0] == 3
+    db.close()
+
+
+def test_likes_decided_by_the_similarity_rule_make_delta_bs_circular_and_say_so(write_scenario, run_scenario, make_plugins):
+    from helpers import scenario_text
+    from townsquare.plugins.report.build import build_report
+    from townsquare.plugins.report.zhou_text import format_result
+
+    run_dir, _ = run_scenario(write_scenario(scenario_text(rounds=4, count=4)), plugins=make_plugins())
+    result = evaluate_run(str(run_dir.path), similarity="embedder", nli="none", quality=False)
+    assert result.circular["like"]["by_similarity"] == result.circular["like"]["sessions"] > 0
+    assert result.circular["comment"]["by_similarity"] == 0
+    warning = next(n for n in result.notes if n.startswith("CIRCULAR: like"))
+    assert "positive by construction" in warning
+    assert "WARNING: CIRCULAR: like" in format_result(result)
+    (run_dir.path / "zhou_eval.json").write_text(json.dumps(result.to_json()))
+    page = build_report(run_dir.path)[0].read_text()
+    assert "<strong>CIRCULAR: like was decided by the persona-post similarity rule" in page
+
+
+def test_without_feed_stages_agents_that_never_browsed_are_initial_agents(write_scenario, run_scenario, make_plugins):
+    plugins = make_plugins(enable=[SCRIPTED])
+    unstaged = SCENARIO.format(nli="entailment").split("feed_stages = [")[0]
+    run_dir, _ = run_scenario(write_scenario(unstaged), plugins=plugins)
+    result = evaluate_run(str(run_dir.path), similarity="embedder", nli="none", quality=False, plugins=plugins)
+    # the initial agents (browse = false) only seeded the sandbox: they are not evaluated
+    assert result.regular == ["regular"] and [s.name for s in result.stages] == ["all rounds"]
+    assert result.followers["agents"] == 3

@@ -96,13 +96,14 @@ def test_bertscore_backend_uses_f1_with_the_persona_as_reference():
 def test_similarity_choice(monkeypatch):
     import townsquare.plugins.report.pair_similarity as ps
 
+    installed = ps.bert_score_available()
     monkeypatch.setattr(ps, "bert_score_available", lambda: False)
     assert isinstance(make_similarity("auto", lambda: (fake_embed, "fake")), EmbedderSimilarity)
     from townsquare.api import UsageError
 
     with pytest.raises(UsageError, match="--similarity 'bleu'"):
         make_similarity("bleu", lambda: (fake_embed, "fake"))
-    if not ps.bert_score_available():
+    if not installed:
         with pytest.raises(UsageError, match="needs the bert_score package"):
             make_similarity("bertscore", lambda: (fake_embed, "fake"))
 
@@ -248,8 +249,15 @@ def test_bertscore_that_cannot_load_falls_back_to_the_embedder_under_auto(monkey
         raise OSError("We couldn't connect to 'https://huggingface.co' to load this model\nmore detail")
 
     monkeypatch.setattr(ps, "bert_score_available", lambda: True)
-    monkeypatch.setattr(ps, "BertScoreSimilarity", lambda model_type=None: BertScoreSimilarity(model_type, scorer=offline))
+    monkeypatch.setattr(ps, "BertScoreSimilarity", lambda model_type=None, num_layers=None: BertScoreSimilarity(model_type, scorer=offline))
+    # its model is not on this machine: no download is tried under auto
+    monkeypatch.setattr(ps, "model_on_this_machine", lambda model_type: False)
     notes: list[str] = []
+    chosen = make_similarity("auto", lambda: (fake_embed, "fake"), notes=notes)
+    assert isinstance(chosen, EmbedderSimilarity) and "is not on this machine" in notes[0]
+    # it is, but fails to load
+    monkeypatch.setattr(ps, "model_on_this_machine", lambda model_type: True)
+    notes = []
     chosen = make_similarity("auto", lambda: (fake_embed, "fake"), notes=notes)
     assert isinstance(chosen, EmbedderSimilarity)
     assert notes == ["BERTScore failed: OSError: We couldn't connect to 'https://huggingface.co' to load this model; "

@@ -23,11 +23,7 @@ PACKAGE_DIRS = {"core": "townsquare", "plugins": "townsquare.plugins", "platform
 PLUGIN_SURFACE = ("townsquare.api", "townsquare.testing")
 PLUGIN_DIRS = ("plugins", "platforms", "recommenders")
 #: (importer, imported) pairs allowed across plugin packages, each with the reason; to fold, not to grow
-KNOWN_EXCEPTIONS = {
-    # RecAgent's discrimination study reads MovieLens with the recsys platform's loader; the
-    # fold: a catalogue reader in townsquare.api (or the loader moved into the study's package)
-    ("townsquare.plugins.recagent.studies.discrimination", "townsquare.platforms.recsys.catalogue"),
-}
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 DOC = ROOT / "docs" / "architecture.md"
 BEGIN, END = "<!-- import-graph:begin (tools/import_graph.py --write) -->", "<!-- import-graph:end -->"
 
@@ -96,10 +92,19 @@ def graph() -> dict[str, set[str]]:
 
 def forbidden_imports() -> list[str]:
     """Imports in plugins/, platforms/, recommenders/ of townsquare modules other than the
-    declared API, the testing kit and the importing module's own top-level package."""
+    declared API, the testing kit and the importing module's own top-level package; and any
+    import of a plugin by the kernel (core/: its API and testing kit included): the kernel
+    reaches plugins through hooks only, so ``-p no:NAME`` really leaves NAME unloaded."""
     known = modules()
     problems = []
+    plugin_packages = tuple(f"{PACKAGE_DIRS[folder]}" for folder in PLUGIN_DIRS)
     for name, path in known.items():
+        if path.relative_to(ROOT).parts[0] == "core":
+            for target, line in imports_of(name, path, known):
+                if any(target == p or target.startswith(p + ".") for p in plugin_packages):
+                    problems.append(f"{path.relative_to(ROOT)}:{line}: imports {target} (the kernel imports no plugin; "
+                                    "add a hook and implement it in the plugin)")
+            continue
         if path.relative_to(ROOT).parts[0] not in PLUGIN_DIRS:
             continue
         own = ".".join(name.split(".")[:3])  # e.g. townsquare.plugins.social_agent

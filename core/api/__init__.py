@@ -31,6 +31,7 @@ from ..llm_modes import MODES, answers_in_db, choose_modes, is_constrained, mode
 from ..llm_faults import LLMFatal, LLMFault, backoff_delay, classify
 from ..markers import hookimpl
 from ..memory_export import memory_rows
+from ..movielens import MovieLens, Rating, genres_of, load_movielens_data, movielens_layout
 from ..memory import MEMORY_TIERS, Memory, MemoryChain, MemoryRecord, MemoryRetrieval, agent_memory, retrieval_of
 from ..metrics import Metric, RoundView
 from ..persona import Persona, PersonaSource, cycle_personas, name_problem
@@ -38,8 +39,9 @@ from ..platform import AccountView, Platform, PostView, platform_actions
 from ..prompt_files import fill_prompt, load_answers, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
-from ..secrets import EndpointConfig, read_secret_file, resolve_secrets
+from ..secrets import EndpointConfig, read_secret_file, redact_text, resolve_secrets
 from ..similarity_rule import SimilarityRule, SimilarityRuleConfig
+from ..stats import Interval, TTest, mean_interval, paired_test
 from ..slots import SLOT_PROTOCOLS
 from ..store import follow_edges
 from ..specs import (
@@ -56,13 +58,14 @@ __all__ = [
     "ItemRecommender", "KnowledgeItem", "KnowledgeSource",
     "KnowledgeSourceSpec", "LLMCallRecord", "LLMClient", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec",
     "LLMRequest", "LLMResponse", "Memory", "MemoryChain", "MemoryRecord", "MemoryRetrieval", "MemorySpec", "Message",
-    "Metric", "MetricSpec", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
+    "Metric", "MetricSpec", "MovieLens", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
-    "PluginError", "Policy", "PolicySpec", "PostView", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
+    "PluginError", "Policy", "PolicySpec", "PostView", "Rating", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView",
+    "Interval", "TTest", "mean_interval", "paired_test",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
     "UsageError", "agent_memory", "answers_in_db", "backoff_delay", "choose_modes", "classify", "cycle_personas", "data_home", "data_path",
-    "dataset_folder", "fill_prompt", "follow_edges", "hookimpl", "installed_dataset", "is_constrained", "memory_rows", "limits_of",
-    "load_answers", "load_prompts", "match_label", "match_prefix", "mode_for", "name_problem", "normalize_rows", "not_text", "parse_json_list",
-    "provider_capabilities", "request_kind", "structured_modes",
-    "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "resolve_secrets", "retrieval_of",
+    "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "installed_dataset", "is_constrained", "memory_rows", "limits_of",
+    "load_answers", "load_movielens_data", "load_prompts", "match_label", "match_prefix", "mode_for", "movielens_layout", "name_problem",
+    "normalize_rows", "not_text", "parse_json_list", "provider_capabilities", "request_kind", "structured_modes",
+    "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
 ]

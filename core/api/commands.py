@@ -20,6 +20,11 @@ members: ``await sim.build()``, ``sim.set_state(checkpoint)``, ``sim.services``,
 (its calls' ``llm_calls`` rows, which no round writes), ``sim.fire_llm_call_hook = False`` (an
 evaluation is no run: ``townsquare_on_llm_call`` listeners are not told) and ``await sim.aclose()``.
 
+An evaluation builds its judges' and generators' clients with :class:`EvalLLMs` (the
+scenario's middleware shared, every call an ``llm_calls`` row, a budget stop that names the
+command resuming it, ``--estimate`` through a :class:`DryRun` of stand-in models priced per
+stage); see :mod:`townsquare.eval_llm`.
+
 Import it inside the hook (it loads the kernel's run machinery): ``townsquare --help`` stays fast.
 """
 
@@ -28,7 +33,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..cli import common_options
+from ..dry_run import DEFAULT_COMPLETION_TOKENS, StandInModel, cost_of, format_table, prices_of, schema_example
 from ..engine import Simulation, close_each
+from ..eval_llm import (
+    DryRun, EvalLLMs, check_spec, clear_earlier_answers, command_line, model_identity, spec_overrides, without_middleware,
+)
 from ..interview import interview
 from ..llm import Accounting, compose
 from ..plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
@@ -65,6 +74,8 @@ def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()
 
 __all__ = [
     "eval_group",
+    "DEFAULT_COMPLETION_TOKENS", "DryRun", "EvalLLMs", "StandInModel", "check_spec", "clear_earlier_answers", "command_line",
+    "cost_of", "format_table", "model_identity", "prices_of", "schema_example", "spec_overrides", "without_middleware",
     "Accounting", "EventStore", "interview", "Plugins", "ResolvedScenario", "RunDir", "Simulation", "close_each", "common_options", "compose",
     "llm_overrides", "load_plugins", "load_run", "load_scenario", "open_run", "rerun", "resolve_scenario", "start_run", "validate_scenario",
 ]

@@ -1,7 +1,8 @@
 """A fault-injecting OpenAI-compatible HTTP server, FOR TESTS AND BENCHMARKS ONLY.
 
 ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` answer like an OpenAI endpoint
-after ``latency_ms``; ``GET /stats`` returns :attr:`FaultServer.counts` as JSON. A minimal
+after ``latency_ms`` (plus a random extra up to ``latency_jitter_ms``, from an unseeded
+generator: concurrent calls come back in a different order each run, as from a real server); ``GET /stats`` returns :attr:`FaultServer.counts` as JSON. A minimal
 HTTP/1.1 server on asyncio streams (keep-alive, ``Content-Length`` bodies), bound to
 127.0.0.1 only, so it sustains hundreds of concurrent requests on two cores.
 
@@ -49,6 +50,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import random
 import re
 import signal
 import socket
@@ -88,6 +90,8 @@ class FaultConfig:
     """Latency, fault rates (each 0..1, summed at most 1) and fault details."""
 
     latency_ms: float = 0.0
+    #: each answer waits up to this much more, drawn anew per request (not seeded: timing noise)
+    latency_jitter_ms: float = 0.0
     seed: int = 0
     rate_hang: float = 0.0
     rate_slow_headers: float = 0.0
@@ -306,7 +310,7 @@ class FaultServer:
         if fault == "hang":
             await asyncio.sleep(self.config.hang_s)
             return None
-        due = arrived + self.config.latency_ms / 1000
+        due = arrived + (self.config.latency_ms + random.random() * self.config.latency_jitter_ms) / 1000
         if fault in TRANSPORT_FAULTS or fault in FATAL_FAULTS:
             reply = self._http_fault(fault)
             if reply is not None:

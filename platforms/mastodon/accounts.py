@@ -14,7 +14,10 @@ API sign-up (no tokens given; the server must allow registrations without approv
 confirmation, as mastodon-mock does): one app, then one account per agent. The tokens go to a
 0600 file outside the run directory (:func:`token_store_path`), so that ``resume`` can act as
 the same accounts. Sign-up is safe to repeat (:func:`sign_up`): an answer lost after the server
-made the account never leaves an agent with two accounts.
+made the account is recovered by a password login where the server allows one; where it does
+not (Mastodon 4.4 and later), the agent goes on under a new username and the account it cannot
+use is recorded as an orphan, for ``townsquare mastodon cleanup`` to remove. A lost answer never
+stops a run.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import os
 import re
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 
@@ -169,17 +172,60 @@ def new_password() -> str:
     return secrets.token_urlsafe(24)
 
 
-def sign_up(transport: Any, store: TokenStore, agent_id: str, username: str, email_domain: str, app_name: str) -> str:
-    """Create the account ``username`` by API sign-up and return its token (already stored).
+#: usernames an agent may try (its own, then ``_2``, ``_3``...) before its sign-up gives up
+MAX_USERNAMES = 6
+
+
+def alternate_username(username: str, k: int) -> str:
+    """The ``k``-th username of an agent (k = 1: its own), at most 30 characters."""
+    if k <= 1:
+        return username
+    suffix = f"_{k}"
+    return username[: MAX_USERNAME - len(suffix)] + suffix
+
+
+def sign_up(transport: Any, store: TokenStore, agent_id: str, username: str, email_domain: str, app_name: str,
+            on_orphan: Callable[[str, str, str], None] | None = None) -> str:
+    """Create an account for ``agent_id`` by API sign-up and return its token (already stored).
 
     Every request goes through the transport's retries. The username and password are stored
     before the sign-up request leaves, so an answer lost after the server made the account
     (the retry, or a resume after a crash, hears "username taken") is recognised as this
-    agent's own account, and its token is recovered by logging in with the known password:
-    the agent ends with exactly one account. Servers from Mastodon 4.4 on refuse password
-    logins; there the run stops with one line naming the account to remove before resuming.
-    Raises :class:`RemoteError` (``fatal`` where the sign-up cannot succeed).
+    agent's own account, and its token is recovered by logging in with the known password.
+    Servers from Mastodon 4.4 on refuse password logins: there the account is an orphan,
+    reported to ``on_orphan(username, agent_id, reason)`` (the run's journal keeps it for
+    ``townsquare mastodon cleanup``), and the agent signs up again under its next username
+    (:func:`alternate_username`); so does an agent whose username someone else has taken.
+    Raises :class:`RemoteError` (``transient`` for an outage: resumable; ``fatal`` where no
+    sign-up can succeed, or after :data:`MAX_USERNAMES` usernames).
     """
+    app = _app(transport, store, app_name)
+    names = [alternate_username(username, k) for k in range(1, MAX_USERNAMES + 1)]
+    pending = store.pending.get(agent_id)
+    # a process that died while a sign-up was in flight may have been at a later name already
+    start = names.index(pending[0]) if pending is not None and pending[0] in names else 0
+    reasons = []
+    for name in names[start:]:
+        token, reason = _sign_up_as(transport, store, app, agent_id, name, email_domain)
+        if token is not None:
+            transport.secrets.add(token)
+            store.put(agent_id, token)
+            if name != username:
+                log.warning("mastodon.sign_up_renamed", agent=agent_id, username=name, instead_of=username)
+            return token
+        reasons.append(f"{name}: {reason}")
+        if reason.startswith(ORPHANED) and on_orphan is not None:
+            on_orphan(name, agent_id, reason)
+    raise RemoteError(f"sign-up of {agent_id}: no username of {len(names)} was usable ({'; '.join(reasons[-2:])}); "
+                      "give platform.tokens", status=422, fatal=True)
+
+
+#: the start of the reason for an account the server made that the run cannot use
+ORPHANED = "made by the server, answer lost"
+
+
+def _app(transport: Any, store: TokenStore, app_name: str) -> Any:
+    """The sign-up app's client (registered once, its id and secret kept in the token store)."""
     m = transport.m
     if store.app is None:
         def register_app() -> tuple[str, str]:
@@ -194,7 +240,13 @@ def sign_up(transport: Any, store: TokenStore, agent_id: str, username: str, ema
         client_id, client_secret = transport.retrying(register_app, "register the sign-up app")
         store.put_app(client_id, client_secret)
     client_id, client_secret = store.app
-    app = transport.new_client(client_id=client_id, client_secret=client_secret)
+    return transport.new_client(client_id=client_id, client_secret=client_secret)
+
+
+def _sign_up_as(transport: Any, store: TokenStore, app: Any, agent_id: str, username: str,
+                email_domain: str) -> tuple[str | None, str]:
+    """(token, "") for the account ``username``, or (None, why it cannot be this agent's)."""
+    m = transport.m
     email = f"{username}@{email_domain}"
     pending = store.pending.get(agent_id)
     sent_before = pending is not None and pending[0] == username  # by a process that died waiting
@@ -213,6 +265,7 @@ def sign_up(transport: Any, store: TokenStore, agent_id: str, username: str, ema
         # create_account returns error bodies instead of raising them: raise as Mastodon.py does
         body = dict(error or {})
         details = _error_codes(body.get("details"))
+        # the status is the answer's own (a JSON 500 or 429 is retried, a 422 is a refusal)
         exc = m.MastodonAPIError("Mastodon API returned error", transport.last_status() or 422, "",
                                  f"{body.get('error') or 'refused'} {details or ''}".strip())
         exc.detail = details
@@ -220,18 +273,15 @@ def sign_up(transport: Any, store: TokenStore, agent_id: str, username: str, ema
 
     what = f"sign up {agent_id} as {username}"
     try:
-        token = transport.retrying(attempt, what)
+        return transport.retrying(attempt, what), ""
     except RemoteError as exc:
         taken = any("ERR_TAKEN" in codes for codes in dict(exc.detail or {}).values())
         if not taken:
             raise RemoteError(str(exc), status=exc.status, transient=exc.transient, fatal=not exc.transient) from None
         if not (sent_before or tries > 1):
-            raise RemoteError(f"{what}: the username is taken by an account this run did not make; remove it "
-                              f"(tootctl accounts delete {username}) or give platform.tokens", status=422, fatal=True) from None
-        token = _recover(transport, app, agent_id, username, email, password)
-    transport.secrets.add(token)
-    store.put(agent_id, token)
-    return token
+            log.warning("mastodon.username_taken", agent=agent_id, username=username, by="an account this run did not make")
+            return None, "taken by an account this run did not make"
+    return _recover(transport, app, agent_id, username, email, password)
 
 
 def _error_codes(details: Any) -> dict[str, list[str]]:
@@ -241,8 +291,9 @@ def _error_codes(details: Any) -> dict[str, list[str]]:
     return {str(k): [str(d.get("error")) for d in v if hasattr(d, "get")] for k, v in details.items() if isinstance(v, list) and v}
 
 
-def _recover(transport: Any, app: Any, agent_id: str, username: str, email: str, password: str) -> str:
-    """The token of the account that a sign-up whose answer was lost made: a password login."""
+def _recover(transport: Any, app: Any, agent_id: str, username: str, email: str, password: str) -> tuple[str | None, str]:
+    """The token of the account that a sign-up whose answer was lost made, by a password login;
+    (None, the reason) where the server refuses password logins (an orphan)."""
     what = f"log in as {username} (its sign-up answer was lost)"
     try:
         token = transport.retrying(
@@ -250,9 +301,9 @@ def _recover(transport: Any, app: Any, agent_id: str, username: str, email: str,
     except RemoteError as exc:
         if exc.transient:
             raise
-        raise RemoteError(f"sign-up of {agent_id}: the server made the account {username} but its answer was lost, and "
-                          f"a password login was refused ({exc}; Mastodon 4.4 and later allow none); remove the account "
-                          f"(tootctl accounts delete {username}) and resume, or give platform.tokens",
-                          status=exc.status, fatal=True) from None
+        reason = f"{ORPHANED}; the server refuses password logins ({exc})"
+        log.warning("mastodon.sign_up_orphaned", agent=agent_id, username=username, reason=reason,
+                    cleanup="townsquare mastodon cleanup RUN removes it where the server allows, else tootctl accounts delete")
+        return None, reason
     log.info("mastodon.sign_up_recovered", agent=agent_id, username=username)
-    return token
+    return token, ""

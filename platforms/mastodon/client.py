@@ -102,12 +102,38 @@ class Failure:
 
 
 def import_mastodon() -> Any:
-    """Mastodon.py, imported only when a Mastodon platform is built."""
+    """Mastodon.py, imported only when a Mastodon platform is built (its warnings then go to
+    our log: :func:`fold_warnings`)."""
     try:
         import mastodon
     except ImportError:
         raise UsageError(INSTALL_HINT) from None
+    fold_warnings(mastodon)
     return mastodon
+
+
+def fold_warnings(module: Any) -> None:
+    """Warnings that ``module``'s code raises (Mastodon.py's "Timeline 'public' appears to be
+    unavailable..." under a fault, say) become warning lines of our log, with the event
+    ``mastodon.library_warning``, instead of Python's two raw lines on stderr; every other
+    warning is shown as before."""
+    import os
+    import warnings
+
+    folder = os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+    shown = warnings.showwarning
+    if getattr(shown, "folds", None) == folder:
+        return
+
+    def show(message: Any, category: type, filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
+        if os.path.abspath(filename).startswith(folder):
+            log.warning("mastodon.library_warning", message=str(message)[:300], category=category.__name__,
+                        where=f"{os.path.basename(filename)}:{lineno}")
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    show.folds = folder  # type: ignore[attr-defined]
+    warnings.showwarning = show
 
 
 class Transport:
@@ -259,8 +285,8 @@ class Transport:
         """The one-line clean stop for a failure the run cannot go past (exit 3, resumable)."""
         if exc.transient:
             return RunStopped(f"mastodon server {self.base_url} unreachable ({exc}); run `townsquare resume` when it is back")
-        status = f"HTTP {exc.status}" if exc.status else "refused"
-        return RunStopped(f"mastodon server {self.base_url} refused ({status}): {exc}; fix the cause and run `townsquare resume`")
+        status = f" (HTTP {exc.status})" if exc.status else ""
+        return RunStopped(f"mastodon server {self.base_url} refused{status}: {exc}; fix the cause and run `townsquare resume`")
 
     def _backoff(self, attempt: int) -> float:
         wait = min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1))
@@ -312,7 +338,9 @@ def classify(m: Any, exc: BaseException, seen: Seen | None) -> Failure:
     if isinstance(exc, m.MastodonNetworkError):  # a timeout, a reset, a refused connection
         return Failure("retry", None, text)
     status = _status(exc)
-    if status is None and seen is not None:
+    if status is None and seen is not None and not isinstance(exc, m.MastodonIllegalArgumentError):
+        # (Mastodon.py's own refusal, a password login on a server that has none, is no
+        # answer: the last response seen, a 200 of another request, is not its status)
         status = seen.status
     if isinstance(exc, m.MastodonRatelimitError) or status == 429:
         return Failure("ratelimit", 429, text, seen.retry_after if seen else None)

@@ -11,7 +11,10 @@ the Mastodon id, committed before the adapter moves on. On replay:
   again, safely: a post carries the same Idempotency-Key, and favourite, reblog, follow and
   unfollow are idempotent on the server.
 
-Accounts are journaled too (agent id -> remote id, username): never a token. Done rows also
+Accounts are journaled too (agent id -> remote id, username): never a token; so are *orphans*,
+accounts a sign-up made on the server that the run could not use (the answer was lost and the
+server allows no password login: :func:`.accounts.sign_up`), for ``townsquare mastodon cleanup``
+to remove. Done rows also
 serve the per-account caps (statuses per 3 hours, follows per day, counted in wall time) and
 let reads hide writes that a replayed round has not re-reached yet (see ``future``).
 """
@@ -43,6 +46,9 @@ CREATE TABLE IF NOT EXISTS writes (
     PRIMARY KEY (round, position)
 );
 CREATE INDEX IF NOT EXISTS writes_caps ON writes (agent_id, family, wall);
+CREATE TABLE IF NOT EXISTS orphans (
+    username TEXT PRIMARY KEY, agent_id TEXT NOT NULL, reason TEXT NOT NULL, wall REAL NOT NULL, removed INTEGER NOT NULL DEFAULT 0
+);
 """
 
 
@@ -123,6 +129,23 @@ class Journal:
                 "INSERT OR REPLACE INTO accounts (agent_id, remote_id, username, acct, source, profile, idx) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (agent_id, remote_id, username, acct, source, profile, index),
             )
+
+    def put_orphan(self, username: str, agent_id: str, reason: str) -> None:
+        """An account the server made for ``agent_id`` that the run could not use."""
+        with self._lock:
+            self.db.execute("INSERT OR IGNORE INTO orphans (username, agent_id, reason, wall) VALUES (?, ?, ?, ?)",
+                            (username, agent_id, reason, time.time()))
+
+    def orphans(self, removed: bool | None = False) -> list[dict[str, Any]]:
+        """The orphaned accounts (``removed``: those cleanup removed, None: all), oldest first."""
+        where = "" if removed is None else f" WHERE removed = {int(removed)}"
+        with self._lock:
+            rows = self.db.execute(f"SELECT username, agent_id, reason, removed FROM orphans{where} ORDER BY wall").fetchall()
+        return [{"username": r[0], "agent_id": r[1], "reason": r[2], "removed": bool(r[3])} for r in rows]
+
+    def orphan_removed(self, username: str) -> None:
+        with self._lock:
+            self.db.execute("UPDATE orphans SET removed = 1 WHERE username = ?", (username,))
 
     # ------------------------------------------------------------------ writes
 

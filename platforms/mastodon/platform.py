@@ -147,11 +147,12 @@ class MastodonPlatform:
             raise UsageError(f"mastodon: the sign-up token of {agent_id} ({known['acct']}) is not in {self.store.path}; "
                              "was the token store moved or deleted?")
         username = username_for(agent_id, self.journal.run_key, self.config.username_prefix)
-        store, config, transport = self.store, self.config, self.transport
+        store, config, transport, journal = self.store, self.config, self.transport, self.journal
         log.info("mastodon.sign_up", agent=agent_id, username=username)
         try:
             return await transport.run_read(
-                lambda: sign_up(transport, store, agent_id, username, config.signup_email_domain, config.app_name))
+                lambda: sign_up(transport, store, agent_id, username, config.signup_email_domain, config.app_name,
+                                on_orphan=journal.put_orphan))
         except RemoteError as exc:
             raise transport.stop(exc) from None
 

@@ -1,8 +1,8 @@
 """The recommender-system platform's item catalogue and its loaders. Not a plugin.
 
-- ``movielens``: a MovieLens ``ml-latest-small`` folder (``movies.csv``: movieId, title,
-  genres separated by ``|``; with ``ratings.csv`` beside it, each movie's rating count becomes
-  its popularity prior).
+- ``movielens``: a MovieLens folder in any of its layouts (ml-latest-small, ml-100k, ml-1m;
+  see :mod:`.movielens`); with its ratings file beside it, each movie's rating count becomes
+  its popularity prior.
 - ``recagent``: RecAgent's ``item.csv`` (id, title, genre separated by ``|``, description).
 - ``synthetic``: a small catalogue the project writes itself, for tests and offline demos.
 
@@ -12,13 +12,14 @@ Bad input stops with one line naming the file and the field.
 from __future__ import annotations
 
 import re
-from collections import Counter
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Literal, Sequence
 
-from townsquare.api import Item, UsageError, read_user_csv
+from pydantic import BaseModel, ConfigDict, Field
 
-NO_GENRE = "(no genres listed)"
+from townsquare.api import Item, UsageError, genres_of, load_movielens_data, read_user_csv
+
 #: words that follow a category in a profile's interests ("sci-fi movies")
 _CATEGORY_TAIL = re.compile(r"\s+(movies?|films?|videos?|shows?)$")
 SYNTHETIC_GENRES = ("Action", "Comedy", "Drama", "Sci-Fi", "Romance", "Thriller", "Animation", "Documentary")
@@ -86,31 +87,18 @@ def _rows(path: Path, required: Iterable[str]) -> list[dict[str, str]]:
     return read_user_csv(path, required, "catalogue file")
 
 
-def _genres(value: str) -> tuple[str, ...]:
-    return tuple(g.strip() for g in value.split("|") if g.strip() and g.strip() != NO_GENRE)
-
-
 def load_movielens(folder: str | Path, max_items: int | None = None) -> Catalogue:
-    """``movies.csv`` of an ml-latest-small folder; ``ratings.csv`` (optional) gives priors."""
-    folder = Path(folder)
-    movies = folder / "movies.csv"
-    counts: Counter = Counter()
-    ratings = folder / "ratings.csv"
-    if ratings.exists():
-        counts = Counter(row["movieId"] for row in _rows(ratings, ("userId", "movieId", "rating")))
-    items = []
-    for n, row in enumerate(_rows(movies, ("movieId", "title", "genres")), start=2):
-        if not row["movieId"] or not (row["title"] or "").strip():
-            raise UsageError(f"{movies}: line {n}: empty movieId or title")
-        items.append(Item(id=row["movieId"], title=row["title"].strip(), genres=_genres(row["genres"] or ""),
-                          prior_count=counts.get(row["movieId"], 0)))
-    return Catalogue(items[:max_items] if max_items else items, str(movies))
+    """The movies of a MovieLens folder (any layout); its ratings, when present, give priors."""
+    data = load_movielens_data(folder)
+    counts = data.rating_counts()
+    items = [replace(item, prior_count=counts.get(item.id, 0)) for item in data.items]
+    return Catalogue(items[:max_items] if max_items else items, str(folder))
 
 
 def load_recagent_items(path: str | Path, max_items: int | None = None) -> Catalogue:
     """RecAgent's ``item.csv``: id, title, genre, description."""
     path = Path(path)
-    items = [Item(id=row["id"], title=row["title"].strip(), genres=_genres(row["genre"] or ""),
+    items = [Item(id=row["id"], title=row["title"].strip(), genres=genres_of(row["genre"] or ""),
                   description=" ".join((row.get("description") or "").split()))
              for row in _rows(path, ("id", "title", "genre"))]
     return Catalogue(items[:max_items] if max_items else items, str(path))
@@ -124,6 +112,33 @@ def synthetic_catalogue(count: int = 40) -> Catalogue:
         second = SYNTHETIC_GENRES[(i * 3 + 1) % len(SYNTHETIC_GENRES)]
         genres = (first,) if i % 3 == 0 or second == first else (first, second)
         title = f"{_SYNTHETIC_WORDS[i % len(_SYNTHETIC_WORDS)]} {_SYNTHETIC_WORDS[(i // len(_SYNTHETIC_WORDS) + 3) % len(_SYNTHETIC_WORDS)]} {i + 1}"
-        description = f"A {' and '.join(g.lower() for g in genres)} film."
+        kinds = " and ".join(g.lower() for g in genres)
+        description = f"{'An' if kinds[0] in 'aeiou' else 'A'} {kinds} film."
         items.append(Item(id=f"m{i + 1}", title=title, genres=genres, description=description, prior_count=count - i))
     return Catalogue(items, "synthetic catalogue")
+
+
+class RecsysConfig(BaseModel):
+    """``[platform]`` settings of ``recsys``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    catalogue: Literal["movielens", "recagent", "synthetic"] = "synthetic"
+    path: str | None = Field(None, description="movielens: a MovieLens folder (ml-latest-small, ml-100k, ml-1m); recagent: item.csv")
+    max_items: int | None = Field(None, gt=0, description="keep the first N items (small runs)")
+    synthetic_items: int = Field(40, gt=0)
+    page_size: int = Field(5, gt=0, description="items per page (5 in the paper)")
+    reshow: bool = Field(False, description="false: an item once shown to a user (page or search) is never recommended to them again, as in the reference code")
+    exclude_seen: bool = Field(True, description="never recommend an item the user watched in the run or rated before it (persona history)")
+    history_in_log: bool = Field(True, description="personas' earlier ratings (field history) enter the interaction log the recommender learns from")
+
+
+def load_catalogue(config: RecsysConfig, base_dir: str = ".") -> Catalogue:
+    if config.catalogue == "synthetic":
+        return synthetic_catalogue(config.synthetic_items)
+    if not config.path:
+        raise UsageError(f"platform.path: catalogue {config.catalogue!r} needs a path")
+    path = Path(config.path) if Path(config.path).is_absolute() else Path(base_dir) / config.path
+    if config.catalogue == "movielens":
+        return load_movielens(path, config.max_items)
+    return load_recagent_items(path, config.max_items)

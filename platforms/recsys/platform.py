@@ -14,6 +14,14 @@ The friend graph comes from the personas (field ``friends``: display names, as R
 relationship files give them). Policies call :meth:`RecsysPlatform.join` when their agent is
 built, so the platform can show one agent's profile and earlier memories to its chat partner
 (the paper's chat uses both sides' profiles and memories).
+
+What a user is offered (:meth:`RecsysPlatform.recommend`): the recommender ranks the catalogue
+less the items the user watched in the run or rated before it (``exclude_seen``; a persona's
+``history`` holds its earlier ratings, e.g. a MovieLens user's) and, unless ``reshow``, less
+every item already shown to the user on a page or in search results: the reference code
+never recommends an item twice to the same user. With ``history_in_log`` a persona's earlier
+ratings enter the interaction log when its agent joins (ratings on a 1-5 scale doubled to 1-10),
+so the recommender learns from the real user's past as well as from the run.
 """
 
 from __future__ import annotations
@@ -30,6 +38,11 @@ from .catalogue import Catalogue
 
 log = structlog.get_logger("townsquare.platforms.recsys")
 
+
+def history_of(persona: Any) -> list[dict[str, Any]]:
+    """A persona's earlier ratings: field ``history``, a list of {"id", "title", "rating"}."""
+    return [entry for entry in persona.fields.get("history") or () if isinstance(entry, dict) and "id" in entry]
+
 #: What agents do on the recommender-system platform (Wang et al., "Simulator" and "Action Module").
 RECSYS_ACTIONS: frozenset[str] = frozenset(
     {"enter", "recommend", "next_page", "search", "watch", "leave", "chat", "broadcast"}
@@ -39,7 +52,8 @@ RECSYS_ACTIONS: frozenset[str] = frozenset(
 class RecsysPlatform:
     actions = RECSYS_ACTIONS
 
-    def __init__(self, catalogue: Catalogue, recommender: ItemRecommender, page_size: int = 5):
+    def __init__(self, catalogue: Catalogue, recommender: ItemRecommender, page_size: int = 5, *, reshow: bool = False,
+                 exclude_seen: bool = True, history_in_log: bool = True):
         if not hasattr(recommender, "rank_items"):
             raise ComponentError(
                 f"platform 'recsys' needs an item recommender (item_popularity, item_random...), got {type(recommender).__name__}: "
@@ -47,6 +61,9 @@ class RecsysPlatform:
         self.catalogue = catalogue
         self.recommender = recommender
         self.page_size = page_size
+        self.reshow = reshow
+        self.exclude_seen = exclude_seen
+        self.history_in_log = history_in_log
         self.interactions = ItemInteractions()
         self.accounts: dict[str, AccountView] = {}
         self.members: dict[str, Agent] = {}  # live agents (not state: rebuilt when agents are built)
@@ -64,8 +81,20 @@ class RecsysPlatform:
     # ------------------------------------------------------------------ accounts and friends
 
     def join(self, agent: Agent) -> None:
-        """Called by a policy when its agent is built."""
+        """Called by a policy when its agent is built. The persona's earlier ratings (field
+        ``history``) enter the interaction log once (``history_in_log``; a resumed run has them
+        from its checkpoint)."""
         self.members[agent.id] = agent
+        if self.history_in_log and agent.id not in self.interactions.watched:
+            for entry in history_of(agent.persona):
+                if entry["id"] in self.catalogue.by_id:
+                    rating = entry.get("rating")
+                    self.interactions.record_watch(agent.id, entry["id"], None if rating is None else min(10.0, max(1.0, 2 * float(rating))))
+
+    def rated_before(self, agent_id: str) -> set[str]:
+        """Ids of the items the agent's persona rated before the run (its ``history``)."""
+        agent = self.members.get(agent_id)
+        return {entry["id"] for entry in history_of(agent.persona)} if agent is not None else set()
 
     async def register_account(self, agent_id: str, display_name: str, bio: str) -> AccountView:
         account = AccountView(id=agent_id, handle=agent_id, display_name=display_name, bio=bio)
@@ -107,11 +136,18 @@ class RecsysPlatform:
 
     # ------------------------------------------------------------------ reads
 
+    def offerable(self, viewer: str) -> list[Item]:
+        """The items ``viewer`` may be recommended (see the module docstring)."""
+        excluded: set[str] = set()
+        if self.exclude_seen:
+            excluded |= set(self.interactions.watched.get(viewer, ())) | self.rated_before(viewer)
+        if not self.reshow:
+            excluded |= set(self.interactions.shown.get(viewer, ()))
+        return [item for item in self.catalogue.items if item.id not in excluded] if excluded else list(self.catalogue.items)
+
     def recommend(self, viewer: str, limit: int, rng: Any = None) -> list[Item]:
-        """The recommender's ranking for ``viewer`` over the items it has not watched."""
-        watched = set(self.interactions.watched.get(viewer, ()))
-        candidates = [item for item in self.catalogue.items if item.id not in watched]
-        return self.recommender.rank_items(viewer, candidates, limit, rng, self.interactions)
+        """The recommender's ranking for ``viewer`` over the items it may be offered."""
+        return self.recommender.rank_items(viewer, self.offerable(viewer), limit, rng, self.interactions)
 
     def search_items(self, query: str, limit: int) -> list[Item]:
         return self.catalogue.search(query)[:limit]

@@ -4,13 +4,12 @@ Agents live in arenas of the environment tree (:mod:`.world`). The action vocabu
 :data:`TOWN_ACTIONS`; the engine refuses any other kind:
 
 * ``move``: go to an arena, ``detail["to"]`` = ``world:sector:arena``. Only an arena the agent
-  knows (its spatial memory) is accepted; on arrival the agent learns the arena's objects.
-  Leaving frees the object it was using.
+  knows (its spatial memory) is accepted. Leaving frees the object it was using.
 * ``use``: use an object of the agent's arena, ``detail["object"]`` = its address (or its
   name), ``detail["state"]`` = what it is doing with it ("being used to brew coffee"; the
   object's new state). The object used before goes back to ``idle``.
-* ``talk``: start a conversation with ``target_agent``, who must be in the same arena; each
-  agent takes part in at most one conversation a round. The platform checks and records it;
+* ``talk``: start a conversation with ``target_agent``, who must be in the same arena and
+  awake; each agent takes part in at most one conversation a round. The platform checks and records it;
   the dialogue itself (Park's :class:`Conversation`) is run by the speaker's policy once the
   action is accepted.
 * ``wait``: stay and keep doing what one does (``detail["activity"]``).
@@ -18,6 +17,17 @@ Agents live in arenas of the environment tree (:mod:`.world`). The action vocabu
 Every action may carry ``detail["activity"]``, the agent's current activity in words: others
 perceive it. Perception (:meth:`TownPlatform.perceive`): the other agents and the objects of the
 agent's arena as short sentences, at most ``att_bandwidth`` of them (the seed files' name).
+
+What an agent sees it learns (§5.1: agents "update [their environment tree] to reflect newly
+perceived areas"): wherever it is (its start, each arrival), the arena it stands in and every
+other arena of the same sector join its spatial memory with their objects (the building it is
+in, as the reference code's vision radius takes in the tiles around the agent). So the places
+an agent can go grow with where it has been.
+
+Asleep. An agent that took no action in the round before this one (its plan has it asleep, so
+the engine did not step it), or whose activity says it is sleeping, is asleep: others perceive
+it sleeping and cannot start a conversation with it (the reference code refuses a chat when
+either side is sleeping). Agents that act every round are always awake.
 
 Reads happen during agent steps and never change state; writes only in :meth:`apply`.
 """
@@ -36,6 +46,8 @@ log = structlog.get_logger("townsquare.platforms.town")
 
 #: What agents do in the town (Park et al. §5.1: move, use objects, talk; and wait).
 TOWN_ACTIONS: frozenset[str] = frozenset({"move", "use", "talk", "wait"})
+#: words of an activity that mean the agent is asleep
+SLEEP_WORDS = ("sleeping", "asleep")
 
 
 class TownPlatform:
@@ -55,6 +67,8 @@ class TownPlatform:
         self.activity: dict[str, str] = {}  # agent id -> what it is doing, in words
         self.known: dict[str, w.Tree] = {}  # agent id -> spatial memory
         self.talked: dict[str, int] = {}  # agent id -> the round of its last conversation
+        self.acted: dict[str, int] = {}  # agent id -> the last round it took an action in
+        self.round = 0
 
     # ------------------------------------------------------------------ agents
 
@@ -82,9 +96,25 @@ class TownPlatform:
         self._arrive(agent.id, start)
 
     def _arrive(self, agent_id: str, arena: str) -> bool:
+        """The agent is in ``arena``; it sees the arena and the rest of its sector (True when
+        that taught it anything)."""
         self.position[agent_id] = arena
         world, sector, name = w.split(arena)
-        return w.merge_arena(self.known[agent_id], world, sector, name, self.world.objects(arena))
+        learned = w.merge_arena(self.known[agent_id], world, sector, name, self.world.objects(arena))
+        for other in w.arenas_of(self.world.tree, world, sector):
+            learned |= w.merge_arena(self.known[agent_id], world, sector, other,
+                                     self.world.objects(w.join(world, sector, other)))
+        return learned
+
+    def on_round_start(self, round: int, now: Any) -> None:
+        self.round = round
+
+    def asleep(self, agent_id: str, round: int | None = None) -> bool:
+        """Whether ``agent_id`` is asleep in ``round`` (default: the current one; see the module
+        docstring)."""
+        now = self.round if round is None else round
+        doing = self.activity.get(agent_id, "").lower()
+        return self.acted.get(agent_id, -2) < now - 1 or any(word in doing for word in SLEEP_WORDS)
 
     async def register_account(self, agent_id: str, display_name: str, bio: str) -> AccountView:
         account = AccountView(id=agent_id, handle=agent_id, display_name=display_name, bio=bio)
@@ -105,6 +135,10 @@ class TownPlatform:
 
     def where(self, agent_id: str) -> str | None:
         return self.position.get(agent_id)
+
+    def doing(self, agent_id: str) -> str | None:
+        """What ``agent_id`` is doing, in words (its last action's activity)."""
+        return self.activity.get(agent_id)
 
     def spatial_memory(self, agent_id: str) -> w.Tree:
         """A copy of what ``agent_id`` knows of the town."""
@@ -129,7 +163,7 @@ class TownPlatform:
         place = self.place_text(arena)
         seen = []
         for other in self.present(arena, but=agent_id):
-            doing = self.activity.get(other)
+            doing = "sleeping" if self.asleep(other) else self.activity.get(other)
             seen.append(f"{self.names.get(other, other)} is at {place}" + (f", {doing}" if doing else ""))
         for name in self.world.objects(arena):
             seen.append(f"{self.world.describe_object(w.join(arena, name))} ({place})")
@@ -156,8 +190,10 @@ class TownPlatform:
         if action.agent_id not in self.position:
             return ActionResult(ok=False, error=f"agent {action.agent_id!r} is not in the town")
         result = handler(action, round)
-        if result.ok and isinstance(action.detail.get("activity"), str):
-            self.activity[action.agent_id] = action.detail["activity"][:200]
+        if result.ok:
+            self.acted[action.agent_id] = round
+            if isinstance(action.detail.get("activity"), str):
+                self.activity[action.agent_id] = action.detail["activity"][:200]
         return result
 
     def _release(self, agent_id: str) -> None:
@@ -202,6 +238,8 @@ class TownPlatform:
             return ActionResult(ok=False, error=f"cannot talk with {other!r}")
         if self.position[other] != self.position[me]:
             return ActionResult(ok=False, error=f"{self.names.get(other, other)} is not in {self.place_text(self.position[me])}")
+        if self.asleep(other, round):
+            return ActionResult(ok=False, error=f"{self.names.get(other, other)} is asleep")
         for who in (me, other):
             if self.talked.get(who) == round:
                 return ActionResult(ok=False, error=f"{self.names.get(who, who)} is already in a conversation this round")
@@ -218,6 +256,7 @@ class TownPlatform:
             "world": self.world.get_state(),
             "position": dict(self.position), "using": dict(self.using), "activity": dict(self.activity),
             "known": {a: w.copy_tree(t) for a, t in self.known.items()}, "talked": dict(self.talked),
+            "acted": dict(self.acted), "round": self.round,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -227,3 +266,5 @@ class TownPlatform:
         self.activity = dict(state.get("activity", {}))
         self.known = {a: w.copy_tree(t) for a, t in state.get("known", {}).items()}
         self.talked = {a: int(r) for a, r in state.get("talked", {}).items()}
+        self.acted = {a: int(r) for a, r in state.get("acted", {}).items()}
+        self.round = int(state.get("round", 0))

@@ -9,10 +9,18 @@ order. :func:`read_base` reads it; :func:`persona_from_scratch` makes a
 no separate map in text form).
 
 A persona's ``sentences`` are its seed in the order the planner's summary reads them: traits,
-background, current situation, lifestyle, daily plan requirement. The town policy also writes
-them into the agent's memory stream on its first step (the paper seeds each memory with the
-persona's description), which is how ``currently``, ``lifestyle`` and ``daily_plan_req`` shape
-the day plans.
+background, current situation, lifestyle, daily plan requirement. The memory stream (or the town
+policy, for a memory that does not seed itself) writes them into the agent's memory on its first
+step (the paper seeds each memory with the persona's description). The same texts are kept as
+named ``fields`` (``innate``, ``learned``, ``currently``, ``lifestyle``, ``daily_plan_req``), which
+Park's summary description shows under their own headings as the reference code's "identity
+stable set" does; numeric parameters (``age``, ``recency_decay``) are fields too, never memories.
+
+:func:`housemates_sentence` is the one seed sentence this project adds (a choice, the
+``housemates`` setting of the ``smallville`` persona source): the agents whose ``living_area``
+lies in the same sector live together, and the paper's seed descriptions name the people an
+agent lives with ("John Lin is living with his wife, Mei Lin, ... and son, Eddy Lin"), which the
+scratch files only sometimes do.
 """
 
 from __future__ import annotations
@@ -103,10 +111,31 @@ def persona_from_scratch(scratch: dict[str, Any], intention: str | None = None) 
     if intention:
         currently = f"{currently} {intention}".strip()
     age = scratch.get("age")
-    traits = f"{name}{f' is {age} years old and' if age else ' is'} {str(scratch['innate']).strip().rstrip('.')}."
-    texts = {"learned": scratch.get("learned"), "currently": currently, "lifestyle": scratch.get("lifestyle"),
-             "daily_plan_req": scratch.get("daily_plan_req")}
-    sentences = [traits] + [" ".join(str(texts[k]).split()) for k in SEED_TEXT if texts.get(k)]
-    fields = {"first_name": scratch.get("first_name") or name.split()[0], "age": age,
-              "living_area": scratch.get("living_area"), "currently": currently}
+    innate = " ".join(str(scratch["innate"]).split()).rstrip(".")
+    traits = f"{name}{f' is {age} years old and' if age else ' is'} {innate}."
+    texts = {k: " ".join(str(scratch.get(k) or "").split()) for k in SEED_TEXT}
+    texts["currently"] = currently
+    sentences = [traits] + [texts[k] for k in SEED_TEXT if texts.get(k)]
+    decay = scratch.get("recency_decay")
+    fields = {"first_name": scratch.get("first_name") or name.split()[0], "age": age, "innate": innate,
+              "living_area": scratch.get("living_area"), **texts,
+              "recency_decay": float(decay) if isinstance(decay, (int, float)) and not isinstance(decay, bool) else None}
     return Persona(name=name, sentences=sentences, fields={k: v for k, v in fields.items() if v not in (None, "")})
+
+
+def sector_of(address: str) -> str:
+    """``the Ville:Lin family's house`` for ``the Ville:Lin family's house:common room``."""
+    return w.join(*w.split(address)[:2]) if len(w.split(address)) >= 2 else address
+
+
+def housemates_sentence(name: str, living_area: str | None, homes: dict[str, str]) -> str | None:
+    """``Eddy Lin lives in Lin family's house with John Lin and Mei Lin.``: the other agents whose
+    home (``living_area``) is in the same sector; None when the agent lives alone."""
+    if not living_area:
+        return None
+    sector = sector_of(living_area)
+    others = [other for other, home in homes.items() if other != name and home and sector_of(home) == sector]
+    if not others:
+        return None
+    together = others[0] if len(others) == 1 else f"{', '.join(others[:-1])} and {others[-1]}"
+    return f"{name} lives in {w.split(sector)[-1]} with {together}."

@@ -5,8 +5,10 @@ same layout; see :mod:`.seed_files`).
 ``personas = { name = "smallville", path = "<base folder>" }``; ``currently`` replaces an
 agent's ``currently`` text and ``intentions`` adds a seeded intention to it
 (``{ "Isabella Rodriguez" = "..." }``: the Valentine's Day party of Park §7.1 is one);
-``names`` keeps those agents, in that order. A population's
-``count`` must not exceed the agents kept.
+``names`` keeps those agents, in that order; ``housemates`` (default true, our choice) adds to
+each persona one seed sentence naming the other agents of the base who live in the same house
+(:func:`.seed_files.housemates_sentence`). A population's ``count`` must not exceed the agents
+kept.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import BuildContext, Persona, PersonaSourceSpec, UsageError, hookimpl
 
-from .seed_files import persona_from_scratch, read_base
+from .seed_files import housemates_sentence, persona_from_scratch, read_base
 
 
 class SmallvillePersonasConfig(BaseModel):
@@ -30,6 +32,7 @@ class SmallvillePersonasConfig(BaseModel):
     names: list[str] | None = Field(None, description="keep these agents, in this order (default: all, meta.json order)")
     currently: dict[str, str] = Field(default_factory=dict, description="agent name -> its 'currently' text, replacing the seed's")
     intentions: dict[str, str] = Field(default_factory=dict, description="agent name -> intention added to its 'currently'")
+    housemates: bool = Field(True, description="add a seed sentence naming the agents who live in the same house (our choice)")
 
 
 class SmallvillePersonas:
@@ -56,8 +59,15 @@ def load_personas(config: SmallvillePersonasConfig, base_dir: str = ".") -> list
     for name in [*names, *config.intentions, *config.currently]:
         if name not in by_name:
             raise UsageError(f"personas 'smallville': no agent {name!r} in {folder} (agents: {', '.join(base.names)})")
-    return [persona_from_scratch({**by_name[n], **({"currently": config.currently[n]} if n in config.currently else {})},
-                                 config.intentions.get(n)) for n in names]
+    personas = [persona_from_scratch({**by_name[n], **({"currently": config.currently[n]} if n in config.currently else {})},
+                                     config.intentions.get(n)) for n in names]
+    if config.housemates:
+        homes = base.homes()
+        for persona in personas:
+            sentence = housemates_sentence(persona.name, homes.get(persona.name), homes)
+            if sentence:
+                persona.sentences.append(sentence)
+    return personas
 
 
 def build_smallville_personas(config: SmallvillePersonasConfig | None, ctx: BuildContext) -> SmallvillePersonas:

@@ -14,8 +14,8 @@ description) in place of learned vectors; it is what the offline cocoon experime
    search by category (the paper trains MF on "searching behaviors and system recommendations");
 4. otherwise it looks at up to ``max_pages`` recommendation pages and watches the item with the
    highest cosine to its persona on the first page where one reaches ``watch_threshold``;
-5. rates a watched item ``clip(round(5 + 10 * cos), 1, 10)`` (our mapping), broadcasts it to
-   its friends with probability ``broadcast_probability``, and leaves.
+5. rates a watched item ``clip(round(5 + 10 * cos), 1, 10)`` (our mapping), broadcasts it with
+   its rating to its friends with probability ``broadcast_probability``, and leaves.
 
 The persona vector is embedded once and checkpointed. Values are our choices (the paper gives
 none); with the hash embedder, a persona that names two genres scores about 0.2-0.4 against an
@@ -106,7 +106,7 @@ class EmbeddingItems:
             actions.append(Action(me, "watch", target_post=item.id, text=f"cosine {cos:.3f}",
                                   detail={"rating": rating, "title": item.title, "genres": list(item.genres), "similarity": round(cos, 4)}))
             if platform.friends(me) and ctx.rng.random() < cfg.broadcast_probability:
-                actions.append(Action(me, "broadcast", text=f"I watched <{item.title}>.", detail={"items": [item.id]}))
+                actions.append(Action(me, "broadcast", text=f"I watched <{item.title}> and rate it {rating}/10.", detail={"items": [item.id]}))
         actions.append(Action(me, "leave"))
         return actions
 

@@ -4,7 +4,13 @@ Every page is plain HTML (readable without JavaScript); the package's own script
 ``/api/version`` and, when the run has changed (a round committed, a checkpoint, the status),
 fetches the same page as a fragment and swaps the run bar and the content in place. The
 interview box posts to ``/api/interview``, which runs :func:`townsquare.api.commands.interview`
-(the ``townsquare interview`` command's code) in a worker thread, one question at a time.
+(the ``townsquare interview`` command's code: the run's budget, a cache and a journal) in a
+worker thread, one question at a time; at most :data:`MAX_WAITING` more wait their turn, the
+others are told to ask again (429).
+
+Requests pass :class:`~.guard.Guard` first (the Host and Origin checks); the interview takes
+JSON only; every error the app shows has the known secrets scrubbed (the run's LLM endpoint
+may echo its key in an error), as the logs have.
 """
 
 from __future__ import annotations
@@ -22,9 +28,10 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from townsquare.api import UsageError
+from townsquare.api import RunStopped, UsageError, redact_text
 
 from .agent_page import agent_page, interview_box
+from .guard import Guard, allowed_hosts, wants_json
 from .html_parts import NAV, Raw, cards, join, number, shell, tag
 from .platform_pages import has_recsys, has_town, recsys_page, town_page
 from .run_pages import graph_page, llm_page, metrics_page
@@ -38,6 +45,10 @@ STATIC = Path(__file__).resolve().parent / "static"
 POLL_MS = 1500
 #: the longest question the interview box passes on
 MAX_QUESTION = 2000
+#: interview requests that may wait while one is answered; more are refused (429)
+MAX_WAITING = 4
+#: the largest page offset (beyond it every page is empty anyway; SQLite takes 64-bit integers)
+MAX_OFFSET = 2**62
 
 
 def runbar(status: dict[str, Any]) -> Raw:
@@ -53,10 +64,12 @@ def runbar(status: dict[str, Any]) -> Raw:
     return join([tag("div", join(items), class_="runline"), *stop, counts])
 
 
-def make_app(run_path: str | Path, poll_ms: int = POLL_MS) -> Starlette:
-    """The app over ``run_path`` (a UsageError when it is not a run directory)."""
+def make_app(run_path: str | Path, poll_ms: int = POLL_MS, hosts: Any = None, max_waiting: int = MAX_WAITING) -> Starlette:
+    """The app over ``run_path`` (a UsageError when it is not a run directory), answering to
+    ``hosts`` (default: the loopback names, :func:`~.guard.allowed_hosts`)."""
     reader = RunReader(run_path)
     interview_lock = asyncio.Lock()
+    waiting = [0]
 
     def nav(status: dict[str, Any]) -> list[str]:
         hidden = set()
@@ -86,7 +99,7 @@ def make_app(run_path: str | Path, poll_ms: int = POLL_MS) -> Starlette:
 
     def offset(request: Request) -> int:
         try:
-            return max(0, int(request.query_params.get("offset", "0")))
+            return min(MAX_OFFSET, max(0, int(request.query_params.get("offset", "0"))))
         except ValueError:
             return 0
 
@@ -105,28 +118,38 @@ def make_app(run_path: str | Path, poll_ms: int = POLL_MS) -> Starlette:
     async def interview(request: Request) -> Response:
         from townsquare.api.commands import interview as ask
 
+        if not wants_json(request.headers.get("content-type")):
+            return error("send JSON (Content-Type: application/json): {\"agent\": ..., \"question\": ...}", 415)
         try:
             data = await request.json()
         except ValueError:
-            return JSONResponse({"error": "send JSON: {\"agent\": ..., \"question\": ...}"}, status_code=400)
+            return error("send JSON: {\"agent\": ..., \"question\": ...}", 400)
         agent_id = str(data.get("agent") or "") if isinstance(data, dict) else ""
         question = str(data.get("question") or "").strip() if isinstance(data, dict) else ""
         if not agent_id or not question:
-            return JSONResponse({"error": "name an agent and ask a question"}, status_code=400)
+            return error("name an agent and ask a question", 400)
         if len(question) > MAX_QUESTION:
-            return JSONResponse({"error": f"the question is longer than {MAX_QUESTION} characters"}, status_code=400)
-        async with interview_lock:
-            started = time.perf_counter()
-            try:
-                [answer] = await run_in_threadpool(ask, reader.path, question, agents=[agent_id])
-            except UsageError as exc:
-                return JSONResponse({"error": str(exc)}, status_code=400)
-            except Exception as exc:  # an LLM outage or a broken plugin: said in the box, the server goes on
-                log.warning("dashboard.interview_failed", agent=agent_id, error=repr(exc))
-                return JSONResponse({"error": f"the interview failed: {type(exc).__name__}: {exc}"}, status_code=500)
+            return error(f"the question is longer than {MAX_QUESTION} characters", 400)
+        if waiting[0] > max_waiting:
+            return error(f"{waiting[0]} interviews are being answered or waiting; ask again in a moment", 429)
+        waiting[0] += 1
+        try:
+            async with interview_lock:
+                started = time.perf_counter()
+                try:
+                    [answer] = await run_in_threadpool(ask, reader.path, question, agents=[agent_id])
+                except RunStopped as exc:  # the run's LLM budget is spent
+                    return error(exc.reason, 402)
+                except UsageError as exc:
+                    return error(str(exc), 400)
+                except Exception as exc:  # an LLM outage or a broken plugin: said in the box, the server goes on
+                    log.warning("dashboard.interview_failed", agent=agent_id, error=redact_text(repr(exc)))
+                    return error(f"the interview failed: {type(exc).__name__}: {exc}", 500)
+        finally:
+            waiting[0] -= 1
         log.info("dashboard.interviewed", agent=agent_id, round=answer.round, seconds=round(time.perf_counter() - started, 2))
-        return JSONResponse({"agent": answer.agent_id, "round": answer.round, "question": answer.question, "answer": answer.answer,
-                             "model": answer.model})
+        return JSONResponse({"agent": answer.agent_id, "round": answer.round, "question": answer.question,
+                             "answer": redact_text(answer.answer), "model": answer.model, "cached": answer.cached})
 
     routes = [
         Route("/", page("/", lambda r: timeline_page(reader, offset(r)))),
@@ -141,4 +164,11 @@ def make_app(run_path: str | Path, poll_ms: int = POLL_MS) -> Starlette:
         Route("/api/interview", interview, methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
-    return Starlette(routes=routes)
+    app = Starlette(routes=routes)
+    app.add_middleware(Guard, hosts=allowed_hosts() if hosts is None else hosts)
+    return app
+
+
+def error(message: str, status: int) -> JSONResponse:
+    """An error for the page to show: one line, known secrets scrubbed."""
+    return JSONResponse({"error": redact_text(str(message))}, status_code=status)

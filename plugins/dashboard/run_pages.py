@@ -10,7 +10,7 @@ from .run_reader import RunReader
 from .svg_chart import line_chart
 
 CALLS_PER_PAGE = 50
-#: per-agent or per-item keys of a metric (``town_metrics.knows.<agent>``) are not plotted
+#: per-agent or per-item keys of a metric (``town_metrics.party.heard.<agent>``) are not plotted
 MAX_SERIES_PER_METRIC = 8
 
 
@@ -45,8 +45,10 @@ def metrics_page(reader: RunReader) -> tuple[str, Raw]:
               line_chart({"active agents": {r["round"]: float(r["active"] or 0) for r in rounds},
                           "LLM calls": {r["round"]: float(r["llm_calls"] or 0) for r in rounds}}, "Activity per round")]
     for metric, series in metric_groups(reader.metrics()).items():
-        # a metric that reports one key per agent (or item) would be a bundle of lines: plot its summary keys only
-        summary = {k: v for k, v in series.items() if k.count(".") == 0} or series
+        # a metric that reports one key per agent (or item) would be a bundle of lines: plot its summary keys only,
+        # those less deep than its deepest (``party.heard`` beside ``party.heard.<agent>``)
+        deepest = max((k.count(".") for k in series), default=0)
+        summary = {k: v for k, v in series.items() if k.count(".") < deepest} or series
         charts.append(line_chart(dict(list(summary.items())[:MAX_SERIES_PER_METRIC]), metric))
     return "Metrics", join([tag("p", "Over rounds, as the run's metric plugins measured them (the metrics table).", class_="note"),
                             tag("div", join(charts), class_="charts")])

@@ -1,8 +1,11 @@
-"""``townsquare serve RUN [--port 8000] [--host 127.0.0.1]``: the dashboard of a run, in a browser.
+"""``townsquare serve RUN [--port 8000] [--host 127.0.0.1] [--allow-host NAME]``: the dashboard of
+a run, in a browser.
 
-It reads the run directory only (``events.sqlite`` read-only; the writer's lock is never
-taken), so it runs beside ``townsquare run`` and shows each round as it is committed. Needs
-the ``dashboard`` extra (Starlette and uvicorn); without it, a one-line install hint.
+It reads the run's own files only (``events.sqlite`` read-only; the writer's lock is never
+taken), so it runs beside ``townsquare run`` and shows each round as it is committed; the
+interview box writes to ``RUN/interviews.jsonl`` and ``RUN/interviews/``. It answers only to
+the host names it is served under (:mod:`~.guard`). Needs the ``dashboard`` extra (Starlette
+and uvicorn); without it, a one-line install hint.
 """
 
 from __future__ import annotations
@@ -58,8 +61,10 @@ def townsquare_register_commands(cli):
     @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port to listen on (0: any free one).")
     @click.option("--host", default="127.0.0.1", show_default=True,
                   help="Address to listen on; the default is this machine only (0.0.0.0 shows the run to your network).")
+    @click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+                  help="Also answer requests for host NAME (a DNS name or proxy the dashboard is reached by).")
     @common_options
-    def serve(run_dir: str, port: int, host: str, **_: Any) -> None:
+    def serve(run_dir: str, port: int, host: str, allow_hosts: tuple[str, ...], **_: Any) -> None:
         """Show the run in directory RUN in a browser: timeline, agents, follower graph, metrics,
         LLM calls, interviews; live while the run goes on."""
         missing = missing_packages()
@@ -68,8 +73,10 @@ def townsquare_register_commands(cli):
         import uvicorn
 
         from .app import make_app
+        from .guard import allowed_hosts
 
-        app = make_app(run_dir)  # a one-line error when RUN is not a run directory, before the port is taken
+        # a one-line error when RUN is not a run directory, before the port is taken
+        app = make_app(run_dir, hosts=allowed_hosts(host, allow_hosts))
         sock = bind(host, port)
         click.echo(f"dashboard of {run_dir}: {url_of(sock)}  (Ctrl-C to stop)", err=True)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))

@@ -8,7 +8,8 @@ kernel's accounting, so answers the cache re-serves from the run's own journal a
 (paid, but their round was discarded) count once, and replayed answers (``cached``) are free.
 When the next call would pass a limit, the call raises :class:`~townsquare.errors.RunStopped`:
 the unfinished round is discarded and ``townsquare resume RUN --set
-plugins.llm_budget.max_calls=...`` continues from the last checkpoint. Calls in flight count
+plugins.llm_budget.max_calls=...`` continues from the last checkpoint (an evaluation puts the
+command that resumes it in ``Services.resume_command``, and the message names that one). Calls in flight count
 against ``max_calls`` already; tokens and cost are known only when an answer arrives, so
 those two limits may be passed by the calls in flight at that moment.
 """
@@ -37,8 +38,8 @@ class LLMBudget:
 
     def __init__(self, config: BudgetConfig, ctx: Any):
         self.config = config
-        services = getattr(ctx, "services", None)
-        self.run_dir = getattr(services, "run_dir", None) or "RUN"
+        self.services = getattr(ctx, "services", None)
+        self.run_dir = getattr(self.services, "run_dir", None) or "RUN"
         self.calls = 0
         self.tokens = 0
         self.cost = 0.0
@@ -82,8 +83,9 @@ class LLMBudget:
         tokens = f"{self.tokens:,} tokens" + (f" (limit {c.max_tokens:,})" if c.max_tokens else "")
         cost = f"${self.cost:,.2f}" + (f" (limit ${c.max_cost:,.2f})" if c.max_cost else "")
         raised = limit * 2 if isinstance(limit, int) else round(limit * 2, 2)
-        return (f"LLM budget reached: {calls}, {tokens}, {cost}; raise it with: "
-                f"townsquare resume {self.run_dir} --set plugins.llm_budget.{key}={raised}")
+        # an evaluation names the command that resumes it; a run is resumed with `resume`
+        resume = getattr(self.services, "resume_command", None) or f"townsquare resume {self.run_dir}"
+        return f"LLM budget reached: {calls}, {tokens}, {cost}; raise it with: {resume} --set plugins.llm_budget.{key}={raised}"
 
     def get_state(self) -> dict[str, Any]:
         return {"calls": self.calls, "tokens": self.tokens, "cost": self.cost}

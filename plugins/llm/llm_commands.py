@@ -10,79 +10,27 @@ never made stops the replay with ``cache miss in replay: PURPOSE for AGENT``; a 
 exits with status 1.
 
 ``estimate SCENARIO`` forecasts LLM calls, tokens and cost before a run: it plays the scenario
-with a stand-in model that answers instantly and counts (prompt tokens ~ characters / 4,
-completion tokens as expected per purpose) and prints a table per purpose. The counts follow
-the stand-in's answers, not a real model's, and the output says so.
+with a stand-in model that answers instantly and counts (:mod:`townsquare.dry_run`: prompt
+tokens ~ characters / 4, completion tokens as expected per purpose) and prints a table per
+purpose, then one per simulated day (the day of each call's round). The counts follow the
+stand-in's answers, not a real model's, and the output says so.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 import tempfile
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import click
 
-from townsquare.api import LLMRequest, LLMResponse, hookimpl
-
-#: completion tokens expected per call, by kind of request, unless --completion-tokens says
-DEFAULT_COMPLETION_TOKENS = {"labels": 2, "json": 60, "text": 80}
+from townsquare.api import hookimpl
 
 #: the tables a replay must reproduce row for row
 SAME_TABLES = ("agents", "posts", "actions", "follows", "metrics")
 
 #: the middleware plugins an estimate's dry run leaves out (no cache, no budget stop, no waits)
 _DRY_RUN_DISABLED = ("llm_cache", "llm_budget", "llm_retry", "llm_concurrency")
-
-
-class StandInModel:
-    """Answers every request instantly and counts calls and tokens per purpose (``estimate``).
-
-    Not a language model: a decision gets a label chosen by a hash of the prompt, JSON the
-    simplest value of the requested schema, text a placeholder.
-    """
-
-    name = "estimate"
-    model = "stand-in"
-
-    def __init__(self, completion_tokens: dict[str, int]):
-        self.completion_tokens = completion_tokens
-        self.rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        prompt = "".join(m.content for m in request.messages)
-        kind = "labels" if request.labels else "json" if request.json_schema is not None else "text"
-        prompt_tokens = math.ceil(len(prompt) / 4)
-        completion = self.completion_tokens.get(request.purpose, DEFAULT_COMPLETION_TOKENS[kind])
-        row = self.rows[request.purpose]
-        row[0] += 1
-        row[1] += prompt_tokens
-        row[2] += completion
-        if request.labels:
-            digest = int.from_bytes(hashlib.blake2b(prompt.encode(), digest_size=8).digest(), "big")
-            text = request.labels[digest % len(request.labels)]
-        elif request.json_schema is not None:
-            text = json.dumps(schema_example(request.json_schema))
-        else:
-            text = "(estimate placeholder text)"
-        return LLMResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion, model=self.model, provider=self.name)
-
-
-def schema_example(schema: dict[str, Any]) -> Any:
-    """The simplest value of a JSON schema: what the stand-in answers to a JSON request."""
-    if "enum" in schema:
-        return schema["enum"][0]
-    kind = schema.get("type", "object")
-    kind = kind[0] if isinstance(kind, list) else kind
-    if kind == "object":
-        return {name: schema_example(sub) for name, sub in schema.get("properties", {}).items()}
-    if kind == "array":
-        return []
-    return {"string": "x", "number": 0.5, "integer": 1, "boolean": False}.get(kind)
 
 
 def compare_runs(recorded: Path, replayed: Path) -> list[str]:
@@ -120,13 +68,19 @@ def _as_replayed(columns: list[str], rows: list[tuple]) -> list[tuple]:
     return out
 
 
-def _format_table(rows: list[tuple[str, int, int, int, float | None]]) -> list[str]:
-    header = ("purpose", "calls", "prompt tokens", "completion tokens", "cost")
-    cells = [header] + [(p, f"{c:,}", f"{pt:,}", f"{ct:,}", "-" if cost is None else f"${cost:,.4f}") for p, c, pt, ct, cost in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines
+def calls_per_day(events_path: Path) -> dict[str, tuple[int, int, int]]:
+    """Simulated day (``2023-02-13``) -> (calls, prompt tokens, completion tokens) of a run's
+    answered LLM calls, by the day of each call's round."""
+    import sqlite3
+
+    db = sqlite3.connect(events_path)
+    try:
+        rows = db.execute("SELECT substr(r.sim_time, 1, 10), COUNT(*), SUM(c.prompt_tokens), SUM(c.completion_tokens) "
+                          "FROM llm_calls c JOIN rounds r ON r.round = c.round WHERE c.status IN ('ok', 'cached') "
+                          "GROUP BY 1 ORDER BY 1").fetchall()
+    finally:
+        db.close()
+    return {day: (int(n), int(pt or 0), int(ct or 0)) for day, n, pt, ct in rows}
 
 
 @hookimpl
@@ -167,7 +121,7 @@ def townsquare_register_commands(cli):
     def estimate(scenario: str, overrides: tuple[str, ...], seed: int | None, completion: tuple[str, ...], plugin_options, **_: Any) -> None:
         """Forecast LLM calls, tokens and cost of SCENARIO with a dry run on a stand-in model."""
         from townsquare.api import UsageError
-        from townsquare.api.commands import load_plugins, start_run
+        from townsquare.api.commands import DEFAULT_COMPLETION_TOKENS, StandInModel, cost_of, format_table, load_plugins, prices_of, start_run
 
         expected = {}
         for item in completion:
@@ -179,14 +133,15 @@ def townsquare_register_commands(cli):
         model = StandInModel(expected)
         resolved: dict[str, Any] = {}
         with tempfile.TemporaryDirectory(prefix="townsquare-estimate-") as tmp:
-            start_run(scenario, overrides=overrides, seed=seed, out=Path(tmp) / "dry-run", plugins=plugins,
-                      on_ready=lambda s, _: resolved.update(scenario=s), llm_provider=model)
+            dry_run, _ = start_run(scenario, overrides=overrides, seed=seed, out=Path(tmp) / "dry-run", plugins=plugins,
+                                   on_ready=lambda s, _: resolved.update(scenario=s), llm_provider=model)
+            days = calls_per_day(dry_run.events_path)
         llm = resolved["scenario"].llm
-        prices = [getattr(llm.config, f"price_{part}_per_1k", 0.0) or 0.0 for part in ("prompt", "completion")] if llm else [0.0, 0.0]
-        priced = any(prices)
+        prices = prices_of(llm.config) if llm else None
+        priced = prices is not None
 
         def cost(pt: int, ct: int) -> float | None:
-            return (pt * prices[0] + ct * prices[1]) / 1000 if priced else None
+            return cost_of(pt, ct, prices)
 
         rows = [(p, c, pt, ct, cost(pt, ct)) for p, (c, pt, ct) in sorted(model.rows.items())]
         totals = [sum(r[i] for r in rows) for i in (1, 2, 3)]
@@ -194,8 +149,13 @@ def townsquare_register_commands(cli):
         model_rounds = resolved["scenario"].model.rounds
         click.echo(f"ESTIMATE for {scenario} ({model_rounds} rounds): a dry run with a stand-in model, not a language model; "
                    "a real model's answers change what agents do next, and so the counts.")
-        for line in _format_table(rows):
+        for line in format_table(("purpose", "calls", "prompt tokens", "completion tokens", "cost"), rows):
             click.echo(line)
+        if len(days) > 1:
+            click.echo("per simulated day:")
+            day_rows = [(day, c, pt, ct, cost(pt, ct)) for day, (c, pt, ct) in days.items()]
+            for line in format_table(("day", "calls", "prompt tokens", "completion tokens", "cost"), day_rows):
+                click.echo(line)
         click.echo("prompt tokens ~ characters / 4; completion tokens as expected per call "
                    f"(decisions {DEFAULT_COMPLETION_TOKENS['labels']}, JSON {DEFAULT_COMPLETION_TOKENS['json']}, "
                    f"text {DEFAULT_COMPLETION_TOKENS['text']}; --completion-tokens PURPOSE=N); retries and repairs of malformed answers not included.")

@@ -1,42 +1,51 @@
-"""The agents and LLM clients an evaluation works with, from a scenario file or a run directory.
+"""The designs an evaluation compares and the agents that answer for them.
 
-* A scenario file: its agents as built, before the first round (their personas and whatever
-  memory the build gives them).
-* A run directory: its agents rebuilt and restored from the run's newest checkpoint (persona,
-  memory and every other component as the run left them), as ``townsquare interview`` does. The
-  run's LLM middleware state (cache counters, budget spent) is not restored: the evaluation
-  has its own.
+A design is a scenario file or a run directory (``TARGET``): its populations' slots are the
+agent design under test. Its agents answer in a simulation built in the design's folder (its
+response cache ``llm_cache.sqlite`` and ``llm_calls`` rows ``events.sqlite``), behind the
+scenario's middleware, so the same command again resumes a stopped evaluation or replays a
+finished one.
 
-Either way the simulation is built in the evaluation's own folder (``--out``), which holds its
-response cache (``llm_cache.sqlite``) and its ``llm_calls`` rows (``events.sqlite``): every call
-goes through the scenario's middleware (cache, budget, retries, concurrency), so running the
-same command again answers from the cache (a stopped evaluation resumes; a finished one
-replays). Each judge and the generator may be another LLM (``--judge``/``--generator``, written
-as ``--llm`` is); they get the same middleware around their own provider, and a client name of
-their own (``personagym.judge.1:SPEC``), so the cache never gives one judge another's answer.
+Who answers:
+
+* **benchmark personas** (``--persona-file``, or ``--questions benchmark``): the design's
+  population is built from the descriptions (an ``inline`` persona source: each description is
+  the persona's name and its one sentence), so every slot of the design (its
+  ``persona.context`` above all) is filled from the benchmark persona, and nothing of the
+  scenario's own personas is left. The agents start with the memory their build gives them;
+  ``--with-run-memories`` lends each the memory slots (``memory.*``) of the run's agent at the
+  same place, as the run left them. The other populations are built with one agent each
+  (nothing of them is evaluated).
+* **the design's own agents** otherwise: a scenario file's as built, a run directory's as the
+  run left them (restored from its newest checkpoint, memory included).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from townsquare.api import (
-    BuildContext, LLMCallRecord, LLMClient, StepContext, UsageError,
-)
+from townsquare.api import MEMORY_TIERS, StepContext, UsageError, name_problem
 
 
 @dataclass
 class Target:
     """What ``TARGET`` resolved to: a scenario (and its source) or a run directory."""
 
+    path: str
     scenario: Any
     plugins: Any
     run: Any = None            # RunDir for a run directory
     checkpoint: tuple[int, dict[str, Any]] | None = None
     resolve_with: Callable[[Sequence[str]], Any] = field(default=lambda overrides: None, repr=False)
+
+    @property
+    def label(self) -> str:
+        """The design's name: the run folder's, or the scenario file's stem."""
+        return Path(self.path).name if self.run is not None else Path(self.path).stem
 
 
 def open_target(path: str, overrides: Sequence[str], plugin_options: Sequence[str], seed: int | None) -> Target:
@@ -49,100 +58,127 @@ def open_target(path: str, overrides: Sequence[str], plugin_options: Sequence[st
         checkpoint = run_dir.latest_checkpoint()
         if checkpoint is None:
             raise UsageError(f"{path}: the run has no checkpoint to rebuild its agents from")
-        return Target(scenario, plugins, run_dir, checkpoint,
+        return Target(path, scenario, plugins, run_dir, checkpoint,
                       lambda more: load_run(path, plugins, overrides=[*overrides, *more])[1])
     if not where.is_file():
         raise UsageError(f"{path}: no such scenario file or run directory")
     plugins = load_plugins(plugin_options)
     scenario = load_scenario(path, list(overrides), plugins, seed=seed)
-    return Target(scenario, plugins, None, None, lambda more: load_scenario(path, [*overrides, *more], plugins, seed=seed))
+    return Target(path, scenario, plugins, None, None, lambda more: load_scenario(path, [*overrides, *more], plugins, seed=seed))
 
 
-class Session:
-    """The built simulation of a target in ``out`` and the clients made from it."""
+def population_index(target: Target, population: str | None) -> int:
+    names = [p.config.name for p in target.scenario.populations]
+    if population is None:
+        return 0
+    if population not in names:
+        raise UsageError(f"--population {population}: no such population in {target.path} (populations: {', '.join(names)})")
+    return names.index(population)
 
-    def __init__(self, target: Target, out: Path):
-        from townsquare.api.commands import RunDir, Simulation
 
+def _toml_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # a JSON string is a TOML basic string
+
+
+def persona_name(description: str, max_length: int) -> str:
+    """A benchmark description as a persona name: the description itself, without what no
+    name may hold (``/``, ``\\``, control characters), cut at ``max_length``."""
+    name = "".join(ch for ch in description if ord(ch) >= 32 and ord(ch) != 127).replace("/", "-").replace("\\", "-").strip()
+    name = name[:max_length].rstrip() or "persona"
+    return name if name_problem(name, max_length) is None else "persona"
+
+
+def persona_overrides(target: Target, index: int, descriptions: Sequence[str]) -> list[str]:
+    """``--set`` overrides that build population ``index`` from ``descriptions`` (one agent
+    each: name and sentence the description) and the other populations with one agent."""
+    limit = target.scenario.model.limits.max_name_length
+    items = ", ".join(f"{{name = {_toml_string(persona_name(d, limit))}, sentences = [{_toml_string(d)}]}}" for d in descriptions)
+    out = [f'populations.{index}.personas={{name = "inline", items = [{items}]}}', f"populations.{index}.count={len(descriptions)}"]
+    return out + [f"populations.{j}.count=1" for j in range(len(target.scenario.populations)) if j != index]
+
+
+class Design:
+    """One design's simulation, built in ``folder``, and the agents of it that answer."""
+
+    def __init__(self, target: Target, folder: Path, *, population: str | None, descriptions: Sequence[str] | None,
+                 with_run_memories: bool = False, llm_provider: Any = None, shared_budget: Any = None, dry_run: bool = False):
         self.target = target
-        (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-        self.sim = Simulation(target.scenario, target.plugins, RunDir(out))
-        self.providers: list[Any] = []
-        #: llm_calls rows written, by status (ok, cached, error, parse_failure)
-        self.counts: dict[str, int] = {}
+        self.folder = folder
+        self.index = population_index(target, population)
+        self.descriptions = list(descriptions) if descriptions is not None else None
+        self.with_run_memories = with_run_memories
+        self.llm_provider = llm_provider
+        self.shared_budget = shared_budget
+        self.dry_run = dry_run
+        self.scenario = target.scenario if descriptions is None else target.resolve_with(persona_overrides(target, self.index, descriptions))
+        self.sim: Any = None
         self.round = 0
 
-    async def build(self) -> None:
-        sim = self.sim
+    @property
+    def label(self) -> str:
+        return self.target.label
+
+    async def build(self, resume_command: str | None = None) -> None:
+        from townsquare.api.commands import RunDir, Simulation, without_middleware
+
+        scenario, extra = self.scenario, []
+        if self.dry_run:
+            scenario = without_middleware(scenario)
+        elif self.shared_budget is not None:  # the evaluation's one budget counts this design's calls too
+            scenario, extra = without_middleware(scenario, keep=lambda name: name != "llm_budget"), [self.shared_budget]
+        (self.folder / "checkpoints").mkdir(parents=True, exist_ok=True)
+        self.sim = sim = Simulation(scenario, self.target.plugins, RunDir(self.folder), llm_provider=self.llm_provider,
+                                    llm_middleware=extra)
         await sim.build()
-        if self.target.checkpoint is not None:
-            last, state = self.target.checkpoint
+        checkpoint = self.target.checkpoint
+        if checkpoint is not None and self.descriptions is None:
+            last, state = checkpoint
             sim.set_state({**state, "llm": {}})
             self.round = last + 1
+        elif checkpoint is not None and self.with_run_memories:
+            self._lend_memories(checkpoint[1])
+            self.round = checkpoint[0] + 1
         sim.round = self.round
         # an evaluation is no run: hooks that observe a run's LLM calls are not told of these
         sim.fire_llm_call_hook = False
+        sim.services.resume_command = resume_command
         if sim.services.llm is None:
             raise UsageError(f"{self.target.scenario.source}: no [llm] to answer with (add one, or --llm PROVIDER[:MODEL])")
 
+    def _lend_memories(self, state: dict[str, Any]) -> None:
+        """Each evaluated agent gets the memory slots' state of the run's agent at its place."""
+        saved = state.get("agents") or {}
+        for agent in self.agents():
+            components = (saved.get(agent.id) or {}).get("components") or {}
+            for slot in MEMORY_TIERS:
+                if slot in agent.components and slot in components:
+                    agent.components[slot].set_state(components[slot])
+
+    def agents(self) -> list[Any]:
+        name = self.scenario.populations[self.index].config.name
+        return [a for a in self.sim.agents if a.population == name]
+
     def contexts(self, agents: Sequence[Any]) -> list[Any]:
-        clock = self.sim.model.clock
+        sim = self.sim
+        clock = sim.model.clock
         now = clock.start + timedelta(minutes=self.round * clock.minutes_per_round)
         return [StepContext(agent=a, round=self.round, now=now, minutes_per_round=clock.minutes_per_round,
-                            services=self.sim.services, llm=self.sim.services.llm.for_agent(a.id), start=clock.start)
+                            services=sim.services, llm=sim.services.llm.for_agent(a.id), start=clock.start)
                 for a in agents]
 
-    def client(self, spec: str | None, name: str) -> LLMClient:
-        """The run's own LLM (``spec`` None) or the LLM ``spec`` names, behind the run's
-        middleware, as the client ``name``."""
-        from townsquare.api.commands import Accounting, compose, llm_overrides
+    def write_calls(self) -> dict[str, int]:
+        """Write the ``llm_calls`` rows gathered so far; returns how many, by status."""
+        counts: dict[str, int] = {}
+        if self.sim is None:
+            return counts
+        for row in self.sim.write_llm_calls() if not self.dry_run else []:
+            counts[row[5]] = counts.get(row[5], 0) + 1
+        return counts
 
-        sim = self.sim
-        if spec is None:
-            return sim.services.llm.for_agent(name)
-        scenario = self.target.resolve_with(llm_overrides(spec))
-        build = BuildContext(services=sim.services, seed=sim.model.seed, base_dir=scenario.base_dir, scenario=scenario.model)
-        provider = scenario.llm.spec.factory(scenario.llm.config, build)
-        self.providers.append(provider)
-        accounting = Accounting(provider, sim.record_llm_call, lambda: sim.round, price=getattr(provider, "cost", None))
-        accounting.observers = sim.accounting.observers  # the budget counts every judge's spending too
-
-        def parse_failure(request: Any, answer: str, kind: str) -> None:
-            sim.record_llm_call(LLMCallRecord(round=sim.round, agent_id=request.agent_id, purpose=request.purpose,
-                                           provider=provider.name, model=provider.model, status="parse_failure",
-                                           error=f"unparsable answer: {answer[:200]!r}", kind=kind))
-
-        client = LLMClient(compose(provider, [*sim.llm_middleware, accounting]), model=provider.model,
-                           on_parse_failure=parse_failure)
-        return client.for_agent(name)
-
-    def save_calls(self) -> int:
-        """Write the ``llm_calls`` rows gathered so far; returns how many."""
-        rows = self.sim.write_llm_calls()
-        for row in rows:
-            self.counts[row[5]] = self.counts.get(row[5], 0) + 1
-        return len(rows)
-
-    async def close(self) -> None:
-        from townsquare.api.commands import close_each
-
+    async def close(self) -> dict[str, int]:
+        if self.sim is None:
+            return {}
         try:
-            self.save_calls()
+            return self.write_calls()
         finally:
-            await close_each(self.providers)
             await self.sim.aclose()
-
-
-def check_spec(target: Target, spec: str, option: str) -> None:
-    """Resolve ``spec`` once before anything is written: a bad one is one line, exit 2."""
-    from townsquare.api import TownsquareError
-    from townsquare.api.commands import llm_overrides
-
-    if not spec or spec.startswith(":"):
-        raise UsageError(f"{option} {spec!r}: expected PROVIDER[:MODEL], e.g. openai:gpt-4o-mini")
-    try:
-        scenario = target.resolve_with(llm_overrides(spec))
-    except TownsquareError as exc:
-        raise UsageError(f"{option} {spec}: {exc}") from None
-    if scenario is None or scenario.llm is None:
-        raise UsageError(f"{option} {spec}: not an LLM provider")

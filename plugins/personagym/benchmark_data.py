@@ -200,3 +200,28 @@ def _persona_key(description: str) -> str:
 
 def static_questions_for(questions: dict[str, dict[str, list[str]]], description: str) -> dict[str, list[str]] | None:
     return questions.get(_persona_key(description))
+
+
+# ---------------------------------------------------------------- the dataset, behind one function
+
+@dataclass(frozen=True)
+class Release:
+    """The released PersonaGym folder: its rubric outlines and question criteria (over ours
+    where it lacks them), its benchmark personas and static questions, read when asked."""
+
+    folder: Path
+    tasks: dict[str, Task]
+
+    def personas(self) -> list[str]:
+        return load_persona_descriptions(self.folder / "personas_benchmark.json")
+
+    def static_questions(self) -> dict[str, dict[str, list[str]]]:
+        return load_static_questions(self.folder)
+
+
+def open_release(folder: Path) -> Release:
+    """The one way into the released data (``--data DIR``): a folder in the layout of the
+    official repository (see the module docstring)."""
+    if not Path(folder).is_dir():
+        raise UsageError(f"{folder}: no such folder (the released PersonaGym data)")
+    return Release(Path(folder), released_tasks(Path(folder), own_tasks()))

@@ -1,83 +1,46 @@
-"""``townsquare eval personagym TARGET``: PersonaGym (Samuel et al.) over a scenario's agents
-(as built) or a run's agents (as the run left them); see :mod:`.evaluation` for the steps,
-:mod:`.agent_session` for how agents and LLMs are set up, :mod:`.results_files` for the output.
+"""``townsquare eval personagym TARGET [TARGET...]``: PersonaGym (Samuel et al.) over one agent
+design or several compared (:mod:`.evaluation_run`), and ``townsquare eval personagym-grades``,
+which reads human raters' grades back (:mod:`.raters`).
 
-Every input is read and checked before anything is written: the target, the data folder, the
+Every input is read and checked before anything is written: the targets, the data folder, the
 persona file, the judge and generator specs, the prompts file. A bad one is one line naming it,
-exit status 2. An LLM failure that outlasts the retries stops the evaluation cleanly (exit 3):
-the answers already paid for are in ``OUT/llm_cache.sqlite``, and the same command resumes.
+exit status 2. ``--estimate`` runs the evaluation on stand-in models and prints its calls,
+tokens and (with prices) cost per stage, calling no model. A budget or an LLM failure that
+outlasts the retries stops the evaluation cleanly (exit 3), naming the command that resumes it;
+the answers already paid for are in the response cache.
 """
 
 from __future__ import annotations
 
 import asyncio
-import difflib
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from townsquare.api import Persona, UsageError, data_path, load_prompts
+from townsquare.api import UsageError, load_prompts
 
-from . import benchmark_data as data_files
-from .answer_parsing import match_environments
 from .benchmark_data import PROMPTS
 
 REQUIRED = {
     "select_environments": frozenset({"persona", "environments"}),
     "generate_questions": frozenset({"persona", "environments", "task", "criteria", "count"}),
     "answer_system": frozenset({"persona"}),
-    "answer": frozenset({"question", "memories"}),
-    "score_examples": frozenset({"persona", "question", "rubric"}),
-    "grade": frozenset({"title", "description", "criteria", "examples", "persona", "question", "response"}),
+    "answer": frozenset({"question"}),
+    "answer_with_memories": frozenset({"question", "memories"}),
+    "example_request": frozenset({"persona", "question", "rubric"}),
+    "score_examples": frozenset({"count", "requests"}),
+    "rubric": frozenset({"title", "description", "criteria", "examples", "persona", "question", "response"}),
+    "grade": frozenset({"count", "rubrics"}),
 }
 #: the paper gives no number of environments per persona: one keeps a persona at
 #: 5 tasks x 10 questions, the size of the released benchmark-v1 set
 DEFAULT_ENVIRONMENTS = 1
 
-
-def _inputs(target: Any, data: str | None, questions: str, persona_file: str | None, personas: int | None,
-            environments: int, named: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Everything read from files, checked."""
-    folder = data_path(data) if data else None  # data:personagym -> the installed dataset
-    if folder is not None and not folder.is_dir():
-        raise UsageError(f"--data {data}: no such folder (the released PersonaGym data)")
-    if questions == "benchmark" and folder is None:
-        raise UsageError("--questions benchmark needs --data DIR (the released folder with questions_benchmark-v1/)")
-    tasks = data_files.own_tasks()
-    if folder is not None:
-        tasks = data_files.released_tasks(folder, tasks)
-    pool = data_files.load_environments(folder if folder is not None and (folder / "environments.json").is_file() else None)
-    if environments > len(pool):
-        raise UsageError(f"--environments {environments}: the pool has only {len(pool)} environments")
-    fixed = match_environments(named, pool)
-    for name in named:
-        if not match_environments([name], pool):
-            close = difflib.get_close_matches(name, pool, n=3, cutoff=0.5)
-            raise UsageError(f"--environment {name!r}: not one of the {len(pool)} environments"
-                             + (f" (did you mean: {', '.join(close)}?)" if close else ""))
-    descriptions: list[str] | None = None
-    if persona_file == "benchmark" or (persona_file is None and questions == "benchmark"):
-        if folder is None:
-            raise UsageError("the benchmark personas need --data DIR (the released folder with personas_benchmark.json)")
-        descriptions = data_files.load_persona_descriptions(folder / "personas_benchmark.json")
-    elif persona_file is not None:
-        descriptions = data_files.load_persona_descriptions(data_path(persona_file))
-    static = None
-    if questions == "benchmark" and folder is not None:
-        bank = data_files.load_static_questions(folder)
-        wanted = descriptions[:personas] if personas else descriptions
-        static = []
-        for description in wanted or []:
-            found = data_files.static_questions_for(bank, description)
-            if found is None:
-                raise UsageError(f"no released questions for the persona {description[:70]!r} "
-                                 f"(in {folder / data_files.QUESTIONS_FOLDER})")
-            static.append(found)
-    return {"tasks": tasks, "pool": pool, "descriptions": descriptions, "static": static, "fixed": fixed or None,
-            "environments_from": str(folder / "environments.json") if folder is not None and (folder / "environments.json").is_file()
-            else "the released list bundled with townsquare"}
+#: completion tokens a dry run assumes per call (our guesses; the output says so)
+EXPECTED_TOKENS = {"personagym.environments": 60, "personagym.answer": 250}
 
 
 def judge_labels(judges: tuple[str, ...]) -> list[str]:
@@ -86,47 +49,26 @@ def judge_labels(judges: tuple[str, ...]) -> list[str]:
     return [f"{spec}#{specs[:i].count(spec) + 1}" if specs.count(spec) > 1 else spec for i, spec in enumerate(specs)]
 
 
-def _default_out(target_path: str, target: Any) -> Path:
-    if target.run is not None:
+def design_labels(targets: list[Any]) -> list[str]:
+    labels = [t.label for t in targets]
+    return [f"{label}-{labels[:i].count(label) + 1}" if labels.count(label) > 1 else label for i, label in enumerate(labels)]
+
+
+def _default_out(target_path: str, targets: list[Any], labels: list[str]) -> Path:
+    if len(targets) > 1:
+        return Path("runs") / f"{'-vs-'.join(labels)}-personagym"
+    if targets[0].run is not None:
         return Path(target_path) / "personagym"
-    return Path("runs") / f"{target.scenario.model.name}-personagym"
+    return Path("runs") / f"{targets[0].scenario.model.name}-personagym"
 
 
-async def _run(target: Any, out: Path, inputs: dict[str, Any], prompts: dict[str, str], *, personas: int | None,
-               population: str | None, judges: tuple[str, ...], generator: str | None, environments: int,
-               per_task: int) -> tuple[list[Any], dict[str, int]]:
-    from .agent_session import Session
-    from .evaluation import Judge, Subject, evaluate
-
-    session = Session(target, out)
-    try:
-        await session.build()
-        agents = session.sim.agents
-        if population is not None:
-            agents = [a for a in agents if a.population == population]
-        descriptions = inputs["descriptions"]
-        count = min(x for x in (personas, len(agents), len(descriptions) if descriptions else None) if x is not None)
-        chosen = agents[:count]
-        subjects = []
-        for i, ctx in enumerate(session.contexts(chosen)):
-            if descriptions is not None:
-                # the persona under test is the description alone; the agent's components stay
-                ctx.agent.persona = Persona(name=ctx.agent.persona.name, sentences=[descriptions[i]])
-            description = ctx.agent.persona.text.strip() or ctx.agent.persona.name
-            subjects.append(Subject(ctx, description, inputs["static"][i] if inputs["static"] else None))
-        generator_llm = session.client(generator, f"personagym.generator:{generator or 'run'}")
-        labels = judge_labels(judges)
-        ensemble = [Judge(label, session.client(spec, f"personagym.judge.{label}"))
-                    for label, spec in zip(labels, judges or (None,))]
-        results = await evaluate(subjects, generator=generator_llm, judges=ensemble, prompts=prompts, tasks=inputs["tasks"],
-                                 pool=inputs["pool"], environments=environments, per_task=per_task, fixed=inputs["fixed"])
-        return results, session.counts
-    finally:
-        await session.close()
+def stage_of(purpose: str) -> str:
+    """``personagym.grade.expected_action`` -> ``personagym.grade`` (repairs with their step)."""
+    return ".".join(purpose.split(".")[:2])
 
 
 def cached_answers(folder: Path) -> int:
-    """How many answers the evaluation's response cache holds."""
+    """How many answers a response cache holds."""
     import sqlite3
 
     path = folder / "llm_cache.sqlite"
@@ -141,16 +83,92 @@ def cached_answers(folder: Path) -> int:
         db.close()
 
 
+def _plan(targets_in: tuple[str, ...], *, llm_spec: str | None, overrides: tuple[str, ...], plugin_options: tuple[str, ...],
+          seed: int | None, personas: int | None, population: str | None, persona_file: str | None, data: str | None,
+          questions: str, environments: int, named: tuple[str, ...], per_task: int, judges: tuple[str, ...],
+          generator: str | None, prompts_file: str | None, with_run_memories: bool, settings: Any) -> Any:
+    from townsquare.api.commands import check_spec, llm_overrides
+
+    from .agent_session import open_target, population_index
+    from .evaluation_inputs import read_inputs, settle_count
+    from .evaluation_run import Plan
+
+    targets = [open_target(t, [*llm_overrides(llm_spec), *overrides], plugin_options, seed) for t in targets_in]
+    for spec in judges:
+        check_spec(targets[0].resolve_with, spec, "--judge")
+    if generator is not None:
+        check_spec(targets[0].resolve_with, generator, "--generator")
+    for target in targets:
+        if target.scenario.llm is None:
+            raise UsageError(f"{target.path}: no [llm] to answer with (add one, or --llm PROVIDER[:MODEL])")
+        population_index(target, population)
+        if with_run_memories and target.run is None:
+            raise UsageError(f"--with-run-memories: {target.path} is a scenario file; only a run's agents have memories to lend")
+    inputs = read_inputs(data, questions, persona_file, environments, named)
+    if with_run_memories and inputs.descriptions is None:
+        raise UsageError("--with-run-memories lends a run's memories to benchmark personas: give --persona-file or --questions benchmark "
+                         "(a run's own agents answer with their memories already)")
+    if inputs.descriptions is not None:
+        settle_count(inputs, personas, len(inputs.descriptions), "benchmark personas" if persona_file in (None, "benchmark")
+                     else f"personas in {persona_file}")
+    else:
+        counts = [t.scenario.populations[population_index(t, population)].config.count for t in targets]
+        where = f"agents in population {population}" if population else "agents in the evaluated population"
+        settle_count(inputs, personas, min(counts), where)
+    prompts = load_prompts(PROMPTS, "personagym", prompts_file, ".", required=REQUIRED)
+    return Plan(targets, design_labels(targets), inputs, prompts, settings, judges, judge_labels(judges), generator, population,
+                with_run_memories, environments, per_task)
+
+
+def _warnings(plan: Any) -> list[str]:
+    from townsquare.api.commands import model_identity, spec_overrides
+
+    from .evaluation_inputs import graded_by_itself
+
+    first = plan.targets[0]
+
+    def identity(spec: str | None) -> str:
+        return model_identity(first.scenario if spec is None else first.resolve_with(spec_overrides(spec)))
+
+    judges = [(label, identity(spec)) for label, spec in zip(plan.judge_labels, plan.judges or (None,))]
+    return graded_by_itself([model_identity(t.scenario) for t in plan.targets], judges, identity(plan.generator))
+
+
+def _estimate(plan: Any) -> list[str]:
+    from townsquare.api.commands import DryRun
+
+    from .evaluation_run import run
+
+    expected = {**EXPECTED_TOKENS, "personagym.questions": 40 * plan.per_task, "personagym.examples": 300 * plan.settings.batch,
+                "personagym.grade": 200 * plan.settings.batch}
+    dry = DryRun(expected)
+    with tempfile.TemporaryDirectory(prefix="townsquare-personagym-estimate-") as tmp:
+        asyncio.run(run(plan, Path(tmp), dry))
+    lines = [f"ESTIMATE: {dry.calls():,} LLM calls for {plan.inputs.count} persona(s) x {len(plan.targets)} design(s), "
+             f"{len(plan.judge_labels)} judge(s), {plan.settings.batch} question(s) a grading call; no model was called."]
+    lines += dry.table(stage_of)
+    lines.append("prompt tokens ~ characters / 4; completion tokens assumed per call: answers 250, questions 40 a question, "
+                 f"score examples {300 * plan.settings.batch:,} and grades {200 * plan.settings.batch:,} (300 and 200 a question, "
+                 f"{plan.settings.batch} a call); repairs of malformed answers not included.")
+    if any(row[5] is None for row in dry.rows(stage_of)):
+        lines.append("no price for some models: set llm.price_prompt_per_1k and llm.price_completion_per_1k for a cost.")
+    return lines
+
+
 def register(cli: Any) -> None:
     from townsquare.api.commands import common_options, eval_group
 
+    from .grades_command import register_grades
+
     @eval_group(cli).command("personagym")
-    @click.argument("target", metavar="SCENARIO_OR_RUN")
-    @click.option("--personas", type=click.IntRange(min=1), default=None, help="Evaluate the first N agents (default all).")
-    @click.option("--population", default=None, help="Only agents of this population.")
+    @click.argument("targets", metavar="SCENARIO_OR_RUN...", nargs=-1, required=True)
+    @click.option("--personas", type=click.IntRange(min=1), default=None, help="Evaluate the first N personas (default all).")
+    @click.option("--population", default=None, help="The population whose agents answer (default the first).")
     @click.option("--persona-file", default=None, metavar="FILE|benchmark",
-                  help="Give the agents these persona descriptions (JSON list of strings, or one a line); "
+                  help="Build the agents from these persona descriptions (JSON list of strings, or one a line); "
                        "'benchmark': the released personas_benchmark.json of --data.")
+    @click.option("--with-run-memories", is_flag=True,
+                  help="With benchmark personas on a run: each agent answers with the memory of the run's agent at its place.")
     @click.option("--data", type=click.Path(), default=None, help="The released PersonaGym folder (rubrics, questions, environments, personas).")
     @click.option("--questions", type=click.Choice(["generated", "benchmark"]), default="generated", show_default=True,
                   help="Generate questions (§3.2) or use the released static set (benchmark-v1, for comparison with the paper).")
@@ -165,72 +183,74 @@ def register(cli: Any) -> None:
     @click.option("--generator", default=None, metavar="PROVIDER[:MODEL]",
                   help="The LLM that selects environments, writes questions and score examples (default: the run's LLM).")
     @click.option("--llm", "llm_spec", default=None, metavar="PROVIDER[:MODEL]", help="The agents' LLM, as for run.")
+    @click.option("--answer-tokens", type=click.IntRange(min=16), default=3000, show_default=True,
+                  help="Longest answer, in tokens (the released code's 3,000).")
+    @click.option("--batch", type=click.IntRange(min=1), default=5, show_default=True,
+                  help="Questions per score-examples and grading call (the released code's 5; 1: one question a call).")
     @click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None,
                   help="TOML file replacing some of the prompts (same keys and placeholders).")
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key (dotted path).")
     @click.option("--seed", type=int, default=None, help="Override the scenario's seed (scenario files only).")
     @click.option("--out", type=click.Path(file_okay=False), default=None,
-                  help="Folder for the results, cache and LLM calls (default RUN/personagym, or runs/NAME-personagym).")
+                  help="Folder for the results, cache and LLM calls (default RUN/personagym, runs/NAME-personagym, "
+                       "or runs/A-vs-B-personagym for several designs).")
+    @click.option("--estimate", is_flag=True, help="Print the calls, tokens and cost per stage of this evaluation; call no model.")
     @common_options
-    def personagym(target: str, personas: int | None, population: str | None, persona_file: str | None, data: str | None,
-                   questions: str, environments: int, named: tuple[str, ...], per_task: int, judges: tuple[str, ...], generator: str | None,
-                   llm_spec: str | None, prompts_file: str | None, overrides: tuple[str, ...], seed: int | None,
-                   out: str | None, plugin_options: tuple[str, ...] = (), **_: Any) -> None:
+    def personagym(targets: tuple[str, ...], personas: int | None, population: str | None, persona_file: str | None,
+                   with_run_memories: bool, data: str | None, questions: str, environments: int, named: tuple[str, ...],
+                   per_task: int, judges: tuple[str, ...], generator: str | None, llm_spec: str | None, answer_tokens: int,
+                   batch: int, prompts_file: str | None, overrides: tuple[str, ...], seed: int | None, out: str | None,
+                   estimate: bool, plugin_options: tuple[str, ...] = (), **_: Any) -> None:
         """PersonaGym: environments, questions, the agents' answers, rubric grades by an
-        ensemble of judges, and PersonaScore per agent (Samuel et al.)."""
+        ensemble of judges, and PersonaScore per persona (Samuel et al.); with several
+        designs, their paired differences on the same questions and judges."""
         from townsquare.api import LLMFault, RunStopped
+        from townsquare.api.commands import RunDir as Folder, clear_earlier_answers, command_line
 
-        from townsquare.api.commands import RunDir as Folder, llm_overrides
-
-        from .agent_session import check_spec, open_target
-        from .results_files import table, write
+        from .llm_steps import Settings
 
         started = time.monotonic()
-        target_info = open_target(target, [*llm_overrides(llm_spec), *overrides], plugin_options, seed)
-        for spec in judges:
-            check_spec(target_info, spec, "--judge")
-        if generator is not None:
-            check_spec(target_info, generator, "--generator")
-        if target_info.scenario.llm is None:
-            raise UsageError(f"{target}: no [llm] to answer with (add one, or --llm PROVIDER[:MODEL])")
-        populations = [p.config.name for p in target_info.scenario.populations]
-        if population is not None and population not in populations:
-            raise UsageError(f"--population {population}: no such population (populations: {', '.join(populations)})")
-        inputs = _inputs(target_info, data, questions, persona_file, personas, environments, named)
-        prompts = load_prompts(PROMPTS, "personagym", prompts_file, ".", required=REQUIRED)
-        folder = Path(out) if out else _default_out(target, target_info)
+        settings = Settings(answer_tokens=answer_tokens, batch=batch,
+                            use_memories=with_run_memories or not (persona_file or questions == "benchmark"))
+        plan = _plan(targets, llm_spec=llm_spec, overrides=overrides, plugin_options=plugin_options, seed=seed, personas=personas,
+                     population=population, persona_file=persona_file, data=data, questions=questions, environments=environments,
+                     named=named, per_task=per_task, judges=judges, generator=generator, prompts_file=prompts_file,
+                     with_run_memories=with_run_memories, settings=settings)
+        for note in plan.inputs.notes:
+            click.echo(f"note: {note}", err=True)
+        warnings = _warnings(plan)
+        for warning in warnings:
+            click.echo(f"warning: {warning}", err=True)
+        if estimate:
+            for line in _estimate(plan):
+                click.echo(line)
+            return
+        folder = Path(out) if out else _default_out(targets[0], plan.targets, plan.labels)
         if folder.exists() and not folder.is_dir():
             raise UsageError(f"--out {folder}: exists and is not a folder")
         if folder.is_dir() and (folder / "manifest.json").is_file():
             raise UsageError(f"--out {folder}: is a run directory; choose another folder for the evaluation")
         folder.mkdir(parents=True, exist_ok=True)
+        plan.resume = command_line(click.get_current_context())
+        from .evaluation_run import design_folder, run
+
+        folders = list(dict.fromkeys([folder, *(design_folder(folder, plan, k) for k in range(len(plan.targets)))]))
         with Folder(folder).lock():
-            known = cached_answers(folder)
+            for where in folders:
+                clear_earlier_answers(where / "events.sqlite")
+            known = sum(cached_answers(f) for f in folders)
             try:
-                results = asyncio.run(_run(target_info, folder, inputs, prompts, personas=personas, population=population,
-                                              judges=judges, generator=generator, environments=environments, per_task=per_task))
+                results = asyncio.run(run(plan, folder))
             except KeyboardInterrupt:
-                raise RunStopped(f"interrupted; run the same command again to resume from {folder / 'llm_cache.sqlite'}") from None
+                raise RunStopped(f"interrupted; the answers so far are cached: resume with {plan.resume}") from None
             except LLMFault as exc:
-                raise RunStopped(f"evaluation stopped: LLM call failed: {exc.describe()}; "
-                                 f"run the same command again to resume from {folder / 'llm_cache.sqlite'}") from None
-            results, calls = results
-            new = cached_answers(folder) - known
-            source = ("the released static set (benchmark-v1)" if questions == "benchmark" else
-                      f"generated: {per_task} per task per environment, "
-                      + (f"environments {', '.join(inputs['fixed'])}" if inputs["fixed"] else f"{environments} environment(s) per persona"))
-            info = {"target": str(target), "questions_source": questions, "questions": source,
-                    "rubrics": sorted({t.source for t in inputs["tasks"].values()}), "environments_from": inputs["environments_from"],
-                    "agent_llm": llm_spec or "run", "generator": generator or "run",
-                    "llm_calls": calls, "new_answers": new, "wall_seconds": round(time.monotonic() - started, 1)}
-            paths = write(folder, results, info, judge_labels(judges))
-        click.echo(table(results))
-        rubrics = " and ".join({"ours": "our own words", "released": "the released rubrics"}[r] for r in info["rubrics"])
-        click.echo(f"questions: {source}; rubrics: {rubrics}; judges: {', '.join(judges) or 'the run LLM'}")
-        click.echo(f"{sum(calls.values())} LLM calls ({', '.join(f'{k} {v}' for k, v in sorted(calls.items()))}), "
-                   f"{new} answered by the model, {max(0, sum(calls.values()) - calls.get('parse_failure', 0) - calls.get('error', 0) - new)} "
-                   f"from the cache; {info['wall_seconds']} s")
-        failed = calls.get("parse_failure", 0)
-        if failed:
-            click.echo(f"note: {failed} answers could not be read even after a repair request (parse_failure rows)", err=True)
-        click.echo(f"written to {paths[0]}, {paths[1].name}, {paths[2].name}")
+                raise RunStopped(f"evaluation stopped: LLM call failed: {exc.describe()}; the answers so far are cached: "
+                                 f"resume with {plan.resume}") from None
+            new = sum(cached_answers(f) for f in folders) - known
+            from .output import write_all
+
+            lines = write_all(folder, plan, results, warnings, new, round(time.monotonic() - started, 1))
+        for line in lines:
+            click.echo(line)
+
+    register_grades(cli)

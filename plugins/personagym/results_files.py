@@ -7,7 +7,11 @@
   each evaluator's grade and the ensemble score;
 * ``personagym.json``: everything (settings, where the questions and rubrics came from, the
   environments, score examples and grades) plus ``scores``, the summary in the format of the
-  released ``evaluations/*/scores.json`` (task title -> mean, ``PersonaScore``).
+  released ``evaluations/*/scores.json`` (task title -> mean, ``PersonaScore``);
+* with several designs, in the output folder: ``personagym_comparison.csv`` and
+  ``personagym_comparison.json`` (the paired differences of :mod:`.comparison`, the judges'
+  table and agreement); each design's three files in its own folder;
+* ``personagym_raters.csv`` and its key (:mod:`.raters`), for human graders.
 """
 
 from __future__ import annotations
@@ -98,3 +102,18 @@ def write(out: Path, results: Sequence[PersonaResult], info: dict[str, Any], jud
 
 def _csv(value: float | None) -> str:
     return "" if value is None else f"{value:.4g}"
+
+
+COMPARISON_JSON = "personagym_comparison.json"
+COMPARISON_CSV = "personagym_comparison.csv"
+
+
+def write_comparison(out: Path, rows: Sequence[dict[str, Any]], info: dict[str, Any]) -> list[Path]:
+    """The paired differences (one row per design and task) as JSON (with ``info``) and CSV."""
+    paths = [out / COMPARISON_JSON, out / COMPARISON_CSV]
+    paths[0].write_text(json.dumps({**info, "paired": list(rows)}, indent=1, ensure_ascii=False), encoding="utf-8")
+    with open(paths[1], "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["design"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return paths

@@ -100,7 +100,7 @@ def _persona(record: Any, where: str, limits: Any) -> Persona:
 
 def checked(persona: Persona, where: str, limits: Any) -> Persona:
     """``persona`` if its name and size are within ``limits``, else a one-line error."""
-    problem = name_problem(persona.name, limits.max_name_length)
+    problem = name_problem(persona.name, limits.max_name_length, path_safe=False)
     if problem:
         raise UsageError(f'{where}: "name": {problem}')
     size = len(json.dumps({"sentences": persona.sentences, "fields": persona.fields}, ensure_ascii=False, default=str))

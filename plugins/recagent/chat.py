@@ -65,7 +65,7 @@ async def chat(policy: Any, ctx: StepContext, partner_id: str, known_ids: list[s
         speaker, other, _, other_memory, items = sides[t % 2]
         transcript = "\n".join(f"[{who}]: {line}" for who, line in turns) or "(nobody has spoken yet)"
         instruction = fill(prompts["chat_turn"], other=other.persona.name,
-                           other_profile=await policy.profile(ctx, "social", other.persona),
+                           other_profile=await policy.profile(ctx, "social", other.persona, person="third"),
                            other_memory=other_memory.replace("\n", " "), transcript=transcript, known_items=items)
         prompt = fill(prompts["frame"], name=speaker.persona.name,
                       profile=await policy.profile(ctx, "social", speaker.persona),

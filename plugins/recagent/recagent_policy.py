@@ -7,7 +7,8 @@ them are remembered as *heard of*), then chooses among the recommender system, a
 action, or nothing, and follows the paper's flow:
 
 - recommender system: enter; a page of ``page_size`` recommendations; then, up to
-  ``max_steps`` times, watch one listed item (a one-line feeling and a rating 1-10 follow),
+  ``max_steps`` times, watch one listed item (a one-line feeling and a rating 1-10 follow;
+  then the visit ends, as in the paper's "Watch ONLY ONE movie" and the reference code),
   see the next page (at most ``max_pages``), search by keyword or category (heard-of items
   are offered), or leave; finally leave;
 - social: a one-to-one chat with a friend (see :mod:`.chat`: end detection, ``turn_cap``) or
@@ -25,6 +26,7 @@ are disabled are skipped, never replaced by another design's component (``stand_
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 import structlog
@@ -33,18 +35,19 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare.api import Action, BuildContext, ComponentError, MemoryRecord, PolicySpec, StepContext, hookimpl
 
 from . import chat as social
-from .choices import Choice, LLMDecider
+from .choices import Choice, LLMDecider, PersonDecider
 from .prompts import fill, load_prompts
-from .unified_prompt import memory_tiers, render_profile, unified_prompt
+from .unified_prompt import PROFILE_FIELDS, memory_tiers, render_profile, unified_prompt
 
 log = structlog.get_logger("townsquare.plugins.recagent.policy")
 
 REQUIRED = {
     "frame": frozenset({"name", "profile", "memory", "context", "instruction"}),
     "activity": frozenset(), "page": frozenset({"items", "heard_of", "labels"}), "search_query": frozenset(),
-    "feeling": frozenset({"item"}), "rating": frozenset({"item", "feeling"}), "social": frozenset(),
+    "feeling": frozenset({"item", "details"}), "rating": frozenset({"item", "feeling"}), "social": frozenset(),
     "partner": frozenset({"friends"}), "chat_turn": frozenset({"other", "other_profile", "other_memory", "transcript", "known_items"}),
     "broadcast": frozenset({"known_items"}), "profile_filter": frozenset({"name", "profile", "behaviour"}),
+    "pick": frozenset({"items", "picked", "labels"}),
 }
 #: what each behaviour is, for the LLM profile filter
 BEHAVIOURS = {
@@ -54,8 +57,8 @@ BEHAVIOURS = {
 }
 DEFAULT_FIELDS = {
     "activity": ["age", "gender", "traits", "interests", "features"],
-    "recommender": ["age", "gender", "traits", "interests", "features"],
-    "social": ["age", "gender", "traits", "career", "features"],
+    "recommender": ["age", "gender", "traits", "interests", "favourites", "features", "history"],
+    "social": ["age", "gender", "career", "traits", "interests", "features"],
 }
 RATINGS = tuple(str(n) for n in range(1, 11))
 
@@ -71,6 +74,8 @@ class RecAgentPolicyConfig(BaseModel):
     recall_k: int = Field(5, ge=0, description="records asked of each memory tier per prompt (long-term caps at its N)")
     partner_memories: int = Field(5, ge=0, description="the chat partner's recent memories shown")
     profile_filter: Literal["fields", "llm"] = Field("fields", description="fields: keep profile_fields; llm: the LLM keeps what matters (the paper)")
+    history_memories: int = Field(10, ge=0, description="latest earlier ratings (persona history) written into memory before the first step")
+    known_items_shown: int = Field(20, ge=1, description="latest watched or heard-of items a chat or post may name")
     profile_fields: dict[str, list[str]] = Field(default_factory=lambda: {k: list(v) for k, v in DEFAULT_FIELDS.items()})
     prompts_file: str | None = None
 
@@ -102,15 +107,16 @@ class RecAgentPolicy:
     async def read_memory(self, ctx: StepContext, query: str) -> list[MemoryRecord]:
         return await memory_tiers(ctx).recall(ctx, query, self.config.recall_k) if self.config.recall_k else []
 
-    async def profile(self, ctx: StepContext, behaviour: str, persona: Any = None) -> str:
-        """``persona``'s profile (the agent's by default) filtered to ``behaviour``."""
+    async def profile(self, ctx: StepContext, behaviour: str, persona: Any = None, person: str = "second") -> str:
+        """``persona``'s profile (the agent's by default) filtered to ``behaviour``, said to the
+        agent (``person = "second"``) or about another person (``"third"``: by fields, no LLM)."""
         persona = persona or ctx.agent.persona
         fields = self.config.profile_fields[behaviour]
-        if self.config.profile_filter == "fields":
-            return render_profile(persona, fields)
+        if self.config.profile_filter == "fields" or person != "second":
+            return render_profile(persona, fields, person)
         key = f"{persona.name}|{behaviour}"
         if key not in self.filtered:
-            full = render_profile(persona, sorted(persona.fields)) if persona.fields else " ".join(persona.sentences)
+            full = render_profile(persona, PROFILE_FIELDS) if persona.fields else " ".join(persona.sentences)
             answer = await ctx.require_llm("recagent_policy").text(
                 fill(self.prompts["profile_filter"], name=persona.name, profile=full, behaviour=BEHAVIOURS[behaviour]),
                 purpose="recagent.profile_filter")
@@ -126,8 +132,13 @@ class RecAgentPolicy:
         return ", ".join(names) or "none"
 
     def known_items(self, ctx: StepContext, agent_id: str, heard_of: Any) -> list[str]:
-        """Ids of the items ``agent_id`` watched or heard of, the only ones it may talk about."""
-        return list(dict.fromkeys([*(i.id for i in ctx.platform.watched(agent_id)), *heard_of]))
+        """Ids of the items ``agent_id`` watched (in the run or before it: its persona's
+        history) or heard of, the only ones it may talk about: the latest ``known_items_shown``."""
+        platform = ctx.platform
+        member = platform.members.get(agent_id)
+        earlier = [h["id"] for h in (member.persona.fields.get("history") or ()) if isinstance(h, dict) and "id" in h] if member else []
+        ids = list(dict.fromkeys([*earlier, *(i.id for i in platform.watched(agent_id)), *heard_of]))
+        return [i for i in ids if platform.item(i) is not None][-self.config.known_items_shown:]
 
     # ------------------------------------------------------------------ the step
 
@@ -135,16 +146,26 @@ class RecAgentPolicy:
         name = ctx.agent.persona.name
         if not self.seeded:
             self.seeded = True
-            for text in ctx.agent.persona.fields.get("memories") or ():
-                await self.observe(ctx, text)
+            await self.seed_memory(ctx)
         await self.read_inbox(ctx)
         prompt = await self.prompt(ctx, "activity", "what to do now", f"{name} has some free time.", self.prompts["activity"])
         choice = await self.decider.decide(ctx, Choice("activity", prompt, ("recommender", "social", "nothing"), default="nothing"))
-        if choice == "recommender":
-            return await self.visit(ctx)
-        if choice == "social":
-            return await self.socialise(ctx)
-        return []
+        actions = await self.visit(ctx) if choice == "recommender" else await self.socialise(ctx) if choice == "social" else []
+        if getattr(self.decider, "person", False):
+            actions = [replace(a, detail={**a.detail, "played": True}) for a in actions]
+        return actions
+
+    async def seed_memory(self, ctx: StepContext) -> None:
+        """Before the first step: the persona's ``memories`` and its latest earlier ratings
+        (``history``, e.g. a MovieLens user's) become observations (the paper's real-data
+        alignment: the user's earlier items profile the agent)."""
+        name = ctx.agent.persona.name
+        for text in ctx.agent.persona.fields.get("memories") or ():
+            await self.observe(ctx, text)
+        history = [h for h in ctx.agent.persona.fields.get("history") or () if isinstance(h, dict) and h.get("title")]
+        for entry in history[-self.config.history_memories:] if self.config.history_memories else ():
+            rating = f" and rated it {entry['rating']:g} out of 5" if entry.get("rating") is not None else ""
+            await self.observe(ctx, f"{name} watched <{entry['title']}>{rating}.", item=entry.get("id"))
 
     async def read_inbox(self, ctx: StepContext) -> None:
         messages = ctx.platform.inbox(ctx.agent.id, self.inbox_seen)
@@ -170,7 +191,6 @@ class RecAgentPolicy:
         items = ranked[:size]
         actions.append(Action(me, "recommend", post_ids=tuple(i.id for i in items), detail={"page": 0}))
         await self.observe(ctx, f"{name} is recommended: {self.titles(ctx, [i.id for i in items])}.")
-        watched_now: set[str] = set()
         for _ in range(self.config.max_steps):
             if not items:
                 break
@@ -182,13 +202,11 @@ class RecAgentPolicy:
                                        f"{name} is browsing the recommender system.", instruction)
             answer = await self.decider.decide(ctx, Choice("page", prompt, labels, default="leave"))
             if answer.startswith("watch "):
-                item = items[int(answer.split()[1]) - 1]
-                actions.append(await self.watch(ctx, item))
-                watched_now.add(item.id)
-                items = [i for i in items if i.id != item.id]
+                actions.append(await self.watch(ctx, items[int(answer.split()[1]) - 1]))
+                break
             elif answer == "next page":
                 page += 1
-                items = [i for i in ranked[page * size:(page + 1) * size] if i.id not in watched_now]
+                items = ranked[page * size:(page + 1) * size]
                 if page >= self.config.max_pages or not items:
                     break
                 actions.append(Action(me, "next_page", post_ids=tuple(i.id for i in items), detail={"page": page}))
@@ -201,10 +219,22 @@ class RecAgentPolicy:
         await self.observe(ctx, f"{name} leaves the recommender system.")
         return actions
 
+    async def pick(self, ctx: StepContext, items: list[Any], picked: list[Any] = ()) -> Any:
+        """The one of ``items`` the agent would watch next (the discrimination and generation
+        tests: the agent's profile, memories and context, the list as a page)."""
+        labels = tuple(f"watch {n + 1}" for n in range(len(items)))
+        listing = "\n".join(f"{n + 1}. {item.line()}" for n, item in enumerate(items))
+        already = f"You have already chosen: {self.titles(ctx, [i.id for i in picked])}.\n" if picked else ""
+        prompt = await self.prompt(ctx, "recommender", " ".join(i.title for i in items),
+                                   f"{ctx.agent.persona.name} is browsing the recommender system.",
+                                   fill(self.prompts["pick"], items=listing, picked=already, labels=", ".join(f'"{x}"' for x in labels)))
+        answer = await self.decider.decide(ctx, Choice("pick", prompt, labels, default=labels[0]))
+        return items[int(answer.split()[1]) - 1]
+
     async def watch(self, ctx: StepContext, item: Any) -> Action:
         name = ctx.agent.persona.name
         where = f"{name} has just finished watching <{item.title}>."
-        prompt = await self.prompt(ctx, "recommender", item.title, where, fill(self.prompts["feeling"], item=item.title))
+        prompt = await self.prompt(ctx, "recommender", item.title, where, fill(self.prompts["feeling"], item=item.title, details=item.line()))
         feeling = await self.decider.decide(ctx, Choice("feeling", prompt, (), default="It was fine."))
         prompt = await self.prompt(ctx, "recommender", item.title, where, fill(self.prompts["rating"], item=item.title, feeling=feeling))
         rating = int(await self.decider.decide(ctx, Choice("rating", prompt, RATINGS, default="5")))
@@ -257,6 +287,13 @@ class RecAgentPolicy:
             return []
         await self.observe(ctx, f"{name} posted to friends: {action.text}", kind="chat", items=action.detail["items"])
         return [action]
+
+    # ------------------------------------------------------------------ role playing
+
+    def play(self, read: Any, write: Any) -> "RecAgentPolicy":
+        """The paper's role playing: a person takes this agent's decisions (``run --play``)."""
+        self.decider = PersonDecider(read, write)
+        return self
 
     # ------------------------------------------------------------------ state
 

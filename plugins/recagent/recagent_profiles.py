@@ -12,11 +12,20 @@ to them). Three sources, matching the paper's three strategies:
   the friend graph: ``friend_ids`` holds the profile ids (names repeat in ``user_1000.csv``),
   ``friends`` their names. Every relationship type counts as a connection unless ``relations``
   names the ones to keep. Rows are taken in file order.
-- ``movielens_history`` (real-data alignment): one agent per MovieLens user; the user's
-  ratings are split by time, and the interests are the ``top_genres`` most frequent genres
-  of the earlier ``history_fraction`` of them (ratings of at least ``min_rating``). The
-  earlier items are ``watched`` (titles), the later ones ``future_items`` (ids, for
-  evaluation). ml-latest-small has no demographics: name, gender and age stay generic.
+- ``movielens_history`` (real-data alignment: "one can leverage the previously interacted
+  items of the users in the dataset as the agent profiles"): one agent per MovieLens user of a
+  folder in any layout (ml-latest-small, ml-100k, ml-1m). The user's ratings are split by
+  time: the earlier ``history_fraction`` is the persona's ``history`` (``{"id", "title",
+  "rating"}`` on the dataset's 1-5 scale, oldest first), the later ones ``future_items`` (ids,
+  held out: ``townsquare eval recommenders`` scores recommenders on them). The interests are
+  the ``top_genres`` most frequent genres of the history's ratings of at least ``min_rating``,
+  ``favourites`` the titles rated highest. The history reaches every part of the agent: the
+  profile shows its latest ratings, ``recagent_policy`` writes them into memory before the
+  first step, the platform never offers those items again and (``history_in_log``) the
+  recommender learns from them. Gender, age and occupation come from ``u.user`` (ml-100k) or
+  ``users.dat`` (ml-1m, age as its group); ml-latest-small has none. ``history_limit`` keeps
+  only the latest earlier ratings and the first later ones (all by default; a heavy rater's
+  oldest ratings left out may be offered again).
 - ``recagent_generated`` (GPT-based): the LLM completes profiles from a few seed profiles
   (the ``recagent_csv`` rows given by ``path``); every generated profile is checked field by
   field, and a malformed one is replaced by a cyclic copy of a seed, recorded as a
@@ -34,7 +43,9 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, Persona, PersonaSourceSpec, UsageError, cycle_personas, hookimpl, read_user_csv
+from townsquare.api import (
+    BuildContext, Persona, PersonaSourceSpec, UsageError, cycle_personas, hookimpl, load_movielens_data, read_user_csv,
+)
 
 from .prompts import fill, load_prompts
 
@@ -48,12 +59,14 @@ class RecAgentProfilesConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str | None = Field(None, description="recagent_csv / recagent_generated: the profile CSV; movielens_history: the ml-latest-small folder")
+    path: str | None = Field(None, description="recagent_csv / recagent_generated: the profile CSV; movielens_history: a MovieLens folder")
     relationships: str | None = Field(None, description="the relationship CSV (friend graph)")
     relations: list[str] | None = Field(None, description="relationship types kept as connections (default: all)")
     users: list[int] | None = Field(None, description="movielens_history: these MovieLens user ids (default: the first ones)")
     history_fraction: float = Field(0.5, gt=0, le=1, description="movielens_history: earlier share of ratings that forms the profile")
     top_genres: int = Field(3, ge=1, description="movielens_history: interests kept")
+    favourites: int = Field(5, ge=0, description="movielens_history: highest-rated titles kept as favourites")
+    history_limit: int | None = Field(None, ge=1, description="movielens_history: latest earlier ratings (and first later ones) a persona keeps (default: all)")
     min_rating: float = Field(3.5, ge=0, le=5, description="movielens_history: ratings at least this count as liked")
     prompts_file: str | None = None
 
@@ -74,13 +87,16 @@ def profile_persona(fields: dict[str, Any]) -> Persona:
     """A persona from RecAgent profile fields, with first-person sentences for prompts."""
     name = fields["name"]
     sentences = []
-    who = ", ".join(str(x) for x in (fields.get("age") and f"{fields['age']} years old", fields.get("gender"), fields.get("career")) if x)
+    age = f"{fields['age']} years old" if fields.get("age") else (f"aged {fields['age_group']}" if fields.get("age_group") else "")
+    who = ", ".join(str(x) for x in (age, fields.get("gender"), fields.get("career")) if x)
     if who:
         sentences.append(f"I am {name}, {who}.")
     if fields.get("traits"):
         sentences.append(f"People describe me as {', '.join(fields['traits'])}.")
     if fields.get("interests"):
         sentences.append(f"I enjoy {', '.join(fields['interests'])}.")
+    if fields.get("favourites"):
+        sentences.append(f"My favourite movies include {', '.join(fields['favourites'])}.")
     return Persona(name=name, sentences=sentences, fields={k: v for k, v in fields.items() if k != "name"})
 
 
@@ -154,38 +170,23 @@ class CsvProfiles:
 class MovieLensProfiles:
     def __init__(self, config: RecAgentProfilesConfig, base_dir: str):
         if not config.path:
-            raise UsageError("personas.path: movielens_history needs the ml-latest-small folder")
-        folder = _resolve(config.path, base_dir)
+            raise UsageError("personas.path: movielens_history needs a MovieLens folder")
         self.config = config
-        self.movies = {r["movieId"]: r for r in _read_csv(folder / "movies.csv", ("movieId", "title", "genres"))}
-        self.ratings: dict[int, list[tuple[int, str, float]]] = defaultdict(list)
-        for n, row in enumerate(_read_csv(folder / "ratings.csv", ("userId", "movieId", "rating", "timestamp")), start=2):
-            try:
-                self.ratings[int(row["userId"])].append((int(float(row["timestamp"])), row["movieId"], float(row["rating"])))
-            except ValueError:
-                raise UsageError(f"{folder / 'ratings.csv'}: line {n}: userId, rating and timestamp must be numbers") from None
-        missing = [u for u in config.users or () if u not in self.ratings]
+        self.data = load_movielens_data(_resolve(config.path, base_dir))
+        self.items = {item.id: item for item in self.data.items}
+        self.histories = self.data.histories()
+        missing = [u for u in config.users or () if str(u) not in self.histories]
         if missing:
             raise UsageError(f"personas.users: MovieLens user {missing[0]} has no ratings")
 
-    def profile(self, user: int) -> dict[str, Any]:
-        history = sorted(self.ratings[user])
+    def profile(self, user: str) -> dict[str, Any]:
+        history = self.histories[user]
         cut = max(1, round(len(history) * self.config.history_fraction))
-        earlier, later = history[:cut], history[cut:]
-        genres: Counter = Counter()
-        for _, movie, rating in earlier:
-            if rating >= self.config.min_rating and movie in self.movies:
-                genres.update(g for g in self.movies[movie]["genres"].split("|") if g and g != "(no genres listed)")
-        interests = [f"{g.lower()} movies" for g, _ in sorted(genres.items(), key=lambda kv: (-kv[1], kv[0]))[: self.config.top_genres]]
-        return {
-            "name": f"MovieLens user {user}", "id": str(user), "gender": "", "age": None, "traits": [], "career": "",
-            "interests": interests, "features": [], "friends": [],
-            "watched": [self.movies[m]["title"] for _, m, _ in earlier if m in self.movies],
-            "future_items": [m for _, m, _ in later],
-        }
+        earlier = [(self.items[r.item], r.rating, r.timestamp) for r in history[:cut]]
+        return history_profile(user, earlier, [r.item for r in history[cut:]], self.config, self.data.users.get(user, {}))
 
     def load(self, count: int, rng: Any) -> list[Persona]:
-        users = self.config.users or sorted(self.ratings)[:count]
+        users = [str(u) for u in self.config.users] if self.config.users else sorted(self.histories, key=_numeric)[:count]
         return cycle_personas([profile_persona(self.profile(u)) for u in users], count)
 
     def get_state(self) -> dict[str, Any]:
@@ -193,6 +194,34 @@ class MovieLensProfiles:
 
     def set_state(self, state: dict[str, Any]) -> None:
         pass
+
+
+def history_profile(user: str, earlier: list[tuple[Any, float | None, int]], later: list[str], config: RecAgentProfilesConfig,
+                    demographics: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The profile fields of a user known by earlier ratings (``(item, rating 1-5, time)``, oldest
+    first): interests, favourites, history; ``later`` item ids are held out (``future_items``)."""
+    genres: Counter = Counter()
+    for item, rating, _ in earlier:
+        if rating is None or rating >= config.min_rating:
+            genres.update(item.genres)
+    interests = [f"{g.lower()} movies" for g, _ in sorted(genres.items(), key=lambda kv: (-kv[1], kv[0]))[: config.top_genres]]
+    rated = [(item, rating, time) for item, rating, time in earlier if rating is not None]
+    best = sorted(rated, key=lambda r: (-r[1], -r[2]))[: config.favourites]
+    demographics = demographics or {}
+    if config.history_limit is not None:
+        earlier, later = earlier[-config.history_limit:], later[: config.history_limit]
+    return {
+        "name": f"MovieLens user {user}", "id": user, "gender": demographics.get("gender", ""),
+        "age": demographics.get("age"), "age_group": demographics.get("age_group", ""),
+        "traits": [], "career": demographics.get("occupation", ""),
+        "interests": interests, "favourites": [item.title for item, _, _ in best], "features": [], "friends": [],
+        "history": [{"id": item.id, "title": item.title, "rating": rating} for item, rating, _ in earlier],
+        "future_items": list(later),
+    }
+
+
+def _numeric(value: str) -> tuple[int, str]:
+    return (int(value), value) if value.isdigit() else (1 << 62, value)
 
 
 GENERATED_SCHEMA = {

@@ -90,7 +90,7 @@ SECTIONS: list[tuple[str, str, Callable[[Report], str | None]]] = [
     ("headline", "At a glance", lambda r: headline_section(r, summary_section(r))),
     ("followers", "Followers", lambda r: followers_section(r.agents, r.followers)),
     ("actions", "Actions", lambda r: actions_section(r.run.db)),
-    ("town", "Town", lambda r: town_section(r.run.db, r.axis)),
+    ("town", "Town", lambda r: town_section(r.run.db, r.axis, r.run.manifest)),
     ("recsys", "Recommender system", lambda r: recsys_section(r.run.db, r.axis)),
     ("studies", "Information cocoon and conformity", lambda r: studies_section(r.run.db, r.run.path, r.run.manifest)),
     ("text", "Text diversity", lambda r: text_section(r.posts, r.comments, r.diversity)),

@@ -261,6 +261,12 @@ def run_summary_line(run_path: Any) -> str | None:
     return summary_line({name.removeprefix("groundedness."): value for name, value in rows})
 
 
+@hookimpl
+def townsquare_report_run(run_dir):
+    """The groundedness line under a finished run's summary (:func:`run_summary_line`)."""
+    return run_summary_line(run_dir)
+
+
 def build_groundedness(config: None, ctx: Any) -> GroundednessMetric:
     services = getattr(ctx, "services", None)
     return GroundednessMetric(getattr(services, "embedder", None))

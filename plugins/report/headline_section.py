@@ -20,7 +20,7 @@ from .groundedness import summary_line
 HEADLINE_METRICS = (
     ("cocoon_entropy.entropy", "recommendation entropy (cocoon)"),
     ("conformity.mean", "mean rating of the conformity item"),
-    ("town_metrics.knows_topic", "share of agents who know the topic"),
+    ("town_metrics.party.share", "share of agents who heard of the party"),
     ("groundedness.posts.margin", "persona margin of posts"),
     ("activity.followers.gini", "follower Gini"),
     ("activity.agents.active", "agents who acted"),

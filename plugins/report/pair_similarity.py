@@ -9,9 +9,16 @@ Zhou et al. score the similarity between a persona and a post with BERTScore (Zh
   embedder's cosines are far below BERTScore's 0.43-0.47), so compare Δs and rankings, not
   levels, with the paper;
 * :class:`BertScoreSimilarity`: BERTScore F1 with the persona as reference and the post as
-  candidate, when the optional ``bert_score`` package is installed (its model must be cached
-  locally or downloadable). :func:`make_similarity` with ``"auto"`` picks it when the package
-  imports, else the embedder.
+  candidate, when the optional ``bert_score`` package is installed (``pip install bert-score``;
+  its model must be on this machine or downloadable; a local folder needs ``num_layers``,
+  the layer whose token vectors are matched). :func:`make_similarity` with ``"auto"`` picks
+  it when the package imports and its model is already on this machine (no download is tried:
+  offline, a download attempt retries for a minute before failing), else the embedder.
+
+The BERTScore path is checked against F1 computed by hand from the same model's token vectors
+(greedy cosine matching; [CLS]/[SEP] out of the averages but match targets, as bert_score
+does; no idf, no rescaling) with all-MiniLM-L6-v2 at layer 6 (tests/test_zhou_bertscore.py;
+skipped without ``bert_score``): equal within 1e-4.
 
 Every result says which backend produced it (``name``).
 """
@@ -64,7 +71,8 @@ def bert_score_available() -> bool:
 class BertScoreSimilarity:
     """BERTScore F1 (Zhang et al., 2019): ``bert_score.score(candidates, references)``."""
 
-    def __init__(self, model_type: str | None = None, lang: str = "en", batch_size: int = 32, scorer: Any = None):
+    def __init__(self, model_type: str | None = None, lang: str = "en", batch_size: int = 32, scorer: Any = None,
+                 num_layers: int | None = None):
         if scorer is None:
             try:
                 from bert_score import score as scorer
@@ -74,30 +82,61 @@ class BertScoreSimilarity:
         self.model_type = model_type
         self.lang = lang
         self.batch_size = batch_size
-        self.name = f"BERTScore F1 ({model_type or 'default model for ' + lang})"
+        self.num_layers = num_layers
+        layer = f", layer {num_layers}" if num_layers else ""
+        self.name = f"BERTScore F1 ({model_type or 'default model for ' + lang}{layer})"
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         if not pairs:
             return np.zeros(0)
         try:
+            options = {"num_layers": self.num_layers} if self.num_layers else {}
             _, _, f1 = self.scorer([c for _, c in pairs], [r for r, _ in pairs], model_type=self.model_type, lang=self.lang,
-                                   batch_size=self.batch_size, verbose=False)
+                                   batch_size=self.batch_size, verbose=False, **options)
         except Exception as exc:  # a model that cannot be loaded (offline, no cache), out of memory...
             raise UsageError(f"BERTScore failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
         return np.asarray(f1.tolist() if hasattr(f1, "tolist") else f1, dtype=np.float64)
 
 
+def model_on_this_machine(model_type: str | None, lang: str = "en") -> bool:
+    """Whether BERTScore's model (``model_type``, else bert_score's default for ``lang``) is a
+    local folder or already in the Hugging Face cache: nothing is downloaded to find out."""
+    from pathlib import Path
+
+    try:
+        from bert_score.utils import lang2model
+        from transformers import AutoConfig
+    except ImportError:
+        return False
+    name = model_type or lang2model.get(lang)
+    if not name:
+        return False
+    if Path(name).is_dir():
+        return True
+    try:
+        AutoConfig.from_pretrained(name, local_files_only=True)
+    except Exception:  # noqa: BLE001 - any failure means: not here
+        return False
+    return True
+
+
 def make_similarity(choice: str, embedder: Callable[[], tuple[Embed, str]], model_type: str | None = None,
-                    notes: list[str] | None = None) -> PairSimilarity:
+                    notes: list[str] | None = None, num_layers: int | None = None) -> PairSimilarity:
     """``choice``: ``embedder``, ``bertscore`` or ``auto`` (BERTScore when ``bert_score``
-    imports and its model loads, else the embedder, with a line in ``notes`` saying why).
-    ``embedder()`` gives the run's embed function and its name, built only when needed."""
+    imports and its model is on this machine and loads, else the embedder, with a line in
+    ``notes`` saying why). ``embedder()`` gives the run's embed function and its name, built
+    only when needed."""
     if choice not in ("auto", "embedder", "bertscore"):
         raise UsageError(f"--similarity {choice!r}: expected auto, embedder or bertscore")
     if choice == "bertscore":
-        return BertScoreSimilarity(model_type)
+        return BertScoreSimilarity(model_type, num_layers=num_layers)
     if choice == "auto" and bert_score_available():
-        scorer = BertScoreSimilarity(model_type)
+        if not model_on_this_machine(model_type):
+            if notes is not None:
+                notes.append(f"BERTScore's model ({model_type or 'the default for English'}) is not on this machine; "
+                             "the run's embedder's cosine is used instead (--similarity bertscore downloads it)")
+            return EmbedderSimilarity(*embedder())
+        scorer = BertScoreSimilarity(model_type, num_layers=num_layers)
         try:
             scorer.score([("a persona", "a post")])  # loads the model once, here rather than mid-evaluation
             return scorer

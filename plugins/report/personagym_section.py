@@ -1,9 +1,10 @@
 """The report's PersonaGym section: the results of ``townsquare eval personagym RUN`` (Samuel et
 al.), read from ``RUN/personagym/personagym.json`` (the command's default folder) or any
 ``RUN/*/personagym.json``: the mean (std) per task and PersonaScore over personas (the layout of
-the paper's Table 1), one row per persona, and the score distribution: each task's question
-scores (the judges' mean per question) and the personas' PersonaScores. Absent when the run
-has no evaluation.
+the paper's Table 1), one row per persona, the score distribution (each task's question
+scores, the judges' mean per question, and the personas' PersonaScores), the judges' table with
+Krippendorff's alpha, and the warnings (a judge or the question generator that is the model under
+test). Absent when the run has no evaluation.
 """
 
 from __future__ import annotations
@@ -75,6 +76,16 @@ def section_body(results: dict[str, Any], source: str) -> str:
     persona_rows = [(p.get("name", ""), p.get("agent_id", ""), *(_num(p.get("task_scores", {}).get(t)) for t in TASKS),
                      _num(p.get("persona_score")), len(p.get("questions", []))) for p in results["personas"]]
     body += html.table(("persona", "agent", *(TITLES[t] for t in TASKS), "PersonaScore", "questions"), persona_rows)
+    agreement = results.get("judge_agreement") or {}
+    judge_rows = [(j.get("judge"), j.get("items"), _num(j.get("mean")), *(_num(j.get(t)) for t in TASKS))
+                  for j in agreement.get("judges") or [] if isinstance(j, dict)]
+    if judge_rows:
+        body += html.table(("judge", "answers graded", "mean grade", *(TITLES[t] for t in TASKS)), judge_rows)
+    for group, row in (agreement.get("alpha_interval") or {}).items():
+        body += html.note(f"Krippendorff's alpha (interval) of the {group}: "
+                          + ", ".join(f"{TITLES.get(k, k)} {'-' if v is None else f'{v:.2f}'}" for k, v in row.items() if k != "graders"))
+    for warning in results.get("warnings") or []:
+        body += f"<p><strong>{html.escape(str(warning))}</strong></p>"
     judges = ", ".join(results.get("judges", [])) or "the run's LLM"
     body += html.note(f"Questions: {results.get('questions', '?')}. Rubrics: {' and '.join(results.get('rubrics', []))}. "
                       f"Judges: {judges}. Each question's score is the judges' mean (1-5); a task's score the mean over its "

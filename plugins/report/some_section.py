@@ -1,6 +1,7 @@
 """The report's "SoMe evaluation" section: the table ``townsquare eval some`` wrote to
 ``RUN/some/summary.json`` (Xue et al.'s tables 3 and 4: ACC or judged score, and TCR, per task),
-with the agent and judge models, the split and the notes. Absent when the run was not evaluated."""
+with the agent and judge models, the split, the warnings (a judge that is the agent's own model)
+and the notes. Absent when the run was not evaluated."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ def some_section(run_path: str | Path) -> str | None:
         f"{'the run, labels from round ' + str(data.get('split')) + ' on' if data.get('source') == 'run' else _text(data.get('source'))}; "
         f"{data.get('llm_calls', 0)} LLM calls in {data.get('wall_seconds', 0)} s. ACC and judged scores are 0–100 "
         "(judges rate 0–5 per criterion), TCR is the share of queries completed.")
-    notes = "".join(html.note(_text(n)) for n in data.get("notes") or [])
+    # warnings first (a judge that is the agent's own model grades its own answers), then notes
+    notes = "".join(f"<p><strong>{html.escape(_text(w))}</strong></p>" for w in data.get("warnings") or [])
+    notes += "".join(html.note(_text(n)) for n in data.get("notes") or [])
     mean = html.note(f"Mean of ACC/score over {len(metrics)} tasks: {sum(metrics) / len(metrics):.1f}") if metrics else ""
     headers = ["task", "queries", "ACC", "score", "TCR", "tool calls / query", "tool errors", "repairs", "unfinished"]
     return lead + html.table(headers, rows) + mean + notes

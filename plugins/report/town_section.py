@@ -1,10 +1,13 @@
 """The report's town section (Park et al.'s Smallville on the ``town`` platform): where each
-agent was over time, and the diffusion curve with the relationship density and the attendance.
+agent was over time, and the diffusion of each topic with the relationship density and the
+attendance, beside the paper's numbers.
 
 Where: every town action stores the agent's arena address after it in ``detail["at"]``; an
 agent's place holds until its next action (agents that sleep do not act). Diffusion, density
-and attendance: the ``town_metrics`` series in the ``metrics`` table. Absent when a run has
-neither.
+and attendance: the ``town_metrics`` series in the ``metrics`` table (``<topic>.heard``,
+``<topic>.heard.<agent>``, ``<topic>.attended_guests``, ``density``...). What each topic is (its
+pattern, hosts, staff, place and window) comes from the scenario in the run's manifest. Absent
+when a run has neither places nor these metrics.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ METRIC = "town_metrics"
 #: place changes listed per agent in the table, at most
 MAX_STOPS = 12
 MAX_SECTORS = 12
+#: Park et al. §7.1's numbers for the topics of their study (25 agents, two game days)
+PAPER_SPREAD = {"party": "1 -> 13 of 25 (4 % -> 52 %)", "candidacy": "1 -> 8 of 25 (4 % -> 32 %)"}
+PAPER_DENSITY = "0.167 -> 0.74"
+PAPER_ATTENDANCE = "5 of the 12 invited came"
 
 
 def trails(db: Any) -> dict[str, list[tuple[int, str, str]]]:
@@ -34,14 +41,30 @@ def trails(db: Any) -> dict[str, list[tuple[int, str, str]]]:
 
 
 def series(db: Any) -> dict[str, dict[int, float]]:
-    """``town_metrics`` key -> round -> value (the per-agent ``knows.*`` keys left out)."""
+    """``town_metrics`` key -> round -> value (the per-agent keys, ``<topic>.heard.<agent>``, left out)."""
     out: dict[str, dict[int, float]] = defaultdict(dict)
     for round_, name, value in db.execute("SELECT round, name, value FROM metrics WHERE name LIKE ? ORDER BY round",
                                           (f"{METRIC}.%",)):
         key = name[len(METRIC) + 1:]
-        if not key.startswith("knows."):
+        if key.count(".") < 2:
             out[key][round_] = value
     return dict(out)
+
+
+def heard_by(db: Any, topic: str) -> dict[str, int]:
+    """agent -> the first round its ``<topic>.heard.<agent>`` was 1."""
+    prefix = f"{METRIC}.{topic}.heard."
+    rows = db.execute("SELECT name, MIN(round) FROM metrics WHERE substr(name, 1, ?) = ? AND value = 1 GROUP BY name",
+                      (len(prefix), prefix))
+    return {name[len(prefix):]: int(first) for name, first in rows}
+
+
+def topics_of(manifest: dict[str, Any] | None, values: dict[str, dict[int, float]]) -> dict[str, dict[str, Any]]:
+    """Each topic's settings from the run's scenario (``[plugins.town_metrics.topics]``); a topic
+    the series show but the scenario does not name has the metric's default settings."""
+    configured = ((manifest or {}).get("scenario") or {}).get("plugins", {}).get(METRIC, {}).get("topics") or {}
+    names = list(configured) + sorted({k.split(".")[0] for k in values if k.endswith(".heard")} - set(configured))
+    return {name: dict(configured.get(name) or {}) for name in names}
 
 
 def _place(address: str) -> str:
@@ -76,9 +99,10 @@ def where_figure(trail: dict[str, list[tuple[int, str, str]]], last_round: int, 
     return _png(fig)
 
 
-def diffusion_figure(values: dict[str, dict[int, float]]) -> bytes:
+def diffusion_figure(values: dict[str, dict[int, float]], topics: list[str]) -> bytes:
     fig, (ax,) = _figure(10.0, 3.4)
-    for key, label in (("knows_topic", "share who know of the event"), ("density", "relationship density")):
+    curves = [(f"{t}.share", f"share who heard of the {t}") for t in topics] + [("density", "relationship density")]
+    for key, label in curves:
         if key in values:
             rounds = sorted(values[key])
             ax.plot(rounds, [values[key][r] for r in rounds], marker=".", label=label)
@@ -87,7 +111,54 @@ def diffusion_figure(values: dict[str, dict[int, float]]) -> bytes:
     return _png(fig)
 
 
-def town_section(db: Any, axis: Any = None) -> str | None:
+def _window(settings: dict[str, Any]) -> str:
+    start, end = settings.get("start"), settings.get("end")
+    return f"{start} to {end}" if start else "-"
+
+
+def diffusion_body(db: Any, values: dict[str, dict[int, float]], manifest: dict[str, Any] | None,
+                   names: dict[str, str]) -> str:
+    topics = topics_of(manifest, values)
+    body = html.image(diffusion_figure(values, list(topics)), "information diffusion")
+    agents = len(names) or 1
+    definitions, rows, attendance = [], [], []
+    for topic, settings in topics.items():
+        heard = values.get(f"{topic}.heard", {})
+        if not heard:
+            continue
+        first_round, last_round = min(heard), max(heard)
+        first_at = heard_by(db, topic)
+        starters = sorted((names.get(a, a) for a, r in first_at.items() if r == first_round))
+        hosts = settings.get("hosts")
+        definitions.append((topic, f"/{settings.get('pattern', '(default)')}/",
+                            ", ".join(hosts) if hosts else f"whose seed mentions it: {', '.join(starters) or 'nobody'}",
+                            ", ".join(settings.get("staff") or []) or "-", settings.get("place") or "-", _window(settings)))
+        rows.append((f"{topic}: agents who heard of it", html.Number(f"{heard[first_round]:.0f} of {agents}"),
+                     html.Number(f"{heard[last_round]:.0f} of {agents}"), PAPER_SPREAD.get(topic, "-")))
+        if f"{topic}.attended_guests" in values:
+            last = {k: values[f"{topic}.{k}"][last_round] for k in ("guests", "present_guests", "attended_guests", "at_place")
+                    if f"{topic}.{k}" in values}
+            staff, host_names = set(settings.get("staff") or []), set(hosts or starters)
+            guests = sorted(names.get(a, a) for a in first_at if names.get(a, a) not in host_names | staff)
+            attendance.append((topic, int(last.get("guests", 0)), int(last.get("attended_guests", 0)),
+                               int(last.get("present_guests", 0)), ", ".join(guests) or "-", PAPER_ATTENDANCE))
+    if "density" in values:
+        density = values["density"]
+        rows.append(("relationship density", html.Number(f"{density[min(density)]:.3f}"),
+                     html.Number(f"{density[max(density)]:.3f}"), PAPER_DENSITY))
+    if definitions:
+        body += html.table(("topic", "pattern", "hosts", "staff", "place", "window"), definitions)
+    body += html.table(("measure", "start (first round)", "end (last round)", "Park et al. §7.1"), rows)
+    if attendance:
+        body += html.table(("topic", "guests (heard; not host, not staff)", "came for it (in the place in the window, "
+                            "doing something about it)", "there at all", "who the guests are", "Park et al."), attendance)
+    body += html.note("An agent has heard of a topic when its seed or a conversation it remembers mentions it (the "
+                      "paper counts an interview's yes only when the memory holds the dialogue). Acquaintance: "
+                      "conversations, reflections or seed records that name the other agent, both ways for an edge.")
+    return body
+
+
+def town_section(db: Any, axis: Any = None, manifest: dict[str, Any] | None = None) -> str | None:
     trail = trails(db)
     values = series(db)
     if not trail and not values:
@@ -106,17 +177,5 @@ def town_section(db: Any, axis: Any = None) -> str | None:
             rows.append((names.get(agent, agent), len(stops), text + more))
         body += html.table(("agent", "places", "changes of place (simulated time, place)"), rows)
     if values:
-        body += html.image(diffusion_figure(values), "information diffusion")
-        last = {k: v[max(v)] for k, v in values.items() if v}
-        first = {k: v[min(v)] for k, v in values.items() if v}
-        rows = [(label, html.Number(f"{first[k]:.3f}"), html.Number(f"{last[k]:.3f}"), paper)
-                for k, label, paper in (("knows_topic", "share who know of the event", "0.04 -> 0.52"),
-                                        ("density", "relationship density", "0.167 -> 0.74"))
-                if k in last]
-        body += html.table(("measure", "first round", "last round", "Park et al. §7.1"), rows)
-        if "attended" in last:
-            body += html.table(("attended (in the place during the event)", "of them informed beforehand", "Park et al."),
-                               [(int(last["attended"]), int(last.get("attended_informed", 0)), "5 of 12 invited came")])
-        body += html.note("Knowledge and acquaintance come from memory evidence (records that mention the event; "
-                          "conversations, reflections or seed records that name the other agent, both ways for an edge).")
+        body += diffusion_body(db, values, manifest, names)
     return body

@@ -18,8 +18,19 @@ evaluated; the initial agents only seed the sandbox):
 Stages (§4.1: "two stages of interaction", one simulated week each): the ``feed_stages`` of the
 regular populations, in order (stage 1 = browsing the initial agents' posts, stage 2 = each
 other's); a run without feed stages is one stage. An action belongs to the stage its round
-is in. Regular populations: those with ``feed_stages``, or all of them when none has any (or
-the ones named with ``populations``).
+is in. Regular populations (:func:`regular_populations`): the ones named with ``populations``;
+else those with ``feed_stages``; else, in a run without feed stages, those whose agents
+browsed: a population that never browsed (the quickstart's ``initial`` agents, who only seed
+the sandbox with posts, ``browse = false``) is the paper's initial agents and is left out; when
+no population browsed, all of them.
+
+**Circularity.** Where a like (or reblog, comment) was decided by the persona-post similarity
+rule (``social_agent_routed``, ``embedding_baseline``: the browse action's
+``detail["decided_by"]`` says ``similarity``), the agents liked the posts closest to their
+persona by the run's embedder, so ΔBS measured with that embedder's cosine is positive by
+construction, and with BERTScore positive largely because the two similarities agree: it shows
+the rule, not that the agents follow their personas. :func:`circularity` counts those browse
+sessions per action; :func:`circular_notes` says so in the output and the report.
 
 Choices where the paper is silent: a pair is (agent, post); "not like" = posts the agent was
 shown in that stage (browse actions) and did not like; an agent's own posts are never in a
@@ -59,7 +70,9 @@ class Stage:
         return round >= self.start and (self.end is None or round < self.end)
 
 
-def regular_populations(manifest: dict[str, Any], chosen: Sequence[str] = ()) -> list[str]:
+def regular_populations(manifest: dict[str, Any], chosen: Sequence[str] = (), db: sqlite3.Connection | None = None) -> list[str]:
+    """The evaluated populations (module docstring): ``chosen``; else those with feed stages;
+    else those whose agents browsed (read from ``db``); else all."""
     populations = (manifest.get("scenario") or {}).get("populations") or []
     names = [p.get("name") for p in populations]
     if chosen:
@@ -68,7 +81,11 @@ def regular_populations(manifest: dict[str, Any], chosen: Sequence[str] = ()) ->
             raise UsageError(f"--population {unknown[0]!r}: the run has {', '.join(map(str, names))}")
         return list(chosen)
     staged = [p.get("name") for p in populations if p.get("feed_stages")]
-    return staged or names
+    if staged or db is None:
+        return staged or names
+    browsed = {pop for (pop,) in db.execute(
+        "SELECT DISTINCT g.population FROM actions a JOIN agents g ON g.agent_id = a.agent_id WHERE a.kind = 'browse' AND a.ok = 1")}
+    return [n for n in names if n in browsed] or names
 
 
 def stages_of(manifest: dict[str, Any], regular: Sequence[str]) -> list[Stage]:
@@ -89,6 +106,8 @@ class RunData:
     posts: dict[str, tuple[str, str, int, str | None]]  # post id -> (author, text, round, reply_to)
     decisions: list[tuple[str, str, str, int]]  # (agent, kind, post id, round): browse = shown
     knowledge_posts: list[tuple[str, int, bool]]  # (agent, round, written with adopted knowledge)
+    #: (round, action kind -> who decided it: ``llm`` / ``similarity``) per browse session
+    deciders: list[tuple[int, dict[str, str]]] = field(default_factory=list)
 
 
 def read_run(db: sqlite3.Connection, regular: Sequence[str]) -> RunData:
@@ -97,6 +116,7 @@ def read_run(db: sqlite3.Connection, regular: Sequence[str]) -> RunData:
              for pid, author, text, r, reply_to in db.execute("SELECT post_id, author_id, text, round, reply_to FROM posts")}
     decisions: list[tuple[str, str, str, int]] = []
     knowledge: list[tuple[str, int, bool]] = []
+    deciders: list[tuple[int, dict[str, str]]] = []
     query = ("SELECT agent_id, kind, target_post, post_ids, round, detail FROM actions "
              "WHERE ok = 1 AND kind IN ('browse', 'like', 'reblog', 'comment', 'post') ORDER BY seq")
     for agent, kind, target, post_ids, r, detail in db.execute(query):
@@ -108,6 +128,12 @@ def read_run(db: sqlite3.Connection, regular: Sequence[str]) -> RunData:
             except json.JSONDecodeError:
                 continue
             decisions += [(agent, "browse", str(p), int(r)) for p in shown]
+            try:
+                by = (json.loads(detail) if detail else {}).get("decided_by")
+            except (json.JSONDecodeError, AttributeError):
+                by = None
+            if isinstance(by, dict):
+                deciders.append((int(r), {str(k): str(v) for k, v in by.items()}))
         elif kind == "post":
             try:
                 used = (json.loads(detail) if detail else {}).get("knowledge")
@@ -117,7 +143,7 @@ def read_run(db: sqlite3.Connection, regular: Sequence[str]) -> RunData:
                 knowledge.append((agent, int(r), bool(used)))
         elif target:
             decisions.append((agent, kind, str(target), int(r)))
-    return RunData(personas, posts, decisions, knowledge)
+    return RunData(personas, posts, decisions, knowledge, deciders)
 
 
 def groups(data: RunData, stage: Stage) -> dict[str, list[tuple[str, str]]]:
@@ -134,6 +160,30 @@ def groups(data: RunData, stage: Stage) -> dict[str, list[tuple[str, str]]]:
     out["post"] = sorted((author, pid) for pid, (author, _, r, reply_to) in data.posts.items()
                          if author in data.personas and reply_to is None and stage.holds(r))
     return out
+
+
+def circularity(data: RunData, stages: Sequence[Stage]) -> dict[str, dict[str, int]]:
+    """Per action: the regular agents' browse sessions whose decision of that action was made
+    by the similarity rule, and all their browse sessions (over the stages)."""
+    sessions = [by for r, by in data.deciders if any(s.holds(r) for s in stages)]
+    return {action: {"by_similarity": sum(1 for by in sessions if by.get(action) == "similarity"), "sessions": len(sessions)}
+            for action in ACTIONS}
+
+
+def circular_notes(circular: dict[str, dict[str, int]], similarity_name: str) -> list[str]:
+    """One warning per action some of whose decisions the similarity rule made."""
+    notes = []
+    by_cosine = similarity_name.startswith("cosine")
+    for action, counts in circular.items():
+        if counts["by_similarity"]:
+            why = ("positive by construction: the rule chose the posts with the highest persona-post cosine, which is "
+                   "what ΔBS measures here" if by_cosine else
+                   "positive largely by construction: the rule chose by the embedder's persona-post cosine, which "
+                   "BERTScore agrees with")
+            notes.append(f"CIRCULAR: {action} was decided by the persona-post similarity rule in {counts['by_similarity']} of "
+                         f"{counts['sessions']} browse sessions (detail.decided_by = similarity); ΔBS for {action} is {why}. "
+                         "It shows the rule, not that the agents follow their personas.")
+    return notes
 
 
 def texts_by(data: RunData, stage: Stage, comments: bool) -> list[tuple[str, str, str]]:
@@ -204,6 +254,10 @@ class ZhouResult:
     knowledge: dict[str, Any]
     followers: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    #: action -> browse sessions decided by the similarity rule, of all (:func:`circularity`)
+    circular: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the judges' ``llm_calls`` rows written, by status
+    llm_calls: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -216,7 +270,7 @@ class ZhouResult:
         actions = [ActionRow(**{k: v for k, v in row.items() if k not in ("delta_bs", "delta_c")}) for row in data["actions"]]
         return cls(dict(data["backends"]), list(data["regular"]), [Stage(**s) for s in data["stages"]], actions,
                    [TextRow(**row) for row in data["texts"]], dict(data["knowledge"]), dict(data["followers"]),
-                   list(data.get("notes", [])))
+                   list(data.get("notes", [])), dict(data.get("circular", {})), dict(data.get("llm_calls", {})))
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -227,7 +281,7 @@ def measure(db: sqlite3.Connection, manifest: dict[str, Any], similarity: Any, *
             populations: Sequence[str] = (), pairs: int = 0, seed: int = 0) -> tuple[ZhouResult, dict[str, Any]]:
     """Everything that needs no judge; returns the result and the sampled work for the judges
     (``{"nli": {(stage, group): [(persona, post text)]}, "texts": {(stage, kind): [...]}}``)."""
-    regular = regular_populations(manifest, populations)
+    regular = regular_populations(manifest, populations, db)
     stages = stages_of(manifest, regular)
     data = read_run(db, regular)
     rng = np.random.default_rng(seed)
@@ -255,7 +309,8 @@ def measure(db: sqlite3.Connection, manifest: dict[str, Any], similarity: Any, *
                   "distinct": "Li et al. (2016): distinct n-grams / all tokens, per set of texts"},
         regular=regular, stages=stages, actions=rows, texts=texts,
         knowledge=knowledge_adoption(data, stages, checkpoint, manifest, regular),
-        followers=regular_followers(db, list(data.personas)))
+        followers=regular_followers(db, list(data.personas)), circular=circularity(data, stages))
+    result.notes += circular_notes(result.circular, similarity.name)
     everyone = {p.get("name") for p in (manifest.get("scenario") or {}).get("populations") or []}
     result.followers["all_agents"] = set(regular) >= everyone
     return result, work

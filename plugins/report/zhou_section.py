@@ -99,6 +99,9 @@ def render(result: Any, source: str) -> str:
         rows.append((r.stage, r.action, _n(r.bs_acted, 4), _n(r.bs_not, 4), _n(r.delta_bs, 4, True), _n(r.c_acted), _n(r.c_not),
                      _n(r.delta_c, 3, True), f"{r.pairs_acted:,}" if r.action == "post" else f"{r.pairs_acted:,} / {r.pairs_not:,}"))
     body += "<h3>Actions: acted on vs browsed only (Table 1, appendix G Table 15)</h3>"
+    circular = [line for line in result.notes if line.startswith("CIRCULAR:")]
+    for line in circular:  # before the numbers it qualifies, in bold
+        body += f"<p><strong>{html.escape(line)}</strong></p>"
     body += html.table(("stage", "action", "BS acted", "BS not", "ΔBS", "C.score acted", "C.score not", "ΔC", "pairs"), rows)
     body += html.note("For each action, the persona–post similarity (BS) and NLI consistency (C.score: entailment 1, neutral 0, "
                       "contradiction −1) of the posts the regular agents acted on and of those they were shown and did not; "
@@ -126,5 +129,6 @@ def render(result: Any, source: str) -> str:
     body += html.table(("measure", "value"), [("regular agents", f["agents"]), ("with no follower", f["with_none"]),
                                                ("max", f["max"]), ("mean", _n(f["mean"], 2)), ("Gini", _n(f["gini"]))])
     for line in result.notes:
-        body += html.note(line)
+        if line not in circular:
+            body += html.note(line)
     return body

@@ -17,6 +17,7 @@ def format_result(result: Any) -> str:
              + "; ".join(f"{s.name} rounds {s.start}-{'end' if s.end is None else s.end - 1}" for s in result.stages),
              f"BS: {b['similarity']}", f"C.score: {b['nli'] or 'not computed'}",
              f"Info / Cons / Hum: {b['judge'] or 'not computed'}", f"distinct-n: {b['distinct']}", ""]
+    lines += [f"WARNING: {n}" for n in result.notes if n.startswith("CIRCULAR:")]
     head = f"{'stage':<10} {'action':<8} {'BS acted':>9} {'BS not':>8} {'ΔBS':>8} {'C acted':>8} {'C not':>7} {'ΔC':>7} {'pairs':>11}"
     lines += [head, "-" * len(head)]
     for r in result.actions:
@@ -39,5 +40,5 @@ def format_result(result: Any) -> str:
     f = result.followers
     lines.append(f"followers of the {f['agents']} regular agents (fig. 6): {f['with_none']} with none, max {f['max']}, "
                  f"mean {f['mean']:.2f}, Gini {f['gini']:.3f}")
-    lines += [f"note: {n}" for n in result.notes]
+    lines += [f"note: {n}" for n in result.notes if not n.startswith("CIRCULAR:")]
     return "\n".join(lines)

@@ -3,10 +3,11 @@
 Every LLM call goes through the clients it is given, which the command builds from the run's
 provider and middleware (cache, budget, retries, accounting). Each query's calls are
 attributed to an agent id of their own (``some/<TASK>/<query id>`` for the agent,
-``some-judge/...`` for the judges), so the response cache, keyed by agent and by how often
+``some-judge[<judge spec>]/...`` for the judges), so the response cache, keyed by agent and by how often
 that agent asked the same thing, answers a repeated evaluation exactly: a killed evaluation
 resumes where it stopped and a finished one replays without a provider call.
 
+Each task's agent is offered the task's own tools, as in the released code (:data:`.tasks.TASKS`).
 An LLM call that fails after the retries ends that query (``status = "llm_failure"``) and the
 evaluation goes on; a stop (a budget) ends the evaluation.
 """
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare.api import LLMClient, LLMFault, fill_prompt
 
 from .corpus import Corpus
-from .scoring import Result, extract_label, judge_score, normalised
+from .scoring import LONGEST_ANSWER, Result, completed_anyway, extract_label, judge_score, normalised
 from .tasks import TASKS, Query, is_correct
 from .tool_loop import Transcript, protocol_text, run_tools
 from .tools import Embed, ToolSettings, Toolbox, openai_tools
@@ -36,8 +37,8 @@ class HarnessSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    #: replies an agent may spend on one query (tool calls plus the answer)
-    max_steps: int = Field(12, gt=0)
+    #: replies an agent may spend on one query (tool calls plus the answer; the released MAX_LLM_CALL_PER_RUN)
+    max_steps: int = Field(20, gt=0)
     #: completion tokens per reply
     max_tokens: int = Field(512, gt=0)
     temperature: float = Field(0.0, ge=0, le=2)
@@ -55,6 +56,8 @@ class Harness:
     settings: HarnessSettings
     #: called with each finished result (progress, incremental writing)
     on_result: Callable[[Result], None] | None = None
+    #: a name per judge (its spec), in the cache's agent ids: one judge never gets another's answers
+    judge_names: Sequence[str] = ()
 
     async def evaluate(self, queries: list[Query], corpus_of: Callable[[str], Corpus]) -> list[Result]:
         """Every query, at most ``settings.concurrency`` at a time; results in query order."""
@@ -73,11 +76,12 @@ class Harness:
         task = TASKS[query.task]
         who = f"{task.short}/{query.id}"
         agent = self.agent.for_agent(f"some/{who}")
-        judges = [judge.for_agent(f"some-judge{i}/{who}") for i, judge in enumerate(self.judges)]
+        names = list(self.judge_names) or [str(i) for i in range(len(self.judges))]
+        judges = [judge.for_agent(f"some-judge[{name}]/{who}") for name, judge in zip(names, self.judges)]
         summarize = self._summarizer(agent)
-        toolbox = Toolbox(corpus, self.embed, summarize, self.settings.tools)
+        toolbox = Toolbox(corpus, self.embed, summarize, self.settings.tools, offered=task.tools)
         system = fill_prompt(self.prompts[f"system_{task.name}"], behavior=query.behavior or "interact with") \
-            + "\n\n" + protocol_text(openai_tools())
+            + "\n\n" + protocol_text(openai_tools(task.tools))
         try:
             transcript = await run_tools(agent, toolbox, system, query.text, max_steps=self.settings.max_steps,
                                          max_tokens=self.settings.max_tokens, temperature=self.settings.temperature)
@@ -103,8 +107,8 @@ class Harness:
             result.completed = transcript.answered and result.extracted != "error"
             return
         result.completed = transcript.answered
-        if not transcript.answered:
-            result.score = 0.0
+        if not transcript.answered or len(transcript.answer) > LONGEST_ANSWER:
+            result.score, result.completed = 0.0, False
             return
         per_judge = []
         for judge in judges:
@@ -116,6 +120,8 @@ class Harness:
                 result.criteria = {k: result.criteria.get(k, 0.0) + v / len(judges) for k, v in scores.items()}
                 per_judge.append(normalised(scores))
         result.score = sum(per_judge) / len(per_judge)
+        if result.score == 0:  # a wrong answer may still have done the task: the first judge says
+            result.completed = await completed_anyway(judges[0], task, query.text, query.label, transcript.answer, self.prompts)
 
     def _summarizer(self, agent: LLMClient) -> Callable[[str], Awaitable[str]]:
         """PostSummarization's LLM: the agent's own backbone (Xue et al., appendix)."""

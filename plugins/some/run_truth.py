@@ -8,9 +8,12 @@ what the agents did from ``split`` on:
 
 * UBP (``like`` / ``comment`` / ``repost``): a positive is an agent's like, comment or
   reblog of a post from ``split`` on; its negative a post the same agent never gave that
-  interaction (nor wrote), drawn at random, with a different text (the paper's construction).
+  interaction (nor wrote), with a different text (the paper's construction), drawn at random
+  from the posts the agent was SHOWN from ``split`` on (its browse actions): a post it never
+  saw tells nothing of what it declines. A positive whose agent was shown no such post has no
+  negative and is left out.
 * MCR: positives are posts an agent interacted with in any way from ``split`` on; negatives
-  posts it never interacted with.
+  posts it was shown from ``split`` on and never interacted with.
 * UCS: a positive is an agent's comment from ``split`` on; its hard negative another agent's
   comment under the same post (any other agent's comment when the post has none), text differing.
 * UEA: an agent's comments from ``split`` on, labelled later by the judge LLM's majority over
@@ -34,9 +37,10 @@ SoMe's own files (``--some-data``) only.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -88,9 +92,15 @@ class RunLog:
     rounds: int
     minutes_per_round: int
     start: str  # the time of round 0 (TIME_FORMAT)
+    #: (round, agent, post ids) of every browse action: what each agent was shown
+    shown: list[tuple[int, str, list[str]]] = field(default_factory=list)
 
     def time_of(self, round: int) -> str:
         return shift(self.start, round * self.minutes_per_round)
+
+    def shown_since(self, agent: str, split: int) -> list[str]:
+        """The posts ``agent`` was shown from round ``split`` on, each once, in the order first shown."""
+        return list(dict.fromkeys(p for r, a, ids in self.shown if a == agent and r >= split for p in ids))
 
 
 def read_run(events_path: str | Path) -> RunLog:
@@ -99,6 +109,13 @@ def read_run(events_path: str | Path) -> RunLog:
     try:
         actions = [(r, a, k, t, x or "") for r, a, k, t, x in db.execute(
             "SELECT round, agent_id, kind, target_post, text FROM actions WHERE ok = 1 AND target_post IS NOT NULL ORDER BY seq")]
+        shown = []
+        for r, a, ids in db.execute("SELECT round, agent_id, post_ids FROM actions WHERE ok = 1 AND kind = 'browse' ORDER BY seq"):
+            try:
+                listed = json.loads(ids or "[]")
+            except json.JSONDecodeError:
+                continue
+            shown.append((int(r), a, [str(p) for p in listed] if isinstance(listed, list) else []))
         last = db.execute("SELECT MAX(round) FROM rounds").fetchone()[0]
         times = [t for (t,) in db.execute("SELECT sim_time FROM rounds ORDER BY round LIMIT 2")]
     finally:
@@ -108,7 +125,7 @@ def read_run(events_path: str | Path) -> RunLog:
         minutes = int((datetime.fromisoformat(times[1]) - datetime.fromisoformat(times[0])).total_seconds() // 60) or 60
     start = run_time(times[0]) if times else (corpus.posts[0].created if corpus.posts else "2024-01-01 00:00:00")
     names = {uid: u.name for uid, u in corpus.users.items()}
-    return RunLog(corpus.posts, actions, names, (last or 0) + 1, minutes, start)
+    return RunLog(corpus.posts, actions, names, (last or 0) + 1, minutes, start, shown)
 
 
 def ground_truth(task: TaskType, log: RunLog, split: int, per_task: int, rng: np.random.Generator, prompts: dict[str, str], *,
@@ -208,9 +225,11 @@ def _done(log: RunLog, kinds: set[str]) -> dict[str, set[str]]:
 
 
 def _negative(log: RunLog, agent: str, positive: Post, done: set[str], split: int, rng: np.random.Generator) -> str | None:
-    """A post the agent never gave this interaction nor wrote, published before ``split``, text differing."""
-    pool = [p.id for p in log.posts if p.round < split and p.author != agent and p.id not in done
-            and p.text.strip() != positive.text.strip()]
+    """A post the agent was shown from ``split`` on and never gave this interaction, not its
+    own, its text differing from the positive's; None when there is none."""
+    by_id = {p.id: p for p in log.posts}
+    pool = [pid for pid in log.shown_since(agent, split) if pid in by_id and pid not in done and by_id[pid].author != agent
+            and by_id[pid].text.strip() != positive.text.strip()]
     return pool[int(rng.integers(len(pool)))] if pool else None
 
 

@@ -9,9 +9,17 @@
   With several judges the per-query score is their mean. A query without an answer scores 0
   without asking a judge; a judge reply that cannot be read after one repair counts as 0 and
   is counted in ``judge_failures`` (our choice: the paper does not say).
-* TCR, the task completion rate: the share of queries the agent completed. The paper gives no
-  precise rule; ours: the agent gave a final answer within the step limit (no unreadable
-  reply, no failed LLM call) and, for choice tasks, a label could be extracted from it.
+* TCR, the task completion rate: the share of queries the agent completed (the released
+  ``eval_scripts/*_compute_TCR.py``): a choice task's query is completed when a label could be
+  extracted from the answer (the extraction's ``error`` is not completed); a judged task's
+  query is completed unless its answer scored 0 and a judge, asked whether the answer did the
+  task at all (:func:`completed_anyway`, the ``complete_<task>`` prompts), says it did not. An
+  answer longer than :data:`LONGEST_ANSWER` characters scores 0 without a judge and is not
+  completed (the released scoring: "llama may trap in infinite loop"). A query the agent did
+  not finish (step limit, unreadable reply, failed LLM call) has no answer: not completed.
+  Where the released scripts contradict themselves (RED's TCR counts the zero-score answers
+  the checker calls summaries as failures; SES's reads RED's files), the rule above, SMQ's,
+  is applied to all three; docs/some.md lists it.
 
 An answer that is exactly a label (``yes``, ``是``, ``half-true``...) is taken as it is; any
 other goes to the extraction LLM (:meth:`townsquare.api.LLMClient.choose`: one repair
@@ -29,6 +37,11 @@ from townsquare.api import LLMClient, Message, fill_prompt
 from .tasks import SOME_LABELS, TaskType
 
 _SCORE = r"\**\s*[:：=]?\s*\**\s*([0-5](?:\.\d+)?)"
+
+#: answers longer than this score 0 unjudged and are not completed (the released scoring scripts)
+LONGEST_ANSWER = 5000
+#: the completion check's labels
+COMPLETION = ("complete", "incomplete")
 
 
 async def extract_label(judge: LLMClient, task: TaskType, question: str, answer: str, prompts: dict[str, str]) -> str:
@@ -90,6 +103,14 @@ async def judge_score(judge: LLMClient, task: TaskType, question: str, reference
         if scores is None:
             judge.report_parse_failure(purpose, reply)
     return scores
+
+
+async def completed_anyway(judge: LLMClient, task: TaskType, question: str, reference: str, answer: str,
+                           prompts: dict[str, str]) -> bool:
+    """Whether an answer that scored 0 still did the task (released ``*_compute_TCR.py``)."""
+    prompt = fill_prompt(prompts[f"complete_{task.name}"], question=question, reference=reference, answer=answer)
+    found = await judge.choose(prompt, COMPLETION, purpose=f"some.complete.{task.short.lower()}", default="incomplete", temperature=0.0)
+    return found == "complete"
 
 
 @dataclass

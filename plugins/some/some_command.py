@@ -44,6 +44,9 @@ REQUIRED = {
     "score_streaming_event_summary": frozenset({"reference", "answer"}),
     "score_social_media_question_answering": frozenset({"reference", "answer"}),
     "label_emotion": frozenset({"post", "comment"}),
+    "complete_realtime_event_detection": frozenset({"question", "answer"}),
+    "complete_streaming_event_summary": frozenset({"reference", "answer"}),
+    "complete_social_media_question_answering": frozenset({"question", "answer"}),
 }
 
 
@@ -124,83 +127,59 @@ def _pick(items: list[Any], k: int, rng: Any) -> list[Any]:
 # --------------------------------------------------------------------------- the LLM clients
 
 
-class CallLog:
-    """The evaluation's ``llm_calls`` rows (every provider call, cache hit and parse failure)."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple] = []
-
-    def __call__(self, call: Any) -> None:
-        self.rows.append((call.round, call.agent_id, call.purpose, call.provider, call.model, call.status, call.prompt_tokens,
-                          call.completion_tokens, round(call.latency_ms, 3), call.cost, call.error, call.kind))
-
-    def parse_failure(self, provider: Any):
-        from townsquare.api import LLMCallRecord
-
-        def record(request: Any, answer: str, kind: str = "unparsable") -> None:
-            self(LLMCallRecord(round=-1, agent_id=request.agent_id, purpose=request.purpose, provider=provider.name,
-                               model=provider.model, status="parse_failure", error=f"unparsable answer: {answer[:200]!r}", kind=kind))
-
-        return record
+def labeller_spec(judges: tuple[str, ...], labeller: str | None) -> str | None:
+    """Who labels UEA's comments: ``--labeller``, else the first ``--judge``; None: nobody named."""
+    return labeller or (judges[0] if judges else None)
 
 
 async def _evaluate(run_path: str, out: Path, llm_spec: str | None, judge_specs: tuple[str, ...], plan: dict[str, Any],
-                    prompts: dict[str, str], settings: Any, votes: int, overrides: tuple[str, ...] = ()) -> tuple[list[Any], dict[str, Any], CallLog]:
-    from townsquare.api import BuildContext, EmbeddingCache, LLMClient, Services, UsageError
-    from townsquare.api.commands import close_each
-    from townsquare.api.commands import Accounting, RunDir, Simulation, compose, llm_overrides, load_run
+                    prompts: dict[str, str], settings: Any, votes: int, overrides: tuple[str, ...] = (),
+                    plugin_options: tuple[str, ...] = (), labeller: str | None = None, resume: str | None = None,
+                    dry_run: Any = None) -> tuple[list[Any], dict[str, Any], dict[str, int]]:
+    from townsquare.api import BuildContext, EmbeddingCache, Services, UsageError
+    from townsquare.api.commands import EvalLLMs, close_each, llm_overrides, load_run
 
     from .harness import Harness
     from .run_truth import label_emotions
     from .tasks import TASKS, some_queries
 
-    run_dir, scenario, plugins = load_run(run_path, overrides=[*llm_overrides(llm_spec), *overrides])
+    _, scenario, plugins = load_run(run_path, extra_plugin_options=plugin_options, overrides=[*llm_overrides(llm_spec), *overrides])
     if scenario.llm is None:
         raise UsageError(f"{run_path}: the run has no [llm] (give --llm PROVIDER[:MODEL])")
-    calls = CallLog()
-    out.mkdir(parents=True, exist_ok=True)
     ctx = BuildContext(services=None, seed=scenario.model.seed, base_dir=scenario.base_dir, scenario=scenario.model)
     embedder = EmbeddingCache(scenario.embedder.spec.factory(scenario.embedder.config, ctx))
     ctx.services = Services(platform=None, embedder=embedder, run_dir=str(out))  # type: ignore[arg-type]
-    sim = Simulation(scenario, plugins, RunDir(out))
-    providers: list[Any] = []
+    if dry_run is None:
+        out.mkdir(parents=True, exist_ok=True)
+    evaluator = EvalLLMs(scenario, lambda more: load_run(run_path, plugins, overrides=[*overrides, *llm_overrides(llm_spec), *more])[1],
+                         out, journal=out / "llm_calls.sqlite", resume=resume, dry_run=dry_run)
     try:
-        agent = sim.build_llm(ctx)
-        sim.accounting.observers.append(calls)
-        agent.on_parse_failure = calls.parse_failure(sim.provider)
-        judges = []
-        for spec in judge_specs:
-            _, judged, _ = load_run(run_path, plugins, overrides=[*overrides, *llm_overrides(spec)])
-            provider = judged.llm.spec.factory(judged.llm.config, BuildContext(services=ctx.services, seed=ctx.seed,
-                                                                               base_dir=ctx.base_dir, scenario=judged.model))
-            providers.append(provider)
-            accounting = Accounting(provider, calls, lambda: -1, price=getattr(provider, "cost", None))
-            client = LLMClient(compose(provider, [*sim.llm_middleware, accounting]), model=provider.model,
-                               on_parse_failure=calls.parse_failure(provider))
-            judges.append(client.for_agent(f"judge[{spec}]"))  # the judge's name keeps its cached answers apart
-        judges = judges or [agent]
+        agent = evaluator.client(None, "some-agent")
+        # each judge asks under its own name: the cache never gives one judge's answers to another
+        judges = [evaluator.client(spec, f"judge[{spec}]") for spec in judge_specs] or [agent]
+        names = list(judge_specs) or ["agent"]
         queries = list(plan["queries"])
         if plan["pending_emotions"] is not None:
             task = TASKS["user_emotion_analysis"]
-            truth = await label_emotions(plan["pending_emotions"], judges[0], prompts, votes, plan["whole"].by_id)
+            spec = labeller_spec(judge_specs, labeller)
+            reader = evaluator.client(spec, f"labeller[{spec or 'agent'}]")
+            truth = await label_emotions(plan["pending_emotions"], reader, prompts, votes, plan["whole"].by_id)
             plan["truth"][task.name] = truth
             queries += some_queries(task, truth, plan["whole"], prompts, f"{run_path} (UEA ground truth)")[0]
-        harness = Harness(agent, judges, embedder.embed, prompts, settings)
+        harness = Harness(agent, judges, embedder.embed, prompts, settings, judge_names=names)
         results = await harness.evaluate(queries, lambda name: plan["corpora"][name])
-        return results, {"agent_model": f"{sim.provider.name}:{sim.provider.model}",
-                         "judges": list(judge_specs) or [f"{sim.provider.name}:{sim.provider.model}"]}, calls
+        return results, {"agent_model": evaluator.identity(None),
+                         "judges": [evaluator.identity(spec) for spec in judge_specs] or [evaluator.identity(None)],
+                         "labeller": evaluator.identity(labeller_spec(judge_specs, labeller))}, evaluator.write_journal()
     finally:
-        await close_each(providers)
-        await sim.aclose()
+        await evaluator.aclose()
         await close_each([embedder.embedder])
 
 
 # --------------------------------------------------------------------------- writing
 
 
-def write_outputs(out: Path, results: list[Any], summaries: list[Any], plan: dict[str, Any], info: dict[str, Any], calls: CallLog) -> None:
-    from townsquare.api.commands import EventStore
-
+def write_outputs(out: Path, results: list[Any], summaries: list[Any], plan: dict[str, Any], info: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for task, truth in plan["truth"].items():
         folder = out / "ground_truth" / task
@@ -214,11 +193,6 @@ def write_outputs(out: Path, results: list[Any], summaries: list[Any], plan: dic
         writer.writerows(rows)
     (out / "summary.json").write_text(json.dumps({**info, "notes": plan["notes"], "tasks": rows}, ensure_ascii=False, indent=1),
                                       encoding="utf-8")
-    store = EventStore(out / "llm_calls.sqlite")
-    try:
-        store.write_now("llm_calls", calls.rows)
-    finally:
-        store.close()
 
 
 # --------------------------------------------------------------------------- the command
@@ -239,24 +213,30 @@ def townsquare_register_commands(cli):
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the run's scenario (retries, budget...).")
     @click.option("--llm", "llm_spec", metavar="PROVIDER[:MODEL]", default=None, help="The agent's LLM (default: the run's).")
     @click.option("--judge", "judges", multiple=True, metavar="PROVIDER[:MODEL]", help="An LLM judge (repeat to average several; default: the agent's LLM).")
-    @click.option("--max-steps", type=click.IntRange(min=1), default=12, show_default=True, help="Replies an agent may spend on one query.")
+    @click.option("--labeller", default=None, metavar="PROVIDER[:MODEL]",
+                  help="The LLM that labels UEA's comments on a run (default: the first --judge; never the agent's unless --label-with-agent).")
+    @click.option("--label-with-agent", is_flag=True, help="Let the agent's own LLM label UEA's comments (it is then graded on its own labels).")
+    @click.option("--max-steps", type=click.IntRange(min=1), default=20, show_default=True,
+                  help="Replies an agent may spend on one query (the released MAX_LLM_CALL_PER_RUN).")
     @click.option("--max-tokens", type=click.IntRange(min=16), default=512, show_default=True, help="Completion tokens per agent reply.")
     @click.option("--max-tool-chars", type=click.IntRange(min=300), default=6000, show_default=True, help="Longest tool answer shown to the agent.")
     @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="Queries worked on at once.")
-    @click.option("--votes", type=click.IntRange(min=1), default=3, show_default=True, help="Judge readings per comment for UEA's labels.")
+    @click.option("--votes", type=click.IntRange(min=1), default=3, show_default=True, help="Labeller readings per comment for UEA's labels.")
     @click.option("--window-rounds", type=click.IntRange(min=1), default=2, show_default=True, help="RED: rounds per time window.")
     @click.option("--min-posts", type=click.IntRange(min=2), default=2, show_default=True, help="RED/SES/SMQ: posts a term needs to be a topic.")
     @click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None, help="TOML file replacing some of SoMe's prompts.")
     @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the sampling of queries.")
     @click.option("--out", type=click.Path(file_okay=False), default=None, help="Output folder (default RUN/some).")
+    @click.option("--estimate", is_flag=True, help="Print the calls, tokens and cost per stage; call no model, write nothing.")
     @common_options
     def some_cmd(run_dir: str, tasks: str | None, per_task: int, split: int | None, some_data: str | None, database: str | None,
-                 knowledge: str | None, overrides: tuple[str, ...], llm_spec: str | None, judges: tuple[str, ...], max_steps: int, max_tokens: int,
-                 max_tool_chars: int, concurrency: int, votes: int, window_rounds: int, min_posts: int, prompts_file: str | None,
-                 seed: int, out: str | None, **_: Any) -> None:
-        """SoMe (Xue et al.): eight social-media agent tasks with eight tools, over RUN's events."""
+                 knowledge: str | None, overrides: tuple[str, ...], llm_spec: str | None, judges: tuple[str, ...], labeller: str | None,
+                 label_with_agent: bool, max_steps: int, max_tokens: int, max_tool_chars: int, concurrency: int, votes: int,
+                 window_rounds: int, min_posts: int, prompts_file: str | None, seed: int, out: str | None, estimate: bool,
+                 plugin_options: tuple[str, ...] = (), **_: Any) -> None:
+        """SoMe (Xue et al.): eight social-media agent tasks, each with its tools, over RUN's events."""
         from townsquare.api import LLMFault, RunStopped, UsageError, data_path
-        from townsquare.api.commands import open_run
+        from townsquare.api.commands import check_spec, clear_earlier_answers, command_line, llm_overrides, load_run, model_identity, open_run
 
         from .harness import HarnessSettings
         from .scoring import format_table, summarise
@@ -270,26 +250,81 @@ def townsquare_register_commands(cli):
         if database and not some_data:
             raise UsageError("--database: give --some-data too (the database serves SoMe's own queries)")
         some_data, database = (str(data_path(p)) if p else None for p in (some_data, database))  # data:NAME -> installed dataset
+
+        def resolve(more: list[str]) -> Any:
+            return load_run(run_dir, extra_plugin_options=plugin_options, overrides=[*llm_overrides(llm_spec), *overrides, *more])[1]
+
+        for spec, option in [*((j, "--judge") for j in judges), *(((labeller, "--labeller"),) if labeller else ())]:
+            check_spec(resolve, spec, option)
+        agent_model = model_identity(resolve([]))
+        warnings = [f"judge {spec} is {agent_model}, the agent's model: it grades its own answers" for spec in judges
+                    if model_identity(check_spec(resolve, spec, "--judge")) == agent_model]
+        if not judges:
+            warnings.append(f"the judge is the agent's own model ({agent_model}): it grades its own answers (give --judge another model)")
+        if not some_data and any(t.short == "UEA" for t in chosen) and not label_with_agent:
+            spec = labeller_spec(judges, labeller)
+            if spec is None or model_identity(resolve(llm_overrides(spec))) == agent_model:
+                chosen = [t for t in chosen if t.short != "UEA"]
+                skipped = "UEA: skipped: its labels on a run come from an LLM, and that LLM would be the agent's own " \
+                          "(give --labeller or --judge another model, or --label-with-agent)"
+                if not chosen:
+                    raise UsageError(skipped)
+                warnings.append(skipped)
         prompts = load_some_prompts(prompts_file)
         started = time.perf_counter()
         plan = plan_queries(run_dir, chosen, per_task=per_task, split=split, seed=seed, some_data=some_data, database=database,
                             knowledge=knowledge, prompts=prompts, window_rounds=window_rounds, min_posts=min_posts)
         settings = HarnessSettings(max_steps=max_steps, max_tokens=max_tokens, concurrency=concurrency,
                                    tools=ToolSettings(max_answer_chars=max_tool_chars))
+        for line in warnings:
+            click.echo(f"warning: {line}", err=True)
+        for note in plan["notes"]:
+            click.echo(f"note: {note}", err=True)
+        if estimate:
+            for line in estimate_lines(run_dir, judges, plan, prompts, settings, votes, overrides, plugin_options, llm_spec, labeller):
+                click.echo(line)
+            return
         target = Path(out) if out else Path(run_dir) / "some"
+        clear_earlier_answers(target / "llm_calls.sqlite")
+        resume = command_line(click.get_current_context())
         try:
-            results, info, calls = asyncio.run(_evaluate(run_dir, target, llm_spec, judges, plan, prompts, settings, votes, overrides))
+            results, info, calls = asyncio.run(_evaluate(run_dir, target, llm_spec, judges, plan, prompts, settings, votes, overrides,
+                                                         plugin_options, labeller, resume))
         except LLMFault as exc:
-            raise RunStopped(f"SoMe evaluation stopped: LLM call failed: {exc.describe()}; run the same command again to resume") from None
+            raise RunStopped(f"SoMe evaluation stopped: LLM call failed: {exc.describe()}; the answers so far are cached: "
+                             f"resume with {resume}") from None
         except RunStopped as exc:
-            raise RunStopped(f"SoMe evaluation stopped: {exc}; the answers so far are cached: run the same command again to resume") from None
+            raise RunStopped(f"SoMe evaluation stopped: {exc}") from None
         by_task = {t.name: [r for r in results if r.task == t.name] for t in chosen}
         summaries = [summarise(t, by_task[t.name]) for t in chosen if by_task[t.name]]
         info.update(run=str(run_dir), split=plan.get("split"), per_task=per_task, seed=seed, source=some_data or "run",
-                    wall_seconds=round(time.perf_counter() - started, 1), llm_calls=len(calls.rows),
-                    provider_calls=sum(1 for row in calls.rows if row[5] in ("ok", "error")))
-        write_outputs(target, results, summaries, plan, info, calls)
-        for note in plan["notes"]:
-            click.echo(f"note: {note}", err=True)
+                    wall_seconds=round(time.perf_counter() - started, 1), llm_calls=sum(calls.values()),
+                    provider_calls=calls.get("ok", 0) + calls.get("error", 0), warnings=warnings)
+        write_outputs(target, results, summaries, plan, info)
         click.echo(format_table(summaries))
         click.echo(f"{len(results)} queries, {info['llm_calls']} LLM calls, {info['wall_seconds']} s; written to {target}")
+
+
+def estimate_lines(run_dir: str, judges: tuple[str, ...], plan: dict[str, Any], prompts: dict[str, str], settings: Any, votes: int,
+                   overrides: tuple[str, ...], plugin_options: tuple[str, ...], llm_spec: str | None, labeller: str | None) -> list[str]:
+    """A dry run of the evaluation: every query answered at once by a stand-in (the fewest agent
+    replies), priced per stage and model; the most the agent may take is said beside it."""
+    import tempfile
+
+    from townsquare.api.commands import DryRun
+
+    dry = DryRun({"some.step": 120, "some.tool.summarize": 150, "some.extract": 2, "some.score": 20, "some.complete": 2,
+                  "some.label": 2})
+    with tempfile.TemporaryDirectory(prefix="townsquare-some-estimate-") as tmp:
+        asyncio.run(_evaluate(run_dir, Path(tmp), llm_spec, judges, plan, prompts, settings, votes, overrides, plugin_options,
+                              labeller, dry_run=dry))
+    queries = sum(model.rows.get("some.step", [0])[0] for model, _, _ in dry.models.values())
+    lines = [f"ESTIMATE: {dry.calls():,} LLM calls for {queries} queries when every agent answers at once; no model was called."]
+    lines += dry.table(lambda purpose: ".".join(purpose.split(".")[:2]))
+    lines.append(f"the agent may take up to --max-steps {settings.max_steps} replies a query: at most {queries * settings.max_steps:,} "
+                 f"agent calls, each prompt longer by every tool answer it read (up to {settings.tools.max_answer_chars:,} characters); "
+                 "judged answers that score 0 get one completion check (counted as if all did).")
+    lines.append("prompt tokens ~ characters / 4; completion tokens assumed per call: agent 120, summaries 150, scores 20, labels 2.")
+    if any(row[5] is None for row in dry.rows(lambda p: p)):
+        lines.append("no price for some models: set llm.price_prompt_per_1k and llm.price_completion_per_1k for a cost.")
+    return lines

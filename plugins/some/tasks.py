@@ -26,7 +26,8 @@ class TaskType:
     kind: str  # "choice" (accuracy) or "score" (LLM judge)
     labels: tuple[str, ...] = ()
     criteria: tuple[str, ...] = ()
-    #: the tools the task's system prompt leads to (all eight are offered)
+    #: the tools the agent is offered for this task (the released test_<task>.py's function_list)
+    tools: tuple[str, ...] = ()
     needs_knowledge: bool = False
 
 
@@ -34,15 +35,22 @@ YES_NO = ("yes", "no")
 EMOTIONS = ("positive", "angry", "sad", "fear", "surprise", "emotionless")
 VERDICTS = ("pants-fire", "false", "barely-true", "half-true", "mostly-true", "true")
 
+#: the released code's tool subsets (SearchUser = user_search, DataFolder = data_folder,
+#: SearchPosts = post_search, TopicClustering = topic_clustering, TopicSummarization =
+#: topic_summarization, SearchTopic = topic_search, RetrievePosts = post_retrieve)
+USER_TOOLS = ("user_search", "data_folder")
+
 TASKS: dict[str, TaskType] = {t.name: t for t in (
-    TaskType("realtime_event_detection", "RED", "score", criteria=("accuracy", "completeness", "relevance")),
-    TaskType("streaming_event_summary", "SES", "score", criteria=("accuracy", "completeness")),
-    TaskType("misinformation_detection", "MID", "choice", VERDICTS, needs_knowledge=True),
-    TaskType("user_behavior_prediction", "UBP", "choice", YES_NO),
-    TaskType("user_emotion_analysis", "UEA", "choice", EMOTIONS),
-    TaskType("user_comment_silmulation", "UCS", "choice", YES_NO),
-    TaskType("media_content_recommend", "MCR", "choice", YES_NO),
-    TaskType("social_media_question_answering", "SMQ", "score", criteria=("accuracy",)),
+    TaskType("realtime_event_detection", "RED", "score", criteria=("accuracy", "completeness", "relevance"),
+             tools=("post_search", "data_folder", "topic_clustering", "topic_summarization")),
+    TaskType("streaming_event_summary", "SES", "score", criteria=("accuracy", "completeness"), tools=("data_folder", "topic_search")),
+    TaskType("misinformation_detection", "MID", "choice", VERDICTS, tools=("knowledge_retrieve",), needs_knowledge=True),
+    TaskType("user_behavior_prediction", "UBP", "choice", YES_NO, tools=USER_TOOLS),
+    TaskType("user_emotion_analysis", "UEA", "choice", EMOTIONS, tools=USER_TOOLS),
+    TaskType("user_comment_silmulation", "UCS", "choice", YES_NO, tools=USER_TOOLS),
+    TaskType("media_content_recommend", "MCR", "choice", YES_NO, tools=USER_TOOLS),
+    TaskType("social_media_question_answering", "SMQ", "score", criteria=("accuracy",),
+             tools=("user_search", "data_folder", "topic_search", "post_retrieve")),
 )}
 
 #: SoMe's labels in its ground-truth files -> ours

@@ -39,7 +39,7 @@ def step_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
               "properties": {"tool": {"const": t["function"]["name"]},
                              "arguments": {**t["function"]["parameters"], "additionalProperties": False}}} for t in tools]
     answer = {"type": "object", "additionalProperties": False, "required": ["answer"], "properties": {"answer": {"type": "string"}}}
-    return {"oneOf": [*calls, answer]}
+    return {"oneOf": [answer, *calls]}
 
 
 class Unreadable(ValueError):
@@ -70,8 +70,9 @@ class Transcript:
 
 async def run_tools(llm: LLMClient, toolbox: Toolbox, system: str, query: str, *, max_steps: int, max_tokens: int,
                     temperature: float, purpose: str = "some.step") -> Transcript:
-    """Ask, call the tools the model asks for, until it answers or ``max_steps`` replies were spent."""
-    schema = step_schema(openai_tools())
+    """Ask, call the tools the model asks for (those ``toolbox`` offers), until it answers or
+    ``max_steps`` replies were spent."""
+    schema = step_schema(openai_tools(toolbox.offered))
     messages = [Message("system", system), Message("user", query)]
     transcript = Transcript()
     for _ in range(max_steps):

@@ -76,20 +76,24 @@ class Folder:
 class Toolbox:
     """The tools of one task query: its data folders live as long as the query."""
 
-    def __init__(self, corpus: Corpus, embed: Embed | None, summarize: Summarize | None, settings: ToolSettings | None = None):
+    def __init__(self, corpus: Corpus, embed: Embed | None, summarize: Summarize | None, settings: ToolSettings | None = None,
+                 offered: Sequence[str] = tuple(PAPER_NAMES)):
         self.corpus = corpus
         self.embed = embed
         self.summarize = summarize
         self.settings = settings or ToolSettings()
+        #: the tools this query's agent was given (a task's subset, as in the released code)
+        self.offered = tuple(offered)
         self.folders: dict[str, Folder] = {}
         self.calls: list[tuple[str, bool]] = []  # (tool, succeeded)
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
-        """Run tool ``name``; a wrong name or argument is answered with an ``Error:`` text."""
-        method = getattr(self, name, None) if name in PAPER_NAMES else None
+        """Run tool ``name``; a wrong name (or a tool not offered) or argument is answered with
+        an ``Error:`` text."""
+        method = getattr(self, name, None) if name in PAPER_NAMES and name in self.offered else None
         if method is None:
             self.calls.append((name, False))
-            return f"Error: there is no tool {name!r}; the tools are: {', '.join(PAPER_NAMES)}"
+            return f"Error: there is no tool {name!r}; the tools are: {', '.join(self.offered)}"
         try:
             answer = await method(**_arguments(name, arguments))
         except (TypeError, ValueError) as exc:

@@ -17,6 +17,9 @@ after the server applied the request (its answer is lost)
   ``reset_after``     the connection reset instead of the answer
   ``cut``             the answer's body cut in half (a consistent Content-Length): not JSON
   ``cut_close``       the full Content-Length announced, half the body sent, connection closed
+  ``hang_after``      the answer held back ``hang_s`` seconds, then the connection closed without
+                      it (a client whose timeout is shorter gives up first: a timeout after the
+                      server acted)
 
 ``only`` limits the faults to requests whose ``METHOD /path`` matches one of its globs (e.g.
 ``"POST /api/v1/accounts"``), ``limit`` their number; mastodon-mock's control plane (``/api/v1/_mock``) and
@@ -45,7 +48,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 BEFORE = ("html_502", "reset", "ratelimit", "ratelimit_bare", "slow")
-AFTER = ("html_502_after", "reset_after", "cut", "cut_close")
+AFTER = ("html_502_after", "reset_after", "cut", "cut_close", "hang_after")
 KINDS = BEFORE + AFTER
 EXEMPT = ("/api/v1/_mock", "/health")
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "te", "upgrade"}
@@ -55,13 +58,14 @@ HTML_502 = (b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\
 
 class FaultProxy:
     def __init__(self, upstream: str, *, seed: int = 0, rates: dict[str, float] | None = None, only: list[str] | None = None,
-                 password_grant: bool = False, slow_s: float = 0.3, retry_after: int = 1):
+                 password_grant: bool = False, slow_s: float = 0.3, retry_after: int = 1, hang_s: float = 1.0):
         self.upstream = urllib.parse.urlsplit(upstream)
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
         self.counts: Counter = Counter()
         self.password_grant = password_grant
         self.slow_s = slow_s
+        self.hang_s = hang_s
         self.retry_after = retry_after
         self.logins: dict[str, tuple[str, str]] = {}  # e-mail -> (username, password), from forwarded sign-ups
         self.configure(rates or {}, only)
@@ -89,7 +93,7 @@ class FaultProxy:
         class Handler(ProxyHandler):
             owner = proxy
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, name="fault-proxy", daemon=True).start()
         return self
@@ -123,6 +127,17 @@ class FaultProxy:
         return None
 
 
+class QuietServer(ThreadingHTTPServer):
+    """A client that gave up on its request (its timeout, during a slow answer) closes the
+    connection: the answer's broken pipe is that client's business, not a proxy error."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+
 class ProxyHandler(BaseHTTPRequestHandler):
     owner: FaultProxy
     protocol_version = "HTTP/1.1"
@@ -152,6 +167,10 @@ class ProxyHandler(BaseHTTPRequestHandler):
         status, headers, content = answer
         if fault in ("html_502_after", "reset_after"):
             return self.inject("reset" if fault == "reset_after" else "html_502")
+        if fault == "hang_after":
+            time.sleep(owner.hang_s)
+            self.close_connection = True
+            return
         if fault == "cut":
             content = content[: len(content) // 2]
         if fault == "cut_close":

@@ -153,3 +153,62 @@ def proxy(mock):
 
     with FaultProxy(mock.url, seed=8) as fault_proxy:
         yield fault_proxy
+
+
+# --------------------------------------------------------------------------- the server against a run's export
+
+
+def export_tables(run_dir: Path) -> dict[str, list[dict[str, str]]]:
+    """The run's exported tables (CSV, next to the run directory), as rows of strings."""
+    import csv
+
+    from townsquare.export import export_run
+
+    out = run_dir.parent / f"export-{run_dir.name}"
+    export_run(run_dir / "events.sqlite", "csv", out)
+    result = {}
+    for path in sorted(out.glob("*.csv")):
+        with open(path, newline="") as fh:
+            result[path.stem] = list(csv.DictReader(fh))
+    return result
+
+
+def journal_accounts(run_dir: Path) -> dict[str, str]:
+    """Agent id -> Mastodon id, from the run's journal."""
+    import sqlite3
+
+    db = sqlite3.connect(run_dir / "mastodon_journal.sqlite")
+    try:
+        return dict(db.execute("SELECT agent_id, remote_id FROM accounts"))
+    finally:
+        db.close()
+
+
+def server_against_export(mock: MockMastodon, run_dir: Path) -> tuple[dict[str, int], list[str]]:
+    """(the export's successful actions by kind, where the server's counts differ from them):
+    statuses, favourites, reblogs, replies and the follow edges now."""
+    from collections import Counter
+
+    data = export_tables(run_dir)
+    ok = Counter(row["kind"] for row in data["actions"] if row["ok"] == "1")
+    client = mock.client("mock_token")  # the mock's seeded account; it does not enforce visibility on GET
+    statuses = [client.status(row["remote_id"]) for row in data["posts"]]
+    found = {
+        "posts with one remote id each": (len({row["remote_id"] for row in data["posts"]}), len(data["posts"])),
+        "statuses (posts, comments, reblogs)": (mock.stats()["status_count"], ok["post"] + ok["comment"] + ok["reblog"]),
+        "favourites": (sum(s.favourites_count for s in statuses), ok["like"]),
+        "reblogs": (sum(s.reblogs_count for s in statuses), ok["reblog"]),
+        "replies": (sum(s.replies_count for s in statuses), ok["comment"]),
+    }
+    accounts = journal_accounts(run_dir)
+    agent_of = {remote: agent for agent, remote in accounts.items()}
+    edges = set()
+    for agent, remote in accounts.items():
+        for account in client.fetch_remaining(client.account_following(remote, limit=80)):
+            edges.add((agent, agent_of.get(str(account.id), str(account.id))))
+    expected = set()
+    for row in data["follows"]:
+        edge = (row["follower"], row["followee"])
+        (expected.add if row["kind"] == "follow" else expected.discard)(edge)
+    found["follow edges"] = (sorted(edges), sorted(expected))
+    return dict(ok), [f"{what}: server {a}, export {b}" for what, (a, b) in found.items() if a != b]

@@ -1,6 +1,9 @@
 """A second scripted provider for PersonaGym's judge-ensemble tests (TESTS ONLY): it grades
 every answer 2 and otherwise answers like the scripted model."""
 
+import json
+import re
+
 from townsquare.api import LLMProviderSpec, hookimpl
 from townsquare.testing.scripted import ScriptedConfig, ScriptedLLM
 
@@ -10,8 +13,10 @@ class StrictJudge(ScriptedLLM):
     model = "strict-judge-test-model"
 
     def _reply(self, request, prompt, digest):
-        if "Evaluation task:" in prompt:
-            return "Not convincing. Therefore, the final score is 2"
+        graded = re.search(r"Below are (\d+) rubrics", prompt)
+        if graded:
+            return json.dumps({"evaluations": [{"evaluation": "Not convincing. Therefore, the final score is 2", "score": 2}]
+                               * int(graded.group(1))})
         return super()._reply(request, prompt, digest)
 
 

@@ -39,6 +39,8 @@ log = structlog.get_logger("townsquare.testing")
 #: the modules whose ``RULES`` the oracle answers with, most general first (later ones win a tie)
 RULE_MODULES: tuple[str, ...] = (
     "townsquare.testing.oracle.generic",
+    "townsquare.testing.oracle.park",
+    "townsquare.testing.oracle.recagent",
 )
 
 

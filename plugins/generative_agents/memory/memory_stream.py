@@ -9,7 +9,9 @@ a text, a creation time, a last-access time and an importance.
   repair request, then ``default_importance``). Ratings are cached per text, so a text seen
   again costs no call. A record that arrives with an importance (> 0) keeps it. Without an LLM
   (the engine's after-action context has none) the record gets ``default_importance``: the
-  paper gives no value for that case; 3 is a mundane-to-ordinary rating.
+  paper gives no value for that case; 3 is a mundane-to-ordinary rating. An object seen idle
+  ("the piano is idle") gets ``idle_importance`` (1) without a call, as the reference code's
+  ``generate_poig_score`` gives every "is idle" event (the paper does not say).
 - **Embeddings**: the run's embedder (``ctx.embedder``, shared and cached), computed once per
   record at ``remember`` time.
 - **Storage**: per agent, numpy arrays (float32 vectors, importance, created and last-access
@@ -50,6 +52,8 @@ log = structlog.get_logger("townsquare.plugins.generative_agents.memory_stream")
 #: the importance scale (Park §4.1: 1 to 10)
 IMPORTANCE_LABELS: tuple[str, ...] = tuple(str(i) for i in range(1, 11))
 REQUIRED = {"importance": frozenset({"name", "kind", "memory"})}
+#: what marks an idle object in a memory's text (the town's perception: "the piano is idle (...)")
+IDLE = "is idle"
 
 
 class MemoryStreamConfig(BaseModel):
@@ -58,6 +62,8 @@ class MemoryStreamConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     default_importance: float = Field(3.0, ge=1, le=10, description="importance without an LLM or a usable answer")
+    idle_importance: float | None = Field(1.0, ge=1, le=10, description="importance of an 'is idle' memory, no call "
+                                          "(the reference code's 1); None: rated like any other")
     seed_memories: bool = Field(True, description="the persona split at semicolons as first memories (Park §3.1)")
     memory_chars: int = Field(600, gt=0, description="longest memory text shown in the importance prompt")
     importance_cache: int = Field(4096, ge=0, description="texts whose rating is kept (per agent)")
@@ -66,8 +72,13 @@ class MemoryStreamConfig(BaseModel):
 
 
 def seed_statements(persona: Any) -> list[str]:
-    """Park §3.1: the description's semicolon-separated parts, each one memory."""
-    lines = [*persona.sentences, *(f"{k}: {v}" for k, v in persona.fields.items() if v not in ("", None))]
+    """Park §3.1: the description's semicolon-separated parts, each one memory. The description is
+    the persona's sentences, then each text field (``key: value``) that no sentence already holds
+    (a Smallville persona keeps ``currently`` both as a sentence and as a field: one memory, not
+    two); numbers (``age``, ``recency_decay``) are parameters, not memories."""
+    extra = [f"{k}: {v}" for k, v in persona.fields.items()
+             if isinstance(v, str) and v.strip() and not any(v in str(s) for s in persona.sentences)]
+    lines = [*persona.sentences, *extra]
     return [part.strip() for line in lines for part in str(line).split(";") if part.strip()]
 
 
@@ -145,6 +156,8 @@ class MemoryStream:
 
     async def rate(self, ctx: Any, record: MemoryRecord) -> float:
         """Park §4.1's importance, 1..10, cached per text."""
+        if self.config.idle_importance is not None and IDLE in record.text:
+            return self.config.idle_importance
         cached = self._rated.get(record.text)
         if cached is not None:
             self._rated.move_to_end(record.text)

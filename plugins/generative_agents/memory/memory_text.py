@@ -1,9 +1,10 @@
-"""Memories shown in a prompt, bounded (issue 10, "bounded prompts"). Not a plugin.
+"""Memories shown in a prompt, bounded. Not a plugin.
 
 Every prompt built from memory shows at most ``k`` records and at most ``max_chars``
-characters of them, however long the run: a record that would pass the budget is cut (with an
-ellipsis) if it is the first, or left out with everything after it. So a prompt's size is
-bounded by its template plus ``max_chars``.
+characters of them, however long the run: a record that would pass what is left of the budget is
+skipped and the next ones are still tried (one long record never hides the shorter ones ranked
+below it); only when not even one record fits is the first one shown, cut (with an ellipsis). So
+a prompt's size is bounded by its template plus ``max_chars``.
 """
 
 from __future__ import annotations
@@ -22,16 +23,20 @@ def cut(text: str, limit: int) -> str:
 
 
 def bounded(records: Sequence[MemoryRecord], k: int, max_chars: int) -> list[MemoryRecord]:
-    """The first records (at most ``k``) whose lines fit in ``max_chars`` together."""
+    """At most ``k`` records, in order, whose lines fit in ``max_chars`` together: a record that
+    does not fit what is left is skipped and the rest still tried; the first record (to be cut)
+    when none fits."""
     kept: list[MemoryRecord] = []
     used = 0
-    for record in records[:k]:
-        cost = len(record.text) + 4  # the list marker and the newline
-        if used + cost > max_chars and kept:
+    for record in records:
+        if len(kept) == k:
             break
+        cost = len(record.text) + 4  # the list marker and the newline
+        if used + cost > max_chars:
+            continue
         kept.append(record)
         used += cost
-    return kept
+    return kept or list(records[:1])[:k]
 
 
 def newest_bounded(records: Sequence[MemoryRecord], k: int, max_chars: int) -> list[MemoryRecord]:

@@ -17,8 +17,11 @@ instead, which differs from the paper (STYLE.md item 11): weights recency 0.5, r
 importance 2 (``gw = [0.5, 3, 2]`` in the order recency, relevance, importance), and recency
 ``0.99 ** rank`` by list position rather than by elapsed time. The code ranks the candidates
 sorted by last access *oldest first* (rank 1 = the least recently accessed, which so gets the
-largest recency term); this mode does the same, to match the code as written. Explicit
-``recency_decay`` / ``*_weight`` settings override either mode's values.
+largest recency term); this mode does the same, to match the code as written. The reference
+code reads the decay from each persona's seed (``recency_decay`` in ``scratch.json``: 0.995 for
+every agent of the 25-agent base, 0.99 for Isabella in the 3-agent one), so this mode takes the
+agent's ``recency_decay`` persona field when it has one, else 0.99. Explicit ``recency_decay`` /
+``*_weight`` settings override either mode's values.
 """
 
 from __future__ import annotations
@@ -66,10 +69,12 @@ def min_max(values: np.ndarray) -> np.ndarray:
 class ParkRetrieval:
     """A :class:`~townsquare.api.MemoryRetrieval` scorer; stateless apart from its settings."""
 
-    def __init__(self, config: ParkRetrievalConfig | None = None):
+    def __init__(self, config: ParkRetrievalConfig | None = None, persona_decay: float | None = None):
         self.config = config or ParkRetrievalConfig()
         decay, w_rec, w_imp, w_rel = MODES[self.config.mode]
         cfg = self.config
+        if cfg.mode == "reference_code" and persona_decay is not None and 0 < persona_decay <= 1:
+            decay = persona_decay
         self.decay = decay if cfg.recency_decay is None else cfg.recency_decay
         self.weights = (
             w_rec if cfg.recency_weight is None else cfg.recency_weight,
@@ -114,7 +119,9 @@ class ParkRetrieval:
 
 
 def build_park_retrieval(config: ParkRetrievalConfig | None, ctx: Any) -> ParkRetrieval:
-    return ParkRetrieval(config)
+    agent = getattr(ctx, "agent", None)
+    decay = agent.persona.fields.get("recency_decay") if agent is not None else None
+    return ParkRetrieval(config, decay if isinstance(decay, (int, float)) and not isinstance(decay, bool) else None)
 
 
 @hookimpl

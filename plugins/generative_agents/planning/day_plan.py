@@ -2,15 +2,18 @@
 
 Each simulated day, the first time the engine asks about the agent:
 
-1. the agent summary is refreshed (:mod:`.agent_summary`: three memory recalls, three calls);
+1. the agent's summary description is read (:func:`.agent_summary.summary_description`: the
+   ``persona.context`` component, Park's ``agent_summary``, writes it from memory and revises
+   the agent's status each new day from what it remembers; with the slot empty, the seed alone);
 2. the model writes the day in broad strokes, 5 to 8 items (``fewest_strokes``,
    ``most_strokes``), from the summary and yesterday's plan (§4.3: "the agent's summary
-   description ... and a summary of their previous day"). Too few items get one repair request;
+   description ... and a summary of their previous day"), as JSON of
+   :func:`.schedule.plan_schema`. Too few items get one repair request (the JSON client's);
    too many are cut to ``most_strokes``; still too few, the agent gets :data:`FALLBACK_DAY`.
-3. the strokes are decomposed into an hourly schedule (one call), and each hour chunk, when
-   the clock reaches it, into actions of 5 to 15 minutes (``shortest_action``,
-   ``longest_action``) whose durations sum to the chunk's length
-   (:func:`.schedule.fit_durations` repairs the model's durations).
+3. the strokes are decomposed into an hourly schedule (one call, :data:`.schedule.SCHEDULE_SCHEMA`),
+   and each hour chunk, when the clock reaches it, into actions of 5 to 15 minutes
+   (``shortest_action``, ``longest_action``; :func:`.schedule.actions_schema`) whose durations
+   sum to the chunk's length (:func:`.schedule.fit_durations` repairs the model's durations).
 
 Plans are remembered as memory records of kind ``plan`` (the day's strokes and every
 reaction) through :func:`townsquare.api.agent_memory`, so any memory design stores them and the
@@ -19,18 +22,23 @@ recorded as a ``parse_failure`` in ``llm_calls``.
 
 Activity. :meth:`DayPlanner.is_active` answers from the plan: with ``active_when = "online"``
 (default) the agent is active in a round when an action planned in the round's span
-``[now, now + minutes_per_round)``, or the hour chunk it belongs to, mentions being online (``online_words``: social media,
-phone, browsing...); with ``"awake"`` when any action is planned in it (the hours outside the
-schedule are sleep). To make online time part of the day at all, the day-plan prompt says that
-the agent has an account on a social network (``platform_note``; our addition, the paper's
-agents live in a town; set it to "" to leave it out). :meth:`current_action` and
-:meth:`status` expose what the agent is doing.
+``[now, now + minutes_per_round)``, or the hour chunk it belongs to, mentions being online
+(``online_words``: social media, phone, browsing...); with ``"awake"`` when any action is planned
+in it (the hours outside the schedule are sleep). To make online time part of the day at all,
+the day-plan prompt says that the agent has an account on a social network (``platform_note``;
+our addition, the paper's agents live in a town; set it to "" to leave it out).
+:meth:`current_action` and :meth:`status` expose what the agent is doing.
 
 Reacting (§4.3.1). A policy calls ``await planner.react(ctx, observation)`` for each
 observation: the memory is asked about the observation (and, with ``about``, about the agent's
 relationship with that person, the paper's two queries), the model condenses it into a context
 summary, and one labelled yes/no decision says whether the agent reacts. If it does, the model
 says how, and the rest of the day is re-planned from now with the reaction first.
+
+Conversations (§4.3.2; the reference code's ``_create_react``, done for both speakers): a
+finished conversation enters each side's schedule through :meth:`DayPlanner.insert`, an action
+from now that lasts as long as the conversation took (the steps it overlaps are cut short), and
+the day goes on after it.
 """
 
 from __future__ import annotations
@@ -45,17 +53,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from townsquare.api import MemoryRecord, Message, PlannerSpec, StepContext, hookimpl
 
 from ..prompt_files import fill, load_prompts
-from .agent_summary import AgentSummary, memory_of, statements
-from .schedule import (MINUTES_PER_DAY, Chunk, Step, Stroke, chunks_from_strokes, chunks_text, clock_text, fit_durations,
-                       parse_actions, parse_chunks, parse_strokes, steps_for, strokes_text)
+from .agent_summary import long_date as _long_date
+from .agent_summary import memory_of, statements, summary_description
+from .schedule import (MINUTES_PER_DAY, SCHEDULE_SCHEMA, Chunk, Step, Stroke, actions_schema, chunks_from_strokes,
+                       chunks_from_times, chunks_text, clock_text, fit_durations, minutes_of, plan_schema, read_actions,
+                       read_schedule, read_strokes, read_timed, steps_for, strokes_text)
 
 log = structlog.get_logger("townsquare.plugins.generative_agents.day_plan")
 
 #: prompt name -> placeholders the code fills in it
 REQUIRED: dict[str, frozenset[str]] = {
-    "summary": frozenset({"name", "aspect", "statements"}),
     "day_plan": frozenset({"summary", "today", "fewest", "most"}),
-    "day_plan_repair": frozenset({"fewest", "most"}),
     "hourly": frozenset({"summary", "strokes"}),
     "replan": frozenset({"summary", "now", "reaction"}),
     "actions": frozenset({"chunk", "minutes", "lo", "hi"}),
@@ -91,7 +99,7 @@ class DayPlanConfig(BaseModel):
     active_when: Literal["online", "awake"] = "online"
     online_words: list[str] = Field(default_factory=lambda: list(DEFAULT_ONLINE_WORDS))
     platform_note: str = "{name} has an account on a social network and looks at it now and then."
-    #: memories recalled per question (summary, observation context); our choice
+    #: memories recalled per question (the observation's context); our choice
     recall_k: int = Field(10, gt=0)
     #: characters of memory text one prompt may hold, however long the run
     memory_chars: int = Field(1200, ge=100)
@@ -111,10 +119,6 @@ class DayPlanConfig(BaseModel):
         return self
 
 
-def _long_date(day: date) -> str:
-    return f"{day:%A %B} {day.day}, {day.year}"
-
-
 def _minute_of(moment: datetime) -> int:
     return moment.hour * 60 + moment.minute
 
@@ -125,7 +129,6 @@ class DayPlanner:
     def __init__(self, config: DayPlanConfig, prompts: dict[str, str]):
         self.config = config
         self.prompts = prompts
-        self.summary = AgentSummary(prompts, k=config.recall_k, budget=config.memory_chars)
         self.day: date | None = None
         self.strokes: list[Stroke] = []
         self.chunks: list[Chunk] = []
@@ -137,9 +140,9 @@ class DayPlanner:
 
     # ------------------------------------------------------------------ the day
 
-    async def describe(self, ctx: StepContext) -> str:
-        """The agent summary for today (what the dialogue and policies put in their prompts)."""
-        return await self.summary.describe(ctx, "day_plan")
+    async def describe(self, ctx: StepContext, query: str = "") -> str:
+        """The agent's summary description (what the dialogue and policies put in their prompts)."""
+        return await summary_description(ctx, query)
 
     async def ensure_day(self, ctx: StepContext) -> None:
         today = ctx.now.date()
@@ -147,12 +150,12 @@ class DayPlanner:
             return
         if self.day is not None and self.strokes:
             self.yesterday = (_long_date(self.day), strokes_text(self.strokes))
-        summary = await self.describe(ctx)
+        name = ctx.agent.persona.name
+        summary = await self.describe(ctx, f"{name}'s plan for {_long_date(today)}")
         self.strokes, self.source = await self._strokes(ctx, summary, today)
         self.chunks = await self._hourly(ctx, summary, today)
         self.day = today
         self.reactions = []
-        name = ctx.agent.persona.name
         await self._remember(ctx, f"{name}'s plan for {_long_date(today)}: {strokes_text(self.strokes)}", "day")
         log.debug("plan.day", agent=ctx.agent.id, day=str(today), strokes=len(self.strokes), chunks=len(self.chunks), source=self.source)
 
@@ -162,21 +165,22 @@ class DayPlanner:
         note = fill(cfg.platform_note, name=name)
         prompt = fill(self.prompts["day_plan"], summary=f"{summary}\n{note}".strip(), name=name, today=_long_date(today),
                       yesterday_date=yesterday_date, yesterday=yesterday, fewest=cfg.fewest_strokes, most=cfg.most_strokes)
-        answer = await llm.text(prompt, purpose="plan.day", max_tokens=cfg.max_tokens)
-        strokes, source = parse_strokes(answer), "llm"
-        if len(strokes) < cfg.fewest_strokes:
-            repair = fill(self.prompts["day_plan_repair"], count=len(strokes), fewest=cfg.fewest_strokes, most=cfg.most_strokes)
-            answer = await llm.text((Message("user", prompt), Message("assistant", answer), Message("user", repair)),
-                                    purpose="plan.day.repair", max_tokens=cfg.max_tokens)
-            strokes, source = parse_strokes(answer), "llm_repaired"
+
+        def enough(value: Any) -> list[Stroke]:
+            strokes = read_strokes(value)
+            if len(strokes) < cfg.fewest_strokes:
+                raise ValueError(f"{len(strokes)} items; write between {cfg.fewest_strokes} and {cfg.most_strokes}")
+            return strokes
+
+        strokes = await llm.json(prompt, plan_schema(cfg.fewest_strokes, cfg.most_strokes), purpose="plan.day", default=None,
+                                 validate=enough, max_tokens=cfg.max_tokens)
+        if strokes is None:
+            self.parse_failures += 1
+            return [Stroke(text, minutes_of(text)) for text in FALLBACK_DAY][: cfg.most_strokes], "fallback"
         if len(strokes) > cfg.most_strokes:
-            self._failed(ctx, "plan.day", answer, f"{len(strokes)} strokes cut to {cfg.most_strokes}")
-            strokes, source = strokes[: cfg.most_strokes], "cut"
-        elif len(strokes) < cfg.fewest_strokes:
-            self._failed(ctx, "plan.day", answer, f"{len(strokes)} strokes, fewer than {cfg.fewest_strokes}")
-            strokes, source = parse_strokes("\n".join(f"{i}) {s}" for i, s in enumerate(FALLBACK_DAY, 1))), "fallback"
-            strokes = strokes[: cfg.most_strokes]
-        return strokes, source
+            self._failed(ctx, "plan.day", strokes_text(strokes), f"{len(strokes)} strokes cut to {cfg.most_strokes}")
+            return strokes[: cfg.most_strokes], "cut"
+        return strokes, "llm"
 
     def _wake(self) -> int:
         return next((s.minute for s in self.strokes if s.minute is not None), 7 * 60)
@@ -185,24 +189,32 @@ class DayPlanner:
         cfg, llm = self.config, ctx.require_llm("day_plan")
         prompt = fill(self.prompts["hourly"], summary=summary, name=ctx.agent.persona.name, today=_long_date(today),
                       strokes=strokes_text(self.strokes), start=clock_text(self._wake()))
-        answer = await llm.text(prompt, purpose="plan.hourly", max_tokens=cfg.max_tokens)
-        chunks = parse_chunks(answer, cfg.chunk_minutes, cfg.shortest_action)
-        if not chunks:
-            self._failed(ctx, "plan.hourly", answer, "no timed lines")
+
+        def readable(value: Any) -> list[Chunk]:
+            chunks = read_schedule(value, cfg.chunk_minutes, cfg.shortest_action)
+            if not chunks:
+                raise ValueError("no entry with a time and an activity")
+            return chunks
+
+        chunks = await llm.json(prompt, SCHEDULE_SCHEMA, purpose="plan.hourly", default=None, validate=readable,
+                                max_tokens=cfg.max_tokens)
+        if chunks is None:
+            self.parse_failures += 1
             chunks = chunks_from_strokes(self.strokes, cfg.chunk_minutes, self._wake(), MINUTES_PER_DAY)
         return chunks
 
     async def _decompose(self, ctx: StepContext, chunk: Chunk) -> None:
         """Chunk -> actions of ``shortest_action``..``longest_action`` minutes (§4.3)."""
         cfg, llm = self.config, ctx.require_llm("day_plan")
-        summary = self.summary.text(ctx)
+        summary = await self.describe(ctx, chunk.text)
         prompt = fill(self.prompts["actions"], summary=summary, name=ctx.agent.persona.name, today=_long_date(ctx.now.date()),
                       start=clock_text(chunk.start), end=clock_text(chunk.end), minutes=chunk.minutes, chunk=chunk.text,
                       lo=cfg.shortest_action, hi=cfg.longest_action)
-        answer = await llm.text(prompt, purpose="plan.actions", max_tokens=cfg.max_tokens)
-        fit = fit_durations(parse_actions(answer), chunk.minutes, cfg.shortest_action, cfg.longest_action, chunk.text)
+        actions = await llm.json(prompt, actions_schema(cfg.shortest_action, cfg.longest_action), purpose="plan.actions",
+                                 default=[], validate=read_actions, max_tokens=cfg.max_tokens)
+        fit = fit_durations(actions, chunk.minutes, cfg.shortest_action, cfg.longest_action, chunk.text)
         if fit.changes:
-            self._failed(ctx, "plan.actions", answer, "; ".join(fit.changes))
+            self._failed(ctx, "plan.actions", "; ".join(f"{a} ({m} minutes)" for a, m in actions), "; ".join(fit.changes))
         chunk.steps = steps_for(chunk, fit)
 
     def _failed(self, ctx: StepContext, purpose: str, answer: str, problem: str) -> None:
@@ -252,14 +264,50 @@ class DayPlanner:
         chunks = [c.text for c in self.chunks if c.start < end and minute < c.end]
         return any(self._online.search(text) for text in chunks + [s.text for s in steps])
 
+    async def insert(self, ctx: StepContext, text: str, minutes: int) -> None:
+        """Put an action that starts now and lasts ``minutes`` (a conversation) into today's
+        schedule: the step under way ends now, the steps it overlaps are cut short or dropped,
+        the rest of the day stays (the reference code's ``_create_react``, without asking the
+        model to write the hour again). Outside the schedule it becomes a chunk of its own."""
+        await self.ensure_day(ctx)
+        now = _minute_of(ctx.now)
+        end = min(now + max(1, minutes), MINUTES_PER_DAY)
+        inserted = Step(now, end - now, " ".join(text.split())[:200])
+        chunk = next((c for c in self.chunks if c.start <= now < c.end), None)
+        if chunk is None:
+            self.chunks = sorted(self.chunks + [Chunk(now, end, inserted.text, [inserted])], key=lambda c: c.start)
+            return
+        if chunk.steps is None:
+            await self._decompose(ctx, chunk)
+        end = min(end, chunk.end)
+        inserted.minutes = end - now
+        kept: list[Step] = []
+        for step in chunk.steps or []:
+            if step.end <= now or step.start >= end:
+                kept.append(step)
+            else:
+                if step.start < now:
+                    kept.append(Step(step.start, now - step.start, step.text))
+                if step.end > end:
+                    kept.append(Step(end, step.end - end, step.text))
+        chunk.steps = sorted(kept + [inserted], key=lambda s: s.start)
+
+    def asleep(self, moment: datetime) -> bool | None:
+        """Whether the plan has the agent asleep at ``moment`` (no action planned then), without
+        planning anything; None when no plan is made for that day yet."""
+        if self.day != moment.date():
+            return None
+        minute = _minute_of(moment)
+        return not any(c.start <= minute < c.end for c in self.chunks)
+
     # ------------------------------------------------------------------ reacting
 
     async def react(self, ctx: StepContext, observation: str, about: str | None = None) -> bool:
         """Should the agent react to ``observation``? If so, re-plan the rest of the day from now
         with the reaction first (§4.3.1). ``about`` names the person observed, if any."""
-        cfg, llm, name = self.config, ctx.require_llm("day_plan"), ctx.agent.persona.name
+        llm, name = ctx.require_llm("day_plan"), ctx.agent.persona.name
         await self.ensure_day(ctx)
-        summary, status = self.summary.text(ctx), await self.status(ctx)
+        summary, status = await self.describe(ctx, observation), await self.status(ctx)
         context = await self.context(ctx, observation, about)
         fields = dict(summary=summary, name=name, now=f"{_long_date(ctx.now.date())}, {clock_text(_minute_of(ctx.now))}",
                       status=status, observation=observation, context=context)
@@ -302,16 +350,18 @@ class DayPlanner:
                 if steps:
                     kept.append(Chunk(chunk.start, steps[-1].end, chunk.text, steps))
         resume = kept[-1].end if kept else now
-        prompt = fill(self.prompts["replan"], summary=self.summary.text(ctx), name=name, today=_long_date(ctx.now.date()),
-                      now=clock_text(resume), schedule=chunks_text(self.chunks), reaction=reaction)
-        answer = await llm.text(prompt, purpose="plan.replan", max_tokens=cfg.max_tokens)
-        fresh = [c for c in parse_chunks(answer, cfg.chunk_minutes, cfg.shortest_action) if c.start >= resume]
+        prompt = fill(self.prompts["replan"], summary=await self.describe(ctx, reaction), name=name,
+                      today=_long_date(ctx.now.date()), now=clock_text(resume), schedule=chunks_text(self.chunks),
+                      reaction=reaction)
+        timed = await llm.json(prompt, SCHEDULE_SCHEMA, purpose="plan.replan", default={}, validate=read_timed,
+                               max_tokens=cfg.max_tokens)
+        fresh = [c for c in chunks_from_times(timed, cfg.chunk_minutes, cfg.shortest_action) if c.start >= resume]
         if not fresh:
-            self._failed(ctx, "plan.replan", answer, "no timed lines from now on")
+            self._failed(ctx, "plan.replan", str(timed), "no timed entries from now on")
             rest = [c for c in self.chunks if c.start >= resume + cfg.chunk_minutes]
             fresh = [Chunk(resume, min(resume + cfg.chunk_minutes, MINUTES_PER_DAY), reaction)] + [
                 Chunk(c.start, c.end, c.text) for c in rest]
-        elif fresh[0].start > resume:  # the reaction fills the gap up to the model's first line
+        elif fresh[0].start > resume:  # the reaction fills the gap up to the model's first entry
             gap = Chunk(resume, fresh[0].start, reaction)
             fresh = ([gap] if gap.minutes >= cfg.shortest_action else []) + fresh
         self.chunks = kept + [c for c in fresh if c.minutes >= cfg.shortest_action]
@@ -321,7 +371,6 @@ class DayPlanner:
 
     def get_state(self) -> dict[str, Any]:
         return {
-            "summary": self.summary.get_state(),
             "day": self.day.isoformat() if self.day else None,
             "strokes": [{"text": s.text, "minute": s.minute} for s in self.strokes],
             "chunks": [c.to_dict() for c in self.chunks],
@@ -332,7 +381,6 @@ class DayPlanner:
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.summary.set_state(state.get("summary", {}))
         self.day = date.fromisoformat(state["day"]) if state.get("day") else None
         self.strokes = [Stroke(str(s["text"]), s.get("minute")) for s in state.get("strokes", [])]
         self.chunks = [Chunk.from_dict(c) for c in state.get("chunks", [])]

@@ -1,21 +1,22 @@
-"""Park et al.'s plans as data (§4.3): reading the model's lists and repairing durations.
+"""Park et al.'s plans as data (§4.3): reading the model's JSON and repairing durations.
 
-Not a plugin: ``day_plan`` builds on it. Three levels, each a list the model writes:
+Not a plugin: ``day_plan`` builds on it. Three levels, each asked for as JSON of a schema
+declared here, beside the prompts' names (:data:`TIMED_ITEM`, :func:`plan_schema`,
+:data:`SCHEDULE_SCHEMA`, :func:`actions_schema`):
 
-* the day in broad strokes: a numbered list, inline as the paper's prompt invites
-  (``1) wake up and have breakfast at 7:00 am, 2) ...``) or one item a line
-  (:func:`parse_strokes`); an item may carry a time (``8:00 am``, ``8am``, ``20:30``, ``noon``);
-* an hourly schedule: one line per chunk that starts with its time, ``8:00 am: work on the
-  paper`` (:func:`parse_chunks`); the text runs until the next line's time (the last line for
-  one hour), and a span longer than an hour is cut into hour chunks;
-* a chunk in actions of 5-15 minutes: one line per action with its duration, ``- answer
-  e-mail (10 minutes)`` or ``10 min: answer e-mail`` (:func:`parse_actions`).
+* the day in broad strokes: ``{"plan": [{"time": "7:00 am", "activity": "..."}, ...]}``
+  (:func:`read_strokes`); a time may be missing or unreadable (the stroke is then untimed);
+* an hourly schedule: ``{"schedule": [{"time": "8:00 am", "activity": "..."}, ...]}``
+  (:func:`read_schedule`); each entry runs until the next one's time (the last one for an
+  hour), and a span longer than an hour is cut into hour chunks;
+* a chunk in actions of 5-15 minutes: ``{"actions": [{"action": "...", "minutes": 10}, ...]}``
+  (:func:`read_actions`).
 
-The parsers are lenient about form (bullets, numbers, markdown, ``a.m.``) and strict about
-content: a line without what it needs is skipped. :func:`fit_durations` turns whatever
-durations the model wrote into a valid decomposition of the chunk (each in [lo, hi], summing to
-the chunk's length) by a fixed procedure documented there, so tests can compute its result by
-hand; the caller records a ``parse_failure`` whenever it had to change anything.
+Times are read leniently (``8:00 am``, ``8am``, ``20:30``, ``noon``, ``a.m.``); an item without
+what it needs is skipped. :func:`fit_durations` turns whatever durations the model wrote into a
+valid decomposition of the chunk (each in [lo, hi], summing to the chunk's length) by a fixed
+procedure documented there, so tests can compute its result by hand; the caller records a
+``parse_failure`` whenever it had to change anything.
 
 Times are minutes after midnight of the simulated day.
 """
@@ -31,14 +32,8 @@ MINUTES_PER_DAY = 24 * 60
 #: the longest text kept for one item (a stroke, an hour, an action): prompts that show a plan stay bounded
 TEXT_CHARS = 200
 
-_MARK = r"(?:\d{1,2}[.)]|[-*\u2022])"
-_INLINE_ITEM = re.compile(r"(?:(?<=^)|(?<=[\s,;:]))(\d{1,2})\)\s+")
-_LEADING_MARK = re.compile(rf"^\s*{_MARK}\s+")
 _CLOCK = r"(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s*m\b\.?|(\d{1,2}):(\d{2})(?!\s*[ap]\.?\s*m)|\b(noon|midnight)\b"
 _TIME = re.compile(_CLOCK, re.I)
-_LEADING_TIME = re.compile(rf"^\[?\(?\s*(?:at\s+)?(?:{_CLOCK})\s*(?:(?:-|\u2013|\u2014|to)\s*(?:{_CLOCK}))?\s*[\])]?\s*[:\-\u2013\u2014,]*\s*", re.I)
-_DURATION = re.compile(r"\(?\s*(?:duration(?: in minutes)?\s*:\s*(\d{1,3})(?:\s*min\w*)?|(\d{1,3})\s*(?:minutes?|mins?\.?|m)\b)\s*\)?", re.I)
-_TIME_PHRASE = re.compile(rf"\s*(?:\b(?:at|around|from|by|until)\s+)?(?:{_CLOCK})", re.I)
 
 
 @dataclass
@@ -120,65 +115,91 @@ def clock_text(minute: int) -> str:
     return f"{(hour % 12) or 12}:{rest:02d} {'am' if hour < 12 else 'pm'}"
 
 
-def _clean(line: str) -> str:
-    return line.replace("**", "").replace("__", "").strip()
+def minutes_of(value: Any) -> int | None:
+    """Minutes after midnight of a time the model wrote (``"7:00 am"``, ``"19:30"``, ``"noon"``),
+    or None when none can be read."""
+    match = _TIME.search(str(value or ""))
+    return clock_minutes(match) if match else None
 
 
-def _split_inline(line: str) -> list[str]:
-    """``a: 1) x, 2) y`` -> ``a:``, ``1) x,``, ``2) y``: only markers counting up from 1 split
-    (a ``7)`` inside an item's text does not)."""
-    cuts, expected = [], 1
-    for match in _INLINE_ITEM.finditer(line):
-        if int(match.group(1)) == expected:
-            cuts.append(match.start())
-            expected += 1
-    if len(cuts) < 2:
-        return [line]
-    bounds = cuts + [len(line)]
-    return [line[:cuts[0]]] + [line[a:b] for a, b in zip(bounds, bounds[1:])]
+def _text(value: Any) -> str:
+    return " ".join(str(value or "").replace("**", "").split()).strip(" .")[:TEXT_CHARS]
 
 
-def _items(text: str) -> list[str]:
-    """List items: one per marked line, or the inline ``1) ... 2) ...`` form split up; an
-    answer with no marks at all counts each non-empty line as an item."""
-    lines = [_clean(piece) for line in text.replace("\r", "").split("\n") for piece in _split_inline(line)]
-    marked = [line for line in lines if _LEADING_MARK.match(line)]
-    chosen = marked if marked else [line for line in lines if line]
-    items = [_LEADING_MARK.sub("", line).strip().rstrip(",;").strip() for line in chosen]
-    return [item for item in items if item]
+def _items(value: Any, key: str) -> list[Any]:
+    items = value.get(key) if isinstance(value, dict) else value
+    if not isinstance(items, list):
+        raise ValueError(f'expected {{"{key}": [...]}}')
+    return items
 
 
-# --------------------------------------------------------------------------- parsing
+# --------------------------------------------------------------------------- reading JSON
+
+#: one timed entry of a plan or a schedule
+TIMED_ITEM: dict[str, Any] = {
+    "type": "object",
+    "properties": {"time": {"type": "string", "description": "when it starts, e.g. 7:00 am"},
+                   "activity": {"type": "string"}},
+    "required": ["time", "activity"],
+}
+#: the hourly schedule and a re-plan
+SCHEDULE_SCHEMA: dict[str, Any] = {
+    "type": "object", "properties": {"schedule": {"type": "array", "items": TIMED_ITEM, "minItems": 1}},
+    "required": ["schedule"],
+}
 
 
-def parse_strokes(text: str) -> list[Stroke]:
-    """The broad strokes in ``text`` (a time in an item is read, the item's text is kept whole)."""
+def plan_schema(fewest: int, most: int) -> dict[str, Any]:
+    """The day in broad strokes: between ``fewest`` and ``most`` timed entries."""
+    return {"type": "object",
+            "properties": {"plan": {"type": "array", "items": TIMED_ITEM, "minItems": fewest, "maxItems": most}},
+            "required": ["plan"]}
+
+
+def actions_schema(lo: int, hi: int) -> dict[str, Any]:
+    """A chunk's actions, each of ``lo`` to ``hi`` minutes."""
+    item = {"type": "object", "properties": {"action": {"type": "string"},
+                                             "minutes": {"type": "integer", "minimum": lo, "maximum": hi}},
+            "required": ["action", "minutes"]}
+    return {"type": "object", "properties": {"actions": {"type": "array", "items": item, "minItems": 1}},
+            "required": ["actions"]}
+
+
+def read_strokes(value: Any) -> list[Stroke]:
+    """The strokes of a ``{"plan": [...]}`` answer (entries without an activity skipped); raises
+    ValueError when there is no list."""
     strokes = []
-    for item in _items(text):
-        match = _TIME.search(item)
-        strokes.append(Stroke(item.rstrip(".")[:TEXT_CHARS], clock_minutes(match) if match else None))
+    for item in _items(value, "plan"):
+        if isinstance(item, dict) and _text(item.get("activity")):
+            strokes.append(Stroke(_text(item["activity"]), minutes_of(item.get("time"))))
+        elif isinstance(item, str) and _text(item):
+            match = _TIME.search(item)
+            strokes.append(Stroke(_text(item), clock_minutes(match) if match else None))
     return strokes
 
 
-def parse_chunks(text: str, chunk_minutes: int = 60, min_minutes: int = 5) -> list[Chunk]:
-    """The hourly schedule in ``text``: lines that start with a time, sorted by time. Each runs
+def read_timed(value: Any, key: str = "schedule") -> dict[int, str]:
+    """``start minute -> activity`` of a ``{"schedule": [...]}`` answer: entries without a
+    readable time or an activity are skipped, a time repeated keeps the first entry."""
+    timed: dict[int, str] = {}
+    for item in _items(value, key):
+        if not isinstance(item, dict):
+            continue
+        start, activity = minutes_of(item.get("time")), _text(item.get("activity"))
+        if start is not None and start < MINUTES_PER_DAY and activity:
+            timed.setdefault(start, activity)
+    return timed
+
+
+def read_schedule(value: Any, chunk_minutes: int = 60, min_minutes: int = 5) -> list[Chunk]:
+    """The hourly schedule of a ``{"schedule": [...]}`` answer, sorted by time. Each entry runs
     until the next one (the last for ``chunk_minutes``); spans longer than ``chunk_minutes`` are
     cut into chunks of that length (the last one keeps the rest), spans shorter than
-    ``min_minutes`` are dropped, and a time repeated keeps the first line."""
-    timed: dict[int, str] = {}
-    for line in (_LEADING_MARK.sub("", _clean(raw)) for raw in text.replace("\r", "").split("\n")):
-        match = _LEADING_TIME.match(line)
-        if match is None:
-            continue
-        start = clock_minutes(match)
-        activity = line[match.end():].strip().rstrip(".")[:TEXT_CHARS]
-        if start is None or start >= MINUTES_PER_DAY or not activity:
-            continue
-        timed.setdefault(start, activity)
-    return _cut(timed, chunk_minutes, min_minutes)
+    ``min_minutes`` are dropped."""
+    return chunks_from_times(read_timed(value), chunk_minutes, min_minutes)
 
 
-def _cut(timed: dict[int, str], chunk_minutes: int, min_minutes: int, day_end: int | None = None) -> list[Chunk]:
+def chunks_from_times(timed: dict[int, str], chunk_minutes: int, min_minutes: int, day_end: int | None = None) -> list[Chunk]:
     """Chunks from ``start minute -> activity``: each runs until the next start (the last for
     ``chunk_minutes``, or until ``day_end`` when given); long spans are cut into chunks of
     ``chunk_minutes`` (a rest shorter than ``min_minutes`` joins the chunk before it); spans
@@ -200,18 +221,17 @@ def _cut(timed: dict[int, str], chunk_minutes: int, min_minutes: int, day_end: i
     return chunks
 
 
-def parse_actions(text: str) -> list[tuple[str, int]]:
-    """``(action, minutes)`` for every list item that states a duration, in order."""
+def read_actions(value: Any) -> list[tuple[str, int]]:
+    """``(action, minutes)`` for every entry of an ``{"actions": [...]}`` answer with both."""
     found = []
-    for item in _items(text):
-        match = _DURATION.search(item)
-        if match is None:
+    for item in _items(value, "actions"):
+        if not isinstance(item, dict):
             continue
-        action = (item[:match.start()] + " " + item[match.end():]).strip(" :-\u2013\u2014,;.()")
-        action = re.sub(r"\s+", " ", action)
-        if action:
-            action = action[:TEXT_CHARS]
-            found.append((action, int(match.group(1) or match.group(2))))
+        action, minutes = _text(item.get("action")), item.get("minutes")
+        if isinstance(minutes, str) and minutes.strip().isdigit():
+            minutes = int(minutes)
+        if action and isinstance(minutes, (int, float)) and not isinstance(minutes, bool):
+            found.append((action, int(minutes)))
     return found
 
 
@@ -221,8 +241,10 @@ def chunks_text(chunks: list[Chunk]) -> str:
 
 
 def strokes_text(strokes: list[Stroke]) -> str:
-    """The strokes as the paper writes a plan: ``1) ..., 2) ...``."""
-    return ", ".join(f"{i}) {s.text}" for i, s in enumerate(strokes, 1))
+    """The strokes as the paper writes a plan: ``1) wake up at 7:00 am, 2) ...`` (a stroke's time
+    is added when its text does not say one)."""
+    return ", ".join(f"{i}) {s.text}" + (f" at {clock_text(s.minute)}" if s.minute is not None and not _TIME.search(s.text) else "")
+                     for i, s in enumerate(strokes, 1))
 
 
 def chunks_from_strokes(strokes: list[Stroke], chunk_minutes: int, day_start: int, day_end: int) -> list[Chunk]:
@@ -259,7 +281,7 @@ def chunks_from_strokes(strokes: list[Stroke], chunk_minutes: int, day_start: in
     timed: dict[int, str] = {}
     for minute, stroke in zip(times, strokes):
         timed.setdefault(int(minute), stroke.text)
-    return _cut(timed, chunk_minutes, 5, day_end)
+    return chunks_from_times(timed, chunk_minutes, 5, day_end)
 
 
 # --------------------------------------------------------------------------- durations

@@ -1,4 +1,4 @@
-"""A generative agent in the town (issue 13, item 4): slot ``policy``, component ``town_agent``.
+"""A generative agent in the town: slot ``policy``, component ``town_agent``.
 
 Park et al.'s loop (§4: perceive -> remember -> retrieve -> react or continue -> act) on the
 ``town`` platform. Each time the agent is active:
@@ -10,13 +10,15 @@ Park et al.'s loop (§4: perceive -> remember -> retrieve -> react or continue -
 2. **Perceive and remember**: the platform's sentences about the agent's arena (the people
    there and what they do, the objects and their states); each sentence not perceived in the
    previous step becomes an ``observation`` record (what stays the same is not stored again).
-3. **React or continue**: for the first person newly seen, the planner (``day_plan``) is asked
-   whether to react, re-planning the rest of the day if so (§4.3.1, it retrieves what the
-   agent remembers about the observation and the person); then, for the first person present
-   it has not talked with lately, the dialogue decides whether to start a conversation
+3. **React or continue**: for the first person newly seen (awake), the planner (``day_plan``)
+   is asked whether to react, re-planning the rest of the day if so (§4.3.1, it retrieves what
+   the agent remembers about the observation and the person); then, for the first person present
+   and awake it has not talked with lately, the dialogue decides whether to start a conversation
    (§4.3.2). A conversation is a ``talk`` action; once the platform
-   accepts it, the two agents talk (Park's :class:`Conversation`, both remember it). The same
-   pair does not start another conversation within ``talk_cooldown_minutes``.
+   accepts it, the two agents talk (Park's :class:`Conversation`: both remember it through their
+   conversation memory, and it enters both schedules). The same pair does not start another
+   conversation within ``talk_cooldown_minutes``. Nobody talks to a sleeping agent (the
+   platform refuses it too).
 4. **Act**: the hour-level plan's current action (``current_action``; with no planner, the
    persona's ``currently``) says what the agent does; when it changes, the recursive location
    choice (:mod:`..planning.location`) picks sector, arena and object among the places the
@@ -25,8 +27,14 @@ Park et al.'s loop (§4: perceive -> remember -> retrieve -> react or continue -
    ``activity`` and ``at`` (the arena address after it), so the actions table traces where
    every agent was.
 
-Prompts are bounded: memories come through the memory's top-k recall, summaries are the
-planner's cached ones, option lists are the agent's known places.
+Prompts are bounded: memories come through the memory's top-k recall, the summary
+description is the ``persona.context`` component's cached one (Park's ``agent_summary``), option
+lists are the agent's known places.
+
+The slots this policy uses are Park's (:data:`PARK_SLOTS`) and nothing stands in for one that is
+disabled (``stand_ins=False``): ``-p no:NAME`` empties its slot, so every ablation removes
+exactly one pathway (``-p no:agent_summary``: prompts describe the agent from its seed, nothing
+remembered reaches a plan; ``-p no:conversation_memory``: conversations are not remembered).
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from townsquare.api import Action, ActionResult, ComponentError, MemoryRecord, P
 
 from ..dialogue.conversation import Conversation, ConversationConfig, Dialogue
 from ..memory.memory_text import cut
+from ..planning.agent_summary import summary_description
 from ..planning.location import Location, choose_location
 from ..prompt_files import fill, load_prompts
 
@@ -56,7 +65,7 @@ REQUIRED: dict[str, frozenset[str]] = {
 #: Park's components for the slots this policy uses
 PARK_SLOTS: dict[str, str | None] = {
     "memory.stream": "memory_stream", "memory.retrieval": "park_retrieval", "reflector": "park_reflection",
-    "planner": "day_plan",
+    "planner": "day_plan", "persona.context": "agent_summary", "memory.sensory": "conversation_memory",
 }
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 
@@ -137,7 +146,8 @@ class TownAgent:
         a ``talk`` action if it starts a conversation."""
         me, cfg = ctx.agent.id, self.config
         arena = platform.where(me)
-        people = [(other, platform.names.get(other, other)) for other in platform.present(arena, but=me)]
+        people = [(other, platform.names.get(other, other)) for other in platform.present(arena, but=me)
+                  if not platform.asleep(other)]
         if cfg.react and planner is not None and hasattr(planner, "react"):
             for other, name in people:
                 observation = next((s for s in fresh if s.startswith(f"{name} is at ")), None)
@@ -169,8 +179,7 @@ class TownAgent:
             return [Action(me, "wait", detail={"activity": activity, "at": here})]
         self.plan_key = self._key
         llm = ctx.require_llm("town_agent")
-        summary = await planner.describe(ctx) if planner is not None and hasattr(planner, "describe") else \
-            f"Name: {name}\n{cut(ctx.agent.persona.text, 600)}"
+        summary = await summary_description(ctx, activity)
         place = await choose_location(llm, self.prompts, platform.spatial_memory(me), name=name, activity=activity,
                                       current=here, home=str(ctx.agent.persona.fields.get("living_area") or ""),
                                       summary=summary)
@@ -266,6 +275,6 @@ def townsquare_register_policies():
     return [
         PolicySpec(
             "town_agent", build_town_agent, config_model=TownAgentConfig, priority=-10, needs_llm=True, uses=PARK_SLOTS,
-            description="Park et al. in the town: perceive, remember, react or continue, choose a place among known ones, act, talk",
+            stand_ins=False, description="Park et al. in the town: perceive, remember, react or continue, choose a place among known ones, act, talk",
         )
     ]

@@ -5,24 +5,31 @@ The paper: a memory M_i is forgotten with a probability proportional to
 
     g(M_i) = 1 - (s_i + r_i) / 2 * max(r_i ** beta, delta)
 
-where s_i and r_i are the normalised recency and importance in (0, 1), beta > 1 shapes the
-power function and delta in (0, 1) is its floor (delta -> 1 leaves only the mean of recency and
-importance). The paper does not say how recency is normalised nor how "proportional" becomes
-a probability; our choices, all settings of ``long_term_memory``:
+with beta > 1 shaping the power function and delta in (0, 1) its floor (delta -> 1 leaves only
+the mean of the two scores). Which score is which: the paper's record is M = <c, s, t> with s
+the *importance*, its power function models a forgetting rate that is "fast in the beginning,
+and then gradually slows down over time", and the floor is there so that "important memories
+produced long time ago can still be recalled" (an old record's r**beta is small; delta keeps
+its importance in play). All three point to r = *recency*, and so does the reference code
+(``max(recency ** 1.5, 0.01) * (importance + recency) / 2``). (The sentence naming the scores,
+"s_i and r_i are normalized recency and importance scores", lists them the other way round; we
+follow the record's notation and the stated reasons.) So here
 
-- recency ``s = 1 / (1 + hours / recency_hours)``: hours since the record was last read or
-  written, a power-law decay (fast at first, then slower, as the paper motivates), in (0, 1];
-- importance ``r = importance / 10`` (sensory memory scores 1-10);
-- both clipped into the open interval [EPS, 1 - EPS];
+    g = 1 - (importance + recency) / 2 * max(recency ** beta, delta)
+
+in both modes. What the paper leaves open (our choices, settings of ``long_term_memory``):
+
+- ``mode = "power"`` (default): recency ``1 / (1 + hours / recency_hours)``, hours since the
+  record was last read or written, itself a power law (fast at first, then slower);
+  beta = 3 and delta = 0.1 (our choice; the paper gives no values);
+- ``mode = "reference"``: the reference code's values: recency ``(1 - decay_rate) ** hours``
+  with decay_rate 0.01, beta = 1.5, delta = 0.01, and records read or written in the last
+  ``spare_hours`` (24) are never forgotten;
+- importance ``importance / 10`` (sensory memory scores 1-10), both scores clipped into
+  [EPS, 1 - EPS];
 - one forgetting pass after each write, in which record i is forgotten with probability
   ``min(1, forget_per_pass * g_i / sum_j g_j)``, so ``forget_per_pass`` records are forgotten
   on average (the reference code normalises g over the records the same way, i.e. 1 per pass).
-
-Option ``mode = "exponential"`` is the reference code's variant: recency decays as
-``(1 - decay_rate) ** hours`` and the power and floor act on recency,
-``g = 1 - (s + r)/2 * max(s ** beta, delta)``; records read or written in the last
-``spare_hours`` are never forgotten. The paper puts the power on r (importance), which we follow
-in the default ``mode = "power"``.
 """
 
 from __future__ import annotations
@@ -31,18 +38,14 @@ import numpy as np
 
 EPS = 1e-3
 IMPORTANCE_SCALE = 10.0
+#: (beta, delta) of each mode when the settings leave them out
+MODE_DEFAULTS = {"power": (3.0, 0.1), "reference": (1.5, 0.01)}
 
 
-def g_value(s: np.ndarray | float, r: np.ndarray | float, beta: float, delta: float) -> np.ndarray | float:
-    """The paper's g(M) = 1 - (s + r)/2 * max(r^beta, delta)."""
-    s, r = np.asarray(s, dtype=float), np.asarray(r, dtype=float)
+def g_value(importance: np.ndarray | float, recency: np.ndarray | float, beta: float, delta: float) -> np.ndarray | float:
+    """The paper's g(M) = 1 - (s + r)/2 * max(r^beta, delta), s the importance, r the recency."""
+    s, r = np.asarray(importance, dtype=float), np.asarray(recency, dtype=float)
     return 1.0 - (s + r) / 2.0 * np.maximum(r ** beta, delta)
-
-
-def g_exponential(s: np.ndarray | float, r: np.ndarray | float, beta: float, delta: float) -> np.ndarray | float:
-    """The reference code's variant: the power and floor act on recency."""
-    s, r = np.asarray(s, dtype=float), np.asarray(r, dtype=float)
-    return 1.0 - (s + r) / 2.0 * np.maximum(s ** beta, delta)
 
 
 def power_recency(hours: np.ndarray, recency_hours: float) -> np.ndarray:

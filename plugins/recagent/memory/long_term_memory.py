@@ -3,20 +3,27 @@ reading and memory reflection): slot ``memory.long_term``, component ``long_term
 
 - Writing: records arriving from short-term memory (a record enhanced K times and its
   insights) or, with short-term memory ablated ("w/o short"), straight from sensory memory.
-  After each write one forgetting pass runs (:mod:`.forgetting`: g(M) and our choices for the
-  values the paper leaves open). Forgotten records are removed and counted.
-- Reading: the top-N records for the query (the current observation) by embedding similarity,
-  or by the ``memory.retrieval`` scorer when that slot is filled; ``recall`` returns
-  ``min(k, top_n)`` of them and marks them read (``last_access``), which keeps them recent.
+  After each write one forgetting pass runs (:mod:`.forgetting`: g(M) with the power on
+  recency, and our choices for the values the paper leaves open). Forgotten records are
+  removed and counted.
+- Reading: the top-N records for the query (the current observation). The paper: the
+  importance score "is leveraged in the memory reading process, and more important memories
+  are more likely to be recalled", so a record's score is its embedding relevance (cosine)
+  plus ``recall_importance`` times its normalised importance (importance / 10), plus
+  ``recall_recency`` times its recency (0 by default: the paper names relevance and importance
+  for reading; the reference code's retriever adds recency too, weight 1). When the
+  ``memory.retrieval`` slot is filled, its scorer ranks instead. ``recall`` returns
+  ``min(k, top_n)`` records and marks them read (``last_access``), which keeps them recent.
   The short-term tier adds all its records (see ``townsquare.api.MemoryChain``).
 - Reflection (:meth:`LongTermMemory.reflect`, driven by the ``recagent_reflection`` reflector):
   after enough importance has accumulated, the LLM writes insights about recent records
   (after Park et al., as the paper says); insights and memories more similar than
   ``merge_threshold`` are merged (the paper's difference from Park).
 
-Values the paper does not give are our choices and settings: N = 5, beta = 3, delta = 0.1,
-recency half-life ``recency_hours`` = 24 simulated hours, one forgotten record per pass on
-average, no forgetting below ``min_records`` = 20 records.
+Values the paper does not give are our choices and settings: N = 5, the forgetting mode's
+beta and delta (:data:`.forgetting.MODE_DEFAULTS`), recency half-life ``recency_hours`` = 24
+simulated hours, one forgotten record per pass on average, no forgetting below
+``min_records`` = 20 records.
 """
 
 from __future__ import annotations
@@ -45,12 +52,15 @@ class LongTermMemoryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     top_n: int = Field(5, ge=1, description="N: long-term records read for an observation")
-    mode: Literal["power", "exponential", "none"] = Field("power", description="forgetting: the paper's g(M), the reference code's, or none")
-    beta: float = Field(3.0, gt=1, description="beta > 1: shape of the power function")
-    delta: float = Field(0.1, gt=0, lt=1, description="delta in (0, 1): floor of the power function")
-    recency_hours: float = Field(24.0, gt=0, description="power recency: s = 1 / (1 + hours / recency_hours)")
-    decay_rate: float = Field(0.01, gt=0, lt=1, description="exponential recency: s = (1 - decay_rate) ** hours")
-    spare_hours: float = Field(24.0, ge=0, description="exponential mode: records read this recently are kept")
+    mode: Literal["power", "reference", "none"] = Field(
+        "power", description="forgetting: g(M) with power-law recency, with the reference code's recency and values, or none")
+    beta: float | None = Field(None, gt=1, description="beta > 1: shape of the power function (default: power 3, reference 1.5)")
+    delta: float | None = Field(None, gt=0, lt=1, description="delta in (0, 1): floor of the power function (default: power 0.1, reference 0.01)")
+    recency_hours: float = Field(24.0, gt=0, description="power mode: recency = 1 / (1 + hours / recency_hours)")
+    decay_rate: float = Field(0.01, gt=0, lt=1, description="reference mode: recency = (1 - decay_rate) ** hours")
+    spare_hours: float = Field(24.0, ge=0, description="reference mode: records read this recently are kept")
+    recall_importance: float = Field(1.0, ge=0, description="reading: weight of importance / 10 beside relevance")
+    recall_recency: float = Field(0.0, ge=0, description="reading: weight of recency beside relevance (the reference code: 1)")
     forget_per_pass: float = Field(1.0, ge=0, description="records forgotten per write on average")
     min_records: int = Field(20, ge=0, description="no forgetting while the memory holds this many records or fewer")
     reflect_importance: float = Field(60.0, gt=0, description="summed importance of new records that triggers a reflection")
@@ -91,23 +101,34 @@ class LongTermMemory:
         self.forget(ctx.now, ctx.rng)
         return []
 
+    @property
+    def beta_delta(self) -> tuple[float, float]:
+        """beta and delta: the settings, or the forgetting mode's defaults."""
+        beta, delta = forgetting.MODE_DEFAULTS["reference" if self.config.mode == "reference" else "power"]
+        return (self.config.beta if self.config.beta is not None else beta,
+                self.config.delta if self.config.delta is not None else delta)
+
+    def hours(self, now: datetime) -> np.ndarray:
+        return np.array([hours_between(now, r.last_access or r.created) for r in self.store.records])
+
+    def recency(self, now: datetime) -> np.ndarray:
+        """Each record's normalised recency in (0, 1) (see :mod:`.forgetting`)."""
+        if self.config.mode == "reference":
+            return forgetting.exponential_recency(self.hours(now), self.config.decay_rate)
+        return forgetting.power_recency(self.hours(now), self.config.recency_hours)
+
     def forget_values(self, now: datetime) -> np.ndarray:
         """g of every record at ``now`` (see :mod:`.forgetting`)."""
-        c = self.config
-        hours = np.array([hours_between(now, r.last_access or r.created) for r in self.store.records])
-        r = forgetting.normalised_importance(np.array([rec.importance for rec in self.store.records]))
-        if c.mode == "exponential":
-            return forgetting.g_exponential(forgetting.exponential_recency(hours, c.decay_rate), r, c.beta, c.delta)
-        return forgetting.g_value(forgetting.power_recency(hours, c.recency_hours), r, c.beta, c.delta)
+        importance = forgetting.normalised_importance(np.array([rec.importance for rec in self.store.records]))
+        return forgetting.g_value(importance, self.recency(now), *self.beta_delta)
 
     def forget(self, now: datetime, rng: np.random.Generator) -> list[MemoryRecord]:
         c = self.config
         if c.mode == "none" or len(self.store) <= c.min_records or c.forget_per_pass == 0:
             return []
         probabilities = forgetting.forget_probabilities(self.forget_values(now), c.forget_per_pass)
-        if c.mode == "exponential":
-            hours = np.array([hours_between(now, r.last_access or r.created) for r in self.store.records])
-            probabilities[hours <= c.spare_hours] = 0.0
+        if c.mode == "reference":
+            probabilities[self.hours(now) <= c.spare_hours] = 0.0
         draws = rng.random(len(probabilities))
         gone = self.store.remove([r.id for r, p, u in zip(self.store.records, probabilities, draws) if u < p])
         self.forgotten += len(gone)
@@ -123,13 +144,22 @@ class LongTermMemory:
         matrix = await self.store.vectors(ctx)
         relevance = matrix @ await ctx.embedder.embed_one(query)
         scorer = retrieval_of(ctx.agent)
-        scores = np.asarray(scorer.score(self.store.records, relevance, ctx.now)) if scorer is not None else relevance
+        scores = np.asarray(scorer.score(self.store.records, relevance, ctx.now)) if scorer is not None else self.reading_scores(relevance, ctx.now)
         top = np.argsort(-scores, kind="stable")[: min(k, self.config.top_n)]
         found = []
         for i in top:
             record = self.store.records[int(i)] = replace(self.store.records[int(i)], last_access=ctx.now)
             found.append(record)
         return found
+
+    def reading_scores(self, relevance: np.ndarray, now: datetime) -> np.ndarray:
+        """relevance + recall_importance * importance / 10 + recall_recency * recency."""
+        c = self.config
+        scores = np.asarray(relevance, dtype=float) + c.recall_importance * np.array(
+            [r.importance / forgetting.IMPORTANCE_SCALE for r in self.store.records])
+        if c.recall_recency:
+            scores = scores + c.recall_recency * self.recency(now)
+        return np.round(scores, 9)  # equal scores tie exactly, so the order is the records' order
 
     def since(self, when: Any) -> list[MemoryRecord]:
         return self.store.since(when)
@@ -208,5 +238,5 @@ def build_long_term_memory(config: LongTermMemoryConfig | None, ctx: BuildContex
 def townsquare_register_memory():
     return [MemorySpec(
         "long_term_memory", build_long_term_memory, config_model=LongTermMemoryConfig, memory_kind="long_term", stand_in=False,
-        description="RecAgent: top-N reading, forgetting by g(M) = 1 - (s+r)/2 * max(r^beta, delta), reflection with merging",
+        description="RecAgent: top-N reading by relevance and importance, forgetting by g(M) = 1 - (s+r)/2 * max(r^beta, delta) (r: recency), reflection with merging",
     )]

@@ -12,11 +12,17 @@ time), passed on to the next tier.
 The paper keeps sensory memories only "a few hundred milliseconds": this tier keeps the last
 ``buffer`` records for inspection and checkpoints, but ``recall`` and ``since`` return nothing
 (memory reading draws on short- and long-term memory only), so a record is never counted twice.
-Records scoring below ``discard_below`` are dropped instead of passed on ("less important
-information is discarded"); the paper gives no threshold, so the default (0) keeps everything.
+"Significant information is transferred to the short-term memory, while less important
+information is discarded": records scoring below ``discard_below`` are dropped instead of
+passed on. The paper gives no threshold; the default, 7 of 10, is the reference code's (it keeps
+a record when ``score / 10 * 0.9 > 0.62``, i.e. a score of 7 or more). The prompt's scale
+follows the paper's examples: experiences of and opinions about specific items (watching one,
+feelings, ratings, chats or posts that name one) score 7-10, a bare list of items shown 4-6,
+routine events such as entering the system 1-3; so what passes on is item-related.
 
 When the LLM's answer cannot be parsed (after one repair), the raw observation is passed on
-with ``default_importance`` and a ``parse_failure`` is recorded.
+with ``default_importance`` (it is not discarded: no answer is no judgement) and a
+``parse_failure`` is recorded.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ class SensoryMemoryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     buffer: int = Field(5, ge=0, description="recent compressed records kept for inspection")
-    discard_below: float = Field(0.0, ge=0, le=IMPORTANCE_SCALE, description="drop records less important than this (our choice: keep all)")
+    discard_below: float = Field(7.0, ge=0, le=IMPORTANCE_SCALE, description="drop records less important than this (the reference code's 7)")
     default_importance: float = Field(3.0, ge=1, le=IMPORTANCE_SCALE, description="importance when the LLM answer is unusable")
     prompts_file: str | None = None
 
@@ -67,20 +73,22 @@ class SensoryMemory:
                                    self.config.prompts_file, base_dir)["sensory"]
         self.store = RecordStore("s")
 
-    async def compress(self, ctx: StepContext, record: MemoryRecord) -> MemoryRecord:
+    async def compress(self, ctx: StepContext, record: MemoryRecord) -> tuple[MemoryRecord, bool]:
+        """The compressed, scored record, and whether the LLM's answer was usable."""
         llm = ctx.require_llm("sensory_memory")
         prompt = fill(self.prompt, name=ctx.agent.persona.name, observation=record.text)
         answer = await llm.json(prompt, SCHEMA, purpose="recagent.sensory", default=None, validate=_answer)
         text, importance = answer if answer is not None else (record.text, self.config.default_importance)
-        return replace(record, text=text, importance=importance, id=self.store.new_id(), created=record.created or ctx.now,
-                       last_access=ctx.now, meta={**record.meta, "observation": record.text} if text != record.text else record.meta)
+        compressed = replace(record, text=text, importance=importance, id=self.store.new_id(), created=record.created or ctx.now,
+                             last_access=ctx.now, meta={**record.meta, "observation": record.text} if text != record.text else record.meta)
+        return compressed, answer is not None
 
     async def remember(self, ctx: StepContext, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
         passed = []
         for record in records:
-            compressed = await self.compress(ctx, record)
+            compressed, scored = await self.compress(ctx, record)
             self.store.records.append(compressed)
-            if compressed.importance >= self.config.discard_below:
+            if not scored or compressed.importance >= self.config.discard_below:
                 passed.append(compressed)
             else:
                 log.debug("sensory.discarded", agent=ctx.agent.id, importance=compressed.importance)

@@ -12,15 +12,17 @@ The enhancers stay, as records of their own.
 
 Memory reading takes *all* short-term records (``recall`` ignores ``k``), oldest first.
 
-The paper gives no values for the threshold, K or the capacity; ours are settings:
-``similarity_threshold`` 0.7, ``enhance_k`` 3 and ``capacity`` 10 (the last two as in the
-reference code, which also draws enhancement at random from a sigmoid of the similarity; we
-follow the paper's plain threshold). Beyond ``capacity`` the least enhanced, then oldest,
-record is dropped.
+The paper gives no values for the threshold, K or the capacity; ours are settings taken from
+the reference code: ``enhance_k`` 3, ``capacity`` 10 and ``similarity_threshold`` 0.847. The
+reference code enhances a record when sigmoid(cosine) >= 0.7 (then with that probability); the
+cut is at cosine ln(0.7 / 0.3) = 0.847, which we use as the paper's plain threshold (no draw).
+Beyond ``capacity`` the least important record is dropped, then among equals the least
+enhanced, then the oldest (the reference code's order: importance, then enhancements).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -35,13 +37,16 @@ from .record_store import RecordStore
 
 log = structlog.get_logger("townsquare.plugins.recagent.short_term_memory")
 
+#: the reference code's enhancement cut, sigmoid(cosine) >= 0.7, as a cosine: ln(0.7 / 0.3)
+ENHANCE_COSINE = round(math.log(0.7 / 0.3), 3)
+
 
 class ShortTermMemoryConfig(BaseModel):
     """``[plugins.short_term_memory]`` settings (values are our choices; the paper gives none)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    similarity_threshold: float = Field(0.7, ge=-1, le=1, description="a new record enhances those it is more similar to than this")
+    similarity_threshold: float = Field(ENHANCE_COSINE, ge=-1, le=1, description="a new record enhances those it is more similar to than this")
     enhance_k: int = Field(3, ge=1, description="K: enhancements before a record moves to long-term memory")
     insights: int = Field(1, ge=1, le=5, description="insights written per promoted record")
     capacity: int = Field(10, ge=1, description="records kept; the least enhanced, then oldest, is dropped beyond it")
@@ -116,7 +121,8 @@ class ShortTermMemory:
         excess = len(self.store.records) - self.config.capacity
         if excess <= 0:
             return
-        order = sorted(range(len(self.store.records)), key=lambda i: (self.count(self.store.records[i].id), i))
+        records = self.store.records
+        order = sorted(range(len(records)), key=lambda i: (records[i].importance, self.count(records[i].id), i))
         dropped = [self.store.records[i].id for i in order[:excess]]
         self.store.remove(dropped)
         for record_id in dropped:

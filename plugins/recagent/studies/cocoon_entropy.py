@@ -3,12 +3,25 @@
     E = -(1/|U|) sum_{u in U} sum_{c in C} f_{u,c} log f_{u,c}
 
 with f_{u,c} the frequency of category c among the items recommended to user u. Smaller E is a
-stronger cocoon. Measured every round (metric ``cocoon_entropy``, key ``entropy``) over the
-recommendation pages of that round (``recommend`` and ``next_page``; search results are not
-recommendations); U is the agents that got a page in the round (``users``), so a round with
-none stores no entropy. An item counts once for each of its genres, and the frequencies are
-normalised over them; an item with no genre counts as the category "(none)". The paper does not
-give the logarithm's base: natural log.
+stronger cocoon. Measured every round (metric ``cocoon_entropy``, key ``entropy``). An item
+counts once for each of its genres, and the frequencies are normalised over them; an item with
+no genre counts as the category "(none)". The paper does not give the logarithm's base:
+natural log. Who U is (``users``, a setting):
+
+- ``"everyone"`` (default): every agent of the run, each by the page the recommender would
+  serve it at the end of the round (its first ``page_size`` items, under any intervention such
+  as Rec-Strategy, drawn with a generator of the run seed, the round and the agent, so the
+  agents' own streams are untouched; nothing is shown or recorded). The measured set is the
+  same under every treatment: a treatment cannot change who is measured (with the pages
+  actually seen, Soc-Strategy's friends' tips send agents to search instead of browsing, and
+  fewer agents get a page);
+- ``"paged"``: the agents that got a recommendation page in the round (``recommend`` and
+  ``next_page``; search results are not recommendations), by the items on their pages; a
+  round with none stores no entropy.
+
+``entropy_cumulative`` is the reference code's variant: E over everything recommended to each
+user on its pages so far, over the users with at least one page. ``users`` stores how many
+agents the round's E averages.
 
 Satisfaction (fig. 4c/d, upper left): with ``satisfaction = true`` and an LLM, every
 ``satisfaction_every`` rounds each agent that got a page is asked how satisfied it is with the
@@ -21,8 +34,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import BuildContext, ComponentError, MetricSpec, RoundView, hookimpl
@@ -39,6 +53,7 @@ class CocoonEntropyConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    users: Literal["everyone", "paged"] = Field("everyone", description="everyone: every agent's page of the round's end; paged: the pages seen")
     satisfaction: bool = Field(False, description="also ask each paged agent its satisfaction 1-10 (needs an LLM)")
     satisfaction_every: int = Field(5, ge=1, description="ask every this many rounds")
     profile_fields: list[str] = Field(default_factory=lambda: ["age", "gender", "traits", "interests"])
@@ -47,9 +62,12 @@ class CocoonEntropyConfig(BaseModel):
 
 def category_entropy(items: Sequence[Sequence[str]]) -> float:
     """-sum_c f_c log f_c over the categories of ``items`` (each a sequence of genres)."""
-    counts = Counter(g for genres in items for g in (genres or (NO_CATEGORY,)))
+    return counter_entropy(Counter(g for genres in items for g in (genres or (NO_CATEGORY,))))
+
+
+def counter_entropy(counts: Mapping[str, int]) -> float:
     total = sum(counts.values())
-    return -sum(n / total * math.log(n / total) for n in counts.values()) if total else 0.0
+    return -sum(n / total * math.log(n / total) for n in counts.values() if n) if total else 0.0
 
 
 def cocoon_entropy(recommended: Mapping[str, Sequence[Sequence[str]]]) -> float | None:
@@ -61,6 +79,9 @@ def cocoon_entropy(recommended: Mapping[str, Sequence[Sequence[str]]]) -> float 
 class CocoonEntropy:
     def __init__(self, config: CocoonEntropyConfig | None = None, ctx: BuildContext | None = None):
         self.config = config or CocoonEntropyConfig()
+        self.seed = ctx.seed if ctx is not None else 0
+        #: user -> genre -> count over every recommendation page so far (the cumulative variant)
+        self.seen: dict[str, Counter] = {}
         self.llm = None
         if self.config.satisfaction:
             self.llm = getattr(ctx.services, "llm", None) if ctx is not None else None
@@ -83,16 +104,35 @@ class CocoonEntropy:
             scores.append(int(answer))
         return sum(scores) / len(scores) if scores else None
 
+    def probe_pages(self, view: RoundView) -> dict[str, list[str]]:
+        """Every agent's page at the round's end, read without showing it (see the docstring)."""
+        platform = view.platform
+        size = getattr(platform, "page_size", 5)
+        pages = {}
+        for n, agent in enumerate(view.agents):
+            rng = np.random.default_rng([self.seed, 59, view.round, n])
+            pages[agent.id] = [item.id for item in platform.recommend(agent.id, size, rng)]
+        return pages
+
     async def measure(self, view: RoundView) -> dict[str, float]:
         platform = view.platform
         log = getattr(platform, "recommended", None)
-        if not log:
+        if log is None:
             return {"users": 0.0}
-        recommended = {user: [platform.item(i).genres for i in ids if platform.item(i) is not None] for user, ids in log.items()}
-        value = cocoon_entropy(recommended)
-        out = {"users": float(sum(1 for items in recommended.values() if items))}
+        genres = {}
+        for user, ids in log.items():
+            genres[user] = [platform.item(i).genres for i in ids if platform.item(i) is not None]
+            self.seen.setdefault(user, Counter()).update(g for item in genres[user] for g in (item or (NO_CATEGORY,)))
+        if self.config.users == "everyone":
+            genres = {user: [platform.item(i).genres for i in ids if platform.item(i) is not None]
+                      for user, ids in self.probe_pages(view).items()}
+        value = cocoon_entropy(genres)
+        out = {"users": float(sum(1 for items in genres.values() if items))}
         if value is not None:
             out["entropy"] = value
+        cumulative = [counter_entropy(c) for c in self.seen.values() if c]
+        if cumulative:
+            out["entropy_cumulative"] = sum(cumulative) / len(cumulative)
         if self.llm is not None and view.round % self.config.satisfaction_every == 0:
             mean = await self.satisfaction(view)
             if mean is not None:
@@ -100,10 +140,10 @@ class CocoonEntropy:
         return out
 
     def get_state(self) -> dict[str, Any]:
-        return {}
+        return {"seen": {u: dict(c) for u, c in self.seen.items()}}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        pass
+        self.seen = {u: Counter(c) for u, c in state.get("seen", {}).items()}
 
 
 def build_cocoon_entropy(config: CocoonEntropyConfig | None, ctx: BuildContext) -> CocoonEntropy:

@@ -1,7 +1,24 @@
 """User conformity (Wang et al., "Studying the user conformity phenomenon", fig. 5).
 
-Every round each agent scores one fixed item 1-10 after seeing its friends' scores of the
-previous round (metric ``conformity``). From the score log,
+The paper: "we first let five agents with sufficient social connections watch a movie, and then
+they may share opinions with their friends via one-to-one chatting or one-to-many
+broadcasting ... After each system round, we ask each agent to score the movie in [1,10]."
+Here the agents live their ordinary RecAgent lives (``recagent_policy``: the recommender, chats,
+broadcasts), the movie's first watchers are set up by the scenario (their persona ``history``
+holds their rating of it, which their policy writes into their memory before the first step:
+``examples/conformity.toml`` gives it to the five best-connected agents), and at the end of every
+round this metric asks every agent for its score.
+
+Friends' opinions reach a rater only through what the rater has seen or been told: the prompt
+``conformity`` of ``prompts/studies.toml`` holds the agent's profile, the movie, its previous
+score and what its memory chain recalls for the movie's title (a chat or broadcast it received
+went through its sensory, short- and long-term memory first). No friend's score is handed over.
+Remove the memory (``-p no:short_term_memory -p no:long_term_memory``) and nothing of the
+friends reaches the prompt. Asking is an interview inside the simulation: as in the reference
+code, reading the memory marks the recalled long-term records as read. Answers are labels 1-10
+(``LLMClient.choose``): repaired once, then the previous score.
+
+From the score log,
 
     AC(i) = 1/(10 |U_i|) sum_{u in U_i} sum_{r in [1,10]} 1(s_{u,r-1} != s_{u,r})
 
@@ -11,12 +28,10 @@ whose score changed since the last round), ``scores.<s>`` (how many agents gave 
 ``ac.<i>`` over the rounds so far (the first ``rounds_counted`` changes, 10 in the paper; while
 fewer rounds have passed, the divisor is the number of changes seen, not 10).
 
-Raters: ``llm`` (the paper: the agent's profile, the item, its previous score and its friends'
-latest scores in the prompt ``conformity`` of ``prompts/studies.toml``; answers outside 1-10 are
-repaired once, then keep the previous score) or ``embedding`` (offline, our rule: the first score
-is ``clip(round(5 + 10 cos(persona, item)), 1, 10)``, then with probability ``sway`` the agent
-takes the rounded mean of its score and its friends' mean). The paper first lets five agents
-watch the movie and spread opinions; here every agent scores from round 0.
+``rater = "embedding"`` is an offline rule for agents without an LLM (``embedding_items``): the
+first score is ``clip(round(5 + 10 cos(persona, item)), 1, 10)``; afterwards, with probability
+``sway``, the agent takes the rounded mean of its score and the scores it was told of the movie
+in messages it received (its inbox: chats and broadcasts naming the movie with "N/10").
 """
 
 from __future__ import annotations
@@ -25,15 +40,20 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+import re
+from datetime import datetime
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, ComponentError, MetricSpec, RoundView, hookimpl
+from townsquare.api import BuildContext, ComponentError, Memory, MetricSpec, RoundView, StepContext, agent_memory, hookimpl
 
 from ..prompts import fill, load_prompts
-from ..unified_prompt import render_profile
+from ..unified_prompt import render_memories, render_profile
 
 SCORES = tuple(str(n) for n in range(1, 11))
+#: a score in a message: "8/10" or "8 out of 10"
+TOLD_SCORE = re.compile(r"\b(10|[1-9])\s*(?:/|out of)\s*10\b")
 
 
 class ConformityConfig(BaseModel):
@@ -43,9 +63,10 @@ class ConformityConfig(BaseModel):
 
     item: str | None = Field(None, description="the item's id or title (default: the catalogue's first item)")
     rater: Literal["llm", "embedding"] = "llm"
-    sway: float = Field(0.5, ge=0, le=1, description="embedding rater: chance of moving toward the friends' mean")
+    sway: float = Field(0.5, ge=0, le=1, description="embedding rater: chance of moving toward the scores it was told")
+    recall_k: int = Field(5, ge=0, description="llm rater: memory records asked of each tier for the movie")
     rounds_counted: int = Field(10, ge=1, description="score changes counted by AC (r in [1, 10] in the paper)")
-    profile_fields: list[str] = Field(default_factory=lambda: ["age", "gender", "traits", "interests"])
+    profile_fields: list[str] = Field(default_factory=lambda: ["age", "gender", "traits", "interests", "features"])
     prompts_file: str | None = None
 
 
@@ -62,16 +83,26 @@ def attitude_change(scores: Mapping[str, Sequence[int]], friends: Mapping[str, i
     return {i: float(np.mean(v)) for i, v in sorted(changes.items())}
 
 
+def details(item: Any) -> str:
+    """The movie's genres and description, as the interviewer names them."""
+    genres = "/".join(item.genres) or "no genre listed"
+    return f"{genres}: {item.description}" if item.description else genres
+
+
 class Conformity:
     def __init__(self, config: ConformityConfig, ctx: BuildContext):
         self.config = config
         self.services = ctx.services
         if config.rater == "llm" and (ctx.services is None or ctx.services.llm is None):
             raise ComponentError('conformity: rater "llm" needs an LLM ([llm] or --llm); rater = "embedding" runs offline')
-        self.prompt = load_prompts("studies", {"conformity": frozenset({"name", "profile", "item", "previous", "opinions"})},
+        self.prompt = load_prompts("studies", {"conformity": frozenset({"name", "profile", "memory", "item", "details", "previous"})},
                                    config.prompts_file, ctx.base_dir)["conformity"]
+        clock = getattr(ctx.scenario, "clock", None) if ctx.scenario is not None else None
+        self.minutes_per_round = getattr(clock, "minutes_per_round", 60)
         self.rng = np.random.default_rng([ctx.seed, 51])
         self.scores: dict[str, list[int]] = {}
+        self.inbox_seen: dict[str, int] = {}
+        self.told: dict[str, list[int]] = {}
 
     def item(self, platform: Any) -> Any:
         catalogue = getattr(platform, "catalogue", None)
@@ -83,19 +114,40 @@ class Conformity:
             raise ComponentError(f"plugins.conformity.item: no item {wanted!r} in the catalogue")
         return found
 
-    async def score(self, agent: Any, item: Any, opinions: list[tuple[str, int]]) -> int:
+    async def remembered(self, agent: Any, item: Any, view: RoundView) -> str:
+        """What the agent's memory chain recalls for the movie's title (nothing without tiers)."""
+        chain = agent_memory(agent)
+        chain.tiers = [(slot, tier) for slot, tier in chain.tiers if isinstance(tier, Memory)]
+        if not chain or self.config.recall_k == 0:
+            return render_memories([])
+        ctx = StepContext(agent=agent, round=view.round, now=datetime.fromisoformat(view.now),
+                          minutes_per_round=self.minutes_per_round, services=self.services,
+                          llm=self.services.llm.for_agent(agent.id) if self.services.llm is not None else None)
+        return render_memories(await chain.recall(ctx, item.title, self.config.recall_k))
+
+    def heard(self, platform: Any, agent_id: str, item: Any) -> list[int]:
+        """Scores of the movie in the messages the agent received so far (the offline rater)."""
+        messages = platform.inbox(agent_id, self.inbox_seen.get(agent_id, 0))
+        self.inbox_seen[agent_id] = self.inbox_seen.get(agent_id, 0) + len(messages)
+        for message in messages:
+            if item.id in message.get("items", ()) or f"<{item.title}>" in message.get("text", ""):
+                self.told.setdefault(agent_id, []).extend(int(m) for m in TOLD_SCORE.findall(message.get("text", "")))
+        return self.told.get(agent_id, [])
+
+    async def score(self, agent: Any, item: Any, view: RoundView) -> int:
         previous = self.scores.get(agent.id, [])
         if self.config.rater == "embedding":
+            told = self.heard(view.platform, agent.id, item)
             if not previous:
                 embedder = self.services.embedder
                 persona, line = await embedder.embed_one(agent.persona.text), await embedder.embed_one(item.line())
                 return int(np.clip(round(5 + 10 * float(persona @ line)), 1, 10))
-            if opinions and self.rng.random() < self.config.sway:
-                return int(round((previous[-1] + np.mean([s for _, s in opinions])) / 2))
+            if told and self.rng.random() < self.config.sway:
+                return int(round((previous[-1] + np.mean(told)) / 2))
             return previous[-1]
-        text = "\n".join(f"- {name}: {s}/10" for name, s in opinions) or "- none of your friends has said anything yet"
         prompt = fill(self.prompt, name=agent.persona.name, profile=render_profile(agent.persona, self.config.profile_fields),
-                      item=item.title, previous=f"{previous[-1]}/10" if previous else "none yet", opinions=text)
+                      memory=await self.remembered(agent, item, view), item=item.title, details=details(item),
+                      previous=f"{previous[-1]}/10" if previous else "none yet")
         default = str(previous[-1]) if previous else "5"
         answer = await self.services.llm.for_agent(agent.id).choose(prompt, SCORES, purpose="recagent.conformity", default=default)
         return int(answer)
@@ -103,12 +155,8 @@ class Conformity:
     async def measure(self, view: RoundView) -> dict[str, float]:
         platform = view.platform
         item = self.item(platform)
-        names = {a.id: a.persona.name for a in view.agents}
         last = {a: s[-1] for a, s in self.scores.items() if s}
-        fresh = {}
-        for agent in view.agents:
-            opinions = [(names.get(f, f), last[f]) for f in platform.friends(agent.id) if f in last]
-            fresh[agent.id] = await self.score(agent, item, opinions)
+        fresh = {agent.id: await self.score(agent, item, view) for agent in view.agents}
         changed = [fresh[a] != last[a] for a in fresh if a in last]
         for a, s in fresh.items():
             self.scores.setdefault(a, []).append(s)
@@ -120,12 +168,15 @@ class Conformity:
         return out
 
     def get_state(self) -> dict[str, Any]:
-        return {"scores": {a: list(s) for a, s in self.scores.items()}, "rng": self.rng.bit_generator.state}
+        return {"scores": {a: list(s) for a, s in self.scores.items()}, "rng": self.rng.bit_generator.state,
+                "inbox_seen": dict(self.inbox_seen), "told": {a: list(s) for a, s in self.told.items()}}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.scores = {a: [int(x) for x in s] for a, s in state.get("scores", {}).items()}
         if "rng" in state:
             self.rng.bit_generator.state = state["rng"]
+        self.inbox_seen = {a: int(n) for a, n in state.get("inbox_seen", {}).items()}
+        self.told = {a: [int(x) for x in s] for a, s in state.get("told", {}).items()}
 
 
 def build_conformity(config: ConformityConfig | None, ctx: BuildContext) -> Conformity:
@@ -135,4 +186,4 @@ def build_conformity(config: ConformityConfig | None, ctx: BuildContext) -> Conf
 @hookimpl
 def townsquare_register_metrics():
     return [MetricSpec("conformity", build_conformity, config_model=ConformityConfig,
-                       description="recsys: each agent scores one item 1-10 every round after its friends' scores; AC(i) (RecAgent fig. 5)")]
+                       description="recsys: each agent scores one item 1-10 every round from what it remembers; AC(i) (RecAgent fig. 5)")]

@@ -122,7 +122,7 @@ def townsquare_register_policies():
         ),
         PolicySpec(
             "social_agent_routed", build_routed_social_agent, config_model=SocialAgentConfig, priority=90, needs_llm=True,
-            uses=ZHOU_SLOTS,
+            uses=ZHOU_SLOTS, requires=ZHOU_REQUIRES,
             description="Zhou et al.'s agent, like and reblog by persona-post similarity (embedding baseline rule), comments and posts by the LLM",
         ),
     ]

@@ -1,0 +1,161 @@
+"""What an agent keeps of a conversation (Park et al. §4.3.2, §5; the reference code's
+``perceive`` and ``reflect``): slot ``memory.sensory``, component ``conversation_memory``.
+
+When a conversation ends, each side hands it to this component (:meth:`ConversationMemory.keep`),
+which writes into the agent's memory, through the whole chain (Park's stream keeps everything):
+
+* one ``chat`` record that says what the conversation was about (one call: the reference code's
+  conversation summary, which is also what its agents' schedules show while they talk);
+* one ``chat`` record per utterance (``Isabella Rodriguez said to Maria Lopez: ...``), so that a
+  long conversation is recalled in parts and no prompt budget has to hold a whole transcript;
+* a **planning thought** (``For Maria Lopez's planning: ...``) and a **memo** (what the agent
+  takes away), each a ``reflection`` whose evidence is the conversation's record: the reference
+  code's ``generate_planning_thought_on_convo`` and ``generate_memo_on_convo`` (the paper gives
+  neither; ``planning_thought`` and ``memo`` switch them off).
+
+Record ids are set here (``chat-<time>-<partner>`` and ``.1``, ``.2``... for the utterances) so
+that the thoughts can cite the conversation. The tier itself stores nothing and passes every
+record on unchanged (it sits first in the chain); ``recall`` and ``since`` give nothing.
+
+This is the component that stores the dialogue's memories: with ``-p no:conversation_memory``
+the slot is empty, agents still talk (each turn sees the dialogue so far) but neither side
+remembers the conversation afterwards, so nothing said travels beyond it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from townsquare.api import MemoryRecord, MemorySpec, hookimpl
+
+from ..planning.agent_summary import memory_of
+from ..prompt_files import fill, prompts_for
+
+log = structlog.get_logger("townsquare.plugins.generative_agents.conversation_memory")
+
+REQUIRED: dict[str, frozenset[str]] = {
+    "about": frozenset({"name", "other", "transcript"}),
+    "planning": frozenset({"name", "other", "transcript"}),
+    "memo": frozenset({"name", "other", "transcript"}),
+}
+
+
+@runtime_checkable
+class KeepsConversations(Protocol):
+    """A component that turns a finished conversation into the agent's memories."""
+
+    async def keep(self, ctx: Any, other_id: str, other: str, transcript: Any) -> list[MemoryRecord]: ...
+
+
+def conversation_memory_of(agent: Any) -> KeepsConversations | None:
+    """The agent's component that keeps its conversations, if one fills a slot."""
+    return next((c for c in agent.components.values() if isinstance(c, KeepsConversations)), None)
+
+
+def conversation_minutes(transcript_text: str) -> int:
+    """How long a conversation took, in minutes: the reference code's ``generate_convo``
+    (characters / 8 / 30, rounded up; the paper gives no number), at least 1."""
+    return max(1, math.ceil((len(transcript_text) // 8) / 30))
+
+
+class ConversationMemoryConfig(BaseModel):
+    """``[plugins.conversation_memory]`` settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: store a planning thought on each conversation (the reference code's; not in the paper)
+    planning_thought: bool = True
+    #: store a memo on each conversation (the reference code's; not in the paper)
+    memo: bool = True
+    #: characters of the transcript one prompt shows (the latest turns are kept)
+    transcript_chars: int = Field(2000, ge=200)
+    #: characters of one utterance record
+    utterance_chars: int = Field(400, ge=50)
+    max_tokens: int = Field(120, gt=0)
+    prompts_file: str | None = None
+
+
+class ConversationMemory:
+    """See the module docstring."""
+
+    def __init__(self, config: ConversationMemoryConfig | None = None, prompts: dict[str, str] | None = None):
+        self.config = config or ConversationMemoryConfig()
+        self.prompts = prompts or {}
+        self.kept = 0
+
+    # ------------------------------------------------------------------ the Memory protocol (a pass-through tier)
+
+    async def remember(self, ctx: Any, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        return list(records)
+
+    async def recall(self, ctx: Any, query: str, k: int) -> list[MemoryRecord]:
+        return []
+
+    def since(self, when: Any) -> list[MemoryRecord]:
+        return []
+
+    # ------------------------------------------------------------------ conversations
+
+    async def keep(self, ctx: Any, other_id: str, other: str, transcript: Any) -> list[MemoryRecord]:
+        """Write the conversation into the agent's memory (see the module docstring); returns
+        the records written."""
+        memory = memory_of(ctx.agent)
+        if not memory or not transcript.turns:
+            return []
+        cfg, name = self.config, ctx.agent.persona.name
+        text = transcript.text()[-cfg.transcript_chars:]
+        values = dict(name=name, other=other, transcript=text)
+        key = f"chat-{ctx.now:%Y%m%dT%H%M}-{other_id}"
+        llm = getattr(ctx, "llm", None)
+        about = ""
+        if llm is not None:
+            about = " ".join((await llm.text(fill(self.prompts["about"], **values), purpose="conversation.about",
+                                             max_tokens=cfg.max_tokens)).split())
+        about = about or f"a conversation about {transcript.topic[:200]}"
+        meta = {"with": other_id, "conversation": key, "turns": len(transcript.turns), "ended": transcript.ended}
+        records = [MemoryRecord(f"{name} talked with {other}: {about}", kind="chat", created=ctx.now, last_access=ctx.now,
+                                meta=dict(meta), id=key)]
+        for i, turn in enumerate(transcript.turns, 1):
+            listener = other if turn.name == name else name
+            records.append(MemoryRecord(f"{turn.name} said to {listener}: {turn.text[: cfg.utterance_chars]}", kind="chat",
+                                        created=ctx.now, last_access=ctx.now, meta=dict(meta, turn=i), id=f"{key}.{i}"))
+        for wanted, purpose, prefix in ((cfg.planning_thought, "planning", f"For {name}'s planning: "),
+                                        (cfg.memo, "memo", f"{name} ")):
+            if not wanted or llm is None:
+                continue
+            thought = " ".join((await llm.text(fill(self.prompts[purpose], **values), purpose=f"conversation.{purpose}",
+                                               max_tokens=cfg.max_tokens)).split())
+            if thought:
+                records.append(MemoryRecord(prefix + thought, kind="reflection", created=ctx.now, last_access=ctx.now,
+                                            evidence=(key,), meta={"with": other_id, "conversation": key, "thought": purpose},
+                                            id=f"{key}.{purpose}"))
+        await memory.remember(ctx, records)
+        self.kept += 1
+        return records
+
+    def get_state(self) -> dict[str, Any]:
+        return {"kept": self.kept}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.kept = int(state.get("kept", 0))
+
+
+def build_conversation_memory(config: ConversationMemoryConfig | None, ctx: Any) -> ConversationMemory:
+    config = config or ConversationMemoryConfig()
+    return ConversationMemory(config, prompts_for("conversation", REQUIRED, config, ctx))
+
+
+@hookimpl
+def townsquare_register_memory():
+    return [
+        MemorySpec(
+            "conversation_memory", build_conversation_memory, config_model=ConversationMemoryConfig, memory_kind="sensory",
+            needs_llm=True, stand_in=False,
+            description="Park et al.: a finished conversation becomes memories (what it was about, each utterance, "
+                        "a planning thought and a memo); stores the dialogue's memories",
+        )
+    ]

@@ -1,0 +1,72 @@
+"""What ``townsquare eval personagym`` writes and prints once the evaluation is done: each
+design's table and files (:mod:`.results_files`), the judges' table and agreement
+(:mod:`.agreement`), the paired comparison of several designs (:mod:`.comparison`), the sheet
+for human raters (:mod:`.raters`), and where the calls went."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from . import agreement, comparison, raters
+from .evaluation_run import design_folder
+from .results_files import table, write, write_comparison
+
+
+def source_line(plan: Any) -> str:
+    inputs = plan.inputs
+    if plan.inputs.static is not None:
+        return "the released static set (benchmark-v1)"
+    where = f"environments {', '.join(inputs.fixed)}" if inputs.fixed else f"{plan.environments} environment(s) per persona"
+    return f"generated: {plan.per_task} per task per environment, {where}"
+
+
+def judges_report(plan: Any, results: dict[str, list[Any]]) -> tuple[list[str], dict[str, Any]]:
+    """The per-judge table (and Krippendorff's alpha with two judges or more)."""
+    grades, tasks = raters.judge_grades(results, plan.judge_labels)
+    groups = {"LLM judges": list(plan.judge_labels)}
+    lines = agreement.report_lines(grades, tasks, groups)
+    saved = {"judges": [dict(zip(("judge", "items", "mean", *agreement.SHORT), row)) for row in agreement.grader_rows(grades, tasks)],
+             "alpha_interval": {row[0]: dict(zip(("graders", "all", *agreement.SHORT), row[1:]))
+                                for row in agreement.alpha_rows(grades, tasks, groups)}}
+    return lines, saved
+
+
+def write_all(folder: Path, plan: Any, results: dict[str, list[Any]], warnings: list[str], new: int, wall: float) -> list[str]:
+    """Write every file; return the lines to print."""
+    source = source_line(plan)
+    calls = plan.counts
+    judge_lines, judges_saved = judges_report(plan, results)
+    info = {"targets": [t.path for t in plan.targets], "designs": plan.labels,
+            "questions_source": "benchmark" if plan.inputs.static is not None else "generated", "questions": source,
+            "rubrics": sorted({t.source for t in plan.inputs.tasks.values()}), "environments_from": plan.inputs.environments_from,
+            "personas_from": "benchmark descriptions" if plan.inputs.descriptions is not None else "the designs' agents",
+            "memories": plan.settings.use_memories, "answer_tokens": plan.settings.answer_tokens, "batch": plan.settings.batch,
+            "generator": plan.generator or "run", "warnings": warnings, "notes": plan.inputs.notes,
+            "llm_calls": calls, "new_answers": new, "wall_seconds": wall, "judge_agreement": judges_saved}
+    lines: list[str] = []
+    written = []
+    for k, label in enumerate(plan.labels):
+        where = design_folder(folder, plan, k)
+        where.mkdir(parents=True, exist_ok=True)
+        paths = write(where, results[label], {**info, "target": plan.targets[k].path, "design": label}, plan.judge_labels)
+        written.append(paths[0])
+        if len(plan.labels) > 1:
+            lines.append(f"== {label} ({plan.targets[k].path})")
+        lines += [table(results[label]), ""]
+    raters.write_raters_file(folder, results, plan.inputs.tasks)
+    rubrics = " and ".join({"ours": "our own words", "released": "the released rubrics"}[r] for r in info["rubrics"])
+    lines.append(f"questions: {source}; rubrics: {rubrics}; judges: {', '.join(plan.judges) or 'the run LLM'}; "
+                 f"{plan.settings.batch} question(s) a grading call")
+    lines += ["", *judge_lines]
+    if len(plan.labels) > 1:
+        rows = comparison.paired(results)
+        write_comparison(folder, rows, info)
+        lines += ["", *comparison.table(rows)]
+    total = sum(calls.values())
+    lines.append(f"{total} LLM calls ({', '.join(f'{k} {v}' for k, v in sorted(calls.items()))}), {new} answered by the model, "
+                 f"{max(0, total - calls.get('parse_failure', 0) - calls.get('error', 0) - new)} from the cache; {wall} s")
+    if calls.get("parse_failure"):
+        lines.append(f"note: {calls['parse_failure']} answers could not be read even after a repair request (parse_failure rows)")
+    lines.append(f"written to {', '.join(str(p) for p in written)}; grading sheet for people: {folder / raters.RATERS_CSV}")
+    return lines

@@ -1,0 +1,62 @@
+"""benchmarks/cocoon.py: end values with intervals over seeds, paired effects against MF alone,
+finding MovieLens, and a cut-down run that prints the JSON the benchmark promises."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT
+
+spec = importlib.util.spec_from_file_location("cocoon_benchmark", ROOT / "benchmarks" / "cocoon.py")
+cocoon = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cocoon)
+
+
+def test_end_values_intervals_and_paired_effects():
+    curves = {"mf": {1: [2.0, 1.8, 1.6], 2: [2.0, 1.9, 1.7]}, "rec": {1: [2.0, 1.9, 1.9], 2: [2.0, 2.0, 2.1]},
+              "soc": {1: [2.0, 1.8, 1.6], 2: [2.0, 1.9, 1.7]}, "both": {1: [2.0, 2.0, 2.0], 2: [2.0, 2.0, 2.0]}}
+    out = cocoon.summarise(curves, end_rounds=2, strategies_from=2)
+    # mf ends: seed 1 (1.8 + 1.6)/2 = 1.7, seed 2 1.8; mean 1.75, t(1) interval 1.75 +- 12.706 * 0.05
+    assert out["mf"]["end"] == pytest.approx(1.75) and out["mf"]["end_ci"] == pytest.approx([1.75 - 0.6353, 1.75 + 0.6353], abs=1e-3)
+    assert out["mf"]["curve"] == [2.0, 1.85, 1.65] and out["mf"]["max"] == 2.0
+    assert out["mf"]["end_below_max"] == pytest.approx(0.125)
+    # rec ends 1.9 and 2.05: paired differences 0.2 and 0.25
+    assert out["rec"]["effect"] == pytest.approx(0.225) and out["rec"]["effect_ci"][0] < 0.225 < out["rec"]["effect_ci"][1]
+    assert out["soc"]["effect"] == 0 and "effect" not in out["mf"]
+
+
+def test_movielens_is_found_from_data_or_the_data_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOWNSQUARE_DATA", str(tmp_path / "home"))
+    assert cocoon.find_movielens(None) is None and cocoon.find_movielens("data:movielens-latest-small") is None
+    folder = tmp_path / "movielens" / "ml-latest-small"
+    folder.mkdir(parents=True)
+    (folder / "movies.csv").write_text("movieId,title,genres\n")
+    (folder / "ratings.csv").write_text("userId,movieId,rating,timestamp\n")
+    assert cocoon.find_movielens(str(tmp_path)) == folder and cocoon.find_movielens(str(folder)) == folder
+    installed = tmp_path / "home" / "movielens-latest-small"
+    installed.mkdir(parents=True)
+    (installed / ".townsquare-dataset.json").write_text("{}")
+    assert cocoon.find_movielens(None) == installed
+
+
+def test_a_cut_down_benchmark_prints_the_promised_json(tmp_path, monkeypatch):
+    env_data = tmp_path / "nothing"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cocoon.py"), "--seeds", "2", "--rounds", "3", "--end-rounds", "2",
+                             "--json", "--data", str(env_data), "--set", "plugins.rec_strategy.from_round=1",
+                             "--set", "plugins.soc_strategy.from_round=1", "--set", "populations.0.count=8"],
+                            capture_output=True, text=True, timeout=600,
+                            env={"PATH": "", "HOME": str(tmp_path), "TOWNSQUARE_DATA": str(tmp_path / "home")})
+    assert result.returncode == 0, result.stderr
+    assert "skipping ml-latest-small: not installed (townsquare data fetch movielens-latest-small, or --data PATH)" in result.stderr
+    out = json.loads(result.stdout)
+    assert out["catalogues"]["ml-latest-small"] == {"skipped": "not installed"}
+    synthetic = out["catalogues"]["synthetic"]
+    assert set(synthetic) == {"mf", "rec", "soc", "both"}
+    for name, entry in synthetic.items():
+        assert len(entry["curve"]) == 3 and len(entry["end_ci"]) == 2 and len(entry["end_by_seed"]) == 2
+        assert ("effect" in entry and "effect_ci" in entry) == (name != "mf")
