@@ -11,7 +11,7 @@ import types
 import pytest
 
 from townsquare.errors import UsageError
-from townsquare.llm import Accounting, LLMClient, LLMRequest, LLMResponse, Message, compose
+from townsquare.llm import Accounting, LLMClient, LLMRequest, LLMResponse, Message, compose, current_issue
 from townsquare.llm_answers import AnswerFormat, ParseFailure, match_prefix
 from townsquare.llm_modes import (answers_in_db, choose_modes, count_answer, mode_for, provider_capabilities, summary_line,
                                   tally_answers)
@@ -152,6 +152,27 @@ def test_outcomes_constrained_parsed_repaired_fallback():
     tally = tally_answers(rows + [("like", "prompt", "parse_failure", 1)])
     assert tally["like"] == {"modes": ["logprob", "prompt"], "constrained": 1, "parsed": 1, "repaired": 1, "fallback": 1}
     assert tally["plan"]["repaired"] == 1 and tally["comment"]["parsed"] == 1
+
+
+def test_a_constrained_call_its_repair_and_its_fallback_share_one_issue_number():
+    """``llm_calls`` is written in issue order: each ``ask`` is its agent's next call, and the
+    repair and the parse failure of a fallback are parts of it, whatever the mode."""
+    records, failures = [], []
+    provider = Fake(['{"day": 3}', '{"day": 9}', '{"day": 2}', "I love it", "still no"], {"json": ["grammar"]})
+    llm = client(provider, records)
+    llm.on_parse_failure = lambda request, answer, kind: failures.append((request.purpose, current_issue()))
+    valid = lambda v: v if 1 <= v["day"] <= 7 else int("x")
+
+    async def asks():
+        return [await llm.ask("p", PLAN, validate=valid), await llm.ask("p", PLAN, validate=valid), await llm.ask("p", LIKE)]
+
+    outcomes = [answer.outcome for answer in asyncio.run(asks())]
+    assert outcomes == ["constrained", "repaired", "fallback"]
+    assert [(r.purpose, r.mode, r.issue) for r in records] == [
+        ("plan", "grammar", (0, 0)), ("plan", "grammar", (1, 0)), ("plan.repair", "grammar", (1, 1)),
+        ("like", "prompt", (2, 0)), ("like.repair", "prompt", (2, 1)),
+    ]
+    assert failures == [("like", (2, 1))]
 
 
 def test_counting_one_row_at_a_time_matches_the_tally():
