@@ -196,7 +196,7 @@ def build_llm(scenario: ResolvedScenario, build_ctx: BuildContext, built: Assemb
         on_llm_call(LLMCallRecord(
             round=current_round(), agent_id=request.agent_id, purpose=request.purpose, provider=provider.name,
             model=provider.model, status="parse_failure", error=f"unparsable answer: {answer[:200]!r}", kind=kind,
-            issue=current_issue(),
+            mode=request.mode, issue=current_issue(),
         ))
 
     return LLMClient(compose(provider, chain), model=provider.model, on_parse_failure=on_parse_failure)

@@ -35,6 +35,7 @@ import structlog
 
 from .actions import Action, ActionResult
 from .agent_host import AgentHost, stop_reason
+from .llm_modes import TOTAL_KEYS, answers_in_db, provider_capabilities
 from .progress import count_llm_call, new_totals
 from .assembly import Assembly, agent_rows, assemble, build_llm
 from .components import Agent
@@ -173,13 +174,18 @@ class Simulation:
 
     def record_llm_call(self, call: LLMCallRecord) -> None:
         """Count an LLM call in the run's totals, keep its ``llm_calls`` row (written with its
-        round, or by :meth:`write_llm_calls`) and fire ``townsquare_on_llm_call``."""
+        round, or by :meth:`write_llm_calls`) and fire ``townsquare_on_llm_call``. An answer that
+        fell back to its caller's default is a warning, with the run's counts so far."""
         count_llm_call(self.totals, call)
+        if call.status == "parse_failure":
+            answers = {outcome: int(self.totals.get(key, 0)) for outcome, key in TOTAL_KEYS.items()}
+            log.warning("llm.fallback", purpose=call.purpose, agent=call.agent_id, mode=call.mode or "-", kind=call.kind,
+                        fallbacks=answers["fallback"], answers=sum(answers.values()))
         if self._record_llm:
             order = self._order.get(call.agent_id or "", -1) if hasattr(self, "_order") else -1
             row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
                    call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost,
-                   call.error and redact_text(call.error), call.kind)
+                   call.error and redact_text(call.error), call.kind, call.mode)
             # by agent, then in the order the agent's client issued the calls (a call's retries
             # and repair with it, in arrival order): never in completion order, which latency decides
             self._llm_rows.append((order, (*(call.issue or (-1, 0)), len(self._llm_rows)), row))
@@ -278,6 +284,7 @@ class Simulation:
             if isinstance(exc, RunStopped):
                 raise
             raise LLMFatal(stop_reason(exc)) from exc
+        self._describe_answers()
         if self.on_built is not None:
             self.on_built()
         try:
@@ -324,10 +331,34 @@ class Simulation:
             processes += await self.backend.processes()
         self.run_dir.update_manifest(
             status="stopped" if stopped else "finished", stop_reason=stopped, rounds_completed=last_done + 1, processes=processes,
+            structured_answers=answers_in_db(self.store.db),
         )
         if started:
             self.hook.townsquare_on_run_end(run=self.info, summary=summary)
         return summary
+
+    def _describe_answers(self) -> None:
+        """Say in the manifest how structured answers are held to their format: the provider's
+        capabilities and the mode per kind (``llm``), and in the slot table, per component that
+        declares its answers (an ``answers`` mapping of purpose -> AnswerFormat), the mode each
+        of its purposes runs in. The CLI prints both at start; the run's end adds the counts
+        (``structured_answers``)."""
+        llm = getattr(self.services, "llm", None)
+        if llm is None or not self.run_dir.manifest_path.is_file():
+            return
+        modes = llm.modes
+        declared: dict[tuple[str, str], str] = {}
+        for agent in self.agents:
+            for slot, component in agent.components.items():
+                answers = getattr(component, "answers", None)
+                if answers and (agent.population, slot) not in declared:
+                    declared[(agent.population, slot)] = ", ".join(
+                        f"{purpose}: {modes.get(answer.kind, 'prompt')}" for purpose, answer in answers.items())
+        rows = [{**row, "answers": declared[(row["scope"], row["slot"])]} if (row["scope"], row["slot"]) in declared else row
+                for row in self.scenario.slot_table()]
+        self.run_dir.update_manifest(slot_table=rows, llm={
+            "provider": self.provider.name, "model": self.provider.model,
+            "capabilities": {kind: list(m) for kind, m in provider_capabilities(self.provider).items()}, "modes": modes})
 
     def write_llm_calls(self) -> list[tuple]:
         """Write the ``llm_calls`` rows kept since the last write (an evaluation's calls, which

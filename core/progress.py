@@ -7,8 +7,9 @@ and after every round. :class:`RunProgress` shows them in one of four modes
 (:func:`progress_mode`):
 
 - ``bar``: a rich progress bar on stderr, with rounds, elapsed time, ETA, LLM calls per
-  second, tokens and spend so far, parse failures and retries. Log lines and other stderr
-  output print above it.
+  second, tokens and spend so far, parse failures and retries, and how the structured answers
+  came out (constrained, parsed, repaired, fallback; :mod:`townsquare.llm_modes`). Log lines
+  and other stderr output print above it (the engine warns at every fallback, with the count).
 - ``plain``: one line per round, ``round N/M`` then ``key=value`` fields, when stderr is not a
   terminal (CI, a log file).
 - ``json``: the same fields as one JSON object a line (``event: run.progress``) with
@@ -29,9 +30,11 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable, TextIO
 
+from .llm_modes import OUTCOMES, TOTAL_KEYS, count_answer
+
 #: Totals the engine keeps about LLM calls (besides rounds, actions, posts, active agents).
 LLM_TOTALS = ("llm_calls", "cached", "prompt_tokens", "completion_tokens", "cost", "llm_errors", "repairs",
-              "parse_failures")
+              "parse_failures", *TOTAL_KEYS.values())
 
 MODES = ("bar", "plain", "json", "quiet", "notebook")
 
@@ -49,8 +52,11 @@ def count_llm_call(totals: dict[str, float], call: Any) -> None:
     cache; tokens and ``cost`` as recorded (a failed attempt that was paid for counts);
     ``llm_errors``: failed attempts (``llm_retry`` retries each until its attempts run out);
     ``repairs``: requests that asked again after a malformed answer (purpose ``*.repair``);
-    ``parse_failures``: answers that stayed unusable after the repair (a safe default was used).
+    ``parse_failures``: answers that stayed unusable after the repair (a safe default was used);
+    ``answers_<outcome>``: structured answers by how they came out
+    (:func:`townsquare.llm_modes.count_answer`).
     """
+    count_answer(totals, call.purpose, getattr(call, "mode", None), call.status, keys=TOTAL_KEYS)
     if call.status == "parse_failure":
         totals["parse_failures"] = totals.get("parse_failures", 0) + 1
         return
@@ -64,6 +70,13 @@ def count_llm_call(totals: dict[str, float], call: Any) -> None:
         totals["llm_errors"] = totals.get("llm_errors", 0) + 1
     if (call.purpose or "").endswith(".repair"):
         totals["repairs"] = totals.get("repairs", 0) + 1
+
+
+def answer_counts(totals: dict[str, float]) -> str:
+    """``212 constrained, 0 parsed, 1 repaired, 0 fallback``, with a ``!`` after a non-zero fallback."""
+    counts = {outcome: int(totals.get(key, 0)) for outcome, key in TOTAL_KEYS.items()}
+    text = ", ".join(f"{counts[o]:,} {o}" for o in OUTCOMES)
+    return text + (" (!)" if counts["fallback"] else "")
 
 
 def progress_mode(*, quiet: bool = False, log_json: bool = False, stream: TextIO | None = None) -> str:
@@ -113,6 +126,7 @@ class Snapshot:
             "parse_failures": int(t.get("parse_failures", 0)), "llm_errors": int(t.get("llm_errors", 0)),
             "repairs": int(t.get("repairs", 0)), "cached": int(t.get("cached", 0)),
             "actions": int(t.get("actions", 0)), "posts": int(t.get("posts", 0)),
+            **{key: int(t.get(key, 0)) for key in TOTAL_KEYS.values()},
         }
 
     def plain(self) -> str:
@@ -136,7 +150,8 @@ class Snapshot:
                 f" · {_count(self.tokens)} tokens · ${float(t.get('cost', 0.0)):.4f}"
                 f" · parse failures {int(t.get('parse_failures', 0)):,}"
                 f" · retries {errors + repairs:,} ({errors:,} errors, {repairs:,} repairs)"
-                f" · actions {int(t.get('actions', 0)):,} · posts {int(t.get('posts', 0)):,}")
+                f" · actions {int(t.get('actions', 0)):,} · posts {int(t.get('posts', 0)):,}"
+                f" · answers {answer_counts(t)}")
 
 
 class RunProgress:
