@@ -6,8 +6,6 @@ memories listed in it, the page on the screen. It leans toward the opinions it f
 score written as "8/10", "4 out of 5" or "rated it 4 out of 5" next to a ``<Title>`` is an
 opinion of that title, on a 1-10 scale.
 
-- ``recagent.sensory``: the observation in one line; importance by the prompt's own scale: an
-  opinion or experience of a named item 8, a bare list of items 5, anything else 2.
 Whose opinion a score is, the prompt says too: the person a memory is about ("Bo posted to
 friends: ...", "Bo watched <T> and rated it ...") or the speaker of a chat turn ("[Bo]: ...").
 The rules keep the two apart: the agent passes on only the opinions its memories show as its own
@@ -15,6 +13,8 @@ The rules keep the two apart: the agent passes on only the opinions its memories
 and it weighs what it was told by who said it: one opinion per person and title, however often
 that person's message comes back to mind.
 
+- ``recagent.sensory``: the observation in one line; importance by the prompt's own scale: an
+  opinion or experience of a named item 8, a bare list of items 5, anything else 2.
 - ``recagent.activity``: ``social`` when a memory holds the agent's own opinion of a title it has
   not yet passed on (no memory of its own post or chat naming it), else ``recommender``.
 - ``recagent.social``: ``chat`` when the profile says the agent loves private chats, else
@@ -29,8 +29,8 @@ that person's message comes back to mind.
   memory, one per person who voiced one (none found: the last score; no last score: 6 when the
   movie's genres meet the interests, else 4).
 - ``recagent.insight`` / ``recagent.reflection``: what the memories keep naming, with the score
-  the person gave it when the memories show one of their own; ``recagent.satisfaction``: the share of listed items that meet the interests;
-  ``recagent.discrimination``: the candidate whose genres meet the history's most;
+  the person gave it when the memories show one of their own; ``recagent.satisfaction``: the
+  share of listed items that meet the interests; ``recagent.discrimination``: the candidate whose genres meet the history's most;
   ``recagent.judge``: the sequence whose genres meet the history's more, or indistinguishable.
 """
 
