@@ -79,8 +79,10 @@ def test_oracle_agents_hear_of_other_movies_only_from_the_friends_soc_strategy_g
     options, agents = cocoon.AGENTS["oracle"]
     base = [*cocoon.catalogue_overrides("synthetic", None), "rounds=4", "populations.0.count=8", "plugins.cocoon_entropy.users=everyone",
             "plugins.soc_strategy.from_round=1", *agents]
-    curve, cumulative = cocoon.entropy_curves(base, 1, tmp_path / "mf", options)
+    curve, cumulative, alone = cocoon.entropy_curves(base, 1, tmp_path / "mf", options, strategies_from=1)
     assert len(curve) == len(cumulative) == 4 and all(0 < e <= 3 for e in curve)
     assert heard == []  # nobody has friends: nothing is heard of
-    cocoon.entropy_curves([*base, "plugins.soc_strategy.enabled=true"], 1, tmp_path / "soc", options)
+    assert alone == 0.0  # so every movie watched meets the watcher's interests (the oracle's page rule)
+    _, _, befriended = cocoon.entropy_curves([*base, "plugins.soc_strategy.enabled=true"], 1, tmp_path / "soc", options, strategies_from=1)
     assert heard  # the new friends' posts name movies, and the agents' pages list them as heard of
+    assert befriended > 0  # and some of them, outside the watcher's interests, are watched
