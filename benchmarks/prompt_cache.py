@@ -1,0 +1,64 @@
+"""Cacheable share of prompt tokens on the quickstart and valentines.toml (scripted model).
+
+Logs every prompt the scripted model receives, in the order the run issues them, and prints
+:func:`townsquare.prompt_cache.measure` of them: the share of prompt tokens in whole 16-token
+blocks that repeat a prefix of an earlier prompt of the run (vLLM's automatic prefix caching),
+and the share of prompts of 1,024+ tokens (OpenAI's prompt caching).
+
+    python benchmarks/prompt_cache.py [--rounds-valentines 2] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from townsquare.cli import main as cli
+from townsquare.prompt_cache import measure
+from townsquare.testing.scripted import ScriptedLLM
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def prompts_of(config: str, *extra: str) -> list[str]:
+    """Every prompt (all messages joined, as a provider sees them) of a scripted run of ``config``."""
+    seen: list[str] = []
+    original = ScriptedLLM.complete
+
+    async def logged(self, request):
+        seen.append("\n".join(m.content for m in request.messages))
+        return await original(self, request)
+
+    ScriptedLLM.complete = logged
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            try:
+                cli(["run", str(ROOT / config), "--llm", "scripted", "--out", out, "--quiet", *extra])
+            except SystemExit as exit:
+                if exit.code:
+                    raise SystemExit(f"{config}: run failed (exit {exit.code})") from None
+    finally:
+        ScriptedLLM.complete = original
+    return seen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds-valentines", type=int, default=2)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    runs = {"quickstart": ("examples/quickstart.toml",),
+            f"valentines[{args.rounds_valentines} rounds]": ("examples/valentines.toml", "--set", f"rounds={args.rounds_valentines}")}
+    results = {name: measure(prompts_of(*run)) for name, run in runs.items()}
+    if args.json:
+        print(json.dumps({k: {"prompts": v.prompts, "prompt_tokens": v.prompt_tokens, "cached_prefix_tokens": v.cached_prefix_tokens,
+                              "share": round(v.share, 4), "long_share": round(v.long_share, 4)} for k, v in results.items()}))
+    else:
+        for name, share in results.items():
+            print(f"{name}: {share.line()}")
+
+
+if __name__ == "__main__":
+    main()
