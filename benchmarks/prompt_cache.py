@@ -16,19 +16,19 @@ import tempfile
 from pathlib import Path
 
 from townsquare.cli import main as cli
-from townsquare.prompt_cache import measure
+from townsquare.prompt_cache import OPENAI_MIN_CACHED_TOKENS, CacheShare, PrefixIndex, measure, prompt_tokens
 from townsquare.testing.scripted import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def prompts_of(config: str, *extra: str) -> list[str]:
-    """Every prompt (all messages joined, as a provider sees them) of a scripted run of ``config``."""
+def prompts_of(config: str, *extra: str) -> list[tuple[str, str]]:
+    """Every (purpose, prompt) (all messages joined, as a provider sees them) of a scripted run of ``config``."""
     seen: list[str] = []
     original = ScriptedLLM.complete
 
     async def logged(self, request):
-        seen.append("\n".join(m.content for m in request.messages))
+        seen.append((request.purpose, "\n".join(m.content for m in request.messages)))
         return await original(self, request)
 
     ScriptedLLM.complete = logged
@@ -44,6 +44,17 @@ def prompts_of(config: str, *extra: str) -> list[str]:
     return seen
 
 
+def by_purpose(prompts: list[tuple[str, str]]):
+    """Per purpose, the :class:`CacheShare` its prompts add (measured in the run's order), most uncached first."""
+    index, parts = PrefixIndex(), {}
+    for purpose, prompt in prompts:
+        n, total, cached, long = parts.get(purpose, (0, 0, 0, 0))
+        tokens = prompt_tokens(prompt)
+        parts[purpose] = (n + 1, total + tokens, cached + index.add(prompt), long + (tokens >= OPENAI_MIN_CACHED_TOKENS))
+    shares = {purpose: CacheShare(*counts) for purpose, counts in parts.items()}
+    return sorted(shares.items(), key=lambda item: item[1].cached_prefix_tokens - item[1].prompt_tokens)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds-valentines", type=int, default=2)
@@ -51,13 +62,16 @@ def main() -> None:
     args = parser.parse_args()
     runs = {"quickstart": ("examples/quickstart.toml",),
             f"valentines[{args.rounds_valentines} rounds]": ("examples/valentines.toml", "--set", f"rounds={args.rounds_valentines}")}
-    results = {name: measure(prompts_of(*run)) for name, run in runs.items()}
+    logged = {name: prompts_of(*run) for name, run in runs.items()}
+    results = {name: measure(prompt for _, prompt in prompts) for name, prompts in logged.items()}
     if args.json:
         print(json.dumps({k: {"prompts": v.prompts, "prompt_tokens": v.prompt_tokens, "cached_prefix_tokens": v.cached_prefix_tokens,
                               "share": round(v.share, 4), "long_share": round(v.long_share, 4)} for k, v in results.items()}))
     else:
         for name, share in results.items():
             print(f"{name}: {share.line()}")
+            for purpose, part in by_purpose(logged[name]):
+                print(f"  {purpose:<24} {part.prompts:>5} prompts {part.prompt_tokens - part.cached_prefix_tokens:>8} uncached tokens")
 
 
 if __name__ == "__main__":
