@@ -192,7 +192,7 @@ def test_budget_stops_at_the_same_call_as_one_process(ray_cluster, write_scenari
 
 
 def test_branch_of_a_sharded_run_equals_the_single_process_branch(ray_cluster, write_scenario, run_scenario, make_plugins, tmp_path):
-    from townsquare.branch import branch_run, parse_interventions
+    from townsquare.commands.branch import branch_run, parse_interventions
 
     path = write_scenario(baseline_text(rounds=4))
     logs = []

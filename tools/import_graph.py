@@ -17,8 +17,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 #: source folder -> the dotted package it installs as (pyproject's package-dir)
-PACKAGE_DIRS = {"core": "townsquare", "plugins": "townsquare.plugins", "platforms": "townsquare.platforms",
-                "recommenders": "townsquare.recommenders"}
+PACKAGE_DIRS = {"core": "townsquare", "cli": "townsquare.cli", "commands": "townsquare.commands",
+                "commands/api": "townsquare.api.commands", "notebook": "townsquare.notebook", "testing": "townsquare.testing",
+                "plugins": "townsquare.plugins", "platforms": "townsquare.platforms", "recommenders": "townsquare.recommenders"}
 #: what plugins may import of townsquare, besides their own package
 PLUGIN_SURFACE = ("townsquare.api", "townsquare.testing")
 PLUGIN_DIRS = ("plugins", "platforms", "recommenders")
@@ -33,7 +34,8 @@ def module_name(path: Path) -> str:
     parts = list(rel.parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
-    return ".".join([PACKAGE_DIRS[parts[0]], *parts[1:]])
+    folder = max((f for f in PACKAGE_DIRS if tuple(parts[: len(Path(f).parts)]) == Path(f).parts), key=len)
+    return ".".join([PACKAGE_DIRS[folder], *parts[len(Path(folder).parts):]])
 
 
 def modules() -> dict[str, Path]:

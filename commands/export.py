@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .errors import UsageError
-from .memory_export import MEMORY_TABLE, memory_rows
-from .store import EXPORT_TABLES, EventStore
+from townsquare.errors import UsageError
+from townsquare.memory_export import MEMORY_TABLE, memory_rows
+from townsquare.store import EXPORT_TABLES, EventStore
 
 FORMATS = ("csv", "jsonl", "parquet")
 

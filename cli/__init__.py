@@ -16,12 +16,12 @@ from typing import Any
 import click
 import structlog
 
-from . import __version__, logs
-from .errors import RunStopped, UsageError
-from .export import FORMATS, export_run
-from .plugin_manager import COMMAND_LINE_PLUGINS, Plugins, make_plugin_manager, parse_plugin_options
-from .progress import AblateProgress, RunProgress, progress_mode
-from .secrets import redact_text
+from townsquare import __version__, logs
+from townsquare.errors import RunStopped, UsageError
+from townsquare.commands.export import FORMATS, export_run
+from townsquare.plugin_manager import COMMAND_LINE_PLUGINS, Plugins, make_plugin_manager, parse_plugin_options
+from townsquare.progress import AblateProgress, RunProgress, progress_mode
+from townsquare.secrets import redact_text
 
 log = structlog.get_logger("townsquare.cli")
 
@@ -142,7 +142,7 @@ def build_cli(plugins: Plugins) -> click.Group:
     def run(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, llm_spec: str | None, quiet: bool,
             play: str | None, plugin_options, backend: str | None, ray_address: str | None, **_: Any) -> None:
         """Run SCENARIO (a TOML file) into a new run directory."""
-        from .runner import llm_overrides, start_run
+        from townsquare.runner import llm_overrides, start_run
 
         played = _play_options(play)
         with _progress(quiet or play is not None) as progress:
@@ -160,7 +160,7 @@ def build_cli(plugins: Plugins) -> click.Group:
     @common_options
     def resume(run_dir: str, overrides: tuple[str, ...], quiet: bool, backend: str | None, ray_address: str | None, **_: Any) -> None:
         """Continue RUN_DIR from its newest checkpoint."""
-        from .runner import resume_run
+        from townsquare.runner import resume_run
 
         with _progress(quiet) as progress:
             path, summary = resume_run(run_dir, overrides=[*backend_overrides(backend, ray_address), *overrides], progress=progress.update,
@@ -174,7 +174,7 @@ def build_cli(plugins: Plugins) -> click.Group:
     @common_options
     def export(run_dir: str, fmt: str, out: str, **_: Any) -> None:
         """Write the tables agents, posts, actions, follows, llm_calls and metrics."""
-        from .rundir import RunDir
+        from townsquare.rundir import RunDir
 
         run = RunDir.open(run_dir)
         if not run.events_path.is_file():
@@ -209,7 +209,7 @@ def _play_options(agent: str | None) -> dict[str, Any]:
     """``run --play AGENT``: the simulation that hands AGENT's turns to the terminal."""
     if agent is None:
         return {}
-    from .play import PlaySimulation
+    from townsquare.commands.play import PlaySimulation
 
     return {"simulation_class": PlaySimulation, "play": agent}
 
@@ -232,7 +232,7 @@ def _branch_command(cli: click.Group) -> None:
     def branch(run_dir: str, at: int, out: str | None, overrides, personas, posts, memories, follows, unfollows,
                recommenders: str | None, quiet: bool, plugin_options, backend: str | None, ray_address: str | None, **_: Any) -> None:
         """Continue RUN_DIR from round AT with interventions, into a new run directory."""
-        from .branch import branch_run, parse_interventions
+        from townsquare.commands.branch import branch_run, parse_interventions
 
         changes = parse_interventions([*(("persona", v) for v in personas), *(("memory", v) for v in memories),
                                        *(("follow", v) for v in follows), *(("unfollow", v) for v in unfollows),
@@ -259,7 +259,7 @@ def _compare_command(cli: click.Group) -> None:
     @common_options
     def compare(run_dirs: tuple[str, ...], metrics: tuple[str, ...], out: str, **_: Any) -> None:
         """Metric means after the branch point, side by side, with deltas against the first run."""
-        from .compare import compare_runs, format_table, plot, write_csv
+        from townsquare.commands.compare import compare_runs, format_table, plot, write_csv
 
         comparison = compare_runs(run_dirs, metrics)
         click.echo(format_table(comparison))
@@ -285,7 +285,7 @@ def _interview_command(cli: click.Group) -> None:
         """Ask an agent (or --all) QUESTION; it answers from its persona and memory at a round."""
         from datetime import datetime
 
-        from .interview import interview, write_csv
+        from townsquare.commands.interview import interview, write_csv
 
         if all_agents:
             if len(words) != 1:
@@ -325,7 +325,7 @@ def _ablate_command(cli: click.Group) -> None:
     def ablate(scenario: str, variant_specs, seeds: int, first_seed: int | None, baseline: str | None, summary: str, test: str,
                metrics, jobs: int | None, out: str | None, plugin_options, **_: Any) -> None:
         """Run every variant x seed (resumable), then tabulate mean, 95 % CI and a t-test vs the baseline."""
-        from . import ablate as ab
+        from townsquare.commands import ablate as ab
 
         variants = [ab.parse_variant(spec) for spec in variant_specs]
         names = [variant.name for variant in variants]

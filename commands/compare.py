@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from .errors import UsageError
-from .rundir import RunDir
+from townsquare.errors import UsageError
+from townsquare.rundir import RunDir
 
 Series = dict[str, dict[int, float]]
 
@@ -117,7 +117,7 @@ def write_csv(comparison: Comparison, path: Path) -> Path:
 
 def plot(comparison: Comparison, path: Path, max_metrics: int = 12) -> Path:
     """One panel per metric, one line per run, the branch point marked."""
-    from .study_plots import figure, save
+    from townsquare.commands.study_plots import figure, save
 
     names = list(comparison.means)[:max_metrics]
     cols = min(3, max(1, len(names)))

@@ -35,18 +35,18 @@ from typing import Any, Iterable
 
 import structlog
 
-from .branch_simulation import BranchSimulation, Intervention, parse_interventions, read_persona_file
-from .errors import UsageError
-from .lifecycle import RunSummary
-from .memory import MEMORY_TIERS
-from .plugin_manager import canonical_name, make_plugin_manager, parse_plugin_options
-from .plugin_names import current_plugin_name
-from .rundir import RunDir, environment
-from .runner import _play, recorded_plugin_options, recorded_plugins, redact, redact_override
-from .scenario import apply_overrides, resolve
-from .store import ROUND_TABLES, EventStore
+from townsquare.branch_simulation import BranchSimulation, Intervention, parse_interventions, read_persona_file
+from townsquare.errors import UsageError
+from townsquare.lifecycle import RunSummary
+from townsquare.memory import MEMORY_TIERS
+from townsquare.plugin_manager import canonical_name, make_plugin_manager, parse_plugin_options
+from townsquare.plugin_names import current_plugin_name
+from townsquare.rundir import RunDir, environment
+from townsquare.runner import _play, recorded_plugin_options, recorded_plugins, redact, redact_override
+from townsquare.scenario import apply_overrides, resolve
+from townsquare.store import ROUND_TABLES, EventStore
 
-log = structlog.get_logger("townsquare.branch")
+log = structlog.get_logger("townsquare.commands.branch")
 
 __all__ = ["BranchSimulation", "Intervention", "branch_run", "copy_sqlite", "parse_interventions"]
 

@@ -45,16 +45,16 @@ from typing import Any, Sequence
 
 import structlog
 
-from .components import Agent, StepContext
-from .engine import Simulation
-from .errors import RunStopped, UsageError
-from .llm import LLMCallRecord, Message
-from .memory import agent_memory
-from .persona import Persona
-from .rundir import RunDir
-from .runner import load_run
+from townsquare.components import Agent, StepContext
+from townsquare.engine import Simulation
+from townsquare.errors import RunStopped, UsageError
+from townsquare.llm import LLMCallRecord, Message
+from townsquare.memory import agent_memory
+from townsquare.persona import Persona
+from townsquare.rundir import RunDir
+from townsquare.runner import load_run
 
-log = structlog.get_logger("townsquare.interview")
+log = structlog.get_logger("townsquare.commands.interview")
 
 INTERVIEWS_FILE = "interviews.jsonl"
 #: the interviews' own run directory inside the run's: their journal, cache and lock

@@ -33,12 +33,12 @@ from typing import Callable, Sequence
 
 import structlog
 
-from .compare import _num as _f, _signed, read_series
-from .errors import UsageError
-from .scenario import read_scenario
-from .stats import NO_TEST, Interval, TTest, mean_interval, paired_test, welch_test
+from townsquare.commands.compare import _num as _f, _signed, read_series
+from townsquare.errors import UsageError
+from townsquare.scenario import read_scenario
+from townsquare.stats import NO_TEST, Interval, TTest, mean_interval, paired_test, welch_test
 
-log = structlog.get_logger("townsquare.ablate")
+log = structlog.get_logger("townsquare.commands.ablate")
 
 SUMMARIES = ("mean", "last")
 #: how a variant is tested against the baseline: runs paired by seed, or independent samples
@@ -110,8 +110,8 @@ def plan(scenario: str | Path, variants: Sequence[Variant], seeds: int, out: Pat
 def check_variants(scenario: str | Path, variants: Sequence[Variant], common: Sequence[str] = ()) -> None:
     """Resolve the scenario as each variant changes it, so a misspelt key or plugin stops the
     command (one line naming the variant) before any run starts."""
-    from .plugin_manager import make_plugin_manager, parse_plugin_options
-    from .scenario import load_scenario
+    from townsquare.plugin_manager import make_plugin_manager, parse_plugin_options
+    from townsquare.scenario import load_scenario
 
     for variant in variants:
         enable, disable = parse_plugin_options([*common, *variant.plugin_options])
@@ -239,7 +239,7 @@ def write_csv(rows: list[Row], path: Path, baseline: str, test: str = "paired") 
 
 def plot(rows: list[Row], path: Path, max_metrics: int = 12) -> Path:
     """Per metric: each variant's mean with its 95 % interval."""
-    from .study_plots import figure, save
+    from townsquare.commands.study_plots import figure, save
 
     metrics = list(dict.fromkeys(r.metric for r in rows))[:max_metrics]
     cols = min(3, max(1, len(metrics)))
