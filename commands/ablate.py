@@ -29,10 +29,14 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
+import click
 import structlog
 
+from townsquare.api import hookimpl
+from townsquare.cli.options import common_options, log_json
+from townsquare.cli.progress import AblateProgress, progress_mode
 from townsquare.commands.compare import _num as _f, _signed, read_series
 from townsquare.errors import UsageError
 from townsquare.scenario import read_scenario
@@ -262,3 +266,48 @@ def _p(value: float) -> str:
     if math.isnan(value):
         return "-"
     return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+@hookimpl
+def townsquare_register_commands(cli: click.Group) -> None:
+    @cli.command("ablate")
+    @click.argument("scenario", type=click.Path(dir_okay=False, exists=True))
+    @click.option("--variant", "variant_specs", multiple=True, required=True, metavar='NAME="-p no:X --set k=v"',
+                  help="A variant of the scenario (repeat; an empty right side runs the scenario as it is).")
+    @click.option("--seeds", type=int, default=5, show_default=True, help="Runs per variant (seeds from the scenario's seed on).")
+    @click.option("--first-seed", type=int, default=None, help="First seed (default: the scenario's seed).")
+    @click.option("--baseline", default=None, help="The variant the others are tested against (default: the first).")
+    @click.option("--summary", type=click.Choice(["mean", "last"]), default="mean", show_default=True,
+                  help="A run's value of a metric: its mean over rounds, or its last round's value.")
+    @click.option("--test", "test", type=click.Choice(["paired", "welch"]), default="paired", show_default=True,
+                  help="Against the baseline: a paired t-test of same-seed runs (common random numbers), or Welch's (independent samples).")
+    @click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only these metrics in the table (default: all).")
+    @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Runs at once (default: the CPU count).")
+    @click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder of the runs and tables (default runs/ablate-<scenario>).")
+    @common_options
+    def ablate(scenario: str, variant_specs, seeds: int, first_seed: int | None, baseline: str | None, summary: str, test: str,
+               metrics, jobs: int | None, out: str | None, plugin_options, **_: Any) -> None:
+        """Run every variant x seed (resumable), then tabulate mean, 95 % CI and a t-test vs the baseline."""
+        variants = [parse_variant(spec) for spec in variant_specs]
+        names = [variant.name for variant in variants]
+        if baseline is not None and baseline not in names:
+            raise UsageError(f"--baseline {baseline}: no such variant (variants: {', '.join(names)})")
+        folder = Path(out) if out else Path("runs") / f"ablate-{Path(scenario).stem}"
+        planned = plan(scenario, variants, seeds, folder, first_seed)
+        common = [a for p in plugin_options for a in ("-p", p)]
+        check_variants(scenario, variants, plugin_options)
+        runs = {variant.name: sum(1 for job in planned if job.variant.name == variant.name) for variant in variants}
+        with AblateProgress(progress_mode(log_json=log_json()), runs) as progress:
+            run_jobs(scenario, planned, workers=jobs or os.cpu_count() or 1, common=common,
+                     on_done=lambda job, outcome: progress.done(job.variant.name, job.seed, outcome))
+        rows = summarise(planned, baseline or variants[0].name, summary, test)
+        if metrics:
+            rows = [r for r in rows if r.metric in metrics]
+        text = markdown(rows, baseline or variants[0].name, summary, test)
+        click.echo(text)
+        (folder / "ablation.md").write_text(text, encoding="utf-8")
+        click.echo(f"tables: {folder / 'ablation.md'}, {write_csv(rows, folder / 'ablation.csv', baseline or variants[0].name, test)}", err=True)
+        click.echo(f"plot: {plot(rows, folder / 'ablation.png')}", err=True)
+        failed = [job for job in planned if job.status() != "finished"]
+        if failed:
+            raise UsageError(f"{len(failed)} of {len(planned)} runs did not finish (first: {failed[0].path}); run the same command again to resume them")

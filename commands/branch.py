@@ -33,9 +33,13 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable
 
+import click
 import structlog
 
+from townsquare.api import hookimpl
 from townsquare.branch_simulation import BranchSimulation, Intervention, parse_interventions, read_persona_file
+from townsquare.cli.options import backend_options, backend_overrides, common_options
+from townsquare.cli.run_output import RunLines, report_run
 from townsquare.errors import UsageError
 from townsquare.lifecycle import RunSummary
 from townsquare.memory import MEMORY_TIERS
@@ -191,3 +195,38 @@ def copy_sqlite(source: Path, target: Path) -> None:
     finally:
         src.close()
         dst.close()
+
+
+@hookimpl
+def townsquare_register_commands(cli: click.Group) -> None:
+    @cli.command("branch")
+    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.option("--at", "at", type=int, required=True, help="First round that plays differently (the branch starts from the checkpoint after AT-1).")
+    @click.option("--out", type=click.Path(file_okay=False), default=None, help="Branch directory (with --recommenders: a folder of branches).")
+    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Change a scenario key from round AT on.")
+    @click.option("--persona", "personas", multiple=True, metavar="AGENT=FILE", help="Replace an agent's persona (JSON or one sentence a line).")
+    @click.option("--post", "posts", multiple=True, metavar="AUTHOR=TEXT", help="Post TEXT as an agent or an outside account.")
+    @click.option("--memory", "memories", multiple=True, metavar="AGENT=TEXT", help="Hand an observation to an agent's memory.")
+    @click.option("--follow", "follows", multiple=True, metavar="A=B", help="Make agent A follow agent B.")
+    @click.option("--unfollow", "unfollows", multiple=True, metavar="A=B", help="Make agent A unfollow agent B.")
+    @click.option("--recommenders", default=None, metavar="A,B,...", help="One branch per recommender, from the same state.")
+    @click.option("--quiet", is_flag=True, help="No progress bar or progress lines.")
+    @backend_options
+    @common_options
+    def branch(run_dir: str, at: int, out: str | None, overrides, personas, posts, memories, follows, unfollows,
+               recommenders: str | None, quiet: bool, plugin_options, backend: str | None, ray_address: str | None, **_: Any) -> None:
+        """Continue RUN_DIR from round AT with interventions, into a new run directory."""
+        changes = parse_interventions([*(("persona", v) for v in personas), *(("memory", v) for v in memories),
+                                       *(("follow", v) for v in follows), *(("unfollow", v) for v in unfollows),
+                                       *(("post", v) for v in posts)])
+        overrides = [*backend_overrides(backend, ray_address), *overrides]
+        variants: list[tuple[str | None, list[str], str | None]] = [(None, list(overrides), out)]
+        if recommenders:
+            names = [n.strip() for n in recommenders.split(",") if n.strip()]
+            variants = [(n, [*overrides, f'recommender={{ name = "{n}" }}'], str(Path(out) / n) if out else None) for n in names]
+        for label, sets, target in variants:
+            with RunLines(quiet, label or "rounds") as progress:
+                path, summary = branch_run(run_dir, at, target, overrides=sets, plugin_options=plugin_options,
+                                           interventions=changes, progress=progress.update, on_ready=progress.announce, label=label)
+            report_run(path.path, summary)
+            click.echo(str(path.path))

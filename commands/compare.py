@@ -15,8 +15,12 @@ import math
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
+import click
+
+from townsquare.api import hookimpl
+from townsquare.cli.options import common_options
 from townsquare.errors import UsageError
 from townsquare.rundir import RunDir
 
@@ -144,3 +148,21 @@ def _num(value: float) -> str:  # also the ablation table's number format
 
 def _signed(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:+.4g}"
+
+
+@hookimpl
+def townsquare_register_commands(cli: click.Group) -> None:
+    @cli.command("compare")
+    @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
+    @click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only these metrics (default: all).")
+    @click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True,
+                  help="Folder for compare.csv and compare.png.")
+    @common_options
+    def compare(run_dirs: tuple[str, ...], metrics: tuple[str, ...], out: str, **_: Any) -> None:
+        """Metric means after the branch point, side by side, with deltas against the first run."""
+        comparison = compare_runs(run_dirs, metrics)
+        click.echo(format_table(comparison))
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        click.echo(f"table: {write_csv(comparison, folder / 'compare.csv')}", err=True)
+        click.echo(f"plot: {plot(comparison, folder / 'compare.png')}", err=True)

@@ -49,6 +49,15 @@ ENV_NO_AUTOLOAD = "TOWNSQUARE_DISABLE_PLUGIN_AUTOLOAD"
 COMMAND_LINE_PLUGINS: ContextVar[tuple[str, ...]] = ContextVar("townsquare_command_line_plugins", default=())
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
+    # the built-in commands (each adds itself through townsquare_register_commands)
+    "townsquare.commands.run",
+    "townsquare.commands.resume",
+    "townsquare.commands.branch",
+    "townsquare.commands.interview",
+    "townsquare.commands.compare",
+    "townsquare.commands.ablate",
+    "townsquare.commands.export",
+    "townsquare.commands.plugins",
     # platforms and feeds
     "townsquare.platforms.in_memory",
     "townsquare.platforms.mastodon",

@@ -35,7 +35,7 @@ import structlog
 from townsquare import logs
 from townsquare.errors import UsageError
 from townsquare.memory_export import MEMORY_TABLE
-from townsquare.progress import RunProgress, notebook_display, progress_mode
+from townsquare.cli.progress import RunProgress, notebook_display, progress_mode
 from townsquare.rundir import RunDir
 from townsquare.scenario import override_lines
 from townsquare.store import ROUND_TABLES
@@ -231,7 +231,7 @@ class _Progress(RunProgress):
 
     def announce(self, scenario: Any, run_dir: RunDir) -> None:
         if self.mode != "quiet":
-            from townsquare.cli import run_banner
+            from townsquare.cli.run_output import run_banner
 
             print(run_banner(scenario, run_dir), file=sys.stderr)
         self.ready(scenario.model.rounds)

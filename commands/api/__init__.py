@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from townsquare.cli import common_options
+from townsquare.cli.options import common_options
 from townsquare.commands.dry_run import DEFAULT_COMPLETION_TOKENS, StandInModel, cost_of, format_table, prices_of, schema_example
 from townsquare.engine import Simulation, close_each
 from townsquare.commands.eval_llm import (
