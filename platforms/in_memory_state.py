@@ -17,12 +17,13 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .in_memory import InMemoryPlatform
+#: an :class:`~townsquare.platforms.in_memory.InMemoryPlatform`, whose columns this module reads
+#: and writes (in_memory imports this module, so this one does not import it back)
+InMemoryPlatform = Any
 
 VERSION = 2
 
@@ -55,7 +56,7 @@ def _column(values: array, dtype: Any) -> np.ndarray:
     return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype=dtype)
 
 
-def dump(p: "InMemoryPlatform") -> dict[str, Any]:
+def dump(p: InMemoryPlatform) -> dict[str, Any]:
     ids = list(p._accounts)
     number = p._number  # registration order, as ids
     bios, bio_index = _table(bio for _, bio in p._accounts.values())
@@ -93,7 +94,7 @@ def dump(p: "InMemoryPlatform") -> dict[str, Any]:
     }
 
 
-def load(p: "InMemoryPlatform", state: dict[str, Any]) -> None:
+def load(p: InMemoryPlatform, state: dict[str, Any]) -> None:
     """Restore ``state`` into ``p`` (already reset)."""
     if state.get("version") != VERSION:
         _load_per_account(p, state)
@@ -103,7 +104,7 @@ def load(p: "InMemoryPlatform", state: dict[str, Any]) -> None:
         p._rng.bit_generator.state = state["rng"]
 
 
-def _load_columns(p: "InMemoryPlatform", state: dict[str, Any]) -> None:
+def _load_columns(p: InMemoryPlatform, state: dict[str, Any]) -> None:
     accounts = state["accounts"]
     ids: list[str] = accounts["id"]
     bios = [sys.intern(bio) for bio in accounts["bios"]]
@@ -136,7 +137,7 @@ def _load_columns(p: "InMemoryPlatform", state: dict[str, Any]) -> None:
             p._reads[agent] = array("I", flat[offsets[i]:offsets[i + 1]].tobytes())
 
 
-def _load_per_account(p: "InMemoryPlatform", state: dict[str, Any]) -> None:
+def _load_per_account(p: InMemoryPlatform, state: dict[str, Any]) -> None:
     """The layout before version 2: a dict per account, post ids as strings."""
     for agent, account in state.get("accounts", {}).items():
         p._set_account(agent, account["display_name"], account["bio"])
