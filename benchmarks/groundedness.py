@@ -15,7 +15,7 @@ embedding baseline's similarity rule, the rest by the LLM) with each model, and 
 ``embedding_baseline`` policy (no LLM) for reference.
 
 The full quickstart (11 agents, 12 rounds) takes long on a small shared CPU; ``--initial``,
-``--regular`` and ``--rounds`` shrink it (the defaults are the settings the README's table was
+``--regular`` and ``--rounds`` shrink it (the defaults are the settings docs/benchmarks.md's table was
 measured with). Usage::
 
     python benchmarks/groundedness.py [--rounds 4] [--initial 2] [--regular 4] [--variants smollm2 gemma ...] [--keep DIR]

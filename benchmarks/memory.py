@@ -1,4 +1,4 @@
-"""Memory budgets of Park et al.'s stream (issue 10): storage, retrieval and prompt size.
+"""Memory budgets of Park et al.'s stream: storage, retrieval and prompt size.
 
 1. ``remember``: one record stored (id, times, importance given, the embedding a cache hit, so
    the embedder is excluded), in µs. Budget: <= 50 µs.

@@ -1,7 +1,7 @@
-"""P5, a large population in one process: ``examples/baseline.toml`` (the embedding-baseline
+"""A large population in one process (the million-agent target, ``scale.py --p5``): ``examples/baseline.toml`` (the embedding-baseline
 policy, no LLM) with N agents for R rounds.
 
-Budget (issue 17, P5): 1,000,000 agents x 24 rounds in <= 30 minutes and <= 16 GB on a 2-core
+Budget: 1,000,000 agents x 24 rounds in <= 30 minutes and <= 16 GB on a 2-core
 machine. Prints agents x rounds, wall time, peak RSS (``resource.getrusage``: the process's high
 water mark, this run being the only work the process did), agent-steps per second (an
 agent-step is an active agent's turn), and the ratio of each to its budget; for a smaller run
@@ -94,7 +94,7 @@ class MemorySampler(threading.Thread):
 
 def measure(agents: int, rounds: int, *, batch: bool = True, out: Path | None = None, checkpoint_every: int | None = None,
             backend: str = "local", shards: int = 2) -> dict:
-    """Run the baseline scenario with ``agents`` x ``rounds`` and return what P5 reports.
+    """Run the baseline scenario with ``agents`` x ``rounds`` and return what the benchmark reports.
     ``checkpoint_every`` overrides the scenario's (every round by default)."""
     from townsquare.runner import start_run
 
@@ -151,7 +151,7 @@ def measure(agents: int, rounds: int, *, batch: bool = True, out: Path | None = 
 def report(result: dict) -> str:
     gib = 1024**3
     lines = [
-        f"P5 population: {result['agents']:,} agents x {result['rounds']} rounds (embedding baseline, "
+        f"population: {result['agents']:,} agents x {result['rounds']} rounds (embedding baseline, "
         f"batch {'on' if result['batch'] else 'off'}, {result['backend']})",
         f"  wall {result['wall_s']:.1f} s ({result['wall_ratio']:.2f} of the 30-min budget), "
         f"peak RSS{'' if result['backend'] == 'local' else ' (this process and every Ray process, summed)'} "

@@ -1,4 +1,4 @@
-"""Scale budgets of issue 17: LLM-bound rounds in one process and on Ray shards.
+"""Scale budgets: LLM-bound rounds in one process and on Ray shards.
 
 Each measurement is a real run (``townsquare.runner.start_run``): readers with the test-only
 ``scripted_feed`` policy (a 1-post feed, one like/skip decision through ``LLMClient.choose``)
@@ -10,14 +10,14 @@ connection pools up, round 2 is measured: its wall time (the ``rounds`` table) i
 driver's apply, the shards' replay and state sync and the store commit. Metrics are off
 (``metrics = []``): these are LLM-bound rounds.
 
-* **P1** (``--p1``): 100 ms latency, concurrency ``C`` (64, 256), ``--waves`` x ``C`` calls:
+* **P1, an LLM-bound round** (``--p1``): 100 ms latency, concurrency ``C`` (64, 256), ``--waves`` x ``C`` calls:
   the author's and ``waves x C - 1`` readers'. The bound is calls x latency / C; target wall <=
   1.10 x bound. (The calls are a multiple of ``C`` so that the bound can be reached: with one
   call more, some slot has to make ``waves + 1`` calls of 100 ms one after another, and no
   client could do better than ``(waves + 1) / waves`` x the bound, 1.10 at 10 waves.)
-* **P2** (``--p2``): zero latency, 1,000 readers; agent-steps per second (readers / wall);
+* **P2, LLM throughput** (``--p2``): zero latency, 1,000 readers; agent-steps per second (readers / wall);
   target >= 900 on 2 cores with the client work in more than one process.
-* **P5** (``--p5``): ``benchmarks/population.py``'s ``main`` (a million embedding-baseline
+* **P5, a million agents** (``--p5``): ``benchmarks/population.py``'s ``main`` (a million embedding-baseline
   agents; that file's own options follow ``--p5-args``), when that file exists.
 * **The floor** (``--floor``): P1's round shape (``--waves`` calls on each of C slots) with the
   ``http`` connection pool alone, no engine, middleware or agents: how close to the bound this
@@ -27,7 +27,7 @@ driver's apply, the shards' replay and state sync and the store commit. Metrics 
 shards (default: one per CPU); ``--transport`` the ``openai`` provider's (``[llm] transport``,
 default ``http``). Each row also gives round 2's CPU per LLM call (Linux, from ``/proc``):
 this process's (the whole client in one process; on Ray the driver's apply and store), the
-test servers' and the whole machine's (every process, other sessions' included: when it nears
+test servers' and the whole machine's (every process, others' included: when it nears
 cores x wall / calls the round is CPU-bound). The load average is printed: the machine's cores
 may be shared. Usage: ``python benchmarks/scale.py --p1 --p2 [--shards 2] [--servers 1]``.
 """

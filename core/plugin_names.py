@@ -1,7 +1,7 @@
 """Plugin names that changed, kept working as deprecated aliases.
 
-The layout of issue 9 gave every single-component plugin its component's name (module =
-component = settings section). Scenario files and command lines written before it still work:
+Every single-component plugin has its component's name (module = component = settings
+section). Scenario files and command lines that use a plugin's earlier name still work:
 ``-p no:OLD``, ``-p OLD``, ``$TOWNSQUARE_DISABLE_PLUGINS``, ``[plugins.OLD]`` and a
 population's ``config.OLD`` mean the new name, with one warning line per old name.
 """

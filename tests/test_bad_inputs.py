@@ -1,7 +1,7 @@
 """Every malformed input is one line on stderr, exit status 2, and nothing written: no run
 directory (not even an empty one), no slot table, no empty ``events.sqlite``, no manifest change.
 
-The cases are those of issue 8 (a scenario that is not UTF-8, ``seed = -1``, ``count = 10**9``,
+The cases (a scenario that is not UTF-8, ``seed = -1``, ``count = 10**9``,
 an unwritable ``--out``, a manifest that is ``[]`` or ``{}``, click usage errors, round ranges
 that make no sense, path-like or huge persona names, huge personas, ``count = 0``, unbounded
 ``rounds``) plus a broken persona, knowledge, prompts and key file.

@@ -1,4 +1,4 @@
-"""End to end, through the CLI, against the fault server (issue 3, "done means"):
+"""End to end, through the CLI, against the fault server:
 
 a) a run with 20 % faults completes, every fault is counted in ``llm_calls`` and no action
    falls outside the policy's action set;

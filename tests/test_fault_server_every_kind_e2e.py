@@ -1,5 +1,5 @@
-"""Runs against an endpoint that misbehaves in every way the fault server knows (issue 8,
-"done means"): a quickstart-like run (Zhou et al.'s social agent: synthetic personas,
+"""Runs against an endpoint that misbehaves in every way the fault server knows: a
+quickstart-like run (Zhou et al.'s social agent: synthetic personas,
 knowledge boundary, activity plan, follow reflection) and one with JSON decisions
 (``social_agent_combined``) finish under 20 % faults, every fault served is a row of
 ``llm_calls`` with its kind, and stderr holds no traceback and no warning; under 50 % a run

@@ -1,5 +1,5 @@
 """Every kind of fault the test server injects, through the real ``openai`` client and the
-kernel's classification (issue 8): each ends as the fault kind :mod:`townsquare.llm_faults`
+kernel's classification: each ends as the fault kind :mod:`townsquare.llm_faults`
 promises, or as a parse failure for answers that are no decision or no text, never as an
 exception the retry middleware does not know."""
 

@@ -1,4 +1,4 @@
-"""Garbage never becomes content (issue 8, item 9): a post, comment or summary answer that is
+"""Garbage never becomes content: a post, comment or summary answer that is
 empty or binary gets one repair request, then a ``parse_failure`` row, and nothing is
 written; a JSON decision's comment that is binary is a failed decision."""
 

@@ -1,4 +1,4 @@
-"""The one classification of provider failures (issue 8, item 1), on the real exception
+"""The one classification of provider failures, on the real exception
 types of the ``openai`` SDK and ``httpx``, on plain Python ones, and on answers cut off at
 the token limit."""
 

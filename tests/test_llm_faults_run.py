@@ -1,4 +1,4 @@
-"""LLM faults inside a run (issue 8, items 1, 3 and 8), in process with a provider that fails
+"""LLM faults inside a run, in process with a provider that fails
 on cue: a fatal fault stops the run cleanly at its last checkpoint; the failed attempts of
 the discarded round keep their rows; answers of calls in flight when the round was discarded
 land in the cache, so the resumed run pays for none of them twice; every client and task is

@@ -145,7 +145,7 @@ def test_p_no_component_name_is_an_error_naming_its_plugin():
 
 
 def test_an_old_plugin_name_still_works_with_one_warning(make_plugins, write_scenario):
-    """Plugins renamed by the layout of issue 9 keep their old names as deprecated aliases."""
+    """Renamed plugins keep their old names as deprecated aliases."""
     from townsquare import plugin_names
     from townsquare.scenario import load_scenario
 

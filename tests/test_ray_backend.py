@@ -1,4 +1,4 @@
-"""``[engine] backend = "ray"`` gives the single process's event log (budget P6).
+"""``[engine] backend = "ray"`` gives the single process's event log.
 
 One local Ray cluster of 2 CPUs for the module (skipped when Ray is not installed); every run
 uses two shard actors. Tables are compared whole, but for the wall-clock columns.

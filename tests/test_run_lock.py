@@ -1,4 +1,4 @@
-"""One writer per run directory (issue 8): ``run``, ``resume`` and ``replay`` lock it; a second
+"""One writer per run directory: ``run``, ``resume`` and ``replay`` lock it; a second
 process stops with one line naming the holder, exit 2, and touches nothing; a lock left by a
 process killed with ``kill -9`` is taken over.
 

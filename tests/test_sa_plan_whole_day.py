@@ -1,4 +1,4 @@
-"""A plan window of the whole day, ``00:00-24:00`` (issue 8, item 9): accepted, as long as a
+"""A plan window of the whole day, ``00:00-24:00``: accepted, as long as a
 day, open at every hour, and written back the same; ``HH:MM-HH:MM`` with equal ends stays empty."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Secrets never echo (issue 8): a server that repeats the API key in its 401 message must not
+"""Secrets never echo: a server that repeats the API key in its 401 message must not
 put the key in the manifest's stop_reason, on stderr, in the JSON log or in ``llm_calls``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The town agent's parts (issue 13): the recursive location choice stays among known places,
+"""The town agent's parts: the recursive location choice stays among known places,
 Park §7.1's measures on a hand-built log, and the engine refusing a social action in the town."""
 
 from __future__ import annotations

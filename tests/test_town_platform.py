@@ -1,4 +1,4 @@
-"""The town platform (issue 13): the environment tree, spatial memory, perception sentences,
+"""The town platform: the environment tree, spatial memory, perception sentences,
 object states, the action vocabulary, and the seed-file loader (a small fixture in the
 original layout; the real bases when ../shared/data is there)."""
 

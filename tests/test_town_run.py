@@ -1,4 +1,4 @@
-"""Whole town runs with the scripted test model (issue 13): the 3-agent example on a small base
+"""Whole town runs with the scripted test model: the 3-agent example on a small base
 in the original layout; agents move among known places, use objects, meet and talk, and the
 party spreads through conversation into the metrics."""
 

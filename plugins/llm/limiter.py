@@ -3,7 +3,7 @@
 It keeps :class:`asyncio.Semaphore`'s contract (at most ``size`` holders; waiters served in
 the order they came; a cancelled waiter takes no place and loses none) without its cost per
 call: on Python 3.11 every ``acquire`` scans the waiters, and ``async with`` goes through two
-more coroutines. At 2,560 calls a second (``benchmarks/scale.py``, P1) the two semaphores a
+more coroutines. At 2,560 calls a second (``benchmarks/scale.py --p1``, an LLM-bound round) the two semaphores a
 call passes were 3 % of the client's CPU.
 """
 

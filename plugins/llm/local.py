@@ -51,7 +51,7 @@ containing ``<start_of_turn>`` is text, not a control token.
 Limits: 135M and 270M parameters. Both always answer in format, but their like decisions
 barely depend on the persona (Gemma: on 20 persona/post pairs the probability of "like" did not
 separate matching posts from unrelated ones, AUC 0.47-0.66 over six prompt variants,
-docs/llm_providers.md; the groundedness benchmark measures both models in a run, README). Use
+docs/llm_providers.md; the groundedness benchmark measures both models in a run, docs/benchmarks.md). Use
 them to run the whole pipeline offline (prompts, parsing, accounting, replay), with
 ``social_agent_routed`` where decisions should follow the persona; point studies at a real
 model.

@@ -8,7 +8,7 @@ unless the server says ``Connection: close``. It sends ``Accept-Encoding: identi
 answer comes compressed. It does not go through proxies: a proxy set in the environment for
 the endpoint is a start-up error naming ``transport = "aiohttp"``, which does.
 
-Why it exists: measured in a P1 round (``benchmarks/scale.py``, 2,560 calls at 256 in flight
+Why it exists: measured in an LLM-bound round (``benchmarks/scale.py --p1``, 2,560 calls at 256 in flight
 on 2 cores) the whole client process spends 0.24-0.31 ms of CPU per call on it against
 0.45-0.58 ms on aiohttp, whose request and response objects (and the garbage collections they
 bring on) are most of the difference; the round's wall time fell from 1.7-2.0 to 1.3 x its

@@ -11,7 +11,7 @@ Why three, and why the bare client by default: measured on this project's 2-core
 against the test server at 256 calls in flight, the transport's CPU per call is about
 1.5-1.7 ms through the SDK, 2.3 ms through httpx alone, 0.9 ms through the SDK on aiohttp
 (``DefaultAioHttpClient``), 0.25 ms through aiohttp alone and 0.09 ms through the bare client.
-In a whole P1 round (``benchmarks/scale.py``, 2,560 calls) the client process spent 1.8-2.1,
+In a whole LLM-bound round (``benchmarks/scale.py --p1``, 2,560 calls) the client process spent 1.8-2.1,
 0.45-0.58 and 0.24-0.31 ms per call on the SDK, aiohttp and the bare client (fewer objects per
 call, fewer garbage collections), and the round took 4.8-5.2, 1.7-2.0 and 1.3 x its bound.
 aiohttp stays for proxies, the SDK for what only it does (its own environment variables and

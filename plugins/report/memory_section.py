@@ -1,4 +1,4 @@
-"""The report's memory section (Park et al.'s agents, issue 10): per agent, its latest
+"""The report's memory section (Park et al.'s agents): per agent, its latest
 reflections (with how many records each rests on) and its plan for the last simulated day.
 
 Read from the newest checkpoint's memory records (:func:`townsquare.api.memory_rows`, the rows

@@ -1,4 +1,4 @@
-"""Memories shown in a prompt, bounded (issue 10, "bounded prompts"). Not a plugin.
+"""Memories shown in a prompt, bounded. Not a plugin.
 
 Every prompt built from memory shows at most ``k`` records and at most ``max_chars``
 characters of them, however long the run: a record that would pass what is left of the budget is

@@ -1,4 +1,4 @@
-"""A generative agent on a social platform (issue 10, item 7): slot ``policy``, component
+"""A generative agent on a social platform: slot ``policy``, component
 ``generative_agent``.
 
 Park et al.'s loop (perceive -> retrieve -> act, §4) applied to a feed. Each time the agent is
@@ -19,7 +19,7 @@ active:
    ``plan`` records created since midnight, which a planner stores in the memory) and what it
    recalls for that plan (or for its persona when it has no plan).
 
-Prompts are bounded (issue 10, item 8): at most ``recall_k`` memories and ``memory_chars``
+Prompts are bounded: at most ``recall_k`` memories and ``memory_chars``
 characters of them, the persona cut to ``persona_chars``, the plan to ``plan_chars``, a post to
 ``max_chars``; so a prompt's size does not grow with the run. Nothing a post says can make the
 agent do anything outside the four labels on that post.
