@@ -44,7 +44,6 @@ from townsquare.errors import UsageError
 from townsquare.lifecycle import RunSummary
 from townsquare.memory import MEMORY_TIERS
 from townsquare.plugin_manager import canonical_name, make_plugin_manager, parse_plugin_options
-from townsquare.plugin_names import current_plugin_name
 from townsquare.rundir import RunDir, environment
 from townsquare.runner import _play, recorded_plugin_options, recorded_plugins, redact, redact_override
 from townsquare.scenario import apply_overrides, resolve
@@ -107,7 +106,7 @@ def _branch_scenario(parent: RunDir, manifest: dict[str, Any], overrides: list[s
     used = recorded_plugins(manifest) if "plugins" in manifest else None
 
     def changes_something(option: str) -> bool:
-        name = current_plugin_name(canonical_name(option.strip().removeprefix("no:")))
+        name = canonical_name(option.strip().removeprefix("no:"))
         if used is None:
             return True
         return name in used if option.strip().startswith("no:") else name not in used
@@ -116,7 +115,7 @@ def _branch_scenario(parent: RunDir, manifest: dict[str, Any], overrides: list[s
     combined = merge_plugin_options(recorded, changes)
     enable, disable = parse_plugin_options(combined)
     plugins = make_plugin_manager(enable=enable, disable=disable, only=used)
-    missing = sorted((used or set()) - set(plugins.versions()) - {current_plugin_name(name) for name in disable})
+    missing = sorted((used or set()) - set(plugins.versions()) - set(disable))
     if missing:
         raise UsageError(f"{parent.manifest_path}: the run used plugins that are not loaded now: {', '.join(missing)}")
     scenario = resolve(data, str(parent.manifest_path), manifest.get("base_dir", "."), plugins)
@@ -127,7 +126,7 @@ def merge_plugin_options(base: list[str], changes: list[str]) -> list[str]:
     """``base`` with ``changes`` applied in order: ``-p X`` undoes an earlier ``-p no:X`` and
     ``-p no:X`` an earlier ``-p X`` (by plugin name, so a module path matches its name)."""
     def name(option: str) -> str:
-        return current_plugin_name(canonical_name(option.strip().removeprefix("no:")))
+        return canonical_name(option.strip().removeprefix("no:"))
 
     merged = list(base)
     for change in changes:

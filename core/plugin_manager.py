@@ -33,7 +33,6 @@ import structlog
 from . import hookspecs
 from .errors import PluginError
 from .markers import PROJECT_NAME
-from .plugin_names import current_plugin_name
 from .registry import ComponentRegistry
 from .specs import REGISTRATION_HOOKS, ComponentSpec
 
@@ -239,11 +238,10 @@ def make_plugin_manager(
     module paths. ``extra_plugins`` are ``(name, object)`` pairs registered as they are (the
     testing kit's inline plugins).
     """
-    enable = [current_plugin_name(n) for n in enable]
-    disable = [current_plugin_name(n) for n in disable]
-    env_disabled = [current_plugin_name(n.strip()) for n in os.environ.get(ENV_DISABLE, "").split(",") if n.strip()]
+    enable, disable = list(enable), list(disable)
+    env_disabled = [n.strip() for n in os.environ.get(ENV_DISABLE, "").split(",") if n.strip()]
     blocked = set(disable) | (set(env_disabled) - set(enable))
-    allowed = None if only is None else {current_plugin_name(n) for n in only} | {canonical_name(n) for n in enable} | set(enable)
+    allowed = None if only is None else set(only) | {canonical_name(n) for n in enable} | set(enable)
     if autoload is None:
         autoload = os.environ.get(ENV_NO_AUTOLOAD, "").strip() in ("", "0", "false", "no")
 

@@ -17,7 +17,6 @@ from .engine import Progress, Simulation, run_collector
 from .errors import RunStopped, UsageError
 from .lifecycle import RunSummary
 from .plugin_manager import COMMAND_LINE_PLUGINS, Plugins, canonical_name, make_plugin_manager, parse_plugin_options
-from .plugin_names import current_plugin_name
 from .rundir import RunDir, environment
 from .scenario import ResolvedScenario, apply_overrides, load_scenario, resolve
 from .secrets import is_secret_key
@@ -152,7 +151,7 @@ def load_run(path: str | Path, plugins: Plugins | None = None, extra_plugin_opti
 
 def recorded_plugins(manifest: dict[str, Any]) -> set[str]:
     """The plugins a run had loaded, by their current names."""
-    return {current_plugin_name(name) for name in manifest.get("plugins", {})}
+    return set(manifest.get("plugins", {}))
 
 
 def recorded_plugin_options(manifest: dict[str, Any]) -> list[str]:
@@ -177,23 +176,23 @@ def run_plugins(manifest: dict[str, Any], where: str, given: Iterable[str] = (),
     recorded = recorded_plugin_options(manifest)
     enable, disable = parse_plugin_options(recorded)
     used = recorded_plugins(manifest) if "plugins" in manifest else None
-    run_disabled = {current_plugin_name(name) for name in disable}
+    run_disabled = set(disable)
     added: list[str] = []
     for option in given:
         if option in recorded or option.strip() in recorded:
             continue
         now_enable, now_disable = parse_plugin_options([option])
         for name in now_disable:
-            if used is None or current_plugin_name(name) in used:
+            if used is None or name in used:
                 raise UsageError(f"{where}: -p no:{name} given now, but the run used plugin {name!r}; "
                                  f"a run is reopened with its own plugins ({_recorded_text(recorded)})")
         for name in now_enable:
-            short = current_plugin_name(canonical_name(name))
-            if short in run_disabled or current_plugin_name(name) in run_disabled:
+            short = canonical_name(name)
+            if short in run_disabled or name in run_disabled:
                 raise UsageError(f"{where}: -p {name} given now, but the run was made with -p no:{short}; "
                                  f"a run is reopened with its own plugins ({_recorded_text(recorded)}); "
                                  "townsquare branch -p ... makes a run that differs")
-            if used is not None and (short in used or current_plugin_name(name) in used):
+            if used is not None and (short in used or name in used):
                 added.append(name)  # the run had it (a run started from Python records no -p)
                 continue
             if continuing:

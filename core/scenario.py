@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .data_paths import resolve_data_references
 from .errors import ComponentError, ScenarioError
 from .persona import name_problem
-from .plugin_names import renamed_sections
 from .slots import check_resolved
 from .specs import AGENT_SLOTS, REQUIRED_AGENT_SLOTS, ComponentSpec
 
@@ -405,19 +404,6 @@ def _pick_slot(registry: Any, plugins: Any, source: str, key: str, slot: str, wa
         raise ScenarioError(source, f"{key}.slots.{slot}", str(exc)) from None
 
 
-def _current_names(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with renamed plugins' old names in ``[plugins.OLD]`` and ``config.OLD`` replaced."""
-    data = dict(data)
-    if isinstance(data.get("plugins"), dict):
-        data["plugins"] = renamed_sections(data["plugins"])
-    if isinstance(data.get("populations"), list):
-        data["populations"] = [
-            {**pop, "config": renamed_sections(pop["config"])} if isinstance(pop, dict) and isinstance(pop.get("config"), dict) else pop
-            for pop in data["populations"]
-        ]
-    return data
-
-
 #: the ``source`` of a scenario given as a dict (:func:`load_scenario`), in errors and the manifest
 DICT_SOURCE = "<scenario dict>"
 
@@ -437,7 +423,7 @@ def load_scenario(path: str | Path | Mapping[str, Any], overrides: list[str], pl
 
 
 def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> ResolvedScenario:
-    model = validate_scenario(resolve_data_references(_current_names(data), source), source)
+    model = validate_scenario(resolve_data_references(data, source), source)
     registry = plugins.registry
     plugin_sections = dict(model.plugins)
     for name, section in plugin_sections.items():

@@ -113,11 +113,9 @@ NAMED_APART = {"openai_embedder": "openai"}
 
 def test_one_name_per_thing_for_every_builtin_plugin():
     from townsquare.plugin_manager import DEFAULT_PLUGINS, canonical_name, make_plugin_manager
-    from townsquare.plugin_names import DEPRECATED_PLUGIN_NAMES
 
     names = [canonical_name(m) for m in DEFAULT_PLUGINS]
     assert len(names) == len(set(names)), "two built-in plugins share a name"
-    assert not set(DEPRECATED_PLUGIN_NAMES) & set(names) and set(DEPRECATED_PLUGIN_NAMES.values()) <= set(names)
     plugins = make_plugin_manager(autoload=False)
     wrong = []
     for name in names:
@@ -128,11 +126,3 @@ def test_one_name_per_thing_for_every_builtin_plugin():
             if component != NAMED_APART.get(name, name):
                 wrong.append(f"plugin {name} registers {component!r}")
     assert wrong == []
-
-
-@pytest.mark.parametrize("old,new", [("random_feed", "random"), ("social_policy", "social_agent")])
-def test_a_deprecated_name_means_the_new_plugin(old, new):
-    from townsquare.plugin_names import current_plugin_name, renamed_sections
-
-    assert current_plugin_name(old) == new and current_plugin_name(new) == new
-    assert renamed_sections({old: {"x": 1}}) == {new: {"x": 1}}

@@ -192,7 +192,7 @@ def test_planner_repairs_once_then_falls_back():
 
     world, agent, planner = planner_world({PLAN: "no idea", PLAN_REPAIR: "still no idea"}, activity=math.inf)
     failures = []
-    world.llm.on_parse_failure = lambda request, answer: failures.append((request.purpose, answer))
+    world.llm.on_parse_failure = lambda request, answer, kind: failures.append((request.purpose, answer))
     asyncio.run(planner.is_active(world.ctx(agent, 0)))
     state = planner.get_state()
     assert state["source"] == "fallback" and planner.plan == fallback_plan(1.0)
