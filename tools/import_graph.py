@@ -10,8 +10,10 @@ import still couples the two modules, and a type-only cycle is still a cycle).
 tests/test_architecture.py runs the same checks and checks that the page is current.
 
 The walls: the kernel (core/, ``townsquare.*``) imports no plugin, no command, no front end
-(cli/, notebook/) and not the testing kit: it reaches them through hooks only, so ``-p no:NAME``
-really leaves NAME unloaded. The CLI (cli/) imports the kernel only: its commands are plugins.
+(cli/, notebook/), not the testing kit and not its own facade (api/): it reaches them through
+hooks only, so ``-p no:NAME`` really leaves NAME unloaded. The plugin API (api/,
+``townsquare.api``) re-exports the kernel; its part for commands (api/commands/) also the CLI's
+options and the commands' machinery. The CLI (cli/) imports the kernel only: its commands are plugins.
 The built-in commands (commands/) import the kernel, the CLI's shared options and each other's
 machinery, never a plugin. Plugins import ``townsquare.api`` (``townsquare.api.commands``
 included), ``townsquare.testing`` and their own package.
@@ -25,8 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 #: source folder -> the dotted package it installs as (pyproject's package-dir)
-PACKAGE_DIRS = {"core": "townsquare", "cli": "townsquare.cli", "commands": "townsquare.commands",
-                "commands/api": "townsquare.api.commands", "notebook": "townsquare.notebook", "testing": "townsquare.testing",
+PACKAGE_DIRS = {"core": "townsquare", "api": "townsquare.api", "api/commands": "townsquare.api.commands",
+                "cli": "townsquare.cli", "commands": "townsquare.commands", "notebook": "townsquare.notebook", "testing": "townsquare.testing",
                 "plugins": "townsquare.plugins", "platforms": "townsquare.platforms", "recommenders": "townsquare.recommenders"}
 #: what plugins may import of townsquare, besides their own package
 PLUGIN_SURFACE = ("townsquare.api", "townsquare.testing")
@@ -35,7 +37,9 @@ PLUGIN_DIRS = ("plugins", "platforms", "recommenders")
 KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 #: the folders each part of the project may not import from (besides plugins, checked apart)
 WALLS = {
-    "core": ("townsquare.cli", "townsquare.commands", "townsquare.api.commands", "townsquare.notebook", "townsquare.testing"),
+    "core": ("townsquare.api", "townsquare.cli", "townsquare.commands", "townsquare.notebook", "townsquare.testing"),
+    "api": ("townsquare.api.commands", "townsquare.cli", "townsquare.commands", "townsquare.notebook", "townsquare.testing"),
+    "api/commands": ("townsquare.notebook", "townsquare.testing"),
     "cli": ("townsquare.commands", "townsquare.api.commands", "townsquare.notebook", "townsquare.testing"),
     "commands": ("townsquare.notebook",),
 }
@@ -55,8 +59,14 @@ def module_name(path: Path) -> str:
     parts = list(rel.parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
-    folder = max((f for f in PACKAGE_DIRS if tuple(parts[: len(Path(f).parts)]) == Path(f).parts), key=len)
+    folder = source_folder(path)
     return ".".join([PACKAGE_DIRS[folder], *parts[len(Path(folder).parts):]])
+
+
+def source_folder(path: Path) -> str:
+    """The folder of :data:`PACKAGE_DIRS` that holds ``path`` (the innermost: api/commands, not api)."""
+    parts = path.relative_to(ROOT).parts
+    return max((f for f in PACKAGE_DIRS if parts[: len(Path(f).parts)] == Path(f).parts), key=len)
 
 
 def modules() -> dict[str, Path]:
@@ -115,7 +125,7 @@ def forbidden_imports() -> list[str]:
         return any(target == p or target.startswith(p + ".") for p in packages)
 
     for name, path in known.items():
-        folder = path.relative_to(ROOT).parts[0]
+        folder = source_folder(path)
         if folder not in PLUGIN_DIRS:
             for target, line in imports_of(name, path, known):
                 if inside(target, plugin_packages):
