@@ -37,7 +37,7 @@ import structlog
 from townsquare.api import hookimpl
 from townsquare.cli.options import common_options, log_json
 from townsquare.cli.progress import AblateProgress, progress_mode
-from townsquare.commands.compare import _num as _f, _signed, read_series
+from townsquare.commands.compare import number_text, read_series, signed_text
 from townsquare.errors import UsageError
 from townsquare.scenario import read_scenario
 from townsquare.api.stats import NO_TEST, Interval, TTest, mean_interval, paired_test, welch_test
@@ -217,13 +217,13 @@ def markdown(rows: list[Row], baseline: str, summary: str, test: str = "paired",
     for metric in dict.fromkeys(r.metric for r in rows):
         lines += [f"### {metric}", "", "| variant | n | mean | 95 % CI | Δ vs baseline | t | df | p |", "|---|---:|---:|---|---:|---:|---:|---:|"]
         for r in (r for r in rows if r.metric == metric):
-            ci = "-" if math.isnan(r.interval.low) else f"[{_f(r.interval.low)}, {_f(r.interval.high)}]"
+            ci = "-" if math.isnan(r.interval.low) else f"[{number_text(r.interval.low)}, {number_text(r.interval.high)}]"
             if r.test is None:
                 tail = "(baseline) | | | |"
             else:
                 star = " *" if not math.isnan(r.test.p) and r.test.p < alpha else ""
-                tail = f"{_signed(r.delta)} | {_f(r.test.t)} | {_f(r.test.df)} | {_p(r.test.p)}{star} |"
-            lines.append(f"| {r.variant} | {r.interval.n} | {_f(r.interval.mean)} | {ci} | {tail}")
+                tail = f"{signed_text(r.delta)} | {number_text(r.test.t)} | {number_text(r.test.df)} | {_p(r.test.p)}{star} |"
+            lines.append(f"| {r.variant} | {r.interval.n} | {number_text(r.interval.mean)} | {ci} | {tail}")
         lines.append("")
     return "\n".join(lines)
 

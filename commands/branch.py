@@ -45,7 +45,7 @@ from townsquare.lifecycle import RunSummary
 from townsquare.memory import MEMORY_TIERS
 from townsquare.plugin_manager import canonical_name, make_plugin_manager, parse_plugin_options
 from townsquare.rundir import RunDir, environment
-from townsquare.runner import _play, recorded_plugin_options, recorded_plugins, redact, redact_override
+from townsquare.runner import play_scenario, recorded_plugin_options, recorded_plugins, redact, redact_override
 from townsquare.scenario import apply_overrides, resolve
 from townsquare.store import ROUND_TABLES, EventStore
 
@@ -95,7 +95,7 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
                 run_dir.write_checkpoint(at - 1, state, keep=0)
             _copy_cache(parent, run_dir)
         options = {"at": at, "interventions": interventions, "parent_slots": manifest.get("slot_table", [])}
-        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, options, resume=True, simulation_class=BranchSimulation)
+        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, options, resume=True, simulation_class=BranchSimulation)
 
 
 def _branch_scenario(parent: RunDir, manifest: dict[str, Any], overrides: list[str], plugin_options: list[str]):

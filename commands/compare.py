@@ -101,7 +101,7 @@ def format_table(comparison: Comparison) -> str:
     rows = []
     for name, values in comparison.means.items():
         deltas = comparison.deltas(name)
-        rows.append([name, _num(values[0])] + [f"{_num(v)} ({_signed(d)})" for v, d in zip(values[1:], deltas[1:])])
+        rows.append([name, number_text(values[0])] + [f"{number_text(v)} ({signed_text(d)})" for v, d in zip(values[1:], deltas[1:])])
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     lines = [f"mean per round from round {comparison.at} on (Δ: minus {ref.label})",
              "  ".join(h.ljust(w) for h, w in zip(headers, widths)), "  ".join("-" * w for w in widths)]
@@ -142,11 +142,11 @@ def plot(comparison: Comparison, path: Path, max_metrics: int = 12) -> Path:
     return save(fig, path)
 
 
-def _num(value: float) -> str:  # also the ablation table's number format
+def number_text(value: float) -> str:  # also the ablation table's number format
     return "-" if math.isnan(value) else f"{value:.4g}"
 
 
-def _signed(value: float) -> str:
+def signed_text(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:+.4g}"
 
 

@@ -89,12 +89,12 @@ def start_run(
     scenario = load_scenario(scenario_path, overrides, plugins, seed=seed)
     with RunDir.claim(out, scenario.model.name) as run_dir:
         run_dir.write_manifest(new_manifest(scenario, plugins, overrides, plugin_options))
-        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options, simulation_class=simulation_class)
+        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options, simulation_class=simulation_class)
 
 
-def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_ready: Any, progress: Progress | None,
-          simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None,
-          simulation_class: type[Simulation] = Simulation) -> RunSummary:
+def play_scenario(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_ready: Any, progress: Progress | None,
+                  simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None,
+                  simulation_class: type[Simulation] = Simulation) -> RunSummary:
     """Build and run the simulation; the run counts as started once it is built."""
 
     def built() -> None:
@@ -238,7 +238,7 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
                              f"give at least {done} (a run is not shortened; townsquare branch --at starts one from an earlier round)")
         branch = resume_options(manifest, int(manifest.get("rounds_completed", 0)))  # a branch stopped in its first round
         options = {**simulation_options, **branch.pop("simulation_options", {})}
-        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, options, resume=True, on_built=mark_running, **branch)
+        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, options, resume=True, on_built=mark_running, **branch)
 
 
 def rerun(path: str | Path, out: str | Path, *, plugins: Plugins | None = None, progress: Progress | None = None,
@@ -251,4 +251,4 @@ def rerun(path: str | Path, out: str | Path, *, plugins: Plugins | None = None, 
         manifest = source_dir.read_manifest()
         with RunDir.claim(out, scenario.model.name) as run_dir:
             run_dir.write_manifest({**manifest, "replay_of": str(source_dir.path), "status": "running", "rounds_completed": 0})
-            return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options)
+            return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options)
