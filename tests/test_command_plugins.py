@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from click.testing import CliRunner
 
@@ -52,3 +55,13 @@ def test_no_ablate_on_the_command_line(capsys):
     listed = listed_commands(capsys, "-p", "no:ablate")
     assert "ablate" not in listed and {"run", "branch", "compare"} <= listed
     assert "ablate" in listed_commands(capsys)
+
+
+def test_a_disabled_command_is_never_imported():
+    """``-p no:ablate`` leaves ``townsquare.commands.ablate`` unimported (a fresh interpreter:
+    this one has imported it already)."""
+    code = ("import sys\nfrom townsquare.cli import main\nmain(['-p', 'no:ablate', '--help'])\n"
+            "print('imported' if 'townsquare.commands.ablate' in sys.modules else 'not imported', file=sys.stderr)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "not imported"
