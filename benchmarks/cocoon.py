@@ -22,9 +22,20 @@ with its mean and 95 % Student-t interval over seeds, the curve's highest value 
 end lies below it (the paper: about 8.5 % under MF), and for each strategy its effect: the
 paired difference of end values against ``mf`` run with the same seed, with its interval. The
 reference code's measure, the entropy of everything recommended to a user so far, is reported
-beside it (``cumulative_end``, ``cumulative_effect``).
+beside it (``cumulative_end``, ``cumulative_effect``), and, where the personas name interests,
+``off_interest``: the share of the movies watched from round 20 on whose genres meet none of
+the watcher's interests (what the agents did, beside what MF showed them).
 
-Usage: ``python benchmarks/cocoon.py [--seeds 5] [--rounds 50] [--json] [--data PATH]``.
+``--agents oracle`` replaces the embedding-baseline users by RecAgent agents
+(``recagent_policy``, every memory tier) answered by the oracle test model
+(``townsquare.testing.oracle``: rules that act only on what each prompt says). Their choices then
+come from their prompts: a page's items that meet the profile's interests or that friends'
+messages named, and Soc-Strategy can act only as the paper's does, through what new friends
+post and chat about, reaching an agent's memory and its "heard of" list. A test instrument, not
+a language model: it shows whether the pathway can carry the strategies, not what an LLM's
+users would do.
+
+Usage: ``python benchmarks/cocoon.py [--seeds 5] [--rounds 50] [--json] [--data PATH] [--agents embedding|oracle]``.
 """
 
 from __future__ import annotations
@@ -45,6 +56,11 @@ CONDITIONS = {
     "rec": ["plugins.rec_strategy.enabled=true"],
     "soc": ["plugins.soc_strategy.enabled=true"],
     "both": ["plugins.rec_strategy.enabled=true", "plugins.soc_strategy.enabled=true"],
+}
+#: who the users are: (plugin options, scenario overrides) per ``--agents``
+AGENTS = {
+    "embedding": ([], []),
+    "oracle": (["townsquare.testing.oracle"], ["llm.name=oracle", "populations.0.slots.policy=recagent_policy"]),
 }
 MOVIELENS = "ml-latest-small"
 DATASET = "movielens-latest-small"  # its name in the data home (townsquare data fetch)
@@ -78,18 +94,26 @@ def catalogue_overrides(catalogue: str, folder: Path | None) -> list[str]:
             f"populations.0.personas.path={folder}"]
 
 
-def entropy_curves(overrides: list[str], seed: int, out: Path) -> tuple[list[float], list[float]]:
-    """The run's entropy per round, and the reference code's cumulative entropy per round."""
+def entropy_curves(overrides: list[str], seed: int, out: Path, plugin_options: list[str] = (),
+                   strategies_from: int = 20) -> tuple[list[float], list[float], float | None]:
+    """The run's entropy per round, the reference code's cumulative entropy per round, and the
+    share of the movies watched from round ``strategies_from`` on whose genres meet none of the
+    watcher's persona interests (None when no agent names interests or nothing was watched)."""
     from townsquare.runner import start_run
 
-    run_dir, _ = start_run(SCENARIO, overrides=overrides, seed=seed, out=out)
+    run_dir, _ = start_run(SCENARIO, overrides=overrides, seed=seed, out=out, plugin_options=list(plugin_options))
     db = sqlite3.connect(run_dir.events_path)
     try:
         curves = [[v for _, v in db.execute("SELECT round, value FROM metrics WHERE name = ? ORDER BY round", (name,))]
                   for name in ("cocoon_entropy.entropy", "cocoon_entropy.entropy_cumulative")]
+        interests = {a: {str(i).lower() for i in json.loads(p).get("fields", {}).get("interests") or ()}
+                     for a, p in db.execute("SELECT agent_id, persona FROM agents")}
+        watched = [(a, {str(g).lower() for g in json.loads(d or "{}").get("genres", ())})
+                   for a, d in db.execute("SELECT agent_id, detail FROM actions WHERE kind = 'watch' AND round >= ?", (strategies_from,))]
     finally:
         db.close()
-    return curves[0], curves[1]
+    judged = [genres.isdisjoint(interests[a]) for a, genres in watched if interests.get(a)]
+    return curves[0], curves[1], (sum(judged) / len(judged) if judged else None)
 
 
 def interval(values: list[float]) -> tuple[float, list[float]]:
@@ -128,18 +152,25 @@ def summarise(curves: dict[str, dict[int, list[float]]], end_rounds: int, strate
 
 
 def run_catalogue(catalogue: str, folder: Path | None, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    plugin_options, agents = AGENTS[args.agents]
     base = [*catalogue_overrides(catalogue, folder), f"rounds={args.rounds}", f"recommender.name={args.recommender}",
-            f"platform.reshow={'true' if args.reshow else 'false'}", "plugins.cocoon_entropy.users=everyone", *args.overrides]
+            f"platform.reshow={'true' if args.reshow else 'false'}", "plugins.cocoon_entropy.users=everyone", *agents, *args.overrides]
     curves: dict[str, dict[int, list[float]]] = {c: {} for c in CONDITIONS}
     cumulative: dict[str, dict[int, list[float]]] = {c: {} for c in CONDITIONS}
+    off_interest: dict[str, dict[int, float | None]] = {c: {} for c in CONDITIONS}
     for seed in args.seed_list:
         for condition, overrides in CONDITIONS.items():
             out = tmp / f"{catalogue}-{condition}-{seed}"
-            curves[condition][seed], cumulative[condition][seed] = entropy_curves([*base, *overrides], seed, out)
+            curves[condition][seed], cumulative[condition][seed], off_interest[condition][seed] = \
+                entropy_curves([*base, *overrides], seed, out, plugin_options)
             if not args.json:
                 print(f"  {catalogue:<16} {condition:<5} seed {seed}: end {sum(curves[condition][seed][-args.end_rounds:]) / args.end_rounds:.3f}",
                       file=sys.stderr, flush=True)
-    return summarise(curves, args.end_rounds, strategies_from=20, cumulative=cumulative)
+    out = summarise(curves, args.end_rounds, strategies_from=20, cumulative=cumulative)
+    for condition, shares in off_interest.items():
+        if all(v is not None for v in shares.values()):
+            out[condition]["off_interest"], out[condition]["off_interest_ci"] = interval(list(shares.values()))
+    return out
 
 
 def table(results: dict[str, Any]) -> str:
@@ -167,6 +198,8 @@ def main() -> int:
     parser.add_argument("--reshow", action="store_true", help="let the recommender show an item to the same user again")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a scenario override for every run (e.g. plugins.item_mf.regularization=5)")
+    parser.add_argument("--agents", default="embedding", choices=sorted(AGENTS),
+                        help="embedding: the offline baseline users; oracle: RecAgent agents on the oracle test model")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     args.seed_list = list(range(1, args.seeds + 1))
@@ -175,6 +208,7 @@ def main() -> int:
     logs.configure(json_lines=False, level="warning")
     results: dict[str, Any] = {"settings": {"rounds": args.rounds, "seeds": args.seed_list, "end_rounds": args.end_rounds,
                                             "recommender": args.recommender, "reshow": args.reshow, "strategies_from": 20,
+                                            "agents": args.agents,
                                             "users": 50, "measured": "everyone, every round", "overrides": args.overrides},
                                "catalogues": {}}
     with tempfile.TemporaryDirectory() as tmp:

@@ -15,12 +15,20 @@ its number of friends, and Spearman's rho between the two over the 20 agents (un
 counted as 0, when no agent changed); per variant the mean rho over seeds with its 95 %
 Student-t interval, and AC(i) (the paper's curve) averaged over seeds.
 
-Usage: ``python benchmarks/conformity.py [--seeds 5] [--json] [--tiers]``.
+With ``--voices`` it also reads the oracle's conformity prompts (as the oracle reads them) and
+reports, over all agents of all seeds, rank correlations of AC_u with the number of friends, with
+the number of *voices* (different people, the agent included, whose score of the movie its
+prompts showed) and with the rounds it was active, and the mean voices by number of friends: does
+the pathway carry more opinions to better connected agents, and do more opinions mean more
+changes?
+
+Usage: ``python benchmarks/conformity.py [--seeds 5] [--json] [--tiers] [--voices]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -32,6 +40,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "examples" / "conformity.toml"
+#: the movie every agent scores in that scenario (its ``plugins.conformity.item``, m1)
+TITLE = "Silent Orbit 1"
 VARIANTS = {
     "full": [],
     "no_memory": ["no:short_term_memory", "no:long_term_memory"],
@@ -62,12 +72,46 @@ def spearman(x: list[float], y: list[float]) -> float | None:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
-def run_once(seed: int, plugin_options: list[str], out: Path, rounds_counted: int = 10, overrides: list[str] = ()) -> dict[str, Any]:
+class Voices:
+    """While open, the oracle's prompts are read as it reads them: per agent, the people whose
+    score of the movie its conformity prompts show, and how many rounds it was active."""
+
+    def __init__(self, title: str):
+        self.title, self.heard, self.active = title, {}, {}
+
+    def __enter__(self) -> "Voices":
+        from townsquare.testing.oracle import OracleLLM
+        from townsquare.testing.oracle.recagent import norm, opinions_by_person, section_lines
+        from townsquare.testing.oracle.prompt_view import PromptView
+
+        self.original = original = OracleLLM.complete
+
+        async def complete(oracle: Any, request: Any) -> Any:
+            if request.purpose == "recagent.activity":
+                self.active[request.agent_id] = self.active.get(request.agent_id, 0) + 1
+            elif request.purpose == "recagent.conformity":
+                found = opinions_by_person(section_lines(PromptView.of(request), "What you remember about it"))
+                people = {who for title, by in found.items() if norm(title) == norm(self.title) for who in by}
+                self.heard.setdefault(request.agent_id, set()).update(people)
+            return await original(oracle, request)
+
+        OracleLLM.complete = complete
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        from townsquare.testing.oracle import OracleLLM
+
+        OracleLLM.complete = self.original
+
+
+def run_once(seed: int, plugin_options: list[str], out: Path, rounds_counted: int = 10, overrides: list[str] = (),
+             voices: bool = False) -> dict[str, Any]:
     from townsquare.rundir import RunDir
     from townsquare.runner import start_run
 
-    run_dir, _ = start_run(SCENARIO, seed=seed, out=out, plugin_options=["townsquare.testing.oracle", *plugin_options],
-                           overrides=["llm.name=oracle", *overrides])
+    with Voices(TITLE) if voices else contextlib.nullcontext() as listened:
+        run_dir, _ = start_run(SCENARIO, seed=seed, out=out, plugin_options=["townsquare.testing.oracle", *plugin_options],
+                               overrides=["llm.name=oracle", *overrides])
     _, state = RunDir.open(str(run_dir.path)).latest_checkpoint()
     scores = state["metrics"]["conformity"]["scores"]
     friends = {a: len(s["persona"]["fields"].get("friends") or ()) for a, s in state["agents"].items()} \
@@ -75,7 +119,11 @@ def run_once(seed: int, plugin_options: list[str], out: Path, rounds_counted: in
     ac = {a: sum(1 for r in range(1, min(len(s), rounds_counted + 1)) if s[r] != s[r - 1]) / rounds_counted for a, s in scores.items()}
     agents = sorted(ac)
     rho = spearman([friends[a] for a in agents], [ac[a] for a in agents])
-    return {"rho": rho, "ac": ac, "friends": friends, "changes": sum(ac.values()) * rounds_counted}
+    out = {"rho": rho, "ac": ac, "friends": friends, "changes": sum(ac.values()) * rounds_counted}
+    if listened is not None:
+        out["voices"] = {a: len(listened.heard.get(a, ())) for a in agents}
+        out["active"] = {a: listened.active.get(a, 0) for a in agents}
+    return out
 
 
 def friend_counts(run_dir: Any) -> dict[str, int]:
@@ -102,7 +150,25 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "spearman_ci": [round(found.low, 4), round(found.high, 4)] if not math.isnan(found.low) else [None, None],
             "spearman_by_seed": [None if r["rho"] is None else round(r["rho"], 4) for r in runs],
             "changes_by_seed": [int(r["changes"]) for r in runs],
-            "ac_by_friends": {str(i): round(float(np.mean(v)), 4) for i, v in sorted(by_friends.items())}}
+            "ac_by_friends": {str(i): round(float(np.mean(v)), 4) for i, v in sorted(by_friends.items())},
+            **(voices(runs) if all("voices" in r for r in runs) else {})}
+
+
+def voices(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rank correlations over every agent of every run (see ``--voices``), and voices by friends."""
+    rows = [(r["friends"][a], r["voices"][a], r["active"][a], r["ac"][a]) for r in runs for a in r["ac"]]
+    friends, heard, active, ac = (list(column) for column in zip(*rows))
+
+    def rho(x: list[float], y: list[float]) -> float | None:
+        found = spearman(x, y)
+        return None if found is None else round(found, 4)
+
+    by_friends: dict[int, list[int]] = {}
+    for f, v in zip(friends, heard):
+        by_friends.setdefault(f, []).append(v)
+    return {"rho_friends_voices": rho(friends, heard), "rho_voices_ac": rho(heard, ac), "rho_active_ac": rho(active, ac),
+            "rho_friends_ac_pooled": rho(friends, ac),
+            "voices_by_friends": {str(i): round(float(np.mean(v)), 2) for i, v in sorted(by_friends.items())}}
 
 
 def main() -> int:
@@ -111,6 +177,7 @@ def main() -> int:
     parser.add_argument("--tiers", action="store_true", help="also remove one memory tier at a time")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a scenario override for every run (e.g. activity.model=always)")
+    parser.add_argument("--voices", action="store_true", help="also count the voices each agent's prompts show (see above)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     from townsquare import logs
@@ -122,7 +189,8 @@ def main() -> int:
                                "variants": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name, options in variants.items():
-            runs = [run_once(seed, options, Path(tmp) / f"{name}-{seed}", overrides=args.overrides) for seed in range(1, args.seeds + 1)]
+            runs = [run_once(seed, options, Path(tmp) / f"{name}-{seed}", overrides=args.overrides, voices=args.voices)
+                    for seed in range(1, args.seeds + 1)]
             results["variants"][name] = {"plugin_options": [f"-p {o}" for o in options], **summarise(runs)}
     if args.json:
         print(json.dumps(results))
@@ -133,6 +201,10 @@ def main() -> int:
         ci_text = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci[0] is not None else "-"
         print(f"{name:<10} {v['spearman']:>+12.3f} {ci_text:>18}  {v['spearman_by_seed']}")
         print(f"{'':<42}  {v['ac_by_friends']}")
+        if "voices_by_friends" in v:
+            print(f"{'':<42}  voices by friends {v['voices_by_friends']}; rank correlations: friends-voices "
+                  f"{v['rho_friends_voices']}, voices-AC {v['rho_voices_ac']}, active-AC {v['rho_active_ac']}, "
+                  f"friends-AC {v['rho_friends_ac_pooled']}")
     return 0
 
 

@@ -27,8 +27,9 @@ driver's apply, the shards' replay and state sync and the store commit. Metrics 
 shards (default: one per CPU); ``--transport`` the ``openai`` provider's (``[llm] transport``,
 default ``http``). Each row also gives round 2's CPU per LLM call (Linux, from ``/proc``):
 this process's (the whole client in one process; on Ray the driver's apply and store), the
-test servers' and the whole machine's (every process, others' included: when it nears
-cores x wall / calls the round is CPU-bound). The load average is printed: the machine's cores
+test servers', the Ray shards' (the turns and their LLM clients, the replays), Ray's own
+processes' (raylet, GCS, agents) and the whole machine's (every process, others'
+included: when it nears cores x wall / calls the round is CPU-bound). The load average is printed: the machine's cores
 may be shared. Usage: ``python benchmarks/scale.py --p1 --p2 [--shards 2] [--servers 1]``.
 """
 
@@ -47,6 +48,7 @@ import time
 from pathlib import Path
 
 from townsquare import hookimpl
+from townsquare.ray_reaper import descendants
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # llm_throughput beside this file, however this file was loaded
@@ -112,16 +114,27 @@ def fault_servers(count: int, latency_ms: float):
 
 
 class RoundMeter:
-    """CPU seconds spent during round :data:`MEASURED`: this process, the servers, the machine."""
+    """CPU seconds spent during round :data:`MEASURED`: this process, the servers, the Ray shards,
+    Ray's own processes (raylet, GCS, agents: what this process started but the servers and the
+    shards), the machine."""
 
     def __init__(self, pids: list[int]):
         self.pids = pids
-        self.start: tuple[float, float, float] | None = None
-        self.spent = (math.nan, math.nan, math.nan)
+        self.start: tuple[float, ...] | None = None
+        self.spent = (math.nan,) * 5
 
-    def read(self) -> tuple[float, float, float]:
+    def read(self) -> tuple[float, ...]:
         servers = [cpu_seconds(pid) for pid in self.pids]
-        return time.process_time(), math.nan if None in servers else sum(servers), machine_cpu_seconds()
+        shards, ray = 0.0, 0.0
+        for pid in descendants(os.getpid()):
+            if pid in self.pids:
+                continue
+            spent = cpu_seconds(pid) or 0.0
+            if b"ray::Shard" in _cmdline(pid):
+                shards += spent
+            else:
+                ray += spent
+        return time.process_time(), math.nan if None in servers else sum(servers), shards, ray, machine_cpu_seconds()
 
     @hookimpl
     def townsquare_on_round_start(self, round):
@@ -132,6 +145,14 @@ class RoundMeter:
     def townsquare_on_round_end(self, round):
         if round == MEASURED and self.start is not None:
             self.spent = tuple(b - a for a, b in zip(self.start, self.read()))
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
 
 
 def machine_cpu_seconds() -> float:
@@ -174,11 +195,11 @@ def measure_round(servers: list, readers: int, concurrency: int, backend: str, s
     return calls, wall, meter.spent
 
 
-def cpu_columns(spent: tuple[float, float, float], calls: int) -> str:
+def cpu_columns(spent: tuple[float, ...], calls: int) -> str:
     return "  ".join(f"{seconds / calls * 1000:>6.2f}" for seconds in spent)
 
 
-CPU_HEAD = f"{'CPU ms/call: here':>17}  {'server':>6}  {'machine':>7}"
+CPU_HEAD = f"{'CPU ms/call: here':>17}  {'server':>6}  {'shards':>6}  {'ray':>6}  {'machine':>7}"
 
 
 def label(args: argparse.Namespace, backend: str) -> str:
@@ -200,7 +221,7 @@ def p1(args: argparse.Namespace) -> None:
                 bound = calls * latency / concurrency
                 verdict = "met" if wall / bound <= P1_TARGET else "MISSED"
                 print(f"{label(args, backend):>10}  {concurrency:>11}  {calls:>6}  {wall:>7.2f}  {bound:>7.2f}  "
-                      f"{wall / bound:>10.3f}  (target <= {P1_TARGET:.2f}: {verdict:>6})  {cpu_columns(spent, calls):>34}",
+                      f"{wall / bound:>10.3f}  (target <= {P1_TARGET:.2f}: {verdict:>6})  {cpu_columns(spent, calls):>50}",
                       flush=True)
 
 
@@ -257,7 +278,7 @@ def p2(args: argparse.Namespace) -> None:
             calls, wall, spent = measure_round(servers, args.p2_agents, 64, backend, args.shards, args.sets)
             rate = args.p2_agents / wall
             print(f"{label(args, backend):>10}  {args.p2_agents:>11}  {wall:>7.2f}  {rate:>8.1f}  {rate / P2_TARGET:>9.2f}  "
-                  f"({calls} calls)  {cpu_columns(spent, calls):>34}", flush=True)
+                  f"({calls} calls)  {cpu_columns(spent, calls):>50}", flush=True)
 
 
 def p5(args: argparse.Namespace) -> None:

@@ -4,8 +4,9 @@ round it plays and after every round). :class:`RunProgress` shows them in one of
 (:func:`progress_mode`):
 
 - ``bar``: a rich progress bar on stderr, with rounds, elapsed time, ETA, LLM calls per
-  second, tokens and spend so far, parse failures and retries. Log lines and other stderr
-  output print above it.
+  second, tokens and spend so far, parse failures and retries, and how the structured answers
+  came out (constrained, parsed, repaired, fallback; :mod:`townsquare.llm_modes`). Log lines
+  and other stderr output print above it (the engine warns at every fallback, with the count).
 - ``plain``: one line per round, ``round N/M`` then ``key=value`` fields, when stderr is not a
   terminal (CI, a log file).
 - ``json``: the same fields as one JSON object a line (``event: run.progress``) with
@@ -26,6 +27,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable, TextIO
 
+from townsquare.llm_modes import OUTCOMES, TOTAL_KEYS
 from townsquare.progress import LLM_TOTALS
 
 MODES = ("bar", "plain", "json", "quiet", "notebook")
@@ -40,6 +42,13 @@ def progress_mode(*, quiet: bool = False, log_json: bool = False, stream: TextIO
     stream = sys.stderr if stream is None else stream
     isatty = getattr(stream, "isatty", None)
     return "bar" if isatty is not None and isatty() else "plain"
+
+
+def answer_counts(totals: dict[str, float]) -> str:
+    """``212 constrained, 0 parsed, 1 repaired, 0 fallback``, with a ``!`` after a non-zero fallback."""
+    counts = {outcome: int(totals.get(key, 0)) for outcome, key in TOTAL_KEYS.items()}
+    text = ", ".join(f"{counts[o]:,} {o}" for o in OUTCOMES)
+    return text + (" (!)" if counts["fallback"] else "")
 
 
 class Snapshot:
@@ -78,6 +87,7 @@ class Snapshot:
             "parse_failures": int(t.get("parse_failures", 0)), "llm_errors": int(t.get("llm_errors", 0)),
             "repairs": int(t.get("repairs", 0)), "cached": int(t.get("cached", 0)),
             "actions": int(t.get("actions", 0)), "posts": int(t.get("posts", 0)),
+            **{key: int(t.get(key, 0)) for key in TOTAL_KEYS.values()},
         }
 
     def plain(self) -> str:
@@ -101,7 +111,8 @@ class Snapshot:
                 f" · {_count(self.tokens)} tokens · ${float(t.get('cost', 0.0)):.4f}"
                 f" · parse failures {int(t.get('parse_failures', 0)):,}"
                 f" · retries {errors + repairs:,} ({errors:,} errors, {repairs:,} repairs)"
-                f" · actions {int(t.get('actions', 0)):,} · posts {int(t.get('posts', 0)):,}")
+                f" · actions {int(t.get('actions', 0)):,} · posts {int(t.get('posts', 0)):,}"
+                f" · answers {answer_counts(t)}")
 
 
 class RunProgress:

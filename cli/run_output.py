@@ -3,6 +3,7 @@ progress, and its summary with the plugins' own lines (``townsquare_report_run``
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -10,6 +11,7 @@ import click
 from townsquare.cli.options import loaded_plugins, log_json
 from townsquare.cli.progress import RunProgress, progress_mode
 from townsquare.errors import RunStopped
+from townsquare.llm_modes import describe_modes, summary_line
 from townsquare.secrets import redact_text
 
 
@@ -27,9 +29,15 @@ class RunLines(RunProgress):
 
 
 def run_banner(scenario, run_dir) -> str:
-    """What a run shows when it starts: its directory, its slot table and its LLM."""
-    lines = [f"run directory: {run_dir.path}", format_slot_table(scenario.slot_table())]
-    return "\n".join(lines + ([llm_banner(scenario)] if scenario.llm is not None else []))
+    """What a run shows when it starts: its directory, its slot table (with the mode each
+    declared answer runs in, from the manifest), its LLM and its structured-answer modes."""
+    manifest = run_dir.read_manifest() if run_dir.manifest_path.is_file() else {}
+    lines = [f"run directory: {run_dir.path}", format_slot_table(manifest.get("slot_table") or scenario.slot_table())]
+    if scenario.llm is not None:
+        lines.append(llm_banner(scenario))
+        if manifest.get("llm", {}).get("modes"):
+            lines.append(f"structured answers: {describe_modes(manifest['llm']['modes'])}")
+    return "\n".join(lines)
 
 
 def llm_banner(scenario) -> str:
@@ -47,11 +55,13 @@ def llm_banner(scenario) -> str:
 
 
 def format_slot_table(rows: list[dict[str, str]]) -> str:
-    headers = ("scope", "slot", "component", "plugin")
-    widths = [max(len(h), *(len(r[h]) for r in rows)) for h in headers]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    """The slot table; an ``answers`` column (each declared structured purpose and the mode it
+    runs in) when a component declares any."""
+    headers = ("scope", "slot", "component", "plugin") + (("answers",) if any(r.get("answers") for r in rows) else ())
+    widths = [max(len(h), *(len(r.get(h, "")) for r in rows)) for h in headers]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(r[h].ljust(w) for h, w in zip(headers, widths)) for r in rows]
+    lines += ["  ".join(r.get(h, "").ljust(w) for h, w in zip(headers, widths)).rstrip() for r in rows]
     return "\n".join(lines)
 
 
@@ -67,7 +77,19 @@ def report_run(path: Path, summary) -> None:
         stop.reported = True  # type: ignore[attr-defined]
         raise stop
     click.echo(f"tables for notebooks: townsquare export {path} --format csv --out {path}/export", err=True)
+    answers = structured_summary(path)
+    if answers is not None:
+        click.echo(answers, err=True)
     plugins = loaded_plugins()
     if plugins is not None:  # the plugins' own lines (``townsquare_report_run``): groundedness, say
         for line in plugins.call_each("townsquare_report_run", run_dir=Path(path)):
             click.echo(redact_text(str(line)), err=True)
+
+
+def structured_summary(path: Path) -> str | None:
+    """The run's line about its structured answers (from the manifest's counts), or None."""
+    try:
+        manifest = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return summary_line(manifest.get("structured_answers") or {})

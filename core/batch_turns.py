@@ -11,63 +11,53 @@ A policy component offers the batch path with two attributes:
 
 An agent takes the batch path when its policy offers it and it has no planner and no
 reflector (those decide per agent, some with the LLM). Its activity draw is the one the
-per-agent path reads (:meth:`townsquare.engine.Simulation.activity_drawn`), and its policy
+per-agent path reads (:meth:`townsquare.agent_host.AgentHost.activity_drawn`), and its policy
 draws from its own generator (:mod:`townsquare.random_streams`); so one scenario and seed give
 one event log with the batch path on or off. A batch-path agent's components must change only
 in its own turns (``step_batch``, ``on_applied``) or when an action names it: a checkpoint
-encodes again only those agents' state (:meth:`townsquare.engine.Simulation._agents_json`). One asyncio task per agent is what the batch path saves: at a
+encodes again only those agents' state (:meth:`townsquare.agent_host.AgentHost.entries`). One asyncio task per agent is what the batch path saves: at a
 million agents a round would otherwise schedule a million tasks.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .actions import Action
-from .components import Agent, StepContext
+from .components import Agent
 from .errors import ComponentError
 from .platform import platform_actions
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .engine import Simulation
 
 
 #: the turn of an agent the activity draw left inactive (shared: nothing appends to it)
 IDLE: tuple[bool, list[Action]] = (False, [])
 
 
-async def take_turns_batch(sim: "Simulation", r: int, present: list[Agent], now: Any) -> list[tuple[bool, list[Action]] | None]:
-    """The turns of ``present`` agents whose policy decides in batches, in ``present``'s order;
+async def take_turns_batch(host: Any, r: int, present: list[Agent], now: Any) -> list[tuple[bool, list[Action]] | None]:
+    """The turns of ``present`` agents of ``host`` (a :class:`townsquare.agent_host.AgentHost`)
+    whose policy decides in batches, in ``present``'s order;
     None where an agent takes its turn alone. Who may take the batch path is known from the
     agents' components (:func:`batch_eligible`, once a run) and who is active from one numpy
-    draw (:meth:`~townsquare.engine.Simulation.activity_drawn`): Python touches only the active."""
-    eligible = batch_eligible(sim)
+    draw (:meth:`~townsquare.agent_host.AgentHost.activity_drawn`): Python touches only the active."""
+    eligible = host.batch_eligible()
     if not eligible.any():
         return [None] * len(present)
     indices = np.fromiter((agent.index for agent in present), dtype=np.int64, count=len(present))
     batch = eligible[indices]
-    active = batch & sim.activity_drawn(r)[indices]
-    if sim._stale is not None:  # their components run: their checkpoint entries are read again
-        sim._stale[indices[active]] = True
+    active = batch & host.activity_drawn(r)[indices]
+    host.changed(indices[active])  # their components run: their checkpoint entries are read again
     turns: list[tuple[bool, list[Action]] | None] = [IDLE if b else None for b in batch.tolist()]
-    minutes = sim.model.clock.minutes_per_round
-    services, start, llm = sim.services, sim.model.clock.start, sim.services.llm
-    authors: dict[str, Any] = {}
-    groups: dict[type, list[tuple[int, StepContext]]] = {}
+    groups: dict[type, list[tuple[int, Any]]] = {}
     for position in np.flatnonzero(active).tolist():
         agent = present[position]
-        population = agent.population
-        if population not in authors:
-            authors[population] = sim.feed_authors(population, r)
-        ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=services,
-                          llm=llm.for_agent(agent.id) if llm else None, feed_authors=authors[population], start=start)
+        ctx = host.context(agent, r, now)
         groups.setdefault(type(agent.components["policy"]), []).append((position, ctx))
     if not groups:
         return turns
-    accepted = platform_actions(sim.platform)
-    platform_name = sim.scenario.platform.spec.name
+    accepted = platform_actions(host.services.platform)
+    platform_name = host.platform_name
     for policy_class, members in groups.items():
         decided = await policy_class.step_batch([ctx for _, ctx in members])
         for (position, ctx), actions in zip(members, decided, strict=True):
@@ -77,23 +67,21 @@ async def take_turns_batch(sim: "Simulation", r: int, present: list[Agent], now:
     return turns
 
 
-def batch_eligible(sim: "Simulation") -> np.ndarray:
-    """Per agent (by index): whether its turn may take the batch path: a policy whose class
-    offers ``step_batch`` with ``batch`` on, and no planner or reflector. Computed once a run
-    (an agent's components do not change)."""
-    if sim._batch_eligible is None:
-        capable: dict[type, bool] = {}
-        flags = np.zeros(len(sim.agents), dtype=bool)
-        for agent in sim.agents:
-            components = agent.components
-            policy = components.get("policy")
-            kind = type(policy)
-            if kind not in capable:
-                capable[kind] = policy is not None and getattr(policy, "step_batch", None) is not None
-            flags[agent.index] = (capable[kind] and bool(getattr(policy, "batch", False))
-                                  and "planner" not in components and "reflector" not in components)
-        sim._batch_eligible = flags
-    return sim._batch_eligible
+def batch_eligible(agents: list[Agent], population: int) -> np.ndarray:
+    """Per agent of a run of ``population`` agents (by index): whether its turn may take the
+    batch path: one of ``agents`` whose policy's class offers ``step_batch`` with ``batch`` on,
+    and no planner or reflector. Computed once a run (an agent's components do not change)."""
+    capable: dict[type, bool] = {}
+    flags = np.zeros(population, dtype=bool)
+    for agent in agents:
+        components = agent.components
+        policy = components.get("policy")
+        kind = type(policy)
+        if kind not in capable:
+            capable[kind] = policy is not None and getattr(policy, "step_batch", None) is not None
+        flags[agent.index] = (capable[kind] and bool(getattr(policy, "batch", False))
+                              and "planner" not in components and "reflector" not in components)
+    return flags
 
 
 def check_actions(agent: Agent, actions: list[Action], accepted: frozenset[str] | set[str], platform: str) -> None:

@@ -15,12 +15,12 @@ from typing import Any, Iterable
 import structlog
 
 from .actions import Action
-from .components import StepContext
 from .engine import Simulation
 from .errors import UsageError
 from .files import read_user_text
 from .memory import MemoryRecord, agent_memory
 from .persona import Persona
+from .specs import AGENT_SLOTS
 
 log = structlog.get_logger("townsquare.branch")
 
@@ -98,22 +98,18 @@ class BranchSimulation(Simulation):
         new = {(row["scope"], row["slot"]): row["component"] for row in self.scenario.slot_table()}
         return self.parent_components.get((scope, slot)) != new.get((scope, slot))
 
+    def fresh_slots(self) -> frozenset[tuple[str, str]]:
+        """The agents' components the branch changed start fresh (see :meth:`Simulation.fresh_slots`)."""
+        return frozenset((pop.config.name, slot) for pop in self.scenario.populations for slot in AGENT_SLOTS
+                         if self._changed(pop.config.name, slot))
+
     def set_state(self, state: dict[str, Any]) -> None:
-        fresh = self.get_state(self.at - 1)
+        fresh = self.get_state(self.at - 1, agents=False)
         merged = dict(state)
         recommender_slot = self.scenario.recommender.slot
         if self._changed("run", recommender_slot):
             merged["recommender"] = fresh["recommender"]
         merged["metrics"] = {name: state.get("metrics", {}).get(name, fresh["metrics"][name]) for name in fresh["metrics"]}
-        agents = {}
-        for agent in self.agents:
-            saved = state["agents"][agent.id]
-            components = {}
-            for slot, value in fresh["agents"][agent.id]["components"].items():
-                keep = slot in saved["components"] and not self._changed(agent.population, slot)
-                components[slot] = saved["components"][slot] if keep else value
-            agents[agent.id] = {**saved, "components": components}
-        merged["agents"] = agents
         super().set_state(merged)
 
     async def play_round(self, r: int) -> None:
@@ -125,27 +121,18 @@ class BranchSimulation(Simulation):
 
     async def _apply(self, change: Intervention, r: int) -> None:
         now_iso = self.now(r)
-        now = self.model.clock.start + timedelta(minutes=r * self.model.clock.minutes_per_round)
         agents = {a.id: a for a in self.agents}
         log.info("branch.intervention", round=r, kind=change.kind, target=change.target)
         if change.kind == "persona":
             agent = agents[change.target]
             agent.persona = Persona.from_dict(change.persona or {})
+            await self.on_agent(agent, SetPersona(agent.persona.to_dict()), r)
             await self.platform.register_account(agent.id, agent.persona.name, " ".join(agent.persona.sentences[:2]))
             self.store.db.execute("UPDATE agents SET name = ?, persona = ? WHERE agent_id = ?",
                                   (agent.persona.name, json.dumps(agent.persona.to_dict(), ensure_ascii=False), agent.id))
             return
         if change.kind == "memory":
-            agent = agents[change.target]
-            ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=self.model.clock.minutes_per_round,
-                              services=self.services, llm=self.services.llm.for_agent(agent.id) if self.services.llm else None,
-                              start=self.model.clock.start)
-            chain = agent_memory(agent)
-            record = MemoryRecord(text=change.value, kind="observation", created=now, meta={"intervention": True})
-            left = await chain.remember(ctx, [record])
-            self.changed(agent)
-            if any(r.text == change.value for r in left):  # every tier passed it on: none keeps observations
-                log.warning("branch.memory_not_kept", agent=agent.id, tiers=chain.slots)
+            await self.on_agent(agents[change.target], RememberObservation(change.value), r)
             return
         if change.kind == "post":
             if change.target not in agents:
@@ -158,6 +145,32 @@ class BranchSimulation(Simulation):
             log.warning("branch.intervention_refused", kind=change.kind, target=change.target, error=result.error)
         self._record_action(r, now_iso, action, result, [])
         self.hook.townsquare_on_action_applied(run=self.info, round=r, action=action, result=result)
+
+
+@dataclass
+class SetPersona:
+    """A branch's ``--persona``, applied to the agent where it is held (:meth:`Simulation.on_agent`)."""
+
+    persona: dict[str, Any]
+
+    async def __call__(self, host: Any, agent: Any, r: int) -> None:
+        agent.persona = Persona.from_dict(self.persona)
+
+
+@dataclass
+class RememberObservation:
+    """A branch's ``--memory``: an observation the agent's memory chain takes in, where the
+    agent is held (:meth:`Simulation.on_agent`)."""
+
+    text: str
+
+    async def __call__(self, host: Any, agent: Any, r: int) -> None:
+        now = host.model.clock.start + timedelta(minutes=r * host.model.clock.minutes_per_round)
+        chain = agent_memory(agent)
+        record = MemoryRecord(text=self.text, kind="observation", created=now, meta={"intervention": True})
+        left = await chain.remember(host.context(agent, r, now, feed=False), [record])
+        if any(r.text == self.text for r in left):  # every tier passed it on: none keeps observations
+            log.warning("branch.memory_not_kept", agent=agent.id, tiers=chain.slots)
 
 
 def resume_options(manifest: dict[str, Any], rounds_completed: int) -> dict[str, Any]:

@@ -31,26 +31,24 @@ import time
 from datetime import timedelta
 from typing import Any, Callable, Iterator
 
-import numpy as np
 import structlog
 
 from .actions import Action, ActionResult
-from .platform import platform_actions
+from .agent_host import AgentHost, stop_reason
+from .llm_modes import TOTAL_KEYS, answers_in_db, provider_capabilities
 from .progress import count_llm_call, new_totals
-from .activity import active_agents, active_probabilities
-from .assembly import Assembly, assemble, build_llm
-from .batch_turns import batch_eligible, check_actions, take_turns_batch
-from .components import Agent, StepContext
+from .assembly import Assembly, agent_rows, assemble, build_llm
+from .components import Agent
 from .errors import RunStopped
 from .lifecycle import RunInfo, RunSummary
 from .llm import LLMCallRecord
 from .llm_faults import LLMFatal, LLMFault
 from .metrics import RoundView
+from .process_usage import process_usage, rss_bytes
 from .rundir import RunDir
 from .scenario import ResolvedScenario
 from .secrets import redact_text
 from .slots import notify_round_start, round_observers
-from . import state as state_codec
 from .store import EventStore, dumps_detail
 
 log = structlog.get_logger("townsquare.engine")
@@ -97,7 +95,7 @@ class Simulation:
         llm_middleware: list[Any] | None = None,
         llm_provider: Any | None = None,
         on_built: Callable[[], None] | None = None,
-        backend: Callable[["Simulation"], Any] | None = None,
+        backend: Any = None,
     ):
         self.scenario = scenario
         self.model = scenario.model
@@ -108,10 +106,16 @@ class Simulation:
         self.llm_middleware = list(llm_middleware or [])
         self.llm_provider = llm_provider
         self.on_built = on_built  # the runner's cue: every input was read and checked
-        #: ``async backend(simulation)`` -> where the turns run when not in this process (the
-        #: runner passes :meth:`townsquare.ray_backend.RayBackend.start` for ``[engine] backend = "ray"``)
-        self._start_backend = backend
+        #: where the turns run when not in this process: a class with ``plays(simulation)`` (whether
+        #: it takes this run's turns), ``connect(simulation)`` (before building) and ``async
+        #: start(simulation, connection)`` (after; the runner passes
+        #: :class:`townsquare.ray_backend.RayBackend` for ``[engine] backend = "ray"``)
+        self._backend_class = backend
         self.backend: Any = None
+        #: the agents this process holds with their components (None: a backend's shards hold them)
+        self.host: AgentHost | None = None
+        #: the round of the checkpoint this run resumed from (None: a new run, or none was kept)
+        self.restored_from: int | None = None
         self.round = -1
         self.agents: list[Agent] = []
         self.totals = new_totals()
@@ -125,71 +129,63 @@ class Simulation:
     # ------------------------------------------------------------------ building
 
     async def build(self) -> None:
-        """Assemble the run (:func:`townsquare.assembly.assemble`): services, platform, metrics, agents."""
+        """Assemble the run (:func:`townsquare.assembly.assemble`): services, platform, metrics,
+        agents; with a backend that plays the turns elsewhere, the agents' components are built
+        there (:mod:`townsquare.ray_backend`) and this process keeps each agent's persona."""
+        remote = self._backend_class is not None and self._backend_class.plays(self)
+        cluster = self._backend_class.connect(self) if remote else None
+        self._rss_before_build = rss_bytes()
         self.store = EventStore(self.run_dir.events_path)
-        built = await assemble(
-            self.scenario, str(self.run_dir.path), llm_provider=self.llm_provider, llm_middleware=self.llm_middleware,
-            on_llm_call=self.record_llm_call, current_round=lambda: self.round,
-        )
+        try:
+            built = await assemble(
+                self.scenario, str(self.run_dir.path), llm_provider=self.llm_provider, llm_middleware=self.llm_middleware,
+                on_llm_call=self.record_llm_call, current_round=lambda: self.round, components=not remote,
+            )
+        except BaseException:
+            if cluster is not None:
+                cluster.close()
+            raise
         self.services, self.platform, self.metrics, self.agents = built.services, built.services.platform, built.metrics, built.agents
-        self.llm_middleware, self._agent_rows, self._stages = built.llm_middleware, built.agent_rows, built.stages
-        if built.provider is not None:
-            self.provider, self.accounting = built.provider, built.accounting
+        self.llm_middleware, self.stages = built.llm_middleware, built.stages
+        self.provider, self.accounting = built.provider, built.accounting
         self._order = {agent.id: agent.index for agent in self.agents}
         self._by_id = {agent.id: agent for agent in self.agents}
-        self._adopt_streams(built.streams)
-        if self._start_backend is not None:
-            self.backend = await self._start_backend(self)
+        self.streams, self.population, self.levels = built.streams, built.population, built.levels
+        if not built.partial:
+            self.host = AgentHost(self.agents, population=built.population, levels=built.levels, streams=built.streams,
+                                  services=self.services, model=self.model, platform_name=self.scenario.platform.spec.name,
+                                  stages=built.stages, accounting=built.accounting)
+        if remote:
+            self.backend = await self._backend_class.start(self, cluster)
         # the agents' components hear the round start where their turns run (the shards' copies)
         local_agents = self.agents if self.backend is None else []
         self._round_observers = round_observers([self.services.platform, self.services.recommender, *(m for _, m in self.metrics),
                                                  *self.llm_middleware, *(c for a in local_agents for c in a.components.values())])
 
-    def _adopt_streams(self, streams: Any) -> None:
-        self.streams = streams
-        self._activity: tuple[int, Any] | None = None
-        self._probabilities = None
-        self._batch_eligible = None
-        self._agent_entries: list[str] | None = None
-        self._stale: Any = None  # per agent index: its checkpoint entry must be encoded again
-
-    def activity_drawn(self, r: int) -> Any:
-        """Whether each agent (by index) is active in round ``r`` by the activity model
-        (:func:`townsquare.activity.active_agents`); a planner may overrule it. One numpy pass a round."""
-        if self._activity is None or self._activity[0] != r:
-            if self._probabilities is None:
-                levels = [agent.activity for agent in self.agents]
-                self._probabilities = active_probabilities(levels, self.model.clock.minutes_per_round)
-            self._activity = (r, active_agents(self.streams.activity_uniforms(r), self._probabilities))
-        return self._activity[1]
-
     def build_llm(self, build_ctx: Any) -> Any:
         """The run's LLM client alone (provider, middleware, accounting), for commands that
         need no agents (``townsquare eval discrimination``); :meth:`aclose` closes it."""
-        built = Assembly(services=build_ctx.services, metrics=[], agents=[], agent_rows=[], stages={},
+        built = Assembly(services=build_ctx.services, metrics=[], agents=[], stages={},
                          llm_middleware=list(self.llm_middleware))
         client = build_llm(self.scenario, build_ctx, built, self.llm_provider, self.record_llm_call, lambda: self.round)
         self.llm_middleware = built.llm_middleware
-        if built.provider is not None:
-            self.provider, self.accounting = built.provider, built.accounting
+        self.provider, self.accounting = built.provider, built.accounting
         return client
-
-    def feed_authors(self, population: str, round: int) -> frozenset[str] | None:
-        """The authors a population's feeds may show in ``round`` (None: everyone)."""
-        for start, end, authors in self._stages.get(population, ()):
-            if round >= start and (end is None or round < end):
-                return authors
-        return None
 
     def record_llm_call(self, call: LLMCallRecord) -> None:
         """Count an LLM call in the run's totals, keep its ``llm_calls`` row (written with its
-        round, or by :meth:`write_llm_calls`) and fire ``townsquare_on_llm_call``."""
+        round, or by :meth:`write_llm_calls`) and fire ``townsquare_on_llm_call``. An answer that
+        fell back to its caller's default is a warning, with the run's counts so far."""
         count_llm_call(self.totals, call)
+        if call.status == "parse_failure":
+            answers = {outcome: int(self.totals.get(key, 0)) for outcome, key in TOTAL_KEYS.items()}
+            log.warning("llm.fallback", purpose=call.purpose, agent=call.agent_id, mode=call.mode or "-", kind=call.kind,
+                        fallbacks=answers["fallback"], answers=sum(answers.values()))
         if self._record_llm:
             order = self._order.get(call.agent_id or "", -1) if hasattr(self, "_order") else -1
             row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
                    call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost,
-                   call.error and redact_text(call.error), call.kind)
+                   call.error and redact_text(call.error), call.kind, call.mode)
             # by agent, then in the order the agent's client issued the calls (a call's retries
             # and repair with it, in arrival order): never in completion order, which latency decides
             self._llm_rows.append((order, (*(call.issue or (-1, 0)), len(self._llm_rows)), row))
@@ -200,7 +196,8 @@ class Simulation:
 
     def get_state(self, round: int, agents: bool = True) -> dict[str, Any]:
         """The run's state after ``round`` (a checkpoint's content); ``agents=False`` leaves the
-        agents out (the checkpoint writes them from :meth:`_agents_json`)."""
+        agents out (a checkpoint writes them from :meth:`townsquare.agent_host.AgentHost.entries`,
+        here or in the shards)."""
         state = {
             "version": 1,
             "round": round,
@@ -210,44 +207,41 @@ class Simulation:
             "llm": {_key(m): m.get_state() for m in self.llm_middleware if hasattr(m, "get_state")},
             "totals": dict(self.totals),
         }
-        if agents:
+        if agents and self.host is not None:
             # no generator state: an agent's draws come from the seed and the round (townsquare.random_streams)
             state["agents"] = {a.id: {"components": {s: c.get_state() for s, c in a.components.items()}} for a in self.agents}
         return state
 
     def changed(self, agent: Agent) -> None:
-        """``agent``'s components were changed outside its turns (a branch's intervention):
-        the next checkpoint reads their state again."""
-        if self._stale is not None:
-            self._stale[agent.index] = True
+        """``agent``'s components were changed outside its turns (a branch's intervention, the
+        state a shard sent back): the next checkpoint reads their state again."""
+        if self.host is not None:
+            self.host.changed([agent.index])
 
-    def _agents_json(self) -> str:
-        """The checkpoint's ``agents`` object as JSON text. Each agent's entry is kept encoded
-        between checkpoints and encoded again only when its components may have changed: every
-        agent that is not on the batch path (:func:`townsquare.batch_turns.batch_eligible`),
-        and a batch-path agent after a round it was active in or an action named it. An
-        inactive batch-path agent runs no component, so at a million agents a checkpoint
-        encodes the round's active fifth, not everyone."""
-        if self._agent_entries is None or self._stale is None:
-            self._agent_entries = [""] * len(self.agents)
-            self._stale = np.ones(len(self.agents), dtype=bool)
-        self._stale |= ~batch_eligible(self)
-        entries, encode = self._agent_entries, state_codec.encoder().encode
-        for index in np.flatnonzero(self._stale).tolist():
-            agent = self.agents[index]
-            components = {slot: c.get_state() for slot, c in agent.components.items()}
-            entries[index] = f"{encode(agent.id)}:{encode({'components': components})}"
-        self._stale[:] = False
-        return "{" + ",".join(entries) + "}"
+    async def on_agent(self, agent: Agent, change: Callable[[AgentHost, Agent, int], Any], r: int) -> None:
+        """Apply ``await change(host, agent, r)`` (a branch's intervention: a picklable callable)
+        to ``agent`` where its components are held: here, or in its shard before round ``r``'s
+        turns (:meth:`townsquare.ray_backend.RayBackend.on_agent`)."""
+        if self.host is not None:
+            await change(self.host, self.host.by_id[agent.id], r)
+            self.changed(agent)
+        else:
+            self.backend.on_agent(agent.id, change, r)
+
+    def fresh_slots(self) -> frozenset[tuple[str, str]]:
+        """``(population, slot)`` whose components keep the state they were built with when
+        the run is restored from a checkpoint (none here; a branch that changes a component
+        names it: :class:`townsquare.branch_simulation.BranchSimulation`)."""
+        return frozenset()
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self._stale = None  # every agent's entry is encoded again at the next checkpoint
+        """Take a checkpoint's state. Its agents are restored where they are held: here, or (with
+        a backend whose shards hold them) by the shards from the checkpoint's files."""
         self.platform.set_state(state["platform"])
         self.services.recommender.set_state(state["recommender"])
-        for agent in self.agents:
-            saved = state["agents"][agent.id]  # an "rng" entry (checkpoints before 2026-11) is not needed
-            for slot, component in agent.components.items():
-                component.set_state(saved["components"][slot])
+        if self.host is not None:
+            agents = state["agents"]
+            self.host.restore(lambda agent: agents[agent.id], self.fresh_slots())
         for name, metric in self.metrics:
             metric.set_state(state["metrics"][name])
         for m in self.llm_middleware:
@@ -289,17 +283,19 @@ class Simulation:
                 self._write_llm_rows(self._llm_rows)
             if isinstance(exc, RunStopped):
                 raise
-            raise LLMFatal(_stop_reason(exc)) from exc
+            raise LLMFatal(stop_reason(exc)) from exc
+        self._describe_answers()
         if self.on_built is not None:
             self.on_built()
         try:
-            self.store.add_agents(self._agent_rows)
+            self.store.add_agents(agent_rows(self.agents))
             if resume:
-                checkpoint = self.run_dir.latest_checkpoint()
+                checkpoint = self.run_dir.latest_checkpoint(agents=self.host is not None)
                 if checkpoint is not None:
                     last, state = checkpoint
                     self.set_state(state)
                     start_round = last + 1
+                    self.restored_from = last
                 dropped = self.store.truncate_after(start_round - 1)
                 log.info("run.resume", run=str(self.run_dir.path), from_round=start_round, dropped_rows=dropped)
             elif self._llm_rows:
@@ -317,7 +313,7 @@ class Simulation:
                 await self.play_round(r)
                 last_done = r
         except (RunStopped, LLMFault, KeyboardInterrupt, asyncio.CancelledError) as exc:
-            stopped = _stop_reason(exc)
+            stopped = stop_reason(exc)
             self.store.discard_pending()
             # Failed attempts of the discarded round happened: they keep their rows (the
             # replayed round gets its answers from the cache and does not repeat them).
@@ -329,12 +325,40 @@ class Simulation:
             llm_calls=self.store.count("llm_calls"), stopped=stopped,
             counts=dict(self.store.db.execute("SELECT kind, COUNT(*) FROM actions GROUP BY kind").fetchall()),
         )
+        # each process's memory: its resident set before the agents were built and its peak
+        processes = [process_usage("run" if self.backend is None else "driver", self._rss_before_build)]
+        if self.backend is not None:
+            processes += await self.backend.processes()
         self.run_dir.update_manifest(
-            status="stopped" if stopped else "finished", stop_reason=stopped, rounds_completed=last_done + 1,
+            status="stopped" if stopped else "finished", stop_reason=stopped, rounds_completed=last_done + 1, processes=processes,
+            structured_answers=answers_in_db(self.store.db),
         )
         if started:
             self.hook.townsquare_on_run_end(run=self.info, summary=summary)
         return summary
+
+    def _describe_answers(self) -> None:
+        """Say in the manifest how structured answers are held to their format: the provider's
+        capabilities and the mode per kind (``llm``), and in the slot table, per component that
+        declares its answers (an ``answers`` mapping of purpose -> AnswerFormat), the mode each
+        of its purposes runs in. The CLI prints both at start; the run's end adds the counts
+        (``structured_answers``)."""
+        llm = getattr(self.services, "llm", None)
+        if llm is None or not self.run_dir.manifest_path.is_file():
+            return
+        modes = llm.modes
+        declared: dict[tuple[str, str], str] = {}
+        for agent in self.agents:
+            for slot, component in agent.components.items():
+                answers = getattr(component, "answers", None)
+                if answers and (agent.population, slot) not in declared:
+                    declared[(agent.population, slot)] = ", ".join(
+                        f"{purpose}: {modes.get(answer.kind, 'prompt')}" for purpose, answer in answers.items())
+        rows = [{**row, "answers": declared[(row["scope"], row["slot"])]} if (row["scope"], row["slot"]) in declared else row
+                for row in self.scenario.slot_table()]
+        self.run_dir.update_manifest(slot_table=rows, llm={
+            "provider": self.provider.name, "model": self.provider.model,
+            "capabilities": {kind: list(m) for kind, m in provider_capabilities(self.provider).items()}, "modes": modes})
 
     def write_llm_calls(self) -> list[tuple]:
         """Write the ``llm_calls`` rows kept since the last write (an evaluation's calls, which
@@ -391,7 +415,7 @@ class Simulation:
         # the actions as metrics read them: only built when a metric will (a dict per action)
         round_actions: list[dict[str, Any]] | None = [] if self.metrics else None
         n_actions = len(ordered)
-        apply, record, stale = self.platform.apply, self._record_action, self._stale
+        apply, record, named = self.platform.apply, self._record_action, []
         for agent, (_, actions) in zip(present, results):
             if not actions:
                 continue
@@ -399,17 +423,18 @@ class Simulation:
             for action in actions:
                 result = next(answers) if answers is not None else await apply(action, r, now_iso)
                 record(r, now_iso, action, result, round_actions)
-                if action.target_agent is not None and stale is not None:
+                if action.target_agent is not None:
                     target = self._order.get(action.target_agent)
                     if target is not None:
-                        stale[target] = True
+                        named.append(target)
                 if self._action_observers:
                     self.hook.townsquare_on_action_applied(run=self.info, round=r, action=action, result=result)
                 applied.append((action, result))
             await self.notify_applied(agent, r, now, applied)
+        if self.host is not None:  # an agent an action named may have changed (a chat's partner)
+            self.host.changed(named)
         if self.backend is not None:
-            # the shards replay the round's writes on their platform copies, hear their agents'
-            # results, and send the agents' state back: metrics and checkpoints read it here
+            # the shards replay the round's writes on their platform copies and hear their agents' results
             await self.backend.round_applied(r)
 
         values: dict[str, float] = {}
@@ -429,10 +454,13 @@ class Simulation:
         self.store.commit_round((r, now_iso, n_active, n_actions, len(llm_rows), round(time.perf_counter() - wall, 4)))
         every = self.model.engine.checkpoint_every
         if (r + 1) % every == 0 or r == self.model.rounds - 1:
-            if self.backend is not None:
-                await self.backend.checkpoint(r)  # the answers the shards used commit, as get_state does here
-            self.run_dir.write_checkpoint(r, self.get_state(r, agents=False), self.model.engine.keep_checkpoints,
-                                          raw={"agents": self._agents_json()})
+            state = self.get_state(r, agents=False)
+            if self.backend is not None:  # the answers the shards used commit, as get_state does here
+                parts = await self.backend.checkpoint(r)  # and they write their agents' files
+                if parts is not None:
+                    state["agent_parts"] = parts
+            members = {"agents": self.host.entries()} if self.host is not None and "agent_parts" not in state else None
+            self.run_dir.write_checkpoint(r, state, self.model.engine.keep_checkpoints, members=members)
             self.run_dir.update_manifest(rounds_completed=r + 1)
         if self.progress is not None:
             self.progress(r, dict(self.totals))
@@ -443,57 +471,15 @@ class Simulation:
         if self.backend is not None:
             self.backend.applied(agent, applied)
             return
-        ctx = None
-        for component in agent.components.values():
-            on_applied = getattr(component, "on_applied", None)
-            if on_applied is not None:
-                ctx = ctx or StepContext(agent=agent, round=r, now=now, minutes_per_round=self.model.clock.minutes_per_round,
-                                         services=self.services, start=self.model.clock.start)
-                await on_applied(ctx, applied)
+        await self.host.notify_applied(agent, r, now, applied)
 
     async def take_turns(self, r: int, present: list[Agent], now: Any) -> list[tuple[bool, list[Action]]]:
-        """Step 2 of a round: every present agent's turn, concurrently (at most
-        ``engine.concurrency`` at once); ``(active, actions)`` per agent, in ``present``'s order.
-        Platform reads happen here, writes do not: the caller applies the actions in order.
-        With a backend (``[engine] backend = "ray"``) the turns run there (:mod:`townsquare.ray_backend`)."""
+        """Step 2 of a round: every present agent's turn (:meth:`townsquare.agent_host.AgentHost.take_turns`);
+        ``(active, actions)`` per agent, in ``present``'s order. With a backend (``[engine]
+        backend = "ray"``) the turns run there (:mod:`townsquare.ray_backend`)."""
         if self.backend is not None:
             return await self.backend.take_turns(r, present)
-        minutes = self.model.clock.minutes_per_round
-        accepted = platform_actions(self.platform)
-        drawn_by_index = self.activity_drawn(r)
-
-        async def turn(agent: Agent) -> tuple[bool, list[Action]]:
-            ctx = StepContext(agent=agent, round=r, now=now, minutes_per_round=minutes, services=self.services,
-                              llm=self.services.llm.for_agent(agent.id) if self.services.llm else None,
-                              feed_authors=self.feed_authors(agent.population, r), start=self.model.clock.start)
-            drawn = bool(drawn_by_index[agent.index])
-            planner = agent.components.get("planner")
-            verdict = await planner.is_active(ctx) if planner is not None else None
-            active = drawn if verdict is None else bool(verdict)
-            actions: list[Action] = []
-            if active:
-                actions += await agent.components["policy"].step(ctx) or []
-            reflector = agent.components.get("reflector")
-            if reflector is not None:
-                actions += await reflector.reflect(ctx) or []
-            check_actions(agent, actions, accepted, self.scenario.platform.spec.name)
-            return active, actions
-
-        results = await take_turns_batch(self, r, present, now)  # None: the agent takes its turn alone
-        await run_turns(turn, present, results, self.model.engine.concurrency, self._settle)
-        return results
-
-    async def _settle(self, workers: list[asyncio.Future], exc: BaseException) -> None:
-        """One turn failed or the run is interrupted: refuse new LLM calls, let the calls in
-        flight land (their paid answers go to the cache, for the resumed round) and wait for
-        the turns under way, so none outlives the round. Interrupted turns are cancelled."""
-        accounting = getattr(self, "accounting", None)
-        if accounting is not None:
-            accounting.refuse = f"the run is stopping ({_stop_reason(exc)})"
-        if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
-            for worker in workers:
-                worker.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        return await self.host.take_turns(r, present, now)
 
     def _record_action(self, r: int, now: str, action: Action, result: ActionResult, round_actions: list | None) -> None:
         """Count and buffer one applied action (and add it to ``round_actions``, the metrics'
@@ -517,45 +503,9 @@ class Simulation:
             self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
 
 
-async def run_turns(turn: Callable[[Agent], Any], agents: list[Agent], results: list[Any], limit: int,
-                    settle: Callable[[list[asyncio.Future], BaseException], Any]) -> None:
-    """Set each ``results[k]`` that is ``None`` to ``await turn(agents[k])``, at most ``limit``
-    turns at once, started in ``agents``' order.
-
-    ``limit`` workers each take the next agent as their turn ends: a finished turn's place goes
-    to the next agent in the same step of the event loop, with no task per agent and no wake-up
-    through a semaphore (at 256 calls in flight that was one loop pass more per call, and 2,560
-    tasks to make before the first call went out). When a turn raises, no worker starts
-    another; ``settle(workers, exc)`` waits for the turns under way, then ``exc`` is raised."""
-    todo = iter([k for k, done in enumerate(results) if done is None])
-    stopping = False
-
-    async def worker() -> None:
-        for k in todo:  # one iterator for every worker: each agent is taken once
-            if stopping:
-                return
-            results[k] = await turn(agents[k])
-
-    workers = [asyncio.ensure_future(worker()) for _ in range(min(limit, len(agents)))]
-    try:
-        await asyncio.gather(*workers)
-    except BaseException as exc:
-        stopping = True
-        await settle(workers, exc)
-        raise
-
-
 def _row_order(item: tuple[int, tuple[int, int, int], tuple]) -> tuple[int, tuple[int, int, int]]:
     """An ``llm_calls`` row's place: agent order, then issue, part and arrival (unique)."""
     return item[0], item[1]
-
-
-def _stop_reason(exc: BaseException) -> str:
-    if isinstance(exc, RunStopped):
-        return exc.reason
-    if isinstance(exc, LLMFault):
-        return f"LLM call failed: {exc.describe()}"
-    return "interrupted"
 
 
 def _key(middleware: Any) -> str:

@@ -26,8 +26,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Protocol, Sequence, runtime_checkable
 
-from .llm_answers import ParseFailure, extract_json, match_label
+from .llm_answers import AnswerFormat, ParseFailure, extract_json, match_label, match_prefix
 from .llm_faults import answer_fault, classify
+from .llm_modes import is_constrained, structured_modes
 
 
 #: ``json.dumps(payload, sort_keys=True, ensure_ascii=False)`` without a new encoder per call:
@@ -49,8 +50,11 @@ class LLMRequest:
     be JSON of this shape. ``answer_prefixes``: the answer starts with one of these, and a
     prefix ending in ``:`` goes on in free text (Zhou et al.'s comment decision: ``no comment``
     or ``Comment content: ...``); a model that follows the prompt needs nothing more, a base
-    model is held to it by its provider. ``purpose`` names the decision (``like``, ``post``, ``plan``...) and,
-    with ``agent_id``, is used for accounting only: :meth:`cache_key` leaves both out.
+    model is held to it by its provider. ``mode`` is how the answer is held to its format
+    (:mod:`townsquare.llm_modes`: ``logprob``, ``grammar``, ``json_schema``, ``guided_choice``,
+    ``prompt``...), set by the client from the provider's capabilities; None for free text.
+    ``purpose`` names the decision (``like``, ``post``, ``plan``...) and, with ``agent_id``, is
+    used for accounting only: :meth:`cache_key` leaves both out.
     """
 
     messages: tuple[Message, ...]
@@ -61,6 +65,7 @@ class LLMRequest:
     temperature: float = 0.7
     purpose: str = "text"
     agent_id: str | None = None
+    mode: str | None = None
 
     def cache_key(self, model: str) -> str:
         """A stable digest of the request content and the model that answers it."""
@@ -73,6 +78,8 @@ class LLMRequest:
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
         }
+        if self.mode is not None:  # the constraint is part of the request: a replay asks for the same
+            payload["mode"] = self.mode
         return hashlib.sha256(_KEY_JSON(payload).encode()).hexdigest()
 
 
@@ -106,6 +113,8 @@ class LLMCallRecord:
     #: what went wrong: a fault kind of :mod:`townsquare.llm_faults` (``error`` rows) or how an
     #: answer failed to parse (``parse_failure`` rows: ``unparsable``, ``empty``, ``binary``)
     kind: str | None = None
+    #: how the answer was held to its format (:mod:`townsquare.llm_modes`); None for free text
+    mode: str | None = None
     #: (issue number of the client call it belongs to, 0 for the request, 1 for its repair),
     #: None outside an :class:`LLMClient` call: the order rows are written in, not a column
     issue: tuple[int, int] | None = None
@@ -125,7 +134,12 @@ class LLMProvider(Protocol):
     """A backend. ``name`` is the registered provider name, ``model`` the model it serves.
 
     Optional: ``cost(response) -> float`` (the price of one answer, from the provider's price
-    table; recorded per call) and ``async aclose()`` (called when the run ends).
+    table; recorded per call), ``async aclose()`` (called when the run ends) and ``describe() ->
+    dict`` whose ``"structured"`` entry says which modes the provider enforces per kind of
+    request (:mod:`townsquare.llm_modes`), e.g. ``{"labels": ["logprob"], "json": ["grammar"]}``.
+    A provider serves a structured request in its ``mode`` (or its strongest one when the
+    request names none) and says in ``response.meta["mode"]`` which mode it really used
+    (``prompt`` when it could not constrain this request).
     """
 
     name: str
@@ -188,7 +202,7 @@ class Accounting:
                     prompt_tokens=paid.prompt_tokens if paid else 0, completion_tokens=paid.completion_tokens if paid else 0,
                     latency_ms=(time.perf_counter() - start) * 1000, cost=self._cost(paid),
                     error=(fault.error if fault is not None else f"{type(exc).__name__}: {exc}")[:500],
-                    kind=fault.kind if fault is not None else None,
+                    kind=fault.kind if fault is not None else None, mode=request.mode,
                 )
             )
             if fault is None or fault is exc:
@@ -202,7 +216,7 @@ class Accounting:
                     round=self.run_round(), agent_id=request.agent_id, purpose=request.purpose, provider=self.provider.name,
                     model=response.model or self.provider.model, status="error", prompt_tokens=response.prompt_tokens,
                     completion_tokens=response.completion_tokens, latency_ms=response.latency_ms, cost=self._cost(response),
-                    error=fault.error[:500], kind=fault.kind))
+                    error=fault.error[:500], kind=fault.kind, mode=answer_mode(request, response)))
                 raise fault
         self.account(request, response)
         return response
@@ -218,7 +232,7 @@ class Accounting:
                 provider=response.provider or self.provider.name, model=response.model or self.provider.model,
                 status="cached" if response.cached else "ok",
                 prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
-                latency_ms=response.latency_ms, cost=self._cost(response),
+                latency_ms=response.latency_ms, cost=self._cost(response), mode=answer_mode(request, response),
             )
         )
 
@@ -234,24 +248,57 @@ def compose(provider: LLMProvider, middleware: Sequence[Middleware]) -> Handler:
     """Chain ``middleware`` (outermost first) around ``provider.complete``."""
     handler: Handler = provider.complete
     for link in reversed(middleware):
-        handler = _Bound(link, handler)
+        handler = _Bound(link, handler, provider)
     return handler
+
+
+def answer_mode(request: LLMRequest, response: LLMResponse) -> str | None:
+    """The mode an answer ran in: the provider's word for it, else the one asked for."""
+    return (response.meta or {}).get("mode") or request.mode
+
+
+def provider_of(handler: Any) -> Any:
+    """The provider at the end of a handler made by :func:`compose` (or a bare ``complete``)."""
+    return getattr(handler, "provider", None) or getattr(handler, "__self__", None)
 
 
 class _Bound:
     """``link`` with its ``call_next``: calling it returns the link's own coroutine, so a call
     through N links runs N coroutines, not 2N (measured: 2 % of the client's CPU at 2,560
-    calls a second)."""
+    calls a second). ``provider``: the one at the end of the chain."""
 
-    __slots__ = ("link", "call_next")
+    __slots__ = ("link", "call_next", "provider")
 
-    def __init__(self, link: Middleware, call_next: Handler):
-        self.link, self.call_next = link, call_next
+    def __init__(self, link: Middleware, call_next: Handler, provider: Any = None):
+        self.link, self.call_next, self.provider = link, call_next, provider
 
     def __call__(self, request: LLMRequest) -> Awaitable[LLMResponse]:
         return self.link(request, self.call_next)
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A structured answer and how it came out (:data:`townsquare.llm_modes.OUTCOMES`).
+
+    ``value``: the label, the (validated) JSON value, or the opening a prefixed answer starts
+    with; the caller's default on ``fallback``. ``text``: the answer as the model wrote it (a
+    prefixed answer: its opening and what follows). ``mode``: how it was held to its format.
+    ``probabilities``: the labels' (or openings') probabilities where the backend scored them
+    (the local model's label scoring), else None.
+    """
+
+    value: Any
+    outcome: str
+    mode: str | None
+    text: str = ""
+    probabilities: dict[str, float] | None = None
+
+    @property
+    def fallback(self) -> bool:
+        return self.outcome == "fallback"
+
+
+_UNSET: Any = object()
 def _one_call(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """One issue number for the whole of a client method: its request, its repair and a parse
     failure it reports."""
@@ -271,24 +318,30 @@ def _one_call(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[
 class LLMClient:
     """What components use. Bound to one agent (``for_agent``) so every call is attributed.
 
-    ``on_parse_failure(request, answer, kind)`` is told when a decision falls back to its
-    default after the repair request also failed (the engine records it in ``llm_calls`` with
+    Structured requests (:meth:`ask`, :meth:`choose`, :meth:`json`) run in the strongest mode the
+    provider can enforce for their kind (``modes``: kind -> mode, by default read from the
+    provider at the end of ``handler``, :func:`townsquare.llm_modes.structured_modes`); where it
+    cannot constrain (``prompt`` mode) the answer is parsed and a malformed one gets one repair
+    request. ``on_parse_failure(request, answer, kind)`` is told when an answer falls back to
+    its default after the repair also failed (the engine records it in ``llm_calls`` with
     status ``parse_failure`` and the kind: ``unparsable``, ``empty``, ``binary``, ``not_text``).
     """
 
     def __init__(self, handler: Handler, *, model: str, agent_id: str | None = None,
                  on_parse_failure: Callable[[LLMRequest, str, str], None] | None = None,
+                 modes: dict[str, str] | None = None,
                  issued: dict[str, Any] | None = None):
         self._handler = handler
         self.model = model
         self.agent_id = agent_id
         self.on_parse_failure = on_parse_failure
+        self.modes = modes if modes is not None else structured_modes(provider_of(handler))
         #: per agent, the counter of calls issued (shared by every client ``for_agent`` makes)
         self._issued = issued if issued is not None else {}
 
     def for_agent(self, agent_id: str) -> "LLMClient":
         return LLMClient(self._handler, model=self.model, agent_id=agent_id, on_parse_failure=self.on_parse_failure,
-                         issued=self._issued)
+                         modes=self.modes, issued=self._issued)
 
     def _issue(self) -> Any:
         """Mark what follows in this task as the agent's next call (part 0); a token to undo it."""
@@ -300,7 +353,8 @@ class LLMClient:
     def report_parse_failure(self, purpose: str, answer: str, kind: str = "unparsable") -> None:
         """Record that an answer in a format of the caller's own (a plan, a numbered list...)
         could not be parsed and a fallback was used; it appears in ``llm_calls`` as
-        ``parse_failure``. :meth:`choose`, :meth:`json` and :meth:`text` do this themselves."""
+        ``parse_failure``. :meth:`ask`, :meth:`choose`, :meth:`json` and :meth:`text` do this
+        themselves."""
         self._failed(LLMRequest(messages=(), purpose=purpose, agent_id=self.agent_id), answer, kind)
 
     def _failed(self, request: LLMRequest, answer: str, kind: str = "unparsable") -> None:
@@ -352,49 +406,101 @@ class LLMClient:
         return ""
 
     @_one_call
+    async def ask(self, prompt: str | Sequence[Message], answer: AnswerFormat, *, purpose: str | None = None,
+                  default: Any = _UNSET, validate: Callable[[Any], Any] | None = None, **options: Any) -> Answer:
+        """The answer to a declared structured purpose (:class:`~townsquare.llm_answers.AnswerFormat`:
+        a label set, a JSON schema or answer openings), with how it came out. ``purpose`` and
+        ``default`` default to the declaration's; ``validate`` (JSON only) checks and converts
+        the parsed value and may raise ``ValueError``. The request, its repair and a fallback's
+        parse failure share one issue number."""
+        purpose = purpose or answer.purpose
+        default = answer.default if default is _UNSET else default
+        if answer.labels is not None:
+            return await self._labels(prompt, answer.labels, purpose, default, options)
+        if answer.prefixes is not None:
+            return await self._prefixes(prompt, answer.prefixes, purpose, default, options)
+        return await self._json(prompt, answer.schema or {}, purpose, default, validate, options)
+
+    @_one_call
     async def choose(self, prompt: str | Sequence[Message], labels: Sequence[str], *, purpose: str, default: str, **options: Any) -> str:
-        """One of ``labels``. A malformed answer gets one repair request; if that fails too the
-        call returns ``default``: whatever a model writes, the result is in the label set."""
-        messages = _messages(prompt)
-        request = LLMRequest(messages=messages, labels=tuple(labels), purpose=purpose, max_tokens=options.pop("max_tokens", 8),
-                             agent_id=self.agent_id, **options)
-        answer = (await self.complete(request)).text
-        try:
-            return match_label(answer, labels)
-        except ParseFailure:
-            pass
-        repair = messages + (
-            Message("assistant", answer),
-            Message("user", f"Answer with exactly one of: {', '.join(labels)}."),
-        )
-        answer = (await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))).text
-        try:
-            return match_label(answer, labels)
-        except ParseFailure:
-            self._failed(request, answer)
-            return default
+        """One of ``labels``: whatever a model writes, the result is in the label set (a
+        malformed answer gets one repair request, then ``default``)."""
+        return (await self._labels(prompt, tuple(labels), purpose, default, options)).value
 
     @_one_call
     async def json(self, prompt: str | Sequence[Message], schema: dict[str, Any], *, purpose: str, default: Any, validate: Callable[[Any], Any] | None = None, **options: Any) -> Any:
-        """JSON parsed from the answer (and checked by ``validate`` if given, which may raise
-        ``ValueError``); one repair request, then ``default``."""
+        """JSON of ``schema`` (checked by ``validate`` if given, which may raise ``ValueError``);
+        one repair request where it does not parse, then ``default``."""
+        return (await self._json(prompt, schema, purpose, default, validate, options)).value
+
+    async def _labels(self, prompt: Any, labels: tuple[str, ...], purpose: str, default: Any, options: dict[str, Any]) -> Answer:
         messages = _messages(prompt)
-        request = LLMRequest(messages=messages, json_schema=schema, purpose=purpose, agent_id=self.agent_id, **options)
-        answer = (await self.complete(request)).text
-        for attempt in range(2):
+        request = LLMRequest(messages=messages, labels=tuple(labels), purpose=purpose, max_tokens=options.pop("max_tokens", 8),
+                             agent_id=self.agent_id, mode=options.pop("mode", self.modes.get("labels", "prompt")), **options)
+        response = await self.complete(request)
+        try:
+            return _answer(match_label(response.text, labels), request, response)
+        except ParseFailure:
+            pass
+        repair = messages + (
+            Message("assistant", response.text),
+            Message("user", f"Answer with exactly one of: {', '.join(labels)}."),
+        )
+        response = await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))
+        try:
+            return _answer(match_label(response.text, labels), request, response, repaired=True)
+        except ParseFailure:
+            self._failed(request, response.text)
+            return Answer(default, "fallback", request.mode, response.text)
+
+    async def _prefixes(self, prompt: Any, prefixes: tuple[str, ...], purpose: str, default: Any, options: dict[str, Any]) -> Answer:
+        """An answer that starts with one of ``prefixes`` (a prefix ending in ``:`` goes on in
+        free text): ``value`` is the opening, ``text`` the whole answer."""
+        messages = _messages(prompt)
+        request = LLMRequest(messages=messages, answer_prefixes=tuple(prefixes), purpose=purpose, agent_id=self.agent_id,
+                             mode=options.pop("mode", self.modes.get("prefixes", "prompt")), **options)
+        response = await self.complete(request)
+        for repaired in (False, True):
+            text = response.text
+            if not_text(text) is None:
+                try:
+                    return _answer(match_prefix(text, prefixes), request, response, repaired=repaired)
+                except ParseFailure:
+                    pass
+            if repaired:
+                self._failed(request, text if isinstance(text, str) else repr(text), not_text(text) or "unparsable")
+                return Answer(default, "fallback", request.mode, "")
+            repair = messages + (Message("user", "Begin your answer with one of: " + ", ".join(f'"{p}"' for p in prefixes) + "."),)
+            response = await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))
+        raise AssertionError("unreachable")
+
+    async def _json(self, prompt: Any, schema: dict[str, Any], purpose: str, default: Any, validate: Callable[[Any], Any] | None,
+                    options: dict[str, Any]) -> Answer:
+        messages = _messages(prompt)
+        request = LLMRequest(messages=messages, json_schema=schema, purpose=purpose, agent_id=self.agent_id,
+                             mode=options.pop("mode", self.modes.get("json", "prompt")), **options)
+        response = await self.complete(request)
+        for repaired in (False, True):
             try:
-                value = extract_json(answer)
-                return validate(value) if validate else value
+                value = extract_json(response.text)
+                return _answer(validate(value) if validate else value, request, response, repaired=repaired)
             except (ParseFailure, ValueError, TypeError, KeyError) as exc:
-                if attempt == 1:
-                    self._failed(request, answer)
-                    return default
+                if repaired:
+                    self._failed(request, response.text)
+                    return Answer(default, "fallback", request.mode, response.text)
                 repair = messages + (
-                    Message("assistant", answer),
+                    Message("assistant", response.text),
                     Message("user", f"That was not valid ({exc}). Reply with JSON only, matching: {json.dumps(schema)}"),
                 )
-                answer = (await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))).text
-        return default
+                response = await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))
+        raise AssertionError("unreachable")
+
+
+def _answer(value: Any, request: LLMRequest, response: LLMResponse, repaired: bool = False) -> Answer:
+    mode = answer_mode(request, response)
+    outcome = "repaired" if repaired else "constrained" if is_constrained(mode) else "parsed"
+    probabilities = (response.meta or {}).get("label_probs")
+    return Answer(value, outcome, mode, response.text, dict(probabilities) if probabilities else None)
 
 
 #: control characters that never belong in text (tab, newline and carriage return do)

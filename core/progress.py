@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .llm_modes import TOTAL_KEYS, count_answer
+
 #: Totals the engine keeps about LLM calls (besides rounds, actions, posts, active agents).
 LLM_TOTALS = ("llm_calls", "cached", "prompt_tokens", "completion_tokens", "cost", "llm_errors", "repairs",
-              "parse_failures")
+              "parse_failures", *TOTAL_KEYS.values())
 
 
 def new_totals() -> dict[str, float]:
@@ -29,8 +31,11 @@ def count_llm_call(totals: dict[str, float], call: Any) -> None:
     cache; tokens and ``cost`` as recorded (a failed attempt that was paid for counts);
     ``llm_errors``: failed attempts (``llm_retry`` retries each until its attempts run out);
     ``repairs``: requests that asked again after a malformed answer (purpose ``*.repair``);
-    ``parse_failures``: answers that stayed unusable after the repair (a safe default was used).
+    ``parse_failures``: answers that stayed unusable after the repair (a safe default was used);
+    ``answers_<outcome>``: structured answers by how they came out
+    (:func:`townsquare.llm_modes.count_answer`).
     """
+    count_answer(totals, call.purpose, getattr(call, "mode", None), call.status, keys=TOTAL_KEYS)
     if call.status == "parse_failure":
         totals["parse_failures"] = totals.get("parse_failures", 0) + 1
         return

@@ -5,6 +5,11 @@ name to a template with ``{placeholders}``. A study swaps any of them with a TOM
 own (a component's ``prompts_file`` setting): its keys replace the built-in ones of the same
 name; an unknown key, an unreadable file, invalid TOML, or a replacement that drops a
 placeholder the code fills is a one-line error naming the file and the prompt.
+
+The same file declares the answer of each prompt whose answer has structure, in
+``[answers.NAME]`` tables after the prompts (:class:`townsquare.llm_answers.AnswerFormat`: a
+label set, a JSON schema or answer openings); :func:`load_answers` reads them, and a study's
+file may replace them along with the prompt.
 """
 
 from __future__ import annotations
@@ -16,14 +21,56 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import UsageError
+from .llm_answers import AnswerFormat
 
 _FIELD = re.compile(r"\{(\w+)\}")
 
+#: the table of a prompts file that declares answers, not a prompt
+ANSWERS = "answers"
+
 
 @lru_cache(maxsize=None)
-def _builtin(folder: str, group: str) -> dict[str, str]:
+def _file(folder: str, group: str) -> dict[str, Any]:
     with open(Path(folder) / f"{group}.toml", "rb") as fh:
-        return {key: str(value) for key, value in tomllib.load(fh).items()}
+        return tomllib.load(fh)
+
+
+def _builtin(folder: str, group: str) -> dict[str, str]:
+    return {key: str(value) for key, value in _file(folder, group).items() if key != ANSWERS}
+
+
+def _read_override(override_file: str | Path, base_dir: str) -> tuple[Path, dict[str, Any]]:
+    path = Path(override_file) if Path(override_file).is_absolute() else Path(base_dir) / override_file
+    try:
+        with open(path, "rb") as fh:
+            return path, tomllib.load(fh)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read prompts file ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: invalid TOML ({exc})") from None
+
+
+def load_answers(folder: str | Path, group: str, override_file: str | Path | None = None,
+                 base_dir: str = ".") -> dict[str, AnswerFormat]:
+    """The answers declared in ``<folder>/<group>.toml`` (``[answers.NAME]``), those of
+    ``override_file`` replacing them; the name is the purpose. A declaration that is not one
+    of a label set, a schema or openings is a one-line error naming the file."""
+    tables = [(f"prompts/{group}.toml", _file(str(Path(folder).resolve()), group).get(ANSWERS, {}))]
+    if override_file:
+        path, custom = _read_override(override_file, base_dir)
+        tables.append((str(path), custom.get(ANSWERS, {})))
+    answers: dict[str, AnswerFormat] = {}
+    for position, (where, table) in enumerate(tables):
+        if not isinstance(table, dict):
+            raise UsageError(f"{where}: [{ANSWERS}] must be a table of [{ANSWERS}.NAME] tables")
+        for name, entry in table.items():
+            if position > 0 and name not in answers:
+                raise UsageError(f"{where}: unknown answer {name!r} (known: {', '.join(sorted(answers))})")
+            try:
+                answers[name] = AnswerFormat.from_table(name, entry if isinstance(entry, dict) else {"labels": entry})
+            except ValueError as exc:
+                raise UsageError(f"{where}: {exc}") from None
+    return answers
 
 
 def load_prompts(folder: str | Path, group: str, override_file: str | Path | None = None, base_dir: str = ".",
@@ -34,15 +81,9 @@ def load_prompts(folder: str | Path, group: str, override_file: str | Path | Non
     prompts = dict(_builtin(str(Path(folder).resolve()), group))
     where = f"prompts/{group}.toml"
     if override_file:
-        path = Path(override_file) if Path(override_file).is_absolute() else Path(base_dir) / override_file
+        path, custom = _read_override(override_file, base_dir)
         where = str(path)
-        try:
-            with open(path, "rb") as fh:
-                custom = tomllib.load(fh)
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot read prompts file ({exc.strerror})") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise UsageError(f"{path}: invalid TOML ({exc})") from None
+        custom.pop(ANSWERS, None)
         unknown = sorted(set(custom) - set(prompts))
         if unknown:
             raise UsageError(f"{path}: unknown prompt {unknown[0]!r} (known: {', '.join(sorted(prompts))})")

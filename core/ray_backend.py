@@ -1,15 +1,19 @@
 """``[engine] backend = "ray"``: a run's agents sharded over Ray actors, the same event log.
 
-The driver (the process that runs ``townsquare run``) builds the run as always and keeps
-everything that is written: the platform, the events store, the metrics, the checkpoints.
-It starts ``engine.shards`` actors (:class:`townsquare.ray_shard.Shard`; default one per CPU of
-the cluster), each building the whole run from the scenario and taking the turns of its own
-agents (round robin by agent index). Each round:
+The driver (the process that runs ``townsquare run``) builds the run as always, but for the
+agents' components, and keeps everything that is written: the platform, the events store, the
+metrics, the checkpoints. Of the agents it keeps what ordering, the platform and the metrics
+need: each agent's id, index, population and persona. It starts ``engine.shards`` actors
+(:class:`townsquare.ray_shard.Shard`; default one per CPU of the cluster); agent ``i`` lives in
+shard ``i % shards`` (a stable partition), which builds it from the persona the driver loaded
+and alone holds its state: memories, plans, the rest of its components. On a platform that
+hands agents to each other (``members``: the recsys and town platforms, where a turn reads
+another agent) every shard and the driver hold every agent instead, the shards' copies of
+others' agents set from their owners each round. Each round:
 
 1. the driver hands every shard its state once, at the run's first round (after building, a
-   resume, a branch's interventions): platform, recommender, every agent's state and persona.
-   A shard builds only its own agents' components unless the platform hands agents to each
-   other (``members``: the recsys and town platforms), where it keeps a copy of every agent;
+   resume, a branch's interventions): platform, recommender, LLM links; on a resume each shard
+   reads its own agents from the checkpoint (whatever the number of shards that wrote it);
 2. every shard takes its present agents' turns concurrently, with its own LLM client and
    connection pool, on its copy of the platform as it was at the round's start (a consistent
    snapshot), and returns their actions and its ``llm_calls`` records;
@@ -18,12 +22,10 @@ agents (round robin by agent index). Each round:
    on its copy (each shard's actions go to the others through Ray's object store, not through
    the driver) and calls ``on_applied`` for its own agents at the same point the single
    process does. The shards send back what their copies answered, which must be what the
-   driver's platform answered (else :class:`~townsquare.ray_shard.ShardDiverged`), and the
-   state of the agents the round touched, so metrics, ``interview`` and checkpoints read
-   current agents on the driver, and the other shards' copies of those agents (where they
-   keep copies) take it at the next round's start;
+   driver's platform answered (else :class:`~townsquare.ray_shard.ShardDiverged`);
 4. the shards' answers travel back with their actions and the driver writes them to the run's
-   LLM journal (the response cache's file), as its one writer; a checkpoint commits them.
+   LLM journal (the response cache's file), as its one writer; at a checkpoint each shard
+   writes its agents' file and the driver the checkpoint that lists them (written last).
 
 LLM I/O: each shard has its own provider, connection pool and middleware chain. The
 concurrency limits (``engine.concurrency`` and ``[plugins.llm_concurrency] limit``) are split
@@ -34,6 +36,9 @@ with a limit is one :class:`~townsquare.ray_shard.BudgetLedger` actor that every
 first, so it stops the run at the same call as in one process. Same scenario and seed, the
 same event log as the single process, byte for byte apart from wall-clock columns; a shard
 that dies stops the run cleanly at its last checkpoint, and ``resume`` continues it.
+
+A local cluster this process starts ends with it, even when it is killed (``kill -9``): a
+reaper process (:mod:`townsquare.ray_reaper`) ends the Ray processes it started.
 """
 
 from __future__ import annotations
@@ -49,7 +54,8 @@ from typing import Any
 import structlog
 
 from .errors import RunStopped, UsageError
-from .ray_shard import BudgetLedger, LedgerBudget, Shard, ShardDiverged, ShippedJournal
+from .ray_reaper import Reaper
+from .ray_shard import BudgetLedger, LedgerBudget, Shard, ShardDiverged, ShippedJournal, owner_of
 
 log = structlog.get_logger("townsquare.ray_backend")
 
@@ -57,6 +63,20 @@ INSTALL_HINT = "engine.backend = 'ray' needs Ray: pip install 'townsquare[ray]'"
 #: how often (at least this far apart) the driver takes in the LLM records the shards have made
 #: while they take their turns; a shard sends them at its next quiet moment (``Shard.drain``)
 DRAIN_SECONDS = 0.2
+
+
+@dataclasses.dataclass
+class Cluster:
+    """The Ray cluster a run uses; ``reaper`` when this process started it (else None)."""
+
+    ray: Any
+    reaper: Reaper | None
+
+    def close(self) -> None:
+        """Shut down a cluster this process started (one it joined is left as it was)."""
+        if self.reaper is not None:
+            self.ray.shutdown()
+            self.reaper.close()  # ends what the shutdown left (Ray's agents end some seconds after it)
 
 
 def import_ray() -> Any:
@@ -70,8 +90,8 @@ def import_ray() -> Any:
 class RayBackend:
     """The driver's side: the shard actors and the round's traffic with them."""
 
-    def __init__(self, sim: Any, ray: Any, shards: list[Any], ledger: Any, started: bool):
-        self.sim, self.ray, self.shards, self.ledger, self.started = sim, ray, shards, ledger, started
+    def __init__(self, sim: Any, ray: Any, shards: list[Any], ledger: Any, reaper: "Reaper | None"):
+        self.sim, self.ray, self.shards, self.ledger, self.reaper = sim, ray, shards, ledger, reaper
         self._agents = {agent.id: agent for agent in sim.agents}
         self._applied: list[tuple[str, list]] = []
         #: the shards' replays of the round's writes, under way while the driver applies them
@@ -82,28 +102,44 @@ class RayBackend:
         #: the run's LLM journal (the response cache's store), which the shards' answers go to
         self._journal = next((m.store for m in sim.llm_middleware if ShippedJournal.fits(m)), None)
         self._journal_rows: list[int] = []
-        #: whether the shards keep copies of each other's agents (see townsquare.assembly.assemble's ``only``)
-        self.replicas = True
+        #: whether the shards keep copies of each other's agents: the driver holds every agent
+        #: too (the platform hands agents to each other; see townsquare.assembly.assemble)
+        self.replicas = sim.host is not None
+        #: a branch's interventions on agents, applied in their shards after the first sync
+        self._operations: list[tuple[str, Any, int]] = []
 
-    @classmethod
-    async def start(cls, sim: Any) -> "RayBackend | None":
-        """Join (or start) the cluster and build the shards; None when the run cannot be
-        sharded and plays in this process instead (a replay's provider, a person at the keyboard)."""
-        engine = sim.model.engine
+    @staticmethod
+    def plays(sim: Any) -> bool:
+        """Whether this run's turns go to the shards: not for a replay's provider, an estimate
+        or ``--play`` (a person at the keyboard), which run in one process."""
         if sim.llm_provider is not None or getattr(sim, "play", None) is not None:
             log.warning("ray.backend.local", reason="a replay, an estimate or --play runs in one process")
-            return None
+            return False
+        return True
+
+    @staticmethod
+    def connect(sim: Any) -> "Cluster":
+        """Join the cluster at ``engine.ray_address``, or start a local one (before the run is
+        built, so its runtime in this process is not counted as the agents' memory)."""
+        engine = sim.model.engine
+        ray = import_ray()
+        if ray.is_initialized():
+            return Cluster(ray, None)
+        _check_reachable(engine.ray_address)
+        try:
+            ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            raise UsageError(f"engine.ray_address {engine.ray_address!r}: no Ray cluster there ({exc})") from None
+        return Cluster(ray, Reaper.start())  # what ray.init started here ends with this process, even when it is killed
+
+    @classmethod
+    async def start(cls, sim: Any, cluster: "Cluster") -> "RayBackend":
+        """Build the shards on ``cluster`` (:meth:`connect`)."""
+        engine, ray, reaper = sim.model.engine, cluster.ray, cluster.reaper
         if hasattr(sim.platform, "apply_batch"):
+            cluster.close()
             raise UsageError(f"engine.backend = 'ray': platform {sim.scenario.platform.spec.name!r} lives on a server; "
                              "Ray shards need a platform whose state is in the run (in_memory, recsys, town)")
-        ray = import_ray()
-        started = not ray.is_initialized()
-        if started:
-            _check_reachable(engine.ray_address)
-            try:
-                ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-            except (ConnectionError, ValueError, RuntimeError) as exc:
-                raise UsageError(f"engine.ray_address {engine.ray_address!r}: no Ray cluster there ({exc})") from None
         cpus = ray.cluster_resources().get("CPU", 1.0)
         count = engine.shards or max(1, int(cpus))
         ledger = _ledger(ray, sim)
@@ -116,16 +152,20 @@ class RayBackend:
             journal.flush()  # the shards open the journal while building: no write of ours holds its lock
         actor = ray.remote(Shard).options(num_cpus=min(1.0, cpus / count), scheduling_strategy="SPREAD")
         shards = [actor.remote(shard_scenario(sim.scenario, k, count, ledger), str(sim.run_dir.path), k, count) for k in range(count)]
-        backend = cls(sim, ray, shards, ledger, started)
+        backend = cls(sim, ray, shards, ledger, reaper)
         try:
-            built = await asyncio.gather(*(shard.build.remote() for shard in shards))
+            # each shard builds its own agents from the personas loaded here (with replicas: every agent, from the scenario)
+            personas = [None if backend.replicas else ray.put({a.index: a.persona for a in sim.agents[k::count]}) for k in range(count)]
+            built = await asyncio.gather(*(shard.build.remote(persona) for shard, persona in zip(shards, personas)))
+            del personas
+            if reaper is not None:
+                reaper.watch_descendants()  # the shards' worker processes too
         except ray.exceptions.RayTaskError as exc:  # a shard could not build (a file missing on its node)
             await backend.aclose()
             raise exc.as_instanceof_cause() from None
         except BaseException:
             await backend.aclose()
             raise
-        backend.replicas = any(out["replicas"] for out in built)
         log.info("ray.backend.ready", shards=count, agents=[out["agents"] for out in built], replicas=backend.replicas,
                  cluster_cpus=cpus, budget_ledger=ledger is not None)
         return backend
@@ -136,6 +176,9 @@ class RayBackend:
         if not self._synced:
             await self._sync()
             self._synced = True
+            operations, self._operations = self._operations, []
+            for agent_id, change, at in operations:
+                await self.shards[owner_of(self._agents[agent_id].index, len(self.shards))].operate.remote(agent_id, change, at)
         if self.ledger is not None:
             await self.ledger.reset.remote(self._budget().get_state())
         turns: dict[str, tuple[bool, list[Any]]] = {}
@@ -192,11 +235,25 @@ class RayBackend:
                 self.sim.changed(agent)
         log.debug("ray.round.synced", round=r, seconds=round(time.perf_counter() - started, 4))
 
-    async def checkpoint(self, r: int) -> None:
-        await asyncio.gather(*(shard.checkpoint.remote() for shard in self.shards))
-        if self._journal is not None:  # the shards' answers used so far count on resume
+    async def checkpoint(self, r: int) -> list[str] | None:
+        """Before the driver writes round ``r``'s checkpoint: the shards' LLM answers used so far
+        are committed (they count on resume), and each shard writes its agents' file; their
+        names (None with replicas: the driver holds every agent and writes them)."""
+        parts = await asyncio.gather(*(shard.checkpoint.remote(r) for shard in self.shards))
+        if self._journal is not None:
             self._journal.commit(self._journal_rows)
             self._journal_rows = []
+        return None if self.replicas else list(parts)
+
+    def on_agent(self, agent_id: str, change: Any, r: int) -> None:
+        """A change to an agent (``await change(host, agent, r)``, :meth:`townsquare.engine.Simulation.on_agent`),
+        made in its shard once the shards have taken the driver's state, before the round's turns."""
+        self._operations.append((agent_id, change, r))
+
+    async def processes(self) -> list[dict[str, Any]]:
+        """Each shard's memory (:func:`townsquare.process_usage.process_usage`); a shard that is gone is left out."""
+        found = await asyncio.gather(*(_answer(shard.memory.remote()) for shard in self.shards))
+        return [entry for entry in found if entry is not None]
 
     async def _drain(self, r: int, ended: asyncio.Event) -> None:
         """While the shards take their turns, take in the LLM records and journal writes they
@@ -280,10 +337,12 @@ class RayBackend:
         resumed = sim.info.start_round > 0
         llm = {type(m).__name__: m.get_state() for m in sim.llm_middleware if resumed and hasattr(m, "get_state")}
         common = ray.put({"platform": sim.platform.get_state(), "recommender": sim.services.recommender.get_state(), "llm": llm})
-        agents = ray.put({agent.id: {"persona": agent.persona, "components": {slot: c.get_state() for slot, c in agent.components.items()}}
-                          for agent in sim.agents})
+        agents = None
+        if self.replicas:
+            agents = ray.put({agent.id: {"persona": agent.persona, "components": {slot: c.get_state() for slot, c in agent.components.items()}}
+                              for agent in sim.agents})
         self._touched = {}
-        await asyncio.gather(*(shard.sync.remote(common, agents) for shard in self.shards))
+        await asyncio.gather(*(shard.sync.remote(common, agents, sim.restored_from, sim.fresh_slots()) for shard in self.shards))
 
     def _budget(self) -> Any:
         return next(m for m in self.sim.llm_middleware if type(m).__name__ == "LLMBudget")
@@ -297,8 +356,7 @@ class RayBackend:
         for actor in [*self.shards, *([self.ledger] if self.ledger is not None else [])]:
             ray.kill(actor)
         self.shards = []
-        if self.started:
-            ray.shutdown()
+        Cluster(ray, self.reaper).close()
 
 
 def _divergence(shard: int, r: int, ordered: list[tuple[str, list]], expected: list[tuple], got: list[tuple]) -> str:
@@ -324,6 +382,18 @@ def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
         raise UsageError(f"engine.ray_address {address!r}: no Ray cluster answers there ({exc})") from None
+
+
+async def _answer(ref: Any, timeout: float = 30) -> Any:
+    """A call's answer, or None when the actor is gone or does not answer within ``timeout``."""
+    try:
+        return await asyncio.wait_for(asyncio.ensure_future(_as_future(ref)), timeout)
+    except Exception:  # noqa: BLE001 - a dead shard has nothing to say
+        return None
+
+
+async def _as_future(ref: Any) -> Any:
+    return await ref
 
 
 async def _quiet(ref: Any) -> None:

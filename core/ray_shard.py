@@ -1,18 +1,24 @@
-"""One shard of a Ray run: an actor that takes some of the agents' turns (see :mod:`townsquare.ray_backend`).
+"""One shard of a Ray run: an actor that holds some of the agents and takes their turns (see :mod:`townsquare.ray_backend`).
 
 A shard builds the run from the scenario as the driver does (:func:`townsquare.assembly.assemble`,
-same seeds) and keeps a copy of the platform, the recommender and every agent. Its own agents
-are those with index ``i % shards == shard``; the others are copies, set at each round's start
-from the state their owners sent back, because a design may read another agent during a turn
-(RecAgent's chat reads the partner's memory). Each round it takes its own agents' turns exactly as the single process does (:meth:`townsquare.engine.Simulation.take_turns`),
-with its own LLM client and connection pool, and returns the actions and the ``llm_calls``
-records; then it replays the round's writes (every shard's actions, taken from Ray's object
-store) in the driver's order on its platform copy, while the driver applies them, telling its
-agents' components what the platform answered (``on_applied``) at the point the single process
-does, and returns those answers and the state of its agents whose components ran (every
-present agent off the batch path, the active ones on it) or that an action named. An answer
-that differs from the driver's platform's is a :class:`ShardDiverged` error: the copies never
-drift silently.
+same seeds): its own services, LLM client and copy of the platform. Its own agents are those
+with index ``i % shards == shard`` (:func:`owner_of`), held in an
+:class:`~townsquare.agent_host.AgentHost`: on most platforms a shard builds only them, with the
+personas the driver loaded, and their state lives here alone (the driver keeps their personas;
+a checkpoint's agents are written by their shards, :meth:`Shard.checkpoint`, and read back by
+whichever shard owns them on a resume, whatever the number of shards). On a platform that hands
+agents to each other (``members``: RecAgent's chat reads the partner's memory, the town's
+conversations) a shard builds every agent and the others are replicas, set at each round's
+start from the state their owners sent back.
+
+Each round a shard takes its own agents' turns exactly as the single process does
+(:meth:`townsquare.agent_host.AgentHost.take_turns`), with its own LLM client and connection
+pool, and returns the actions and the ``llm_calls`` records; then it replays the round's writes
+(every shard's actions, taken from Ray's object store) in the driver's order on its platform
+copy, while the driver applies them, telling its agents' components what the platform answered
+(``on_applied``) at the point the single process does, and returns those answers (and, with
+replicas, the state of its agents the round touched). An answer that differs from the driver's
+platform's is a :class:`ShardDiverged` error: the copies never drift silently.
 
 :class:`LedgerBudget` and :class:`BudgetLedger` keep an LLM budget with limits global: every
 call asks one ledger actor first, as every call asks the one budget link in a single process.
@@ -31,11 +37,13 @@ from typing import Any
 
 import structlog
 
-from .batch_turns import batch_eligible
-from .engine import COLLECTOR_THRESHOLDS, Simulation, _stop_reason
+from .agent_host import AgentHost, restore_agent, stop_reason
+from .engine import COLLECTOR_THRESHOLDS
 from .errors import RunStopped
 from .llm import LLMCallRecord
 from .llm_faults import LLMFault
+from .process_usage import process_usage, rss_bytes
+from .rundir import RunDir
 from .slots import notify_round_start, round_observers
 
 log = structlog.get_logger("townsquare.ray_shard")
@@ -53,23 +61,24 @@ class ShardDiverged(RuntimeError):
     """A shard's platform copy answered a replayed write unlike the driver's platform."""
 
 
-class Shard(Simulation):
-    """The actor (``ray.remote(Shard)``): a :class:`Simulation` with some agents, no store and
+class Shard:
+    """The actor (``ray.remote(Shard)``): some agents of a run and their services, no store and
     no plugin hooks; every method is a coroutine, so :meth:`stop` runs while turns are in flight."""
 
-    def __init__(self, scenario: Any, run_path: str, shard: int, shards: int):  # noqa: D107 - no Simulation.__init__: no hooks
+    def __init__(self, scenario: Any, run_path: str, shard: int, shards: int):
         self.scenario, self.model, self.run_path = scenario, scenario.model, run_path
         self.shard, self.shards = shard, shards
-        self.backend = None
         self.round = -1
         self.llm_middleware: list[Any] = []
-        self.llm_provider = None
         self.records: list[LLMCallRecord] = []
+        self.journals: list[ShippedJournal] = []
         #: when the last LLM record came (a drain waits for a quiet moment)
         self._last_record = 0.0
         self._turning = False
         #: set when a round's turns end (a drain waiting for a quiet moment stops waiting)
         self._turns_ended = asyncio.Event()
+        self._ran: list[Any] = []
+        self._rss_before_build: int | None = None
         from . import logs
 
         logs.configure(level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning"))  # a worker's own logging
@@ -82,58 +91,68 @@ class Shard(Simulation):
     def _outcome(self, **out: Any) -> dict[str, Any]:
         """``out`` with the LLM records and the journal writes made since the last outcome."""
         records, self.records = self.records, []
-        return {**out, "records": records, "journal": [journal.take() for journal in getattr(self, "journals", ())]}
+        return {**out, "records": records, "journal": [journal.take() for journal in self.journals]}
 
-    async def build(self) -> int:
+    async def build(self, personas: dict[int, Any] | None) -> dict[str, Any]:
+        """Build this shard's part of the run. ``personas``: this shard's agents by index, with
+        the personas the driver loaded (only they are built); None on a platform that hands
+        agents to each other, where every agent is built from the scenario (the others are replicas)."""
         from .assembly import assemble
 
-
+        self._rss_before_build = rss_bytes()
         built = await assemble(self.scenario, self.run_path, on_llm_call=self.record_llm_call, current_round=lambda: self.round,
-                               only=lambda index: owner_of(index, self.shards) == self.shard)
-        self.services, self.platform, self.agents = built.services, built.services.platform, built.agents
-        self._adopt_streams(built.streams)
-        # On a platform that hands agents to each other (RecAgent's chat reads the partner's
-        # memory through ``platform.members``; the town) every agent is built here and the others
-        # are replicas, set from their owners' state at each round's start (:meth:`turns`); on
-        # the others only this shard's agents have components (memory per shard ~ 1/shards).
-        self.replicas = not built.partial
-        self.mine = [agent for agent in self.agents if owner_of(agent.index, self.shards) == self.shard]
-        self.llm_middleware, self._stages = built.llm_middleware, built.stages
-        if built.provider is not None:
-            self.provider, self.accounting = built.provider, built.accounting
+                               held=personas)
+        self.services, self.platform, self.streams = built.services, built.services.platform, built.streams
+        self.replicas = personas is None
+        mine = [agent for agent in built.agents if owner_of(agent.index, self.shards) == self.shard]
+        self.host = AgentHost(mine, population=built.population, levels=built.levels, streams=built.streams,
+                              services=self.services, model=self.model, platform_name=self.scenario.platform.spec.name,
+                              stages=built.stages, accounting=built.accounting)
+        self.llm_middleware, self.provider, self.accounting = built.llm_middleware, built.provider, built.accounting
         self.journals = [ShippedJournal(link) for link in self.llm_middleware if ShippedJournal.fits(link)]
-        self._by_id = {agent.id: agent for agent in self.mine}
-        self._all = {agent.id: agent for agent in self.agents}
+        self._all = {agent.id: agent for agent in built.agents}
         self._round_observers = round_observers([self.platform, self.services.recommender, *self.llm_middleware,
-                                                 *(c for a in self.agents for c in a.components.values())])
-        # whose state can change in a round they are absent from: theirs is sent back every round
-        self._observing = [a for a in self.mine if any(hasattr(c, "on_round_start") for c in a.components.values())]
-        # calls made while building were made (and recorded) by the driver's build too; the
-        # driver's state replaces whatever they gave here (sync)
+                                                 *(c for a in built.agents for c in a.components.values())])
+        # whose state can change in a round they are absent from: with replicas, theirs is sent back every round
+        self._observing = [a for a in mine if any(hasattr(c, "on_round_start") for c in a.components.values())]
+        # calls made while building were made (and recorded) by the driver's build too
         self.records.clear()
-        log.info("ray.shard.built", shard=self.shard, agents=len(self.mine), replicas=self.replicas)
-        return {"agents": len(self.mine), "replicas": self.replicas}
+        log.info("ray.shard.built", shard=self.shard, agents=len(mine), replicas=self.replicas)
+        return {"agents": len(mine), "replicas": self.replicas}
 
-    async def sync(self, common: dict[str, Any], agents: dict[str, Any]) -> None:
-        """Take the driver's state: at a run's first round (after building, a resume, a branch's
-        interventions), so every copy starts from the driver's."""
+    async def sync(self, common: dict[str, Any], agents: dict[str, Any] | None, restore: int | None,
+                   fresh_slots: frozenset[tuple[str, str]]) -> None:
+        """Take the driver's state at a run's first round (after building, a resume, a branch's
+        interventions), so every copy starts from the driver's: the platform, the recommender,
+        the LLM links' state; and the agents: with replicas, every agent's persona and state
+        from ``agents``; else this shard's agents from the checkpoint of round ``restore`` that
+        the driver resumed from (None: as built), ``fresh_slots`` keeping the state they were built with."""
         self.platform.set_state(common["platform"])
         self.services.recommender.set_state(common["recommender"])
-        for agent in self.agents:
-            agent.persona = agents[agent.id]["persona"]
-        self._set_agents(agents)
+        if agents is not None:
+            for agent_id, saved in agents.items():
+                agent = self._all[agent_id]
+                agent.persona = saved["persona"]
+                restore_agent(agent, saved)
+        elif restore is not None:
+            mine = self.host.position
+            saved = {agent_id: entry for index, agent_id, entry in RunDir(self.run_path).agent_entries(restore, lambda i: mine[i] >= 0)}
+            self.host.restore(lambda agent: saved.get(agent.id), fresh_slots)
         for link in self.llm_middleware:
             state = common["llm"].get(type(link).__name__)
             if state is not None and hasattr(link, "set_state"):
                 link.set_state(state)
 
-    def _set_agents(self, states: dict[str, Any], replicas_only: bool = False) -> None:
+    async def operate(self, agent_id: str, change: Any, r: int) -> None:
+        """``await change(host, agent, r)`` on one of this shard's agents (a branch's intervention)."""
+        agent = self.host.by_id[agent_id]
+        await change(self.host, agent, r)
+        self.host.changed([agent.index])
+
+    def _set_replicas(self, states: dict[str, Any]) -> None:
         for agent_id, saved in states.items():
-            agent = self._all[agent_id]
-            if replicas_only and agent_id in self._by_id:
-                continue
-            for slot, component in agent.components.items():
-                component.set_state(saved["components"][slot])
+            if agent_id not in self.host.by_id:
+                restore_agent(self._all[agent_id], saved)
 
     def _now(self, r: int) -> Any:
         clock = self.model.clock
@@ -144,32 +163,28 @@ class Shard(Simulation):
         for two returns): the moves ``[(index, id, actions)]`` of the agents that acted, which
         every shard replays (:meth:`replay`), and ``{"turns": [(id, active)], "records": [...]}``,
         or ``{"stopped": reason, "records": [...]}``. ``replicas``: the state of the agents the
-        last round touched, from their owners."""
+        last round touched, from their owners (empty when shards keep no replicas)."""
         self.round = r
         self.streams.start_round(r)
         now = self._now(r)
         cpu, wall = time.process_time(), time.perf_counter()
-        self._set_agents(replicas, replicas_only=True)
+        self._set_replicas(replicas)
         self._turning = True
         self._turns_ended.clear()
         try:
             await notify_round_start(self._round_observers, r, now)
-            present = [a for a in self.mine if a.present(r)]
-            results = await Simulation.take_turns(self, r, present, now)
+            present = [a for a in self.host.agents if a.present(r)]
+            results = await self.host.take_turns(r, present, now)
         except STOPS as exc:
-            return [], self._outcome(stopped=_stop_reason(exc))
+            return [], self._outcome(stopped=stop_reason(exc))
         finally:
             self._turning = False
             self._turns_ended.set()
         log.debug("ray.shard.turns", shard=self.shard, round=r, agents=len(present), wall_s=round(time.perf_counter() - wall, 4),
                   cpu_s=round(time.process_time() - cpu, 4))
-        # whose components ran: every present agent off the batch path, the active ones on it
-        # (an idle batch-path agent runs nothing; see townsquare.batch_turns)
-        eligible = batch_eligible(self)
-        self._ran = [a for a, (active, _) in zip(present, results) if active or not eligible[a.index]]
+        self._ran = self.host.ran(present, results)
         moves = [(a.index, a.id, actions) for a, (_, actions) in zip(present, results) if actions]
         return moves, self._outcome(turns=[(a.id, active) for a, (active, _) in zip(present, results)])
-
     async def drain(self, r: int, after: float) -> dict[str, Any]:
         """The LLM records and journal writes made so far while round ``r``'s turns go on,
         taken at the first quiet moment at least ``after`` seconds from now (no answer for
@@ -198,13 +213,14 @@ class Shard(Simulation):
         """Apply the round's writes (every shard's :meth:`turns` moves, merged into agent
         order: the order the driver applies them in) to the platform copy; this shard's agents
         hear theirs right after them. Returns what the copy answered to each write, in that
-        order (the driver checks it against its own platform's answers), and the state of every
-        agent of this shard that the round touched."""
+        order (the driver checks it against its own platform's answers), and, with replicas,
+        the state of every agent of this shard that the round touched (``states``)."""
         now = self._now(r)
         now_iso = now.isoformat()
         answers: list[tuple[bool, str | None]] = []
+        host = self.host
         touched = {a.id: a for a in self._observing}
-        touched.update((a.id, a) for a in getattr(self, "_ran", ()))
+        touched.update((a.id, a) for a in self._ran)
         try:
             for _, agent_id, actions in heapq.merge(*moves, key=itemgetter(0)):
                 pairs = []
@@ -212,22 +228,28 @@ class Shard(Simulation):
                     result = await self.platform.apply(action, r, now_iso)
                     answers.append((result.ok, result.created_id))
                     pairs.append((action, result))
-                    named = self._by_id.get(action.target_agent) if action.target_agent else None
+                    named = host.by_id.get(action.target_agent) if action.target_agent else None
                     if named is not None:  # an agent an action named (a chat's partner) may have changed
                         touched[named.id] = named
-                agent = self._by_id.get(agent_id)
+                        host.changed([named.index])
+                agent = host.by_id.get(agent_id)
                 if agent is not None:
-                    await Simulation.notify_applied(self, agent, r, now, pairs)
+                    await host.notify_applied(agent, r, now, pairs)
         except STOPS as exc:
-            return self._outcome(stopped=_stop_reason(exc))
-        states = {a.id: {"components": {s: c.get_state() for s, c in a.components.items()}} for a in touched.values()}
+            return self._outcome(stopped=stop_reason(exc))
+        states = {a.id: {"components": {s: c.get_state() for s, c in a.components.items()}} for a in touched.values()} if self.replicas else {}
         return self._outcome(answers=answers, states=states)
 
-    async def checkpoint(self) -> None:
-        """The driver writes a checkpoint: the LLM links commit as their ``get_state`` does."""
+    async def checkpoint(self, r: int) -> str | None:
+        """The driver writes round ``r``'s checkpoint: the LLM links commit as their
+        ``get_state`` does, and this shard writes its agents' file of it (its name; None with
+        replicas, where the driver holds every agent and writes them)."""
         for link in self.llm_middleware:
             if hasattr(link, "get_state"):
                 link.get_state()
+        if self.replicas:
+            return None
+        return RunDir(self.run_path).write_agent_part(r, self.shard, self.shards, self.host.entry_lines())
 
     async def stop(self, reason: str) -> None:
         """Another shard stopped the round: refuse new LLM calls (those in flight land)."""
@@ -235,8 +257,23 @@ class Shard(Simulation):
         if accounting is not None:
             accounting.refuse = reason
 
+    async def memory(self) -> dict[str, Any]:
+        """This process's resident memory (:func:`townsquare.process_usage.process_usage`)."""
+        return process_usage(f"shard {self.shard}", self._rss_before_build)
+
     async def close(self) -> None:
-        await self.aclose()
+        """Close the platform, the knowledge source, the embedder, every LLM link and the
+        provider; one that fails to close is logged and the others are still closed."""
+        services = getattr(self, "services", None)
+        for obj in [getattr(self, "platform", None), getattr(services, "knowledge", None), getattr(getattr(services, "embedder", None), "embedder", None),
+                    *self.llm_middleware, getattr(self, "provider", None)]:
+            close = getattr(obj, "aclose", None)
+            if close is None:
+                continue
+            try:
+                await close()
+            except Exception as exc:  # noqa: BLE001 - closing must reach every other resource
+                log.warning("ray.shard.close_failed", component=type(obj).__name__, error=f"{type(exc).__name__}: {exc}")
 
     def pid(self) -> int:
         return os.getpid()

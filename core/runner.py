@@ -107,7 +107,7 @@ def play_scenario(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir,
     if scenario.model.engine.backend == "ray":
         from .ray_backend import RayBackend  # imports ray: only for the runs that use it
 
-        simulation_options = {"backend": RayBackend.start, **simulation_options}
+        simulation_options = {"backend": RayBackend, **simulation_options}
     simulation = simulation_class(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
     try:
         with run_collector():

@@ -11,7 +11,7 @@ import gzip
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -51,15 +51,38 @@ def dumps(state: Any, raw: dict[str, str] | None = None) -> bytes:
     return text.encode("utf-8")
 
 
+def dump_chunks(state: Any, members: dict[str, Iterable[str]]) -> Iterator[bytes]:
+    """``state`` as JSON, in pieces: ``members`` adds top-level keys whose values are objects
+    given as their members' JSON text (``"ID":{...}``), each encoded as it comes and written
+    before the next is made (a checkpoint's agents: their text is never held whole)."""
+    text = json.dumps(state, default=_default, separators=(",", ":"))
+    yield text[:-1].encode("utf-8")
+    first = len(text) <= 2
+    for key, items in members.items():
+        yield (("" if first else ",") + json.dumps(key) + ":{").encode("utf-8")
+        first = False
+        separator = ""
+        for item in items:
+            yield (separator + item).encode("utf-8")
+            separator = ","
+        yield b"}"
+    yield b"}"
+
+
 def loads(blob: bytes) -> Any:
     return json.loads(blob.decode("utf-8"), object_hook=_hook)
 
 
-def write_atomic(path: Path, data: bytes, compress: bool = False) -> None:
-    """Write ``data`` so that ``path`` holds either the old or the new content, never half."""
+def write_atomic(path: Path, data: bytes | Iterable[bytes], compress: bool = False) -> None:
+    """Write ``data`` (bytes, or pieces written as they come) so that ``path`` holds either the
+    old or the new content, never half."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
-        fh.write(gzip.compress(data, compresslevel=3) if compress else data)
+        out = gzip.GzipFile(fileobj=fh, mode="wb", compresslevel=3, mtime=0) if compress else fh
+        for piece in ([data] if isinstance(data, bytes) else data):
+            out.write(piece)
+        if compress:
+            out.close()  # the gzip trailer; fh stays open
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)

@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS follows (
 CREATE TABLE IF NOT EXISTS llm_calls (
     seq INTEGER PRIMARY KEY, round INTEGER, agent_id TEXT, purpose TEXT, provider TEXT, model TEXT,
     status TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, latency_ms REAL, cost REAL, error TEXT,
-    error_kind TEXT);
+    error_kind TEXT, mode TEXT);
 CREATE TABLE IF NOT EXISTS metrics (round INTEGER, name TEXT, value REAL, PRIMARY KEY (round, name));
 CREATE TABLE IF NOT EXISTS rounds (
     round INTEGER PRIMARY KEY, sim_time TEXT, active INTEGER, actions INTEGER, llm_calls INTEGER,
@@ -45,7 +45,7 @@ INSERTS = {
     "posts": "INSERT INTO posts VALUES (?,?,?,?,?,?,?)",
     "actions": "INSERT INTO actions (round, created_at, agent_id, kind, target_post, target_agent, text, post_ids, ok, result_id, error, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
     "follows": "INSERT INTO follows (round, created_at, follower, followee, kind) VALUES (?,?,?,?,?)",
-    "llm_calls": "INSERT INTO llm_calls (round, agent_id, purpose, provider, model, status, prompt_tokens, completion_tokens, latency_ms, cost, error, error_kind) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+    "llm_calls": "INSERT INTO llm_calls (round, agent_id, purpose, provider, model, status, prompt_tokens, completion_tokens, latency_ms, cost, error, error_kind, mode) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "metrics": "INSERT OR REPLACE INTO metrics VALUES (?,?,?)",
 }
 
@@ -96,14 +96,14 @@ class EventStore:
             for table, sql in INSERTS.items():
                 rows = self._pending.get(table)
                 if rows:
-                    self.db.executemany(sql, rows)
+                    self.db.executemany(sql, _complete(table, rows))
             self.db.execute("INSERT OR REPLACE INTO rounds VALUES (?,?,?,?,?,?)", round_row)
         self._pending.clear()
 
     def write_now(self, table: str, rows: list[tuple]) -> None:
         """Write rows outside a round (LLM calls made while a run is built)."""
         with self.transaction():
-            self.db.executemany(INSERTS[table], rows)
+            self.db.executemany(INSERTS[table], _complete(table, rows))
 
     def discard_pending(self) -> None:
         self._pending.clear()
@@ -144,7 +144,16 @@ class EventStore:
 
 #: Columns added after the first release, with their type: a run directory made before them
 #: gets them on open (``resume``, ``export``), empty in its old rows.
-ADDED_COLUMNS = {"llm_calls": {"error_kind": "TEXT"}}
+ADDED_COLUMNS = {"llm_calls": {"error_kind": "TEXT", "mode": "TEXT"}}
+
+
+def _complete(table: str, rows: list[tuple]) -> list[tuple]:
+    """``llm_calls`` rows made without the columns added since (a caller's 12-field row has
+    no ``mode``) get them empty."""
+    width = INSERTS[table].count("?")
+    if rows and len(rows[0]) < width:
+        return [row + (None,) * (width - len(row)) for row in rows]
+    return rows
 
 
 def _add_missing_columns(db: sqlite3.Connection) -> None:

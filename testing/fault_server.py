@@ -28,6 +28,11 @@ Embedding requests draw the transport and HTTP faults too (``embeddings.<kind>``
 Normal answers are deterministic too: a prompt that names its choices ("Like or skip?",
 "Answer with exactly one of: like, skip.") gets one of them, a JSON request (``response_format``)
 a JSON object ``{"answer": ...}``, anything else a short text naming a word of the prompt.
+Constraints are honoured as a constraining server would: ``response_format`` ``json_schema``
+gets an instance of the schema (an enum's member, every required property), vLLM's choice
+(``structured_outputs.choice`` or ``guided_choice``) one of the choices; the faults still
+strike (a proxy does not care what was asked), and :attr:`FaultServer.recent` keeps the last
+request bodies for tests to read.
 
 In process::
 
@@ -51,6 +56,7 @@ import signal
 import socket
 import struct
 import threading
+import zlib
 from collections import Counter, deque
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -391,13 +397,19 @@ class FaultServer:
 
     @staticmethod
     def _answer(request: dict[str, Any], prompt: str, h: int) -> str:
+        guided = (request.get("structured_outputs") or {}).get("choice") or request.get("guided_choice")
+        if guided:
+            return str(guided[h % len(guided)])
         choices = _choices(prompt)
         if choices:
             text = choices[h % len(choices)]
         else:
             words = re.findall(r"[a-z]{5,}", prompt.lower())
             text = f"a short post about {words[h % len(words)] if words else 'things'}"
-        if (request.get("response_format") or {}).get("type") in ("json_object", "json_schema"):
+        response_format = request.get("response_format") or {}
+        if response_format.get("type") == "json_schema":
+            return json.dumps(_instance((response_format.get("json_schema") or {}).get("schema") or {}, h, text))
+        if response_format.get("type") == "json_object":
             return json.dumps({"answer": text})
         return text
 
@@ -445,6 +457,32 @@ def _choices(prompt: str) -> list[str]:
         return [c.strip().lower() for c in listed.group(1).split(",") if c.strip()]
     pair = _CHOICE_PAIR.search(prompt.strip())
     return [pair.group(1).lower(), pair.group(2).lower()] if pair else []
+
+
+def _instance(schema: Any, h: int, text: str) -> Any:
+    """A value of ``schema`` (a constraining server's answer): an enum's member picked by ``h``,
+    every property of an object, ``minItems`` (at least one) items, ``text`` for a string."""
+    if not isinstance(schema, dict):
+        return text
+    if "enum" in schema:
+        return schema["enum"][h % len(schema["enum"])]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or "properties" in schema:  # each property draws on its own bits of h
+        return {key: _instance(sub, h ^ zlib.crc32(key.encode()), text) for key, sub in (schema.get("properties") or {}).items()}
+    if kind == "array":
+        return [_instance(schema.get("items") or {}, h >> (5 + i), text) for i in range(max(1, schema.get("minItems", 1)))]
+    if kind == "integer":
+        return int(schema.get("minimum", h % 10))
+    if kind == "number":
+        return float(schema.get("minimum", h % 10))
+    if kind == "boolean":
+        return bool(h & 1)
+    if kind == "null":
+        return None
+    limit = schema.get("maxLength")
+    return text[:limit] if isinstance(limit, int) else text
 
 
 def _vector(text: str, dims: int) -> list[float]:

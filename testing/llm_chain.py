@@ -58,7 +58,7 @@ def build_chain(provider: Any, middleware: list[Any] = (), *, agent_id: str | No
     def parse_failure(request: Any, answer: str, kind: str) -> None:
         record(LLMCallRecord(round=chain.round, agent_id=request.agent_id, purpose=request.purpose, provider=provider.name,
                              model=provider.model, status="parse_failure", error=f"unparsable answer: {answer[:200]!r}",
-                             kind=kind))
+                             kind=kind, mode=request.mode))
 
     accounting = Accounting(provider, record, lambda: chain.round, price=getattr(provider, "cost", None))
     for link in middleware:

@@ -49,6 +49,11 @@ class ScriptedLLM:
         self._rules = [(re.compile(p, re.IGNORECASE), reply) for p, reply in self.config.rules.items()]
         log.warning("llm.scripted", message="using the SCRIPTED TEST MODEL: answers are canned, not generated")
 
+    def describe(self) -> dict[str, Any]:
+        """Labels by construction (a rule's reply aside): mode ``scripted``; JSON and openings
+        are canned text the client parses and repairs."""
+        return {"name": self.name, "model": self.model, "structured": {"labels": ["scripted"]}}
+
     async def complete(self, request: LLMRequest) -> LLMResponse:
         self.calls += 1
         if self.config.latency_ms:
@@ -58,7 +63,7 @@ class ScriptedLLM:
         text = self._reply(request, prompt, digest)
         prompt_tokens = sum(len(m.content.split()) for m in request.messages)
         return LLMResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()),
-                           model=self.model, provider=self.name)
+                           model=self.model, provider=self.name, meta=_mode_meta(request, "scripted" if request.labels else None))
 
     def _reply(self, request: LLMRequest, prompt: str, digest: int) -> str:
         for pattern, reply in self._rules:
@@ -74,6 +79,13 @@ class ScriptedLLM:
         words = re.findall(r"[a-z]{5,}", prompt.lower())
         topic = words[digest % len(words)] if words else "things"
         return self.config.text_reply.format(topic=topic)
+
+
+def _mode_meta(request: LLMRequest, mode: str | None) -> dict[str, Any]:
+    """``{"mode": ...}`` for a structured request: the test model's own mode, or ``prompt``."""
+    if not (request.labels or request.json_schema is not None or request.answer_prefixes):
+        return {}
+    return {"mode": mode or "prompt"}
 
 
 class ScriptedFeedPolicy:

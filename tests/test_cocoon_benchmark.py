@@ -60,3 +60,29 @@ def test_a_cut_down_benchmark_prints_the_promised_json(tmp_path, monkeypatch):
     for name, entry in synthetic.items():
         assert len(entry["curve"]) == 3 and len(entry["end_ci"]) == 2 and len(entry["end_by_seed"]) == 2
         assert ("effect" in entry and "effect_ci" in entry) == (name != "mf")
+
+
+def test_oracle_agents_hear_of_other_movies_only_from_the_friends_soc_strategy_gives(tmp_path, monkeypatch):
+    from townsquare.testing.oracle import OracleLLM
+
+    heard: list[str] = []
+    original = OracleLLM.complete
+
+    async def complete(oracle, request):
+        if request.purpose == "recagent.page":
+            listed = request.messages[-1].content.split("Movies you have heard about but not watched:", 1)[1].split("\n", 1)[0]
+            if "<" in listed:
+                heard.append(listed)
+        return await original(oracle, request)
+
+    monkeypatch.setattr(OracleLLM, "complete", complete)
+    options, agents = cocoon.AGENTS["oracle"]
+    base = [*cocoon.catalogue_overrides("synthetic", None), "rounds=4", "populations.0.count=8", "plugins.cocoon_entropy.users=everyone",
+            "plugins.soc_strategy.from_round=1", *agents]
+    curve, cumulative, alone = cocoon.entropy_curves(base, 1, tmp_path / "mf", options, strategies_from=1)
+    assert len(curve) == len(cumulative) == 4 and all(0 < e <= 3 for e in curve)
+    assert heard == []  # nobody has friends: nothing is heard of
+    assert alone == 0.0  # so every movie watched meets the watcher's interests (the oracle's page rule)
+    _, _, befriended = cocoon.entropy_curves([*base, "plugins.soc_strategy.enabled=true"], 1, tmp_path / "soc", options, strategies_from=1)
+    assert heard  # the new friends' posts name movies, and the agents' pages list them as heard of
+    assert befriended > 0  # and some of them, outside the watcher's interests, are watched

@@ -77,8 +77,39 @@ def test_friends_opinions_reach_the_rater_only_through_its_memory(run_scenario, 
     assert told
     changed = [a for a, s in scores.items() if len(set(s)) > 1]
     assert len(changed) >= 5
-    # a change is always a step toward what the agent's memory holds (the seeds' 3-9 and the relays)
     assert all(1 <= v <= 10 for s in scores.values() for v in s)
+
+
+SEEDS = {"Emre Kaya": "1.5", "Fay Osei": "3", "Kofi Mensah": "4", "Lea Brun": "2.5", "Quinn Doyle": "4.5"}
+
+
+def test_the_first_watchers_remember_their_rating_from_the_first_round(run_scenario, make_plugins, monkeypatch):
+    # Pareto activity leaves most agents idle in round 0: their earlier history is memory all the same
+    prompts = Prompts(monkeypatch)
+    oracle_run(run_scenario, make_plugins, rounds=1)
+    first = {p.split("You are ", 1)[1].split(".", 1)[0]: p for _, p, _ in prompts.seen}
+    for name, rating in SEEDS.items():
+        assert f"{name} watched <Silent Orbit 1> and rated it {rating} out of 5" in first[name]
+
+
+def test_only_opinions_of_their_own_are_passed_on(run_scenario, make_plugins, monkeypatch):
+    from townsquare.testing.oracle import OracleLLM
+
+    posts: list[tuple[str, str, str]] = []
+    original = OracleLLM.complete
+
+    async def complete(oracle, request):
+        response = await original(oracle, request)
+        if request.purpose == "recagent.broadcast" and response.text:
+            posts.append((request.messages[-1].content.split("You are ", 1)[1].split(".", 1)[0], request.messages[-1].content, response.text))
+        return response
+
+    monkeypatch.setattr(OracleLLM, "complete", complete)
+    oracle_run(run_scenario, make_plugins)
+    about_it = [(who, prompt) for who, prompt, text in posts if "<Silent Orbit 1>:" in text]
+    assert {who for who, _ in about_it} & set(SEEDS)
+    for who, prompt in about_it:  # only someone who watched it, before the run or in it, gives it a score
+        assert f"{who} watched <Silent Orbit 1>" in prompt
 
 
 def test_without_memory_no_opinion_reaches_the_rater(run_scenario, make_plugins, monkeypatch):
@@ -135,3 +166,20 @@ def test_llm_rater_reads_the_agents_memory(write_scenario, run_scenario):
     # Ada remembers what Bo said (her persona's memory, written before her first step): 8 from round 0 on;
     # Bo remembers nothing of the kind and keeps his 3
     assert scores["users-0001"] == [8, 8, 8] and scores["users-0002"] == [3, 3, 3]
+
+
+def test_benchmark_counts_the_voices_each_prompt_shows(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("conformity_benchmark", EXAMPLES.parent / "benchmarks" / "conformity.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    full = bench.run_once(1, [], tmp_path / "full", overrides=["rounds=3"], voices=True)
+    # every first watcher hears at least itself; the listener leaves the oracle as it was
+    seeds = ("users-0005", "users-0006", "users-0011", "users-0012", "users-0017")
+    assert all(full["voices"][a] >= 1 for a in seeds) and max(full["voices"].values()) >= 2
+    assert sum(full["active"].values()) > 0
+    bare = bench.run_once(1, ["no:short_term_memory", "no:long_term_memory"], tmp_path / "bare", overrides=["rounds=3"], voices=True)
+    assert set(bare["voices"].values()) == {0}
+    out = bench.summarise([full])
+    assert out["voices_by_friends"] and -1 <= out["rho_friends_voices"] <= 1

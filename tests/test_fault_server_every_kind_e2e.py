@@ -33,8 +33,10 @@ ROW_KIND = {"hang": "timeout", "slow_headers": None, "cut": "connection", "reset
 NOISE = ("Traceback", "Warning", "never awaited", "unclosed", "Task was destroyed", "Exception ignored")
 
 
-def scenario(base_url: str, policy: str = "social_agent", rounds: int = 4, attempts: int = 10,
+def scenario(base_url: str, policy: str = "social_agent", rounds: int = 4, attempts: int = 10, regular: int = 10,
              timeout_s: float = 0.5) -> str:
+    """A quickstart-like run. The fault server answers the plan's schema with valid plans whose
+    browsing windows are often short, so ``regular`` agents are many enough for every fault kind."""
     return f"""name = "faults"
 seed = 1
 rounds = {rounds}
@@ -65,7 +67,7 @@ slots = {{ policy = "{policy}", planner = "none", reflector = "none" }}
 config = {{ social_agent = {{ browse = false, initial_posts = 2 }} }}
 [[populations]]
 name = "regular"
-count = 4
+count = {regular}
 activity = {{ model = "always" }}
 personas = {{ name = "synthetic" }}
 slots = {{ policy = "{policy}" }}
@@ -162,7 +164,7 @@ def test_under_50_percent_faults_a_run_finishes_or_stops_cleanly_and_resume_comp
 def test_a_bad_key_stops_with_one_line_and_resume_continues_once_fixed(tmp_path):
     with FaultServer(rate_401=1.0) as refusing:
         # a timeout far above any answer of a healthy server, so a busy machine adds no timeout rows
-        (tmp_path / "s.toml").write_text(scenario(refusing.base_url, "social_agent_combined", timeout_s=30))
+        (tmp_path / "s.toml").write_text(scenario(refusing.base_url, "social_agent_combined", regular=4, timeout_s=30))
         result = cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "run"), "--quiet", env=KEY)
         refused = refusing.counts["401"]  # the calls in flight at once, none retried
     assert 1 <= refused <= 6

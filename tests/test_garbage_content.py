@@ -19,7 +19,7 @@ BINARY = "\x00\x01\x02\x1b[2J\x00"
 
 @pytest.mark.parametrize("draft,kind", [(BINARY, "binary"), ("   ", "empty")])
 def test_a_post_that_is_no_text_is_not_posted(draft, kind):
-    world = World([HIKER], scripted({TOPICS: "1. Mountain trails", POST: draft, "Answer again, in plain text": draft}))
+    world = World([HIKER], scripted({TOPICS: '{"topics": ["Mountain trails"]}', POST: draft, "Answer again, in plain text": draft}))
     (me,) = world.agents
     me.components.update({"policy": policy(), "planner": FixedPlanner(PlanSession(browse=False, posts_due=1))})
     failures = []
@@ -31,7 +31,7 @@ def test_a_post_that_is_no_text_is_not_posted(draft, kind):
 
 
 def test_a_repaired_post_is_posted():
-    world = World([HIKER], scripted({TOPICS: "1. Mountain trails", POST: BINARY, "Answer again, in plain text": "Trails!"}))
+    world = World([HIKER], scripted({TOPICS: '{"topics": ["Mountain trails"]}', POST: BINARY, "Answer again, in plain text": "Trails!"}))
     (me,) = world.agents
     me.components.update({"policy": policy(), "planner": FixedPlanner(PlanSession(browse=False, posts_due=1))})
     actions = asyncio.run(me.components["policy"].step(world.ctx(me)))

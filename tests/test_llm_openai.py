@@ -70,7 +70,8 @@ def chain_for(provider, *middleware):
 
 
 def test_usage_cost_and_label_request(server):
-    chain = chain_for(provider_for(server.base_url, price_prompt_per_1k=2.0, price_completion_per_1k=4.0, label_max_tokens=5))
+    chain = chain_for(provider_for(server.base_url, price_prompt_per_1k=2.0, price_completion_per_1k=4.0, label_max_tokens=5,
+                                   structured="off"))
     answer = run(lambda: chain.client.choose(LIKE, ["like", "skip"], purpose="like", default="skip"))
     assert answer in ("like", "skip")
     [record] = chain.records
@@ -82,7 +83,8 @@ def test_usage_cost_and_label_request(server):
 
 
 def test_json_mode_and_temperature_override(server):
-    chain = chain_for(provider_for(server.base_url, temperature=0.0, max_tokens_param="max_completion_tokens"))
+    chain = chain_for(provider_for(server.base_url, temperature=0.0, max_tokens_param="max_completion_tokens",
+                                   structured="json_object"))
     value = run(lambda: chain.client.json("Reply in JSON: what now?", {"type": "object"}, purpose="plan", default=None))
     assert set(value) == {"answer"}
     body = server.recent[-1]

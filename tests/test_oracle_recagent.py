@@ -38,18 +38,36 @@ def frame(memory: str, instruction: str, profile: str = "You enjoy Action.") -> 
     return f"You are Ada. {profile}\n\nMemories that matter here:\n{memory}\n\nSituation: It is Monday, 08:00 (round 1).\n\n{instruction}"
 
 
-def test_sharing_an_opinion_once_then_browsing():
-    heard = "- Bo posted to friends: My take on <Silent Orbit 1>: 9/10."
+def test_sharing_its_own_opinion_once_then_browsing():
+    watched = "- Ada watched <Silent Orbit 1> and rated it 3.5 out of 5."
     labels = ("recommender", "social", "nothing")
-    assert ask(frame(heard, "What do you do now?"), "recagent.activity", labels=labels) == "social"
-    shared = heard + "\n- Ada posted to friends: My take on <Silent Orbit 1>: 9/10."
+    assert ask(frame(watched, "What do you do now?"), "recagent.activity", labels=labels) == "social"
+    shared = watched + "\n- Ada posted to friends: My take on <Silent Orbit 1>: 7/10."
     assert ask(frame(shared, "What do you do now?"), "recagent.activity", labels=labels) == "recommender"
-    post = ask(frame(heard, "Write one message that all your friends will see, sharing your opinion of movies you watched or heard of: <Silent Orbit 1>."),
+    post = ask(frame(watched, "Write one message that all your friends will see, sharing your opinion of movies you watched or heard of: <Silent Orbit 1>."),
                "recagent.broadcast")
-    assert post == "My take on <Silent Orbit 1>: 9/10."
-    assert ask(frame(heard, "Do you start a private chat?"), "recagent.social", labels=("chat", "broadcast")) == "broadcast"
-    chatty = frame(heard, "Do you start a private chat?", profile="You love private chats and trust your friends' recommendations.")
+    assert post == "My take on <Silent Orbit 1>: 7/10."
+    assert ask(frame(watched, "Do you start a private chat?"), "recagent.social", labels=("chat", "broadcast")) == "broadcast"
+    chatty = frame(watched, "Do you start a private chat?", profile="You love private chats and trust your friends' recommendations.")
     assert ask(chatty, "recagent.social", labels=("chat", "broadcast")) == "chat"
+
+
+def test_what_it_was_told_is_not_passed_on_as_its_own_take():
+    heard = "- Bo posted to friends: My take on <Silent Orbit 1>: 9/10.\n- Ada chatted with Cy: [Cy]: I would give <Heat> 2/10. [Ada]: I would give <Alien> 8/10."
+    labels = ("recommender", "social", "nothing")
+    # Bo's 9 and Cy's 2 are theirs; Ada's own 8 for <Alien> she already said in the chat
+    assert ask(frame(heard, "What do you do now?"), "recagent.activity", labels=labels) == "recommender"
+    instruction = "Write one message that all your friends will see, sharing your opinion of movies you watched or heard of: <Silent Orbit 1>, <Heat>."
+    assert ask(frame(heard, instruction), "recagent.broadcast") == ""
+
+
+def test_conformity_counts_one_opinion_per_person():
+    # Bo's post comes to mind twice (two tiers, two wordings): one opinion, 9; Cy's 3: the mean is 6, not 7
+    told = ("- Bo posted to friends: My take on <Silent Orbit 1>: 9/10.\n- Bo posted to friends: <Silent Orbit 1>: 9/10, see it.\n"
+            "- Cy watched <Silent Orbit 1> and rated it 1.5 out of 5.")
+    assert ask(conformity_prompt(told), "recagent.conformity", labels=SCORES) == "6"
+    # one more person with an opinion moves it
+    assert ask(conformity_prompt(told + "\n- Di posted to friends: My take on <Silent Orbit 1>: 10/10."), "recagent.conformity", labels=SCORES) == "7"
 
 
 def test_sensory_importance_follows_the_prompts_scale():

@@ -206,26 +206,35 @@ def test_the_batch_path_is_taken_and_checks_what_it_returns(tmp_path, monkeypatc
         start_run(BASELINE, out=tmp_path / "bad", overrides=["populations.0.count=5", "rounds=1"])
 
 
-def test_a_shard_builds_only_its_own_agents_unless_the_platform_hands_agents_to_each_other(tmp_path, write_scenario):
-    """``assemble(only=...)`` (a Ray shard's build): the others keep account, persona and index,
-    without components or an ``agents`` row; on a platform with ``members`` every agent is built."""
+def test_the_ray_driver_builds_no_components_and_a_shard_only_its_own_agents(tmp_path, write_scenario):
+    """``assemble(components=False)`` (the Ray driver): every agent with persona, account and
+    index, no components; ``assemble(held=...)`` (a shard): only the agents given, with their
+    personas and components, no accounts, and every agent's activity level; on a platform with
+    ``members`` the driver builds every agent."""
     from test_recagent_policy import scenario as recagent_scenario
     from townsquare.assembly import assemble
+    from townsquare.persona import Persona
     from townsquare.plugin_manager import make_plugin_manager
     from townsquare.scenario import load_scenario
 
-    def build(path, overrides=()):
+    def build(path, overrides=(), **options):
         scenario = load_scenario(path, list(overrides), make_plugin_manager(enable=["townsquare.testing.scripted"]))
-        return asyncio.run(assemble(scenario, str(tmp_path), on_llm_call=lambda call: None, current_round=lambda: 0,
-                                    only=lambda index: index % 3 == 1))
+        return asyncio.run(assemble(scenario, str(tmp_path), on_llm_call=lambda call: None, current_round=lambda: 0, **options))
 
-    built = build(BASELINE, ["populations.0.count=9"])
-    assert built.partial and [a.index for a in built.agents] == list(range(9))
-    assert [bool(a.components) for a in built.agents] == [i % 3 == 1 for i in range(9)]
-    assert [row[1] for row in built.agent_rows] == [1, 4, 7]
-    assert all(asyncio.run(built.services.platform.profile(a.id)) is not None for a in built.agents)
-    whole = build(write_scenario(recagent_scenario(rounds=2)))
-    assert not whole.partial and all(a.components for a in whole.agents)
+    whole = build(BASELINE, ["populations.0.count=9"])
+    driver = build(BASELINE, ["populations.0.count=9"], components=False)
+    assert driver.partial and [a.index for a in driver.agents] == list(range(9)) and not any(a.components for a in driver.agents)
+    assert [a.persona for a in driver.agents] == [a.persona for a in whole.agents]
+    assert all(asyncio.run(driver.services.platform.profile(a.id)) is not None for a in driver.agents)
+    given = {i: Persona(f"P{i}", [f"I am number {i}."]) for i in (1, 4, 7)}
+    shard = build(BASELINE, ["populations.0.count=9"], held=given)
+    assert shard.partial and [(a.index, a.id, a.persona.name) for a in shard.agents] == [
+        (1, "users-0002", "P1"), (4, "users-0005", "P4"), (7, "users-0008", "P7")]
+    assert all(a.components for a in shard.agents) and shard.population == 9
+    assert list(shard.levels) == list(whole.levels)
+    assert asyncio.run(shard.services.platform.profile("users-0002")) is None
+    recagent = build(write_scenario(recagent_scenario(rounds=2)), components=False)
+    assert not recagent.partial and all(a.components for a in recagent.agents)
 
 
 def test_a_run_raises_the_collector_thresholds_and_restores_them(tmp_path, monkeypatch):

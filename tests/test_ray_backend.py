@@ -10,11 +10,12 @@ import sqlite3
 
 import pytest
 
-from helpers import PERSONAS, scenario_text
+from helpers import PERSONAS, ROOT, scenario_text
 
 #: columns that hold wall-clock times: the only ones allowed to differ
 WALL_CLOCK = {"latency_ms", "wall_seconds"}
 RAY = ["engine.backend=ray", "engine.shards=2"]
+SCRIPTED_PLUGIN = "townsquare.testing.scripted"
 SCRIPTED = '[recommender]\nname = "random"\n[plugins.scripted]\nlatency_ms = 1.0\n'
 
 
@@ -205,6 +206,241 @@ def test_branch_of_a_sharded_run_equals_the_single_process_branch(ray_cluster, w
         logs.append(event_log(branch.path))
     assert logs[0] == logs[1]
     assert any(row[4] == "post" and row[7] == "Mountains at dawn, hiking" for row in logs[0]["actions"])
+
+
+# ---------------------------------------------------------------------------- shards own their agents
+
+
+def ga_text(rounds: int = 4, count: int = 4, extra: str = "") -> str:
+    """Park et al.'s generative agents on the social platform (memory streams, retrieval,
+    reflection, day plans) with the scripted model: agents whose state grows every round."""
+    from test_ga_runs import RULES
+
+    text = (ROOT / "examples" / "generative_agents_social.toml").read_text()
+    text = text.replace('path = "personas.jsonl"', f'path = "{ROOT / "examples" / "personas.jsonl"}"')
+    text = text.replace("rounds = 8", f"rounds = {rounds}").replace("threshold = 150", "threshold = 30").replace("count = 4", f"count = {count}")
+    return text + RULES + "[engine]\nkeep_checkpoints = 0\n" + extra
+
+
+@pytest.fixture(scope="module")
+def ga_reference(tmp_path_factory):
+    """The generative agents' scenario (4 rounds) and its run in one process: the log, journal
+    and agents' state every Ray run of it must give."""
+    from townsquare.runner import start_run
+
+    folder = tmp_path_factory.mktemp("ga")
+    path = folder / "ga.toml"
+    path.write_text(ga_text(), encoding="utf-8")
+    one, summary = start_run(path, out=folder / "one", plugin_options=[SCRIPTED_PLUGIN])
+    assert summary.stopped is None
+    return path, one
+
+
+class DriverAgents:
+    """What the driver held of its agents during a run (a Simulation built by the runner)."""
+
+    components: list[int] = []
+
+
+def test_generative_agents_same_log_and_state_as_one_process(ray_cluster, ga_reference, run_scenario):
+    """Agents whose memories grow every round: the same event log, LLM journal and agents'
+    state on two shards as in one process; the driver holds no agent's components, each shard
+    writes its agents' part of every checkpoint, and the manifest lists each process's memory."""
+    from townsquare.engine import Simulation
+
+    class Counting(Simulation):
+        async def build(self):
+            await super().build()
+            DriverAgents.components.append(sum(len(a.components) for a in self.agents))
+
+    path, one = ga_reference
+    DriverAgents.components = []
+    sharded, summary = run_scenario(path, overrides=RAY, simulation_class=Counting)
+    assert summary.stopped is None
+    assert DriverAgents.components == [0]
+    assert event_log(sharded.path) == event_log(one.path)
+    assert {"observation", "reflection"} <= {r["kind"] for s in agents_state(one).values() for r in s["memory.stream"]["records"]}
+    assert journal(sharded.path) == journal(one.path)
+    assert agents_state(sharded) == agents_state(one)
+    files = sorted(p.name for p in (sharded.path / "checkpoints").iterdir())
+    assert "round-000003.agents-0-of-2.jsonl.gz" in files and "round-000003.agents-1-of-2.jsonl.gz" in files
+    _, main = sharded.latest_checkpoint(agents=False)
+    assert "agents" not in main and len(main["agent_parts"]) == 2
+    processes = sharded.read_manifest()["processes"]
+    assert [p["role"] for p in processes] == ["driver", "shard 0", "shard 1"]
+    assert all(p["rss_peak_bytes"] >= p["rss_before_build_bytes"] > 0 and p["cpu_seconds"] > 0 for p in processes)
+
+
+def agents_state(run_dir) -> dict:
+    """Every agent's components' state in the newest checkpoint (arrays as their encoding, so two compare whole)."""
+    import json
+
+    from townsquare import state as state_codec
+
+    _, state = run_dir.latest_checkpoint()
+    return json.loads(state_codec.dumps({agent: saved["components"] for agent, saved in state["agents"].items()}))
+
+
+def test_killed_shard_resumes_with_its_memories_from_the_shards_checkpoint(ray_cluster, ga_reference, run_scenario, make_plugins):
+    """A shard killed mid-round: the run stops at its last checkpoint; resumed, each shard reads
+    its agents' memories back from the files the shards wrote, and the log equals one process's."""
+    from townsquare.engine import Simulation
+    from townsquare.runner import resume_run
+
+    class KillsAShard(Simulation):
+        async def take_turns(self, r, present, now):
+            if r == 2:
+                ray_cluster.kill(self.backend.shards[1])
+            return await super().take_turns(r, present, now)
+
+    path, one = ga_reference
+    killed, summary = run_scenario(path, overrides=RAY, simulation_class=KillsAShard)
+    assert summary.stopped is not None and "Ray shard 1" in summary.stopped and summary.rounds_completed == 2
+    _, resumed = resume_run(killed.path, plugins=make_plugins(enable=[SCRIPTED_PLUGIN]))
+    assert resumed.stopped is None and resumed.rounds_completed == 4
+    assert event_log(killed.path) == event_log(one.path)
+    assert agents_state(killed) == agents_state(one)
+
+
+def test_resume_with_another_number_of_shards_rebalances_the_agents(ray_cluster, ga_reference, write_scenario, run_scenario,
+                                                                  make_plugins):
+    """A run stopped on 2 shards goes on on 3 (each new shard takes its agents from the two
+    shards' files), and one stopped in one process goes on on 2 shards: both logs equal the
+    uninterrupted single process's."""
+    from townsquare.runner import resume_run
+
+    _, one = ga_reference
+    path = write_scenario(ga_text(extra="[plugins.llm_budget]\nmax_calls = 100\n"), "budget.toml")
+    plugins = make_plugins(enable=[SCRIPTED_PLUGIN])
+    raise_budget = ["plugins.llm_budget.max_calls=100000"]
+    for first, then in ((RAY, ["engine.backend=ray", "engine.shards=3"]), (["engine.backend=local"], RAY)):
+        stopped, summary = run_scenario(path, overrides=first)
+        assert summary.stopped is not None and "LLM budget reached" in summary.stopped and 0 < summary.rounds_completed < 4
+        _, resumed = resume_run(stopped.path, overrides=[*raise_budget, *then], plugins=plugins)
+        assert resumed.rounds_completed == 4
+        assert event_log(stopped.path) == event_log(one.path)
+        assert agents_state(stopped) == agents_state(one)
+
+
+def test_branch_changes_agents_in_their_shards(ray_cluster, ga_reference, run_scenario, tmp_path):
+    """A branch's persona and memory interventions reach the agent in the shard that holds it:
+    the branch's log equals the single process's branch."""
+    from townsquare.branch import branch_run, parse_interventions
+
+    path, one = ga_reference
+    sharded, _ = run_scenario(path, overrides=RAY, plugin_options=[SCRIPTED_PLUGIN])
+    persona = tmp_path / "persona.txt"
+    persona.write_text("I only talk about trains.\nSteam engines are my life.\n")
+    logs, states = [], []
+    for name, parent, sets in (("one", one, []), ("sharded", sharded, RAY)):
+        changes = parse_interventions([("persona", f"townsfolk-0002={persona}"), ("memory", "townsfolk-0003=The bakery burned down.")])
+        branch, summary = branch_run(parent.path, 2, tmp_path / f"branch-{name}", overrides=sets, interventions=changes)
+        assert summary.stopped is None
+        logs.append(event_log(branch.path))
+        states.append(agents_state(branch))
+    assert logs[0] == logs[1] and states[0] == states[1]
+    kept = [r["text"] for r in states[1]["townsfolk-0003"]["memory.stream"]["records"]]
+    assert "The bakery burned down." in kept
+
+
+def test_a_round_hands_over_a_fixed_number_of_times_and_each_call_reaches_the_driver_once(ray_cluster, write_scenario,
+                                                                                          run_scenario, monkeypatch):
+    """The shape docs/scale.md's model of shard cores assumes (benchmarks/scale_model.py): the
+    driver waits on the shards' outcomes twice a round (the turns, the replays) however many
+    agents and calls the round has, and every LLM call a shard makes becomes one ``llm_calls``
+    row and one journal row on the driver."""
+    from townsquare import ray_backend
+
+    waits: list[int] = []
+    gather = ray_backend.RayBackend._gather
+
+    async def counting(self, calls):
+        waits.append(self.sim.round)
+        return await gather(self, calls)
+
+    monkeypatch.setattr(ray_backend.RayBackend, "_gather", counting)
+    per_round = []
+    for count in (6, 18):
+        waits.clear()
+        path = write_scenario(scenario_text(rounds=3, count=count, policy="scripted_feed", llm=True, extra=SCRIPTED), f"s{count}.toml")
+        sharded, _ = run_scenario(path, overrides=RAY)
+        per_round.append([waits.count(r) for r in range(3)])
+        rows = event_log(sharded.path)["llm_calls"]
+        assert len(rows) == len(journal(sharded.path)) > count
+    assert per_round == [[2, 2, 2], [2, 2, 2]]
+
+
+def test_a_killed_driver_takes_the_ray_processes_it_started_with_it(write_scenario, tmp_path):
+    """``kill -9`` of a driver that started its own local cluster: every process it started
+    (Ray's dashboard and runtime-env agents, the shards' workers, the raylet) ends with it,
+    where Ray's own checks left the agents running for about a minute."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("ray")
+    from townsquare.ray_reaper import descendants, start_time
+
+    path = write_scenario(baseline_text(rounds=5000, count=40))
+    driver = subprocess.Popen([sys.executable, "-c", "from townsquare.cli import main; main()", "run", str(path), "--out",
+                               str(tmp_path / "run"), "--backend", "ray", "--set", "engine.shards=2", "--quiet"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        shards = wait_for(lambda: len([p for p in descendants(driver.pid) if b"ray::Shard" in _cmdline(p)]) == 2, 180)
+        assert shards, "the shards did not start"
+        processes = [(pid, start_time(pid)) for pid in descendants(driver.pid)]
+        names = b" ".join(_cmdline(pid) for pid, _ in processes)
+        assert b"ray::DashboardAgent" in names and b"raylet" in names
+    finally:
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait()
+    # a generous bound for a busy machine; the reaper ends them within a second or two
+    alive = wait_for(lambda: [pid for pid, began in processes if start_time(pid) == began] or None, 45, until_none=True)
+    assert not alive, f"still running after the driver was killed: {[_cmdline(pid)[:60] for pid in alive]}"
+
+
+def wait_for(probe, seconds: float, until_none: bool = False):
+    """Poll ``probe()`` every 0.2 s for up to ``seconds``: its first truthy answer (or, with
+    ``until_none``, the last answer once it is falsy, else the last one seen)."""
+    import time
+
+    deadline, answer = time.monotonic() + seconds, None
+    while time.monotonic() < deadline:
+        answer = probe()
+        if bool(answer) != until_none:
+            return answer
+        time.sleep(0.2)
+    return answer
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ")
+    except OSError:
+        return b""
+
+
+def test_the_reaper_kills_what_it_was_told_of_and_nothing_with_another_start_time():
+    """The reaper's end (no Ray needed): a watched process is killed when the pipe closes; a pid
+    whose process has another start time (the system gave the pid to someone else) is left alone."""
+    import io
+    import subprocess
+
+    from townsquare.ray_reaper import reap, start_time
+
+    watched, other = (subprocess.Popen(["sleep", "60"]) for _ in range(2))
+    try:
+        lines = io.StringIO(f"{watched.pid} {start_time(watched.pid)}\n{other.pid} 1\nnot a line\n")
+        assert reap(lines) == 1
+        assert watched.wait(10) == -9
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+        watched.kill()
 
 
 # ---------------------------------------------------------------------------- without a cluster

@@ -1,4 +1,4 @@
-"""The engine's turn workers (``townsquare.engine.run_turns``) and the JSON of a browse's post ids."""
+"""The engine's turn workers (``townsquare.agent_host.run_turns``) and the JSON of a browse's post ids."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from townsquare.engine import _ids_json, _json, run_turns
+from townsquare.agent_host import run_turns
+from townsquare.engine import _ids_json, _json
 
 
 def test_turns_fill_their_results_in_order_at_most_limit_at_once():

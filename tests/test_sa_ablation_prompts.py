@@ -62,7 +62,7 @@ class Recorder:
         if request.labels:
             return LLMResponse(text=request.labels[-1])  # "no operation": nothing changes the feed
         if request.purpose == "topics":
-            return LLMResponse(text="1. Training a puppy with treats\n2. Planning a safe hiking route in the mountains")
+            return LLMResponse(text='{"topics": ["Training a puppy with treats", "Planning a safe hiking route in the mountains"]}')
         return LLMResponse(text=f"post number {len(self.prompts)} about something new")
 
 
@@ -82,6 +82,10 @@ def run(make_plugins, write_scenario, run_scenario, disable=()):
     personas = {row[0]: Persona.from_dict(json.loads(row[4]))
                 for row in sqlite3.connect(run_dir.events_path).execute("SELECT * FROM agents")}
     return prompts, rows, personas
+
+
+#: what opens the knowledge in a post prompt (prompts/actions.toml, post_with_knowledge)
+KNOWLEDGE = "You know the facts below"
 
 
 def persona_section(prompt: str) -> str:
@@ -113,7 +117,7 @@ def test_without_knowledge_boundary_every_retrieved_item_is_used(make_plugins, w
 
     def knowledge_counts(prompts):
         posts = [p for _, purpose, p in prompts if purpose == "post"]
-        return [len(re.findall(r"Q: ", p.split("\n\nKnowledge:", 1)[1])) if "\n\nKnowledge:" in p else 0 for p in posts]
+        return [len(re.findall(r"Q: ", p.split(KNOWLEDGE, 1)[1])) if KNOWLEDGE in p else 0 for p in posts]
 
     kept, everything = knowledge_counts(bounded), knowledge_counts(unbounded)
     assert len(kept) == len(everything) == 6  # 3 initial agents x 2 posts, same topics in both runs
@@ -125,4 +129,4 @@ def test_without_any_knowledge_component_posts_carry_none(make_plugins, write_sc
     prompts, rows, _ = run(make_plugins, write_scenario, run_scenario, disable=["knowledge_boundary", "unbounded_knowledge"])
     assert rows[("initial", "persona.knowledge")] == "no_knowledge"
     posts = [p for _, purpose, p in prompts if purpose == "post"]
-    assert posts and not any("\n\nKnowledge:" in p for p in posts)
+    assert posts and not any(KNOWLEDGE in p for p in posts)

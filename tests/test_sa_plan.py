@@ -1,4 +1,4 @@
-"""Zhou §3.1.3 activity plan: strict parsing, fallback, windows, quotas, posting schedule."""
+"""Zhou §3.1.3 activity plan: the declared answer read strictly, fallback, windows, quotas, posting schedule."""
 
 from __future__ import annotations
 
@@ -10,14 +10,19 @@ from datetime import datetime, timedelta
 import numpy as np
 import pytest
 
-from test_sa_policy_world import HIKER, PLAN, PLAN_REPAIR, START, World, scripted
+from test_sa_policy_world import HIKER, PLAN, START, World, scripted
 from townsquare.components import BuildContext
 from townsquare.plugins.social_agent.planning import activity_plan
 from townsquare.plugins.social_agent.planning.activity_plan import ActivityPlanConfig, build_activity_plan
 from townsquare.plugins.social_agent.planning.plan_parsing import (Clock, Plan, PlanFormatError, PlanSession, Window, activity_fraction,
-                                                          fallback_plan, full_activity_level, in_window, parse_plan, posts_in_round, quota)
+                                                          fallback_plan, full_activity_level, in_window, plan_from_answer, posts_in_round, quota)
+from townsquare.plugins.social_agent.actions.action_prompts import action_answers
 
-GOOD = """Browsing time period: 19:00-21:30
+GOOD_ANSWER = {"browsing_start": "19:00", "browsing_end": "21:30", "probability_of_liking": 30, "probability_of_forwarding": 10,
+               "probability_of_commenting": 5, "posting_day": 3, "posting_start": "18:00", "posting_end": "20:00", "posts_per_week": 4}
+GOOD = json.dumps(GOOD_ANSWER)
+#: the plan in the paper's own six lines (Plan.text)
+PAPER_LINES = """Browsing time period: 19:00-21:30
 Probability of liking: 30%
 Probability of forwarding: 10%
 Probability of commenting: 5%
@@ -25,40 +30,55 @@ Posting time period: day 3-18:00-20:00
 Frequency of posting: 4 times per week"""
 
 
+def answer(**changes):
+    return json.dumps({**GOOD_ANSWER, **changes})
+
+
 def test_well_formed_plan():
-    plan = parse_plan(GOOD)
+    plan = plan_from_answer(GOOD_ANSWER)
     assert plan == Plan(Window(19 * 60, 21 * 60 + 30), 30.0, 10.0, 5.0, 3, Window(18 * 60, 20 * 60), 4)
-    assert plan.text() == GOOD
+    assert plan.text() == PAPER_LINES
+    assert plan_from_answer(plan.to_answer()) == plan
     assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
 
 
-def test_plan_with_preamble_bullets_and_bold():
-    text = "Here is my plan:\n\n- **Browsing time period:** 22:00–01:00\n* Probability of liking: 12.5%\n" \
-           "3. Probability of forwarding: 0%\nProbability of commenting: 100 %.\n" \
-           "Posting time period: Day 7 - 23:00 - 24:00\nfrequency of posting: 1 time per week\nThanks!"
-    plan = parse_plan(text)
-    assert (plan.browse, plan.like, plan.forward, plan.comment) == (Window(22 * 60, 60), 12.5, 0.0, 100.0)
-    assert (plan.post_day, plan.post, plan.posts_per_week) == (7, Window(23 * 60, 24 * 60), 1)
-    assert plan.browse.length == 180
+def test_a_window_past_midnight_and_the_whole_day():
+    plan = plan_from_answer({**GOOD_ANSWER, "browsing_start": "22:00", "browsing_end": "01:00", "posting_start": "00:00",
+                             "posting_end": "24:00", "probability_of_liking": 12.5})
+    assert (plan.browse, plan.browse.length, plan.like) == (Window(22 * 60, 60), 180, 12.5)
+    assert plan.post == Window(0, 24 * 60)
 
 
-@pytest.mark.parametrize("replace, problem", [
-    (("Probability of liking: 30%", ""), "no line 'Probability of liking: ...'"),
-    (("30%", "130%"), "130% is outside 0-100%"),
-    (("19:00-21:30", "25:00-21:30"), "25:00-21:30 is not a valid time period"),
-    (("19:00-21:30", "19:00-19:75"), "not a valid time period"),
-    (("19:00-21:30", "19:00-19:00"), "the period is empty"),
-    (("day 3", "day 8"), "day 8 is not a day of the week"),
-    (("day 3-", "day three-"), "no line 'Posting time period: ...'"),
-    (("4 times", "-1 times"), "no line 'Frequency of posting: ...'"),
-    (("4 times", "400 times"), "400 is more than 70 times per week"),
-    (("Probability of liking: 30%", "Probability of liking: often"), "no line 'Probability of liking"),
-    (("10%", "10"), "no line 'Probability of forwarding"),
+def test_the_declared_schema_holds_the_plans_values():
+    schema = action_answers(None)["plan"].schema
+    assert set(schema["required"]) == set(GOOD_ANSWER)
+    times = schema["properties"]["browsing_start"]["enum"]
+    assert len(times) == 48 and times[0] == "00:00" and times[-1] == "23:30"
+    assert schema["properties"]["browsing_end"]["enum"][-1] == "24:00"
+    for value in schema["properties"]["browsing_start"]["enum"]:  # every value the schema allows reads
+        plan_from_answer({**GOOD_ANSWER, "browsing_start": value, "browsing_end": "24:00" if value != "00:00" else "23:30"})
+
+
+@pytest.mark.parametrize("changes, problem", [
+    ({"probability_of_liking": 130}, "probability of liking: 130 is outside 0-100"),
+    ({"probability_of_liking": "often"}, "probability of liking: 'often' is not a number"),
+    ({"browsing_start": "25:00"}, "25:00-21:30 is not a valid time period"),
+    ({"browsing_end": "19:75"}, "not a valid time period"),
+    ({"browsing_end": "19:00"}, "the period 19:00-19:00 is empty"),
+    ({"posting_day": 8}, "posting day: 8 is outside 1-7"),
+    ({"posting_day": 2.5}, "posting day: 2.5 is not a whole number"),
+    ({"posts_per_week": -1}, "posts per week: -1 is outside 0-70"),
+    ({"posts_per_week": 400}, "posts per week: 400 is outside 0-70"),
+    ({"probability_of_forwarding": True}, "probability of forwarding: True is not a number"),
 ])
-def test_malformed_plans_are_rejected(replace, problem):
+def test_malformed_plans_are_rejected(changes, problem):
     with pytest.raises(PlanFormatError) as info:
-        parse_plan(GOOD.replace(*replace))
+        plan_from_answer(json.loads(answer(**changes)))
     assert problem in str(info.value)
+    with pytest.raises(PlanFormatError, match="missing key 'posts_per_week'"):
+        plan_from_answer({k: v for k, v in GOOD_ANSWER.items() if k != "posts_per_week"})
+    with pytest.raises(PlanFormatError, match="not a JSON object"):
+        plan_from_answer([GOOD_ANSWER])
 
 
 def test_activity_fraction_mapping():
@@ -87,13 +107,19 @@ def test_activity_fraction_keeps_the_long_tail():
     assert shown.min() >= 0.1  # the old 1 - exp(-x) showed every agent at 0.63 or more
 
 
-def test_fallback_plan_from_activity():
-    assert fallback_plan(1.0).text().splitlines() == [
-        "Browsing time period: 20:00-24:00", "Probability of liking: 30%", "Probability of forwarding: 10%",
-        "Probability of commenting: 5%", "Posting time period: day 1-18:00-20:00", "Frequency of posting: 7 times per week"]
-    low = fallback_plan(activity_fraction(1.0))  # a = 0.1
-    assert (low.browse, low.like, low.forward, low.comment, low.posts_per_week) == (Window(1200, 1260), 3.0, 1.0, 1.0, 1)
-    assert parse_plan(low.text()) == low
+def test_fallback_plans_are_drawn_per_agent_from_activity_and_random_stream():
+    full = fallback_plan(1.0, np.random.default_rng([1, 0]))
+    assert full.browse.length == 4 * 60 and full.posts_per_week == 7  # 1 + round(3a) hours; round(7a) posts
+    assert 15 <= full.like <= 45 and 5 <= full.forward <= 15 and 2 <= full.comment <= 8  # 30a, 10a, 5a times [0.5, 1.5]
+    low = fallback_plan(activity_fraction(1.0), np.random.default_rng([1, 0]))  # a = 0.1
+    assert (low.browse.length, low.posts_per_week) == (60, 1) and low.like <= 5
+    assert plan_from_answer(low.to_answer()) == low
+    # the same agent and seed: the same plan; eight agents: eight different plans and browse windows
+    assert fallback_plan(1.0, np.random.default_rng([1, 0])) == full
+    plans = [fallback_plan(0.5, np.random.default_rng([1, agent])) for agent in range(8)]
+    assert len(set(plans)) == 8 and len({p.browse for p in plans}) >= 6
+    for plan in plans:
+        assert 6 * 60 <= plan.browse.start <= 22 * 60 and 1 <= plan.post_day <= 7 and plan.post.length == 120
 
 
 @pytest.mark.parametrize("percent, posts, expected", [
@@ -171,31 +197,34 @@ def planner_world(rules, activity=1.0, **config):
 
 
 def test_planner_parses_the_model_plan_and_decides_activity():
-    world, agent, planner = planner_world({PLAN: GOOD.replace("day 3", "day 1")})
+    world, agent, planner = planner_world({PLAN: answer(posting_day=1)})
     active = {r: asyncio.run(planner.is_active(world.ctx(agent, r))) for r in range(24)}
     # 08:00 + r hours: posting 18:00-20:00 (rounds 10, 11), browsing 19:00-21:30 (rounds 11-13)
     assert [r for r, on in active.items() if on] == [10, 11, 12, 13]
     assert world.recorder.purposes() == ["plan"]  # made once
     assert planner.get_state()["source"] == "llm"
-    prompt = world.recorder.requests[0].messages[-1].content
+    request = world.recorder.requests[0]
+    assert request.json_schema == action_answers(None)["plan"].schema and request.temperature == 1.0
+    prompt = request.messages[-1].content
     assert "Your activity level is 0.10" in prompt and "I love hiking in the mountains." in prompt
     session = asyncio.run(planner.session(world.ctx(agent, 10)))
     assert session == PlanSession(browse=False, posts_due=2, like=30, forward=10, comment=5)
 
 
 def test_planner_repairs_once_then_falls_back():
-    world, agent, planner = planner_world({PLAN: "I browse in the evening, mostly.", PLAN_REPAIR: GOOD})
+    world, agent, planner = planner_world({PLAN: answer(posting_day=9), "That was not valid": GOOD})
     asyncio.run(planner.is_active(world.ctx(agent, 0)))
-    assert planner.get_state()["source"] == "llm_repaired" and planner.plan == parse_plan(GOOD)
+    assert planner.get_state()["source"] == "llm_repaired" and planner.plan == plan_from_answer(GOOD_ANSWER)
     repair = world.recorder.requests[1]
-    assert repair.purpose == "plan.repair" and "no line 'Browsing time period: ...'" in repair.messages[-1].content
+    assert repair.purpose == "plan.repair" and "posting day: 9 is outside 1-7" in repair.messages[-1].content
 
-    world, agent, planner = planner_world({PLAN: "no idea", PLAN_REPAIR: "still no idea"}, activity=math.inf)
+    world, agent, planner = planner_world({PLAN: "no idea", "That was not valid": "still no idea"}, activity=math.inf)
     failures = []
     world.llm.on_parse_failure = lambda request, answer, kind: failures.append((request.purpose, answer))
-    asyncio.run(planner.is_active(world.ctx(agent, 0)))
+    ctx = world.ctx(agent, 0)
+    asyncio.run(planner.is_active(ctx))
     state = planner.get_state()
-    assert state["source"] == "fallback" and planner.plan == fallback_plan(1.0)
+    assert state["source"] == "fallback" and planner.plan == fallback_plan(1.0, np.random.default_rng([7, 0]))  # the agent's stream
     assert world.recorder.purposes() == ["plan", "plan.repair"]
     assert failures == [("plan", "still no idea")]  # recorded in llm_calls as a parse_failure
 

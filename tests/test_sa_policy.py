@@ -97,8 +97,8 @@ def test_unparsable_label_answers_fall_back_to_no_operation():
     rules = {LIKE: "maybe later", FORWARD: "hmm", COMMENT: "I'd rather not", "Answer with exactly one of": "unsure"}
     world, actions = browse_step(scripted(rules), ["A post."])
     assert kinds(actions) == [("browse", None, None)]
-    # like and reblog each got one repair request
-    assert world.recorder.purposes() == ["like", "like.repair", "reblog", "reblog.repair", "comment"]
+    # like, reblog and the comment each got one repair request
+    assert world.recorder.purposes() == ["like", "like.repair", "reblog", "reblog.repair", "comment", "comment.repair"]
 
 
 def test_text_in_posts_cannot_trigger_other_actions():
@@ -175,14 +175,14 @@ class FixedKnowledge:
 
 
 def test_posts_follow_topics_persona_and_knowledge():
-    rules = {TOPICS: "1. Training a #rescue dog with patience\n2) Best mountain trails for spring hikes", POST: "DRAFT"}
+    rules = {TOPICS: json.dumps({"topics": ["Training a #rescue dog with patience", "Best mountain trails for spring hikes"]})}
 
     def reply(request):
         prompt = request.messages[-1].content
         if re.search(TOPICS, prompt):
             return rules[TOPICS]
-        topic = re.search(r"Topic: (.*)", prompt).group(1)
-        return f"My post on {topic}, knowledge={'Knowledge:' in prompt}"
+        topic = re.search(r"Write one post about: (.*)", prompt).group(1)
+        return f"My post on {topic}, knowledge={'You know the facts below' in prompt}"
 
     world = World([HIKER], FuncLLM(reply))
     (me,) = world.agents
@@ -196,13 +196,16 @@ def test_posts_follow_topics_persona_and_knowledge():
     ]
     assert actions[0].detail == {"topic": "Training a rescue dog with patience", "knowledge": ["k1"], "attempts": 1, "similarity": 0.0}
     assert world.recorder.purposes() == ["topics", "post", "post"]
-    topics_prompt = world.recorder.requests[0].messages[-1].content
-    assert "Suggest 2 topics" in topics_prompt and "Hobbies: Hiking, Camping, Cooking" in topics_prompt
-    # post prompts show the persona retrieved with the topic as the query, and the knowledge
+    topics_request = world.recorder.requests[0]
+    assert "Suggest 2 topics" in topics_request.messages[-1].content and "Hobbies: Hiking, Camping, Cooking" in topics_request.messages[-1].content
+    assert topics_request.json_schema["properties"]["topics"]["maxItems"] == 2  # the declared list, sized to the ask
+    # post prompts: the persona retrieved with the topic as the query speaks (the system
+    # message), the task and the knowledge are the user's
     assert persona.queries == ["Training a rescue dog with patience", "Best mountain trails for spring hikes"]
-    post_prompt = world.recorder.requests[1].messages[-1].content
-    assert "PERSONA FOR <Training a rescue dog with patience>" in post_prompt
-    assert "Title: Paul Owens Text: He wrote The Dog Whisperer." in post_prompt
+    system, task = world.recorder.requests[1].messages
+    assert system.role == "system" and system.content.startswith("You are Hiker.")
+    assert "PERSONA FOR <Training a rescue dog with patience>" in system.content and "first person" in system.content
+    assert "Title: Paul Owens Text: He wrote The Dog Whisperer." in task.content
 
 
 def test_persona_is_retrieved_with_the_post_as_query():
@@ -210,12 +213,14 @@ def test_persona_is_retrieved_with_the_post_as_query():
     world, _ = browse_step(scripted({LIKE: "no operation", FORWARD: "no operation", COMMENT: "no comment"}), ["Jazz tonight."],
                            **{"persona.context": persona})
     assert persona.queries == ["Jazz tonight."]
-    assert all("PERSONA FOR <Jazz tonight.>" in r.messages[-1].content for r in world.recorder.requests)
+    assert all(any("PERSONA FOR <Jazz tonight.>" in m.content for m in r.messages) for r in world.recorder.requests)
+    comment = world.recorder.requests[-1]
+    assert comment.messages[0].role == "system" and "PERSONA FOR <Jazz tonight.>" in comment.messages[0].content
 
 
 def test_long_posts_are_shortened_then_cut():
     long = "word " * 150  # 750 characters
-    world = World([HIKER], scripted({TOPICS: "1. Hiking", SHORTEN: "still " * 120, POST: long}))
+    world = World([HIKER], scripted({TOPICS: '{"topics": ["Hiking"]}', SHORTEN: "still " * 120, POST: long}))
     (me,) = world.agents
     me.components.update({"policy": policy(), "planner": FixedPlanner(PlanSession(browse=False, posts_due=1))})
     actions = asyncio.run(me.components["policy"].step(world.ctx(me)))
@@ -227,7 +232,7 @@ def test_long_posts_are_shortened_then_cut():
 
 
 def test_duplicate_posts_are_regenerated_through_the_policy():
-    world = World([HIKER], scripted({TOPICS: "1. Hiking", REGENERATE: "Fresh powder on the pass, skis waxed.", POST: "Mountain hiking at dawn is the best."}))
+    world = World([HIKER], scripted({TOPICS: '{"topics": ["Hiking"]}', REGENERATE: "Fresh powder on the pass, skis waxed.", POST: "Mountain hiking at dawn is the best."}))
     (me,) = world.agents
     memory = ActionMemory()
     memory.posts.append("Mountain hiking at dawn is the best!")
@@ -240,7 +245,7 @@ def test_duplicate_posts_are_regenerated_through_the_policy():
 
 
 def test_without_a_planner_posting_is_a_draw():
-    world = World([HIKER], scripted({TOPICS: "1. Hiking", POST: "A hike."}))
+    world = World([HIKER], scripted({TOPICS: '{"topics": ["Hiking"]}', POST: "A hike."}))
     (me,) = world.agents
     me.components["policy"] = policy(post_probability_without_plan=1.0)
     actions = asyncio.run(me.components["policy"].step(world.ctx(me)))
@@ -318,15 +323,31 @@ def test_registration_state_and_prompts_file(tmp_path):
 # --------------------------------------------------------------------------- topics
 
 
-def test_topic_lists_are_parsed():
-    from townsquare.plugins.social_agent.actions.post_writer import parse_topics
+def test_topic_lists_are_read_from_the_declared_answer():
+    from townsquare.plugins.social_agent.actions.post_writer import topics_from_answer
 
-    assert parse_topics("Here you go:\n1. Sunrise on the #ridge\n2) Vegan camp food\n3. Sunrise on the ridge", 5) == [
+    assert topics_from_answer({"topics": ["Sunrise on the #ridge", "Vegan camp food", "Sunrise on the ridge"]}, 5) == [
         "Sunrise on the ridge", "Vegan camp food"]
-    assert parse_topics("1. Dogs 2. Cats 3. Birds", 2) == ["Dogs", "Cats"]
+    assert topics_from_answer({"topics": ["Dogs", "Cats", "Birds"]}, 2) == ["Dogs", "Cats"]
     long = " ".join(f"w{i}" for i in range(20))
-    assert parse_topics(f"1. {long}", 1) == [" ".join(f"w{i}" for i in range(15))]
-    assert parse_topics("Dogs, cats and birds.", 3) == []
+    assert topics_from_answer({"topics": [long]}, 1) == [" ".join(f"w{i}" for i in range(15))]
+    for bad in ({"topics": []}, {"topics": ["#", 3]}, ["Dogs"], {"list": ["Dogs"]}):
+        with pytest.raises(ValueError):
+            topics_from_answer(bad, 3)
+
+
+def test_unreadable_topics_are_repaired_then_drawn_from_the_persona():
+    world = World([HIKER], scripted({TOPICS: "1. Hiking\n2. Cooking", "That was not valid": "still a list", POST: "A hike."}))
+    (me,) = world.agents
+    me.components.update({"policy": policy(), "planner": FixedPlanner(PlanSession(browse=False, posts_due=1))})
+    failures = []
+    world.llm.on_parse_failure = lambda request, answer, kind: failures.append((request.purpose, kind))
+    me_llm = world.llm.for_agent(me.id)
+    ctx = world.ctx(me)
+    ctx.llm = me_llm
+    (post,) = asyncio.run(me.components["policy"].step(ctx))
+    assert world.recorder.purposes()[:2] == ["topics", "topics.repair"] and failures == [("topics", "unparsable")]
+    assert post.detail["topic"] in ("Hiking", "Camping", "Cooking")  # one of the persona's hobbies
 
 
 def test_unreadable_topics_fall_back_to_the_persona():
@@ -368,7 +389,7 @@ def test_routed_decisions_go_to_the_similarity_rule_and_say_so():
     assert by_kind[("like", "p1")]["decided_by"] == "similarity" and by_kind[("like", "p1")]["similarity"] >= 0.15
     assert by_kind[("reblog", "p1")]["decided_by"] == "similarity"
     assert ("like", "p2") not in by_kind and ("reblog", "p2") not in by_kind
-    assert by_kind[("comment", "p2")] == {"decided_by": "llm"}
+    assert by_kind[("comment", "p2")] == {"decided_by": "llm", "mode": "prompt"}  # the scripted model cannot constrain openings
     # the persona vector is kept in the checkpoint
     state = json.loads(json.dumps(me.components["policy"].get_state()))
     assert state["persona_vector"] is not None
@@ -395,3 +416,13 @@ def test_routing_is_a_setting_of_every_social_policy():
     assert world.recorder.purposes() == ["like", "comment"]
     with pytest.raises(ValueError, match="follow"):
         SocialAgentConfig(similarity_decides=["follow"])  # follows are the reflector's
+
+
+def test_topics_among_the_personas_interests_are_a_closed_set():
+    world = World([HIKER], scripted({TOPICS: '{"topics": ["Cooking"]}', POST: "A camp stove stew tonight."}))
+    (me,) = world.agents
+    me.components.update({"policy": policy(topics="interests"), "planner": FixedPlanner(PlanSession(browse=False, posts_due=1))})
+    (post,) = asyncio.run(me.components["policy"].step(world.ctx(me)))
+    assert post.detail["topic"] == "Cooking"
+    items = world.recorder.requests[0].json_schema["properties"]["topics"]
+    assert items["items"] == {"type": "string", "enum": ["Hiking", "Camping", "Cooking"]} and items["maxItems"] == 1

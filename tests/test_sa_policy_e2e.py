@@ -18,7 +18,8 @@ MODULES = [
     "townsquare.recommenders.mastodon_digest",
 ]
 
-PLAN = """Browsing time period: 09:00-21:00\\nProbability of liking: 40%\\nProbability of forwarding: 20%\\nProbability of commenting: 20%\\nPosting time period: day 1-08:00-20:00\\nFrequency of posting: 6 times per week"""
+PLAN = ('{"browsing_start": "09:00", "browsing_end": "21:00", "probability_of_liking": 40, "probability_of_forwarding": 20, '
+        '"probability_of_commenting": 20, "posting_day": 1, "posting_start": "08:00", "posting_end": "20:00", "posts_per_week": 6}')
 
 SCENARIO = """
 name = "zhou-small"
@@ -33,12 +34,12 @@ name = "mastodon_digest"
 name = "scripted"
 text_reply = "{{topic}} is on my mind today"
 [llm.rules]
-"Make a rough plan" = "PLAN"
+"Make a rough plan" = 'PLAN'
 'exactly one of "like"' = "like"
 'exactly one of "forward"' = "forward"
 'beginning with "Comment content:"' = "Comment content: Nice point, thanks for sharing."
 "Reply with one JSON object" = '{{"like": true, "reblog": true, "comment": "Nice point."}}'
-"Suggest 1 topics" = "1. Morning walks in the hills"
+"Suggest 1 topics" = '{{"topics": ["Morning walks in the hills"]}}'
 "^Summarise" = "A post about everyday life."
 "which user you want to follow" = "users-0002"
 [plugins.social_agent]
@@ -62,7 +63,7 @@ items = [
 
 
 def scenario(policy: str) -> str:
-    return SCENARIO.format(policy=policy).replace('"PLAN"', '"' + PLAN + '"')
+    return SCENARIO.format(policy=policy).replace("'PLAN'", "'" + PLAN + "'")
 
 
 def query(run_dir: Path, sql: str) -> list[tuple]:
@@ -122,7 +123,7 @@ rounds = 3
 [llm]
 name = "scripted"
 [llm.rules]
-"Suggest .* topics" = "1. Sourdough starters\\n2. Mountain trails\\n3. Old cameras"
+"Suggest .* topics" = '{"topics": ["Sourdough starters", "Mountain trails", "Old cameras"]}'
 "Write one post" = "A short post written for the test."
 
 [[populations]]

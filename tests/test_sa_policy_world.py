@@ -29,7 +29,6 @@ POST = r"Write one post"
 REGENERATE = r"too close to something you posted"
 SHORTEN = r"the limit is \d+"
 PLAN = r"Make a rough plan"
-PLAN_REPAIR = r"could not be read"
 FOLLOW = r"which user you want to follow"
 SUMMARY = r"^Summarise"
 COMBINED = r"Reply with one JSON object"
@@ -54,6 +53,10 @@ class Recorder:
 
     def purposes(self) -> list[str]:
         return [r.purpose for r in self.requests]
+
+    def describe(self) -> dict[str, Any]:
+        describe = getattr(self.provider, "describe", None)
+        return describe() if describe is not None else {}
 
 
 class FuncLLM:

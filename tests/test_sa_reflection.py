@@ -62,7 +62,7 @@ def test_reflection_follows_an_author_from_the_history():
     assert world.recorder.requests == []
     (action,) = asyncio.run(component.reflect(world.ctx(me, 48)))
     assert (action.kind, action.agent_id, action.target_agent) == ("follow", "a0", "a1")
-    assert action.detail == {"reflection": 1, "posts": 3}
+    assert action.detail == {"reflection": 1, "posts": 3, "mode": "scripted"}  # the test model gives labels by construction
     assert world.recorder.purposes() == ["summary"] * 3 + ["follow"]
     follow = world.recorder.requests[-1]
     assert follow.labels == ("a1", "a2", "do not follow")

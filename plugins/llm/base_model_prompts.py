@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from townsquare.api import LLMRequest, Message
+from townsquare.api import request_kind as api_request_kind
 
 _BLANK_LINES = re.compile(r"\n[ \t]*\n\s*")
 
@@ -163,16 +164,14 @@ PROMPT_BOOKS: dict[str, PromptBook] = {
 }
 
 
+#: the LLM layer's kinds of request (:func:`townsquare.api.request_kind`) -> the prompt book for each
+BOOK_OF_KIND = {"labels": "choice", "prefixes": "prefixed", "json": "json", "text": "text"}
+
+
 def request_kind(request: LLMRequest) -> str:
     """``choice`` for a label decision, ``prefixed`` for an answer with fixed openings, ``json``
-    for a JSON answer, else ``text``."""
-    if request.labels:
-        return "choice"
-    if request.answer_prefixes:
-        return "prefixed"
-    if request.json_schema is not None:
-        return "json"
-    return "text"
+    for a JSON answer, else ``text`` (the name of its prompt book)."""
+    return BOOK_OF_KIND[api_request_kind(request)]
 
 
 def describe_schema(schema: dict[str, Any]) -> str:

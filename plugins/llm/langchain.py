@@ -20,19 +20,30 @@ rejects them, and put fixed values in ``kwargs``). Token counts come from the re
 ``response_metadata["token_usage"]``; a model that reports neither records 0.
 
 Retrying is ``llm_retry``'s job: give the model ``max_retries = 0`` in ``kwargs`` where it has
-such an option, or failures are retried twice over. Labels and JSON schemas are not passed on:
-the chat model sees the component's prompt, and the client parses and repairs the answer.
+such an option, or failures are retried twice over.
+
+Structured answers (``structured = "auto"``, :mod:`townsquare.llm_modes`): when the class
+implements LangChain's ``with_structured_output`` (its own, or through ``bind_tools``), a JSON
+request goes through ``model.with_structured_output(schema, include_raw=True)`` with the schema
+made strict (:func:`.strict_schema.strict_schema`), and a label decision with the schema
+``{"answer": one of the labels}``; mode ``structured_output``. Those calls use the model's own
+``temperature`` and token limit (``kwargs``): a structured runnable takes no per-call
+parameters. A class without it (or ``structured = "off"``) sees the prompt alone, and the client
+parses and repairs the answer.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import json
+from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl, resolve_secrets
+from townsquare.api import LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl, mode_for, resolve_secrets
+
+from .strict_schema import label_schema, strict_schema, unwrap_label
 
 log = structlog.get_logger("townsquare.llm.langchain")
 
@@ -53,6 +64,8 @@ class LangChainConfig(BaseModel):
     api_key_kwarg: str = "api_key"
     #: request fields passed to every call as keyword arguments
     request_params: list[str] = Field(default_factory=lambda: ["temperature", "max_tokens"])
+    #: "auto": structured answers through with_structured_output where the class has it; "off": never
+    structured: Literal["auto", "off"] = "auto"
 
 
 def import_class(class_path: str) -> type:
@@ -106,17 +119,34 @@ def reply_text(reply: Any) -> str:
     return str(content)
 
 
+def has_structured_output(chat_model: Any) -> bool:
+    """Whether the model's class implements ``with_structured_output`` (its own, or the base
+    class's through ``bind_tools``)."""
+    from langchain_core.language_models import BaseChatModel
+
+    cls = type(chat_model)
+    return cls.with_structured_output is not BaseChatModel.with_structured_output or cls.bind_tools is not BaseChatModel.bind_tools
+
+
 class LangChainLLM:
     """A LangChain ``BaseChatModel`` behind the :class:`townsquare.llm.LLMProvider` protocol."""
 
     name = "langchain"
 
-    def __init__(self, chat_model: Any, model: str, request_params: list[str]):
+    def __init__(self, chat_model: Any, model: str, request_params: list[str], structured: bool = False):
         self.chat_model = chat_model
         self.model = model
         self.request_params = request_params
+        self.capabilities = {"labels": ["structured_output"], "json": ["structured_output"]} if structured else {}
+        self._runnables: dict[str, Any] = {}
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "model": self.model, "structured": self.capabilities}
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
+        mode = mode_for(request, self.capabilities)
+        if mode == "structured_output":
+            return await self._structured(request)
         params = {name: getattr(request, name) for name in self.request_params}
         reply = await self.chat_model.ainvoke(to_langchain_messages(request.messages), **params)
         prompt_tokens, completion_tokens = reply_usage(reply)
@@ -124,8 +154,31 @@ class LangChainLLM:
         return LLMResponse(
             text=reply_text(reply), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
             model=str(metadata.get("model_name") or metadata.get("model") or self.model), provider=self.name,
-            meta={"finish_reason": metadata.get("finish_reason") or metadata.get("stop_reason")},
+            meta={"finish_reason": metadata.get("finish_reason") or metadata.get("stop_reason"),
+                  **({"mode": mode} if mode is not None else {})},
         )
+
+    async def _structured(self, request: LLMRequest) -> LLMResponse:
+        """One answer through ``with_structured_output``: the parsed value as JSON text (a label
+        decision: the label), usage from the raw reply."""
+        schema = label_schema(request.labels) if request.labels else strict_schema(request.json_schema)
+        key = json.dumps(schema, sort_keys=True)
+        runnable = self._runnables.get(key)
+        if runnable is None:
+            runnable = self._runnables[key] = self.chat_model.with_structured_output(schema, include_raw=True)
+        result = await runnable.ainvoke(to_langchain_messages(request.messages))
+        raw = result.get("raw") if isinstance(result, dict) else None
+        parsed = result.get("parsed") if isinstance(result, dict) else result
+        text = json.dumps(parsed, ensure_ascii=False) if parsed is not None else (reply_text(raw) if raw is not None else "")
+        if request.labels:
+            label = unwrap_label(text, request.labels)
+            text = label if label is not None else text
+        prompt_tokens, completion_tokens = reply_usage(raw) if raw is not None else (0, 0)
+        metadata = getattr(raw, "response_metadata", None) or {}
+        return LLMResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                           model=str(metadata.get("model_name") or metadata.get("model") or self.model), provider=self.name,
+                           meta={"finish_reason": metadata.get("finish_reason") or metadata.get("stop_reason"),
+                                 "mode": "structured_output"})
 
 
 def build_langchain_llm(config: LangChainConfig, ctx: Any) -> LangChainLLM:
@@ -150,8 +203,9 @@ def build_langchain_llm(config: LangChainConfig, ctx: Any) -> LangChainLLM:
     except Exception as exc:  # pydantic validation of the class's own fields, mostly
         raise UsageError(f"llm 'langchain': {config.class_path}(**kwargs) failed: {_one_line(exc, keys)}") from None
     model = config.model or str(config.kwargs.get("model") or config.kwargs.get("model_name") or cls.__name__)
-    log.info("llm.langchain.ready", class_path=config.class_path, model=model)
-    return LangChainLLM(chat_model, model, list(config.request_params))
+    structured = config.structured == "auto" and has_structured_output(chat_model)
+    log.info("llm.langchain.ready", class_path=config.class_path, model=model, structured=structured)
+    return LangChainLLM(chat_model, model, list(config.request_params), structured)
 
 
 def _one_line(exc: Exception, secrets: list[str]) -> str:

@@ -37,7 +37,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from townsquare.api import Handler, LLMMiddlewareSpec, LLMRequest, LLMResponse, RunStopped, UsageError, hookimpl
+from townsquare.api import Handler, LLMMiddlewareSpec, LLMRequest, LLMResponse, RunStopped, UsageError, hookimpl, provider_capabilities
 
 log = structlog.get_logger("townsquare.plugins.llm.llm_cache")
 
@@ -234,7 +234,8 @@ class LLMCache:
         self.accounting = accounting
         self._round = accounting.run_round
         if self.store is not None and not self.replay:
-            self.store.set_meta(provider=accounting.provider.name, model=accounting.provider.model, model_id=self.model_id)
+            self.store.set_meta(provider=accounting.provider.name, model=accounting.provider.model, model_id=self.model_id,
+                                structured=json.dumps(provider_capabilities(accounting.provider)))
 
     async def __call__(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
         if self.store is None:
@@ -311,6 +312,11 @@ class CacheReplayProvider:
         meta = self.cache.store.meta()
         self.name = meta.get("provider", "replay")
         self.model = meta.get("model", "")
+        #: the recorded provider's capabilities: the replay asks for the constraints it did
+        self.structured = json.loads(meta.get("structured") or "{}")
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "model": self.model, "structured": self.structured}
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         return await self.cache(request, _no_endpoint)

@@ -36,7 +36,9 @@ Whatever the prompt style, the answer is constrained by the request's kind:
   tokenization (without the optional space a grammar forces the model off its natural token
   ``" like"``), handles labels of several tokens exactly, and yields the probabilities.
 * ``json_schema``: sampling under the GBNF grammar llama.cpp derives from the schema (every
-  declared property made required), so the answer parses.
+  declared property made required, no other property allowed, an integer range written out
+  as its values, since llama-cpp-python's converter ignores ``minimum``/``maximum``), so the
+  answer parses and stays in range (:func:`.strict_schema.strict_schema`).
 * free text: sampling until the end of the line (base model, :data:`TEXT_STOP`), a blank line
   or the end of the assistant's turn (chat model), or ``max_tokens``.
 
@@ -80,8 +82,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from townsquare.api import LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl
 
 from .base_model_prompts import (
-    TEXT_STOP, FittedPrompt, clean_text, fit_prompt, label_continuations, label_probabilities, pick_label, request_kind, required_everywhere,
+    TEXT_STOP, FittedPrompt, clean_text, fit_prompt, label_continuations, label_probabilities, pick_label, request_kind,
 )
+from .strict_schema import strict_schema
 from .chat_template_prompts import CHAT_TEXT_STOP, chat_label_continuations, chat_pieces, fit_chat_prompt
 
 log = structlog.get_logger("townsquare.llm.local")
@@ -279,6 +282,13 @@ class LocalLLM:
 
     # -- the port ------------------------------------------------------------------------
 
+    def describe(self) -> dict[str, Any]:
+        """What this provider enforces (:mod:`townsquare.llm_modes`): labels and answer openings
+        by scoring them (their probabilities come back in ``meta["label_probs"]``), JSON by a
+        grammar built from the schema."""
+        return {"name": self.name, "model": self.model,
+                "structured": {"labels": ["logprob"], "prefixes": ["logprob"], "json": ["grammar"]}}
+
     async def complete(self, request: LLMRequest) -> LLMResponse:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm-local")
@@ -410,7 +420,7 @@ class LocalLLM:
         rest = self._generate(llama, request, seed, after=opening.text)
         rest.text = f"{opening.text} {rest.text}".strip()
         rest.prompt_tokens += opening.prompt_tokens
-        rest.meta = {**rest.meta, "label_probs": opening.meta["label_probs"], "constraint": "prefix"}
+        rest.meta = {**rest.meta, "label_probs": opening.meta["label_probs"], "mode": "logprob"}
         return rest
 
     def _choose(self, llama: Any, request: LLMRequest, seed: int, labels: list[str] | None = None) -> LLMResponse:
@@ -425,7 +435,7 @@ class LocalLLM:
         return LLMResponse(
             text=labels[index], prompt_tokens=len(prompt.tokens), completion_tokens=len(continuations[index]),
             model=self.model, provider=self.name,
-            meta={"label_probs": {label: round(p, 4) for label, p in zip(labels, probs)}, "constraint": "logprob"},
+            meta={"label_probs": {label: round(p, 4) for label, p in zip(labels, probs)}, "mode": "logprob"},
         )
 
     def _score(self, llama: Any, prompt: FittedPrompt, continuations: list[list[int]]) -> list[float]:
@@ -458,7 +468,7 @@ class LocalLLM:
         # Everything but the last prompt token in canonical batches; create_completion finds
         # that cached and evaluates the last token itself before it samples.
         self._prepare(llama, prompt, len(prompt.tokens) - 1)
-        grammar = self._grammar(request.json_schema) if request.json_schema is not None else None
+        grammar = self._grammar(request.json_schema) if request.json_schema is not None and request.mode != "prompt" else None
         out = llama.create_completion(
             prompt.tokens, max_tokens=max_tokens, temperature=request.temperature, top_k=self.config.top_k,
             top_p=self.config.top_p, min_p=self.config.min_p, repeat_penalty=self.config.repeat_penalty,
@@ -468,7 +478,8 @@ class LocalLLM:
         return LLMResponse(
             text=choice["text"].strip() if grammar is not None else clean_text(choice["text"]), prompt_tokens=usage["prompt_tokens"], completion_tokens=usage["completion_tokens"],
             model=self.model, provider=self.name,
-            meta={"finish_reason": choice.get("finish_reason"), "constraint": "grammar" if grammar is not None else "stop"},
+            meta={"finish_reason": choice.get("finish_reason"),
+                  **({"mode": "grammar" if grammar is not None else "prompt"} if request.json_schema is not None else {})},
         )
 
     def _grammar(self, schema: dict[str, Any]) -> Any:
@@ -476,7 +487,7 @@ class LocalLLM:
         if key not in self._grammars:
             try:
                 self._grammars[key] = self._llama_module.LlamaGrammar.from_json_schema(
-                    json.dumps(required_everywhere(schema)), verbose=False)
+                    json.dumps(strict_schema(schema)), verbose=False)
             except Exception as exc:  # an unsupported schema feature: generate freely, the client repairs
                 log.warning("llm.local.schema_unsupported", error=f"{type(exc).__name__}: {exc}"[:200])
                 self._grammars[key] = None

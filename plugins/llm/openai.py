@@ -24,6 +24,27 @@ an empty ``choices`` an ``empty`` one, a null ``content`` a ``null_content`` one
 With ``transport = "sdk"`` requests go through the SDK's generic ``client.post`` (its
 documented way to send a raw body) rather than ``chat.completions.create``, which spends about
 a millisecond per call converting the typed parameters.
+
+Structured answers (``structured``, :mod:`townsquare.llm_modes`): which constraint the server
+is asked to enforce, by its dialect.
+
+* ``"json_schema"`` (the default: OpenAI, vLLM, Ollama 0.5+, llama.cpp's server, SGLang): a
+  JSON request carries ``response_format = {"type": "json_schema", "json_schema": {"name",
+  "strict": true, "schema"}}`` with the schema made strict (every property required, no
+  other allowed; :func:`.strict_schema.strict_schema`); a label decision the schema
+  ``{"answer": one of the labels}``, and the provider answers the label inside. Ollama turns
+  the schema into its ``format`` constraint. ``strict_keywords = "portable"`` (default) sends
+  only the keywords every such server accepts (types, enums, required); ``"all"`` also sends
+  ranges, lengths and patterns.
+* ``"vllm"``: as ``json_schema``, but a label decision is vLLM's choice constraint
+  (``structured_outputs = {"choice": labels}``, vLLM 0.12+); ``"vllm_guided"`` sends the older
+  ``guided_choice`` field instead.
+* ``"json_object"``: JSON mode (any JSON object: parsed, and repaired where it does not fit),
+  labels asked for in the prompt.
+* ``"off"``: nothing; every format is asked for in the prompt and the answer parsed.
+
+Answer openings (Zhou's comment: "no comment" / "Comment content: ...") are asked for in the
+prompt with every dialect.
 """
 
 from __future__ import annotations
@@ -36,10 +57,20 @@ from typing import Any, Literal
 import structlog
 from pydantic import Field
 
-from townsquare.api import EndpointConfig, LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl
+from townsquare.api import EndpointConfig, LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl, mode_for
 
 from .openai_http import HTTPPool
 from .openai_transport import POOL_SIZE, AiohttpPool, SDKPool
+from .strict_schema import label_schema, schema_name, strict_schema, unwrap_label
+
+#: per dialect: kind of request -> the mode the server enforces (:mod:`townsquare.llm_modes`)
+DIALECTS: dict[str, dict[str, list[str]]] = {
+    "json_schema": {"labels": ["json_schema"], "json": ["json_schema"]},
+    "vllm": {"labels": ["guided_choice"], "json": ["json_schema"]},
+    "vllm_guided": {"labels": ["guided_choice"], "json": ["json_schema"]},
+    "json_object": {"json": ["json_object"]},
+    "off": {},
+}
 
 log = structlog.get_logger("townsquare.plugins.llm.openai")
 
@@ -65,8 +96,10 @@ class OpenAIConfig(EndpointConfig):
     temperature: float | None = Field(None, ge=0, le=2)
     #: completion-token cap for label decisions (like/skip...)
     label_max_tokens: int = Field(16, gt=0)
-    #: ask for ``response_format = {"type": "json_object"}`` when a request wants JSON
-    json_mode: bool = True
+    #: which constraint the server enforces for structured answers (see the module's doc)
+    structured: Literal["json_schema", "vllm", "vllm_guided", "json_object", "off"] = "json_schema"
+    #: "portable": send only the schema keywords every strict-schema server accepts; "all": every one
+    strict_keywords: Literal["portable", "all"] = "portable"
     #: newer OpenAI models take ``max_completion_tokens`` instead of ``max_tokens``
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     #: prices in currency units per 1,000 tokens (0: not priced)
@@ -99,6 +132,10 @@ class OpenAIProvider:
         pools = self._by_route[next(self._turn) % self._routes]
         return pools[0] if len(pools) == 1 else min(pools, key=lambda p: p.load)
 
+    def describe(self) -> dict[str, Any]:
+        """The modes this endpoint is asked to enforce (``structured``)."""
+        return {"name": self.name, "model": self.model, "structured": DIALECTS[self.config.structured]}
+
     async def complete(self, request: LLMRequest) -> LLMResponse:
         config = self.config
         body: dict[str, Any] = {
@@ -107,15 +144,38 @@ class OpenAIProvider:
             "temperature": request.temperature if config.temperature is None else config.temperature,
             config.max_tokens_param: min(request.max_tokens, config.label_max_tokens) if request.labels else request.max_tokens,
         }
-        if request.json_schema is not None and config.json_mode:
-            body["response_format"] = {"type": "json_object"}
+        mode = mode_for(request, DIALECTS[config.structured])
+        self.constrain(body, request, mode)
         pool = self._pick()
         pool.load += 1
         try:
             data = await pool.send(body)
         finally:
             pool.load -= 1
-        return self.read_answer(data, pool.url)
+        response = self.read_answer(data, pool.url)
+        if mode is not None:
+            response.meta["mode"] = mode
+            if request.labels and mode == "json_schema":  # the label inside {"answer": ...}
+                label = unwrap_label(response.text, request.labels)
+                response.text = label if label is not None else response.text
+        return response
+
+    def constrain(self, body: dict[str, Any], request: LLMRequest, mode: str | None) -> None:
+        """Add the constraint of ``mode`` to a request ``body``."""
+        portable = self.config.strict_keywords == "portable"
+        if mode == "json_schema":
+            schema = label_schema(request.labels) if request.labels else strict_schema(request.json_schema, portable=portable)
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": schema_name(request.purpose), "strict": True, "schema": schema}}
+            if request.labels:  # the label's wrapper takes tokens of its own
+                body[self.config.max_tokens_param] += 16
+        elif mode == "guided_choice":
+            if self.config.structured == "vllm_guided":
+                body["guided_choice"] = list(request.labels or ())
+            else:
+                body["structured_outputs"] = {"choice": list(request.labels or ())}
+        elif mode == "json_object":
+            body["response_format"] = {"type": "json_object"}
 
     def read_answer(self, data: Any, url: str) -> LLMResponse:
         """The answer in a decoded body, or an :class:`LLMFault` saying what is wrong with it."""

@@ -92,6 +92,9 @@ class RecAgentPolicy:
         self.inbox_seen = 0
         self.seeded = False
         self.filtered: dict[str, str] = {}  # "agent name|behaviour" -> profile text kept by the LLM filter
+        self.agent, self.services = ctx.agent, ctx.services
+        clock = getattr(ctx.scenario, "clock", None) if ctx.scenario is not None else None
+        self.minutes_per_round = getattr(clock, "minutes_per_round", 60)
         platform = ctx.services.platform if ctx.services is not None else None
         if platform is None or not hasattr(platform, "join"):
             raise ComponentError("recagent_policy needs the platform 'recsys': add [platform] name = \"recsys\"")
@@ -154,6 +157,15 @@ class RecAgentPolicy:
         if getattr(self.decider, "person", False):
             actions = [replace(a, detail={**a.detail, "played": True}) for a in actions]
         return actions
+
+    async def on_round_start(self, round: int, now: Any) -> None:
+        """Before the agent's first round, active or not, its earlier history becomes memory: an
+        agent the activity model leaves idle still remembers what it watched before the run."""
+        if not self.seeded:
+            self.seeded = True
+            llm = self.services.llm.for_agent(self.agent.id) if self.services.llm is not None else None
+            await self.seed_memory(StepContext(agent=self.agent, round=round, now=now, minutes_per_round=self.minutes_per_round,
+                                               services=self.services, llm=llm))
 
     async def seed_memory(self, ctx: StepContext) -> None:
         """Before the first step: the persona's ``memories`` and its latest earlier ratings

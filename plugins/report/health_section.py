@@ -1,10 +1,14 @@
 """The report's "Run health" section: the run-health monitors (:mod:`townsquare.plugins.monitors`)
-read back from the ``metrics`` table: per monitor its last and peak value and the first round
-it raised its alert. Absent when no monitor ran."""
+read back from the ``metrics`` table (per monitor its last and peak value and the first round
+it raised its alert), then how the structured answers came out per purpose (the mode each ran
+in, and how many were constrained, parsed, repaired or fell back to a default; from
+``llm_calls``, :func:`townsquare.api.answers_in_db`). Absent when there is neither."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from townsquare.api import answers_in_db
 
 from . import html
 
@@ -19,6 +23,26 @@ MONITORS = {
 
 
 def health_section(db: Any) -> str | None:
+    parts = [part for part in (monitors_part(db), answers_part(db)) if part]
+    return "".join(parts) or None
+
+
+def answers_part(db: Any) -> str | None:
+    """The structured answers per purpose; a fallback row is flagged."""
+    table = answers_in_db(db)
+    if not table:
+        return None
+    rows = [[purpose, ", ".join(entry["modes"]) or "-", entry["constrained"], entry["parsed"], entry["repaired"], entry["fallback"]]
+            for purpose, entry in table.items()]
+    fallbacks = sum(entry["fallback"] for entry in table.values())
+    lead = html.note(f"Structured answers (labels, openings, JSON) by purpose: {fallbacks} fell back to a default "
+                     "(a parse_failure row each; the run log has a warning each)." if fallbacks else
+                     "Structured answers (labels, openings, JSON) by purpose: none fell back to a default.")
+    return lead + html.table(["purpose", "mode", "constrained", "parsed", "repaired", "fallback"], rows,
+                             ["warn" if entry["fallback"] else "" for entry in table.values()])
+
+
+def monitors_part(db: Any) -> str | None:
     rows = []
     for name, meaning in MONITORS.items():
         values = db.execute("SELECT round, value FROM metrics WHERE name = ? ORDER BY round", (f"{name}.value",)).fetchall()

@@ -72,14 +72,20 @@ class OracleLLM:
         self.calls = 0
         log.warning("llm.oracle", message="using the ORACLE TEST MODEL: rules that read the prompt, not a language model")
 
+    def describe(self) -> dict:
+        """Every structured answer is shaped to its request by the rules (mode ``rules``)."""
+        return {"name": self.name, "model": self.model,
+                "structured": {"labels": ["rules"], "json": ["rules"], "prefixes": ["rules"]}}
+
     async def complete(self, request: LLMRequest) -> LLMResponse:
         self.calls += 1
         if self.config.latency_ms:
             await asyncio.sleep(self.config.latency_ms / 1000)
         text = self.book.answer(PromptView.of(request))
         prompt_tokens = sum(len(m.content.split()) for m in request.messages)
+        structured = bool(request.labels or request.json_schema is not None or request.answer_prefixes)
         return LLMResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()),
-                           model=self.model, provider=self.name)
+                           model=self.model, provider=self.name, meta={"mode": "rules"} if structured else {})
 
 
 @hookimpl

@@ -6,24 +6,31 @@ memories listed in it, the page on the screen. It leans toward the opinions it f
 score written as "8/10", "4 out of 5" or "rated it 4 out of 5" next to a ``<Title>`` is an
 opinion of that title, on a 1-10 scale.
 
+Whose opinion a score is, the prompt says too: the person a memory is about ("Bo posted to
+friends: ...", "Bo watched <T> and rated it ...") or the speaker of a chat turn ("[Bo]: ...").
+The rules keep the two apart: the agent passes on only the opinions its memories show as its own
+(what it watched and rated, what it said before), never what it was told as if it were its take,
+and it weighs what it was told by who said it: one opinion per person and title, however often
+that person's message comes back to mind.
+
 - ``recagent.sensory``: the observation in one line; importance by the prompt's own scale: an
   opinion or experience of a named item 8, a bare list of items 5, anything else 2.
-- ``recagent.activity``: ``social`` when a memory holds an opinion of a title the agent has not
-  yet passed on (no memory of its own post or chat naming it), else ``recommender``.
+- ``recagent.activity``: ``social`` when a memory holds the agent's own opinion of a title it has
+  not yet passed on (no memory of its own post or chat naming it), else ``recommender``.
 - ``recagent.social``: ``chat`` when the profile says the agent loves private chats, else
   ``broadcast``; ``recagent.partner``: the first friend its memories never name.
-- ``recagent.broadcast`` / ``recagent.chat_turn``: the opinions the agent holds, said once
+- ``recagent.broadcast`` / ``recagent.chat_turn``: the agent's own opinions, said once
   ("<Title>: 8/10"), only of titles it may mention; a chat ends after both have spoken.
 - ``recagent.page``: watch a listed title heard of, else one of the agent's interests, else the
   next page (or leave when the page says nothing to it twice).
 - ``recagent.feeling`` / ``recagent.rating``: liked when the item's genres meet the
-  interests; the rating leans toward the opinions of it in memory.
+  interests; the rating leans toward the opinions of it in memory (their mean, one per person).
 - ``recagent.conformity``: the mean of the last score and the opinions of the movie found in
-  memory (none found: the last score; no last score: 6 when the movie's genres meet the
-  interests, else 4).
-- ``recagent.insight`` / ``recagent.reflection``: what the memories keep naming, with its
-  scores; ``recagent.satisfaction``: the share of listed items that meet the interests;
-  ``recagent.discrimination``: the candidate whose genres meet the history's most;
+  memory, one per person who voiced one (none found: the last score; no last score: 6 when the
+  movie's genres meet the interests, else 4).
+- ``recagent.insight`` / ``recagent.reflection``: what the memories keep naming, with the score
+  the person gave it when the memories show one of their own; ``recagent.satisfaction``: the
+  share of listed items that meet the interests; ``recagent.discrimination``: the candidate whose genres meet the history's most;
   ``recagent.judge``: the sequence whose genres meet the history's more, or indistinguishable.
 """
 
@@ -99,6 +106,46 @@ def memories(view: PromptView) -> list[str]:
     return section_lines(view, "Memories that matter here")
 
 
+#: who a memory is about: the capitalised name it starts with ("Bo Lindqvist posted to friends: ...")
+SUBJECT = re.compile(r"^((?:[A-Z][\w'.-]*)(?: [A-Z][\w'.-]*)*) (?=[a-z])")
+#: a chat turn inside a memory: "[Bo Lindqvist]: ..."
+TURN = re.compile(r"\[([^\[\]]{1,100})\]:")
+
+
+def voiced(line: str) -> list[tuple[str, str]]:
+    """(who, what they said) for each part of a memory line: each turn of a chat transcript is its
+    speaker's; anything else belongs to the person the line starts with ("" when none)."""
+    turns = list(TURN.finditer(line))
+    if not turns:
+        subject = SUBJECT.match(line)
+        return [(subject.group(1) if subject else "", line)]
+    return [(turn.group(1).strip(), line[turn.end(): turns[n + 1].start() if n + 1 < len(turns) else len(line)])
+            for n, turn in enumerate(turns)]
+
+
+def opinions_by_person(lines: list[str]) -> dict[str, dict[str, list[float]]]:
+    """title -> person -> the scores that person gave it in ``lines`` (see :func:`opinions`)."""
+    found: dict[str, dict[str, list[float]]] = {}
+    names: dict[str, str] = {}
+    for line in lines:
+        for who, said in voiced(line):
+            for title, scores in opinions([said]).items():
+                title = names.setdefault(norm(title), title)
+                found.setdefault(title, {}).setdefault(who, []).extend(scores)
+    return found
+
+
+def heard_opinions(lines: list[str]) -> dict[str, list[float]]:
+    """title -> one score per person who gave it one (the mean of that person's scores)."""
+    return {title: [mean(s) for s in by.values()] for title, by in opinions_by_person(lines).items()}
+
+
+def own_opinions(view: PromptView, lines: list[str]) -> dict[str, list[float]]:
+    """title -> the scores the agent itself gave it (its own watching, rating, posts and turns)."""
+    me = name_of(view)
+    return {title: by[me] for title, by in opinions_by_person(lines).items() if me and me in by}
+
+
 def shared(view: PromptView, lines: list[str]) -> set[str]:
     """Titles the agent itself already passed on (its own post or chat names them)."""
     me = name_of(view)
@@ -110,10 +157,10 @@ def shared(view: PromptView, lines: list[str]) -> set[str]:
 
 
 def to_share(view: PromptView) -> dict[str, float]:
-    """Opinions held (mean score per title) that the agent has not passed on yet."""
+    """The agent's own opinions (mean score per title) that it has not passed on yet."""
     lines = memories(view)
     done = shared(view, lines)
-    return {t: mean(s) for t, s in opinions(lines).items() if norm(t) not in done}
+    return {t: mean(s) for t, s in own_opinions(view, lines).items() if norm(t) not in done}
 
 
 def score_label(value: float) -> str:
@@ -141,7 +188,7 @@ def insight(view: PromptView) -> Any:
     lines = [line[2:].strip() for line in view.text.splitlines() if line.startswith("- ")]
     name = re.search(r"(?:memories of|recent memories of) ([^:\n]+):", view.text)
     who = name.group(1).strip() if name else "This person"
-    held = opinions(lines)
+    held = {t: by[who] for t, by in opinions_by_person(lines).items() if who in by}
     if held:
         title, scores = max(held.items(), key=lambda kv: len(kv[1]))
         return f"{who} keeps thinking about <{title}> and rates it about {score_label(mean(scores))}/10."
@@ -182,7 +229,7 @@ def chat_turn(view: PromptView) -> Any:
     spoken = [line for line in transcript.splitlines() if line.startswith("[")]
     known = view.text.split("You may only mention movies you watched or heard of:", 1)[-1].split("\n", 1)[0]
     allowed = {norm(t) for t in TITLE.findall(known)}
-    held = {t: s for t, s in opinions(memories(view)).items() if norm(t) in allowed}
+    held = {t: s for t, s in own_opinions(view, memories(view)).items() if norm(t) in allowed}
     said = " ".join(f"I would give <{t}> {score_label(mean(s))}/10." for t, s in held.items() if norm(t) not in {norm(x) for x in TITLE.findall(transcript)})
     line = said or "I have nothing to add about movies."
     return line + (" [END]" if len(spoken) >= 1 or not said else "")
@@ -239,7 +286,7 @@ def rating(view: PromptView) -> Any:
     text = view.text.split("and felt:", 1)[-1].split("\n", 1)[0].lower()
     base = 8.0 if any(w in text for w in POSITIVE) else 3.0 if any(w in text for w in NEGATIVE) else 6.0
     title = watched_title(view)
-    heard = [x for t, v in opinions(memories(view)).items() if title and norm(t) == norm(title) for x in v]
+    heard = [x for t, v in heard_opinions(memories(view)).items() if title and norm(t) == norm(title) for x in v]
     return score_label((base + mean(heard)) / 2 if heard else base)
 
 
@@ -247,7 +294,7 @@ def conformity(view: PromptView) -> Any:
     title = re.search(r"about the movie <([^<>]+)>", view.text)
     if title is None:
         return None
-    held = [x for t, v in opinions(section_lines(view, "What you remember about it")).items() if norm(t) == norm(title.group(1)) for x in v]
+    held = [x for t, v in heard_opinions(section_lines(view, "What you remember about it")).items() if norm(t) == norm(title.group(1)) for x in v]
     last = re.search(r"last time:\s*(\d+)/10", view.text)
     previous = float(last.group(1)) if last else None
     if held:

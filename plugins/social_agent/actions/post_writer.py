@@ -2,13 +2,19 @@
 Not a plugin: both social-agent policies post through :func:`write_posts`.
 
 1. Topics: one call asks for ``count`` topics from the whole persona (§3.1.2: "the agent
-   first generates post topics based on all persona information"), answered as a numbered
-   list. Each numbered line is a topic; "#" signs are removed and a topic is cut to 15 words.
-   With no numbered line, one repair request; then topics from the persona itself (its
-   hobbies, else its sentences), chosen with the agent's generator.
+   first generates post topics based on all persona information"), answered as the JSON list
+   declared in ``prompts/actions.toml`` (``[answers.topics]``, at most ``count`` items). "#"
+   signs are removed and a topic is cut to 15 words. An answer that does not fit gets one
+   repair request (the LLM layer's); then topics from the persona itself (its hobbies, else its
+   sentences), chosen with the agent's generator. With ``topics = "interests"`` (the
+   policy's setting) each listed topic must be one of the persona's hobbies: the schema's items
+   become that closed set, and the model picks among them.
 2. Per topic: the persona text retrieved for the topic (``persona.context``) and the knowledge
    it adopts (``persona.knowledge``); the post prompt with knowledge (table 9) or without
-   (table 10).
+   (table 10). The persona is the system message (``post_persona``: "You are NAME. This is who
+   you are: ... write as yourself, in the first person"), the task the user's: measured on the
+   offline SmolLM2, this keeps posts in the persona's own voice (the post's voice,
+   ``benchmarks/groundedness.py``).
 3. Length: a post over 500 characters gets one request to shorten it, then is cut at the last
    space before the limit.
 4. Duplicates: when the agent's ``memory.short_term`` has a duplicate check, a post whose
@@ -20,12 +26,11 @@ Not a plugin: both social-agent policies post through :func:`write_posts`.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import structlog
 
-from townsquare.api import Action, Message
+from townsquare.api import Action, AnswerFormat, Message
 
 from .action_prompts import fill
 from ..persona.persona_access import format_knowledge, full_persona_text, knowledge_items, persona_text
@@ -33,30 +38,37 @@ from ..persona.persona_access import format_knowledge, full_persona_text, knowle
 log = structlog.get_logger("townsquare.plugins.social_agent.actions.post_writer")
 
 MAX_TOPIC_WORDS = 15
-_NUMBERED_LINE = re.compile(r"^\s*(?:\*\*)?\d{1,2}\s*[.)]\s*(.+?)\s*$", re.M)
-_NUMBERED_INLINE = re.compile(r"(?:^|\s)\d{1,2}[.)]\s+")
 
 
-def parse_topics(text: str, count: int) -> list[str]:
-    """Up to ``count`` distinct topics from a numbered list (one per line, or "1. a 2. b" on
-    one line); "#" removed, each cut to 15 words."""
-    pieces = [m.group(1) for m in _NUMBERED_LINE.finditer(text)]
-    if len(pieces) <= 1 and len(_NUMBERED_INLINE.findall(text)) > 1:
-        pieces = [p for p in _NUMBERED_INLINE.split(text)[1:]]
+def topics_from_answer(value: Any, count: int) -> list[str]:
+    """Up to ``count`` distinct topics from the answer ``{"topics": [...]}``: "#" removed, each
+    cut to 15 words; raises ValueError when none is left (the LLM layer repairs once)."""
+    items = value.get("topics") if isinstance(value, dict) else None
+    if not isinstance(items, list):
+        raise ValueError("expected {\"topics\": [...]}")
     topics: list[str] = []
-    for piece in pieces:
+    for piece in items:
+        if not isinstance(piece, str):
+            continue
         words = piece.replace("#", "").replace("**", "").strip().strip("\"'").split()
         topic = " ".join(words[:MAX_TOPIC_WORDS]).rstrip(".,;:")
         if topic and topic.lower() not in (t.lower() for t in topics):
             topics.append(topic)
+    if not topics:
+        raise ValueError("no topic in the list")
     return topics[:count]
 
 
-def persona_topics(persona: Any, count: int, rng: Any) -> list[str]:
-    """Fallback topics from the persona: its hobbies (comma separated), else its sentences."""
+def interests(persona: Any) -> list[str]:
+    """The persona's hobbies (comma separated), each cut to 15 words; empty when it has none."""
     hobbies = persona.fields.get("hobbies") if persona.fields else None
-    pool = [h.strip() for h in str(hobbies).split(",") if h.strip()] if hobbies else []
-    pool = pool or [s for s in persona.sentences if s.strip()] or [persona.name]
+    pool = [h.strip() for h in (hobbies if isinstance(hobbies, list) else str(hobbies or "").split(",")) if str(h).strip()]
+    return list(dict.fromkeys(" ".join(str(h).split()[:MAX_TOPIC_WORDS]) for h in pool))
+
+
+def persona_topics(persona: Any, count: int, rng: Any) -> list[str]:
+    """Fallback topics from the persona: its hobbies, else its sentences."""
+    pool = interests(persona) or [s for s in persona.sentences if s.strip()] or [persona.name]
     picks = rng.permutation(len(pool))[:count] if len(pool) > 1 else [0] * min(count, 1)
     return [" ".join(pool[int(i)].split()[:MAX_TOPIC_WORDS]) for i in picks]
 
@@ -77,20 +89,24 @@ def cut(text: str, limit: int) -> str:
     return (head[:space] if space > 0 else text[:limit]).rstrip()
 
 
-async def generate_topics(ctx: Any, llm: Any, prompts: dict[str, str], count: int) -> list[str]:
+async def generate_topics(ctx: Any, llm: Any, prompts: dict[str, str], count: int, answer: AnswerFormat,
+                          among_interests: bool = False) -> list[str]:
+    """``count`` topics for the agent's posts (:func:`topics_from_answer`), or its persona's
+    own (:func:`persona_topics`) when the answer does not fit even after a repair.
+    ``among_interests``: each topic is one of the persona's hobbies (the list's items become
+    that closed set, so a backend that constrains holds the model to it)."""
     prompt = fill(prompts["topics"], topic_count=count, persona=full_persona_text(ctx.agent.persona))
-    answer = await llm.text(prompt, purpose="topics", max_tokens=40 * count + 20)
-    topics = parse_topics(answer, count)
-    if not topics:
-        repair = (Message("user", prompt), Message("assistant", answer),
-                  Message("user", fill(prompts["topics_repair"], topic_count=count)))
-        answer = await llm.text(repair, purpose="topics.repair", max_tokens=40 * count + 20)
-        topics = parse_topics(answer, count)
-    if not topics:
+    items = dict(answer.schema["properties"]["topics"])
+    choices = interests(ctx.agent.persona) if among_interests else []
+    if choices:
+        items["items"] = {"type": "string", "enum": choices}
+    result = await llm.ask(prompt, answer.with_schema(properties={"topics": {**items, "maxItems": count}}), default=None,
+                           max_tokens=40 * count + 20, validate=lambda value: topics_from_answer(value, count))
+    if result.fallback:  # the LLM layer recorded the parse_failure and warned
         topics = persona_topics(ctx.agent.persona, count, ctx.rng)
-        llm.report_parse_failure("topics", answer)  # counted in llm_calls as parse_failure
         log.info("topics.fallback", agent=ctx.agent.id, topics=topics)
-    return topics
+        return topics
+    return result.value
 
 
 async def _draft(llm: Any, messages: list[Message], prompts: dict[str, str], purpose: str, limit: int, max_tokens: int) -> str:
@@ -107,10 +123,10 @@ async def write_post(ctx: Any, llm: Any, prompts: dict[str, str], topic: str, me
     persona = await persona_text(ctx, topic)
     items = await knowledge_items(ctx, topic)
     if items:
-        prompt = fill(prompts["post_with_knowledge"], topic=topic, persona=persona, knowledge=format_knowledge(items))
+        task = fill(prompts["post_with_knowledge"], topic=topic, knowledge=format_knowledge(items))
     else:
-        prompt = fill(prompts["post_without_knowledge"], topic=topic, persona=persona)
-    messages = [Message("user", prompt)]
+        task = fill(prompts["post_without_knowledge"], topic=topic)
+    messages = [Message("system", fill(prompts["post_persona"], name=ctx.agent.persona.name, persona=persona)), Message("user", task)]
     check = memory is not None and hasattr(memory, "post_similarity")
     attempts = memory.max_attempts if check else 1
     similarity = 0.0
@@ -131,12 +147,13 @@ async def write_post(ctx: Any, llm: Any, prompts: dict[str, str], topic: str, me
     return None
 
 
-async def write_posts(ctx: Any, llm: Any, prompts: dict[str, str], count: int, *, limit: int = 500, max_tokens: int = 400) -> list[Action]:
+async def write_posts(ctx: Any, llm: Any, prompts: dict[str, str], count: int, *, topics_answer: AnswerFormat,
+                      limit: int = 500, max_tokens: int = 400, topics_among_interests: bool = False) -> list[Action]:
     """``count`` posts on freshly generated topics (fewer if topics run short or are skipped)."""
     if count <= 0:
         return []
     memory = ctx.agent.components.get("memory.short_term")
-    topics = await generate_topics(ctx, llm, prompts, count)
+    topics = await generate_topics(ctx, llm, prompts, count, topics_answer, topics_among_interests)
     actions: list[Action] = []
     for topic in topics:
         action = await write_post(ctx, llm, prompts, topic, memory, [a.text for a in actions], limit, max_tokens)

@@ -6,13 +6,20 @@ paper does:
 
 * like (table 5): labels ``like`` / ``no operation`` -> like or nothing;
 * reblog (table 6): labels ``forward`` / ``no operation`` -> reblog or nothing;
-* comment (table 7): the answer is ``no comment`` or ``Comment content: <text>``. It is read
-  strictly: only an answer that starts with ``Comment content:`` and has text after it is a
-  comment; anything else, ``no comment`` included, is no comment (no repair request: the
-  paper's prompt allows free text, and declining is the safe default).
+* comment (table 7): the answer opens with ``no comment`` or ``Comment content:`` and, after
+  the latter, the comment. Only an answer that opens with ``Comment content:`` and has text
+  after it is a comment.
 
-Like and reblog go through ``LLMClient.choose`` (one repair request, then ``no operation``).
-Each prompt shows the persona text retrieved with the post as the query. Posting, the plan's
+Each is declared in ``prompts/actions.toml`` (``[answers.like]``, ``[answers.reblog]``,
+``[answers.comment]``) and asked through ``LLMClient.ask``: on a backend that constrains
+(the local model scores the labels and openings, a server decodes only them) the answer is
+always in the set; elsewhere one repair request, then the declared default (``no operation``,
+``no comment``). The decision rule where the backend scores the labels (the offline model):
+the label is drawn from the model's probabilities over the label set, renormalised, at
+``decision_temperature`` (1: the probabilities as the model gives them; 0: always the most
+likely), with the request's seeded generator; each action taken records the probability the
+model gave it (``detail["p"]``). Each prompt shows the persona text retrieved with the post as
+the query. Posting, the plan's
 quotas and the browse window: see :mod:`.social_step`. Calls per browsed post: up to 3 (fewer
 once a quota is used up); per post written: topics (one call per posting round), then one per
 post plus any shorten/regenerate requests.
@@ -30,28 +37,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from townsquare.api import PolicySpec, hookimpl
+from townsquare.api import Message, PolicySpec, hookimpl
 
 from .action_prompts import fill
 from .social_step import ZHOU_REQUIRES, ZHOU_SLOTS, Decision, SocialAgentBase, SocialAgentConfig, load_prompts_for
 
-#: label sets of the two label decisions: (act, pass)
-LIKE_LABELS = ("like", "no operation")
-FORWARD_LABELS = ("forward", "no operation")
-NO_COMMENT = "no comment"
-#: The two ways a comment answer may start (Zhou table 7).
-COMMENT_PREFIXES = (NO_COMMENT, "Comment content:")
-_COMMENT = re.compile(r"^comment content\s*[:\uff1a]\s*(.+)$", re.I | re.S)
+#: the prompt that asks each decision
+PROMPT_OF = {"like": "like", "reblog": "forward"}
+_OPENING = re.compile(r"^[`*\s]*comment content\s*[:\uff1a]\s*(.+)$", re.I | re.S)
 
 
 def parse_comment(answer: str) -> str | None:
-    """The comment in an answer to the comment prompt, or None for "no comment" and for
-    anything that does not start with "Comment content:"."""
-    text = answer.strip().strip("`").strip()
-    match = _COMMENT.match(text)
+    """The comment in an answer that opens with "Comment content:" (None when nothing follows)."""
+    match = _OPENING.match(answer.strip())
     if match is None:
         return None
-    body = match.group(1).strip()
+    body = match.group(1).strip().strip("`").strip()
     if len(body) >= 2 and body[0] == body[-1] and body[0] in "\"'":
         body = body[1:-1].strip()
     return body or None
@@ -63,21 +64,35 @@ class SocialAgentPolicy(SocialAgentBase):
     name = "social_agent"
 
     async def decide(self, ctx: Any, llm: Any, post: Any, persona: str, open_kinds: tuple[str, ...]) -> Decision:
-        like = reblog = False
+        taken: dict[str, bool] = {}
+        evidence: dict[str, dict[str, Any]] = {}
         comment = None
-        if "like" in open_kinds:
-            answer = await llm.choose(fill(self.prompts["like"], post=post.text, persona=persona), LIKE_LABELS,
-                                      purpose="like", default=LIKE_LABELS[1])
-            like = answer == LIKE_LABELS[0]
-        if "reblog" in open_kinds:
-            answer = await llm.choose(fill(self.prompts["forward"], post=post.text, persona=persona), FORWARD_LABELS,
-                                      purpose="reblog", default=FORWARD_LABELS[1])
-            reblog = answer == FORWARD_LABELS[0]
+        for kind in ("like", "reblog"):
+            if kind in open_kinds:
+                declared = self.declared[kind]
+                answer = await llm.ask(fill(self.prompts[PROMPT_OF[kind]], post=post.text, persona=persona), declared,
+                                       temperature=self.config.decision_temperature)
+                taken[kind] = answer.value == declared.labels[0]
+                evidence[kind] = _evidence(answer, declared.labels[0])
         if "comment" in open_kinds:
-            answer = await llm.text(fill(self.prompts["comment"], post=post.text, persona=persona), purpose="comment",
-                                    max_tokens=self.config.comment_max_tokens, answer_prefixes=COMMENT_PREFIXES)
-            comment = parse_comment(answer)
-        return Decision(like, reblog, comment)
+            declared = self.declared["comment"]
+            opening = declared.prefixes[-1]  # "Comment content:"
+            messages = (Message("system", fill(self.prompts["comment_persona"], name=ctx.agent.persona.name, persona=persona)),
+                        Message("user", fill(self.prompts["comment"], post=post.text)))
+            answer = await llm.ask(messages, declared, max_tokens=self.config.comment_max_tokens,
+                                   temperature=self.config.decision_temperature)
+            comment = parse_comment(answer.text) if answer.value == opening else None
+            evidence["comment"] = _evidence(answer, opening)
+        return Decision(taken.get("like", False), taken.get("reblog", False), comment, evidence)
+
+
+def _evidence(answer: Any, acting: str) -> dict[str, Any]:
+    """What an action's detail records of its decision: the mode and, where the backend scored
+    the labels, the probability of acting."""
+    evidence: dict[str, Any] = {"mode": answer.mode}
+    if answer.probabilities and acting in answer.probabilities:
+        evidence["p"] = answer.probabilities[acting]
+    return evidence
 
 
 class RoutedSocialAgentPolicy(SocialAgentPolicy):
@@ -89,12 +104,12 @@ class RoutedSocialAgentPolicy(SocialAgentPolicy):
 
 def build_social_agent(config: SocialAgentConfig | None, ctx: Any) -> SocialAgentPolicy:
     config = config or SocialAgentConfig()
-    return SocialAgentPolicy(config, load_prompts_for(config, ctx))
+    return SocialAgentPolicy(config, *load_prompts_for(config, ctx))
 
 
 def build_routed_social_agent(config: SocialAgentConfig | None, ctx: Any) -> RoutedSocialAgentPolicy:
     config = config or SocialAgentConfig()
-    return RoutedSocialAgentPolicy(config, load_prompts_for(config, ctx))
+    return RoutedSocialAgentPolicy(config, *load_prompts_for(config, ctx))
 
 
 @hookimpl

@@ -9,10 +9,11 @@ How it differs from the paper's design (``social_agent``, Zhou et al. §3.1.2, t
 * the comment is decided jointly with the other two, in a JSON field, rather than by the
   paper's "no comment" / "Comment content: ..." answer.
 
-The answer must be ``{"like": bool, "reblog": bool, "comment": null | "text"}``, asked through
-``LLMClient.json`` and validated (booleans must be JSON booleans; an empty comment or "no
-comment" means none); a malformed answer gets one repair request, then the default: no
-action. When a quota is used up its key is left out of the question. Everything else
+The answer must be ``{"like": bool, "reblog": bool, "comment": null | "text"}`` (declared in
+``prompts/actions.toml``, ``[answers.decide]``), asked through ``LLMClient.ask`` and validated
+(booleans must be JSON booleans; an empty comment or "no comment" means none); where the
+backend does not constrain it, a malformed answer gets one repair request, then the default:
+no action. When a quota is used up its key is left out of the question and the schema. Everything else
 (browsing, plan, quotas, posting) is as in :mod:`.social_step`.
 
 ``[plugins.social_agent_combined]``: see :class:`.social_step.SocialAgentConfig`.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from townsquare.api import PolicySpec, hookimpl, not_text
+from townsquare.api import AnswerFormat, PolicySpec, hookimpl, not_text
 
 from .action_prompts import fill
 from .social_step import ZHOU_REQUIRES, ZHOU_SLOTS, Decision, SocialAgentBase, SocialAgentConfig, load_prompts_for
@@ -32,15 +33,12 @@ _FIELD_TEXT = {
     "reblog": '"reblog": true or false (whether you forward it to your own profile)',
     "comment": '"comment": null if you would not comment, otherwise the text of your comment',
 }
-_FIELD_SCHEMA = {
-    "like": {"type": "boolean"},
-    "reblog": {"type": "boolean"},
-    "comment": {"type": ["string", "null"]},
-}
 
 
-def decision_schema(kinds: tuple[str, ...]) -> dict[str, Any]:
-    return {"type": "object", "properties": {k: _FIELD_SCHEMA[k] for k in kinds}, "required": list(kinds)}
+def decision_answer(declared: AnswerFormat, kinds: tuple[str, ...]) -> AnswerFormat:
+    """The declared decision (``[answers.decide]``) cut to the keys of ``kinds``."""
+    properties = declared.schema["properties"]
+    return declared.with_schema(properties={k: properties[k] for k in kinds}, required=list(kinds))
 
 
 def validate_decision(value: Any, kinds: tuple[str, ...]) -> Decision:
@@ -69,20 +67,23 @@ class CombinedSocialAgentPolicy(SocialAgentBase):
     """One JSON decision per browsed post."""
 
     name = "social_agent_combined"
+    decision_purposes = {"like": "decide", "reblog": "decide", "comment": "decide"}
 
     async def decide(self, ctx: Any, llm: Any, post: Any, persona: str, open_kinds: tuple[str, ...]) -> Decision:
         fields = "\n".join(f"- {_FIELD_TEXT[k]}" for k in open_kinds)
         prompt = fill(self.prompts["combined"], post=post.text, persona=persona, fields=fields)
-        return await llm.json(
-            prompt, decision_schema(open_kinds), purpose="decide", default=Decision(),
+        answer = await llm.ask(
+            prompt, decision_answer(self.declared["decide"], open_kinds), default=Decision(),
             validate=lambda value: validate_decision(value, open_kinds),
-            max_tokens=self.config.comment_max_tokens + 30,
+            max_tokens=self.config.comment_max_tokens + 30, temperature=self.config.decision_temperature,
         )
+        evidence = {kind: {"mode": answer.mode} for kind in open_kinds}
+        return Decision(answer.value.like, answer.value.reblog, answer.value.comment, evidence)
 
 
 def build_combined(config: SocialAgentConfig | None, ctx: Any) -> CombinedSocialAgentPolicy:
     config = config or SocialAgentConfig()
-    return CombinedSocialAgentPolicy(config, load_prompts_for(config, ctx))
+    return CombinedSocialAgentPolicy(config, *load_prompts_for(config, ctx))
 
 
 @hookimpl

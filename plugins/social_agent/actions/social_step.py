@@ -25,22 +25,25 @@ Per-decision routing (``similarity_decides``): the decision kinds listed there (
 ``browse`` action's detail maps every decision kind to its decider, so the trace shows the
 routing even for posts that got no action. The LLM still writes comments and posts.
 
-Every decision goes through ``choose`` (fixed labels), ``json`` (a validated schema) or the
-strict comment format, so nothing a post says can make the agent do anything outside like,
-reblog, comment on that post.
+Every decision is a structured answer declared next to its prompt (``prompts/actions.toml``,
+``[answers.*]``: fixed labels, the comment's two openings, a validated schema) and asked
+through the LLM layer, which holds the model to it (:meth:`townsquare.api.LLMClient.ask`), so
+nothing a post says can make the agent do anything outside like, reblog, comment on that post.
+The component's ``answers`` lists the purposes it asks (the slot table shows the mode each
+runs in).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import Action, DuplicateCheck, EngagementLog, MemoryRecord, SimilarityRule, SimilarityRuleConfig, agent_memory
+from townsquare.api import Action, AnswerFormat, DuplicateCheck, EngagementLog, MemoryRecord, SimilarityRule, SimilarityRuleConfig, agent_memory
 
-from .action_prompts import action_prompts
+from .action_prompts import action_answers, action_prompts
 from ..persona.persona_access import persona_text
 from .post_writer import cut, write_posts
 
@@ -79,6 +82,13 @@ class SocialAgentConfig(BaseModel):
     max_chars: int = Field(500, gt=0, description="longest post or comment (Zhou §3.1.2: 500)")
     post_probability_without_plan: float = Field(0.1, ge=0.0, le=1.0)
     comment_max_tokens: int = Field(200, gt=0)
+    #: "model": the model writes its post topics from the persona (Zhou §3.1.2); "interests": it
+    #: picks each among the persona's hobbies (a closed set the backend holds it to; for small
+    #: offline models, whose own topics are mostly noise: README, groundedness)
+    topics: Literal["model", "interests"] = "model"
+    #: temperature of the label decisions: where the backend scores the labels, the label is
+    #: drawn from the model's probabilities at this temperature (1: as the model gives them)
+    decision_temperature: float = Field(1.0, ge=0, le=2)
     post_max_tokens: int = Field(400, gt=0)
     prompts_file: str | None = None
     #: False: the agent never browses, it only posts (Zhou §4.1's initial agents, who fill the
@@ -100,6 +110,8 @@ class Decision:
     like: bool = False
     reblog: bool = False
     comment: str | None = None
+    #: per kind asked: how it was decided (``mode``; ``p``, the probability the model gave acting)
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class SocialAgentBase:
@@ -109,16 +121,25 @@ class SocialAgentBase:
 
     #: the decisions the similarity rule takes when the config leaves ``similarity_decides`` unset
     default_routed: tuple[str, ...] = ()
+    #: decision kind -> the purpose it is asked with (subclasses ask differently)
+    decision_purposes: dict[str, str] = {"like": "like", "reblog": "reblog", "comment": "comment"}
 
-    def __init__(self, config: SocialAgentConfig, prompts: dict[str, str]):
+    def __init__(self, config: SocialAgentConfig, prompts: dict[str, str], answers: dict[str, AnswerFormat] | None = None):
         self.config = config
         self.prompts = prompts
+        self.declared = answers or action_answers(None)
         chosen = config.similarity_decides if config.similarity_decides is not None else self.default_routed
         self.routed = tuple(k for k in DECISIONS if k in chosen)
         self.rule = SimilarityRule(config.similarity_rule)
         self.deciders = {k: "similarity" if k in self.routed else "llm" for k in DECISIONS}
         self.counts = {"sessions": 0, "decided_posts": 0, "posts": 0}
         self.initial_left = config.initial_posts
+
+    @property
+    def answers(self) -> dict[str, AnswerFormat]:
+        """The structured purposes this policy asks the LLM (routed decisions are not asked)."""
+        asked = [self.decision_purposes[k] for k in DECISIONS if k not in self.routed] + ["topics"]
+        return {purpose: self.declared[purpose] for purpose in dict.fromkeys(asked)}
 
     async def decide(self, ctx: Any, llm: Any, post: Any, persona: str, open_kinds: tuple[str, ...]) -> Decision:
         """The decisions on ``post`` for the kinds in ``open_kinds`` (others stay False/None)."""
@@ -157,7 +178,7 @@ class SocialAgentBase:
                         persona = await persona_text(ctx, post.text)
                         decision = await self.decide(ctx, llm, post, persona, asked)
                     taken = {"like": decision.like, "reblog": decision.reblog, "comment": bool(decision.comment)}
-                    details = {k: {"decided_by": "llm"} for k in DECISIONS}
+                    details = {k: {"decided_by": "llm", **decision.evidence.get(k, {})} for k in DECISIONS}
                     if similarity is not None:
                         sim = float(similarity[index])
                         for kind in self.routed:
@@ -177,7 +198,8 @@ class SocialAgentBase:
         due += self.initial_left
         self.initial_left = 0
         if due:
-            posts = await write_posts(ctx, llm, self.prompts, due, limit=cfg.max_chars, max_tokens=cfg.post_max_tokens)
+            posts = await write_posts(ctx, llm, self.prompts, due, topics_answer=self.declared["topics"], limit=cfg.max_chars,
+                                      max_tokens=cfg.post_max_tokens, topics_among_interests=cfg.topics == "interests")
             self.counts["posts"] += len(posts)
             actions += posts
         return actions
@@ -191,5 +213,7 @@ class SocialAgentBase:
         self.rule.set_state(state.get("persona_vector"))
 
 
-def load_prompts_for(config: SocialAgentConfig, ctx: Any) -> dict[str, str]:
-    return action_prompts(config.prompts_file, getattr(ctx, "base_dir", ".") or ".")
+def load_prompts_for(config: SocialAgentConfig, ctx: Any) -> tuple[dict[str, str], dict[str, AnswerFormat]]:
+    """The prompts and their declared answers, ``config.prompts_file``'s replacing the built-in ones."""
+    base_dir = getattr(ctx, "base_dir", ".") or "."
+    return action_prompts(config.prompts_file, base_dir), action_answers(config.prompts_file, base_dir)

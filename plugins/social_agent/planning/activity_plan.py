@@ -1,10 +1,12 @@
 """Zhou et al.'s planning module (§3.1.3, appendix table 11): slot ``planner``, component
 ``activity_plan``.
 
-From the persona and the agent's activity level the model writes a plan in the paper's format
+From the persona and the agent's activity level the model writes a plan with the paper's items
 (browsing period, probabilities of liking, forwarding and commenting, posting period, posts per
-week; see :mod:`.plan_parsing`). The plan is made once, the first time the engine asks whether
-the agent is active, and kept in checkpoints (the paper does not say it is ever remade).
+week; see :mod:`.plan_parsing`), as the JSON object declared in ``prompts/actions.toml``
+(``[answers.plan]``): on a backend that constrains decoding it parses by construction. The plan
+is made once, the first time the engine asks whether the agent is active, and kept in
+checkpoints (the paper does not say it is ever remade).
 
 How the Pareto level enters (§3.2.3: "user activity and persona information are input into
 the plan generation process"): only through the plan. The agent's level is mapped to (0, 1]
@@ -15,9 +17,11 @@ windows, probabilities and frequency. :meth:`ActivityPlanner.is_active` then dec
 round: True when the round overlaps the day's browsing window or a post is due, False
 otherwise; the engine's own activity draw is overridden.
 
-The answer is parsed strictly. A malformed one gets one repair request; if that fails too the
-agent gets :func:`.plan_parsing.fallback_plan` (derived from the activity level alone).
-``get_state()["source"]`` says which: ``llm``, ``llm_repaired`` or ``fallback``.
+The answer is checked strictly (:func:`.plan_parsing.plan_from_answer`). One that does not fit
+gets one repair request; if that fails too the agent gets :func:`.plan_parsing.fallback_plan`
+(drawn from its activity level and its own random stream), the run logs a warning with the
+count of fallbacks so far and records a ``parse_failure``. ``get_state()["source"]`` says
+which: ``llm``, ``llm_repaired`` or ``fallback``.
 
 Policies read the plan through :meth:`ActivityPlanner.session` (browse now? how many posts
 due? the probabilities that become per-session quotas).
@@ -30,11 +34,11 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import Message, PlannerSpec, hookimpl
+from townsquare.api import AnswerFormat, PlannerSpec, hookimpl
 
-from ..actions.action_prompts import action_prompts, fill
+from ..actions.action_prompts import action_answers, action_prompts, fill
 from ..persona.persona_access import full_persona_text
-from .plan_parsing import FULL_ACTIVITY_QUANTILE, Clock, Plan, PlanFormatError, PlanSession, activity_fraction, fallback_plan, in_window, parse_plan, posts_in_round
+from .plan_parsing import FULL_ACTIVITY_QUANTILE, Clock, Plan, PlanSession, activity_fraction, fallback_plan, in_window, plan_from_answer, posts_in_round
 
 log = structlog.get_logger("townsquare.plugins.social_agent.planning.activity_plan")
 
@@ -50,6 +54,8 @@ class ActivityPlanConfig(BaseModel):
     #: a plan asking for more posts a week than this is malformed
     max_posts_per_week: int = Field(70, ge=0)
     max_tokens: int = Field(200, gt=0)
+    #: sampling temperature of the plan (1: the model's own distribution over plans)
+    temperature: float = Field(1.0, ge=0, le=2)
     prompts_file: str | None = None
     #: the Pareto quantile shown as "full activity level" 1 (see ``activity_fraction``)
     full_activity_quantile: float = Field(FULL_ACTIVITY_QUANTILE, gt=0.0, lt=1.0)
@@ -59,9 +65,10 @@ class ActivityPlanner:
     """Makes the plan and answers, each round, whether the agent is active."""
 
     def __init__(self, config: ActivityPlanConfig, prompts: dict[str, str], activity_level: float,
-                 alpha: float = 2.0, x_min: float = 1.0):
+                 alpha: float = 2.0, x_min: float = 1.0, answers: dict[str, AnswerFormat] | None = None):
         self.config = config
         self.prompts = prompts
+        self.answers = {"plan": (answers or action_answers(None))["plan"]}
         self.activity = activity_fraction(activity_level, alpha, x_min, config.full_activity_quantile)
         self.plan: Plan | None = None
         self.source: str | None = None
@@ -73,21 +80,15 @@ class ActivityPlanner:
             return self.plan
         llm = ctx.require_llm("activity_plan")
         prompt = fill(self.prompts["plan"], activity=f"{self.activity:.2f}", persona=full_persona_text(ctx.agent.persona))
-        answer = await llm.text(prompt, purpose="plan", max_tokens=self.config.max_tokens)
-        try:
-            plan, source = parse_plan(answer, self.config.max_posts_per_week), "llm"
-        except PlanFormatError as exc:
-            repair = (Message("user", prompt), Message("assistant", answer),
-                      Message("user", fill(self.prompts["plan_repair"], problems="; ".join(exc.problems))))
-            answer = await llm.text(repair, purpose="plan.repair", max_tokens=self.config.max_tokens)
-            try:
-                plan, source = parse_plan(answer, self.config.max_posts_per_week), "llm_repaired"
-            except PlanFormatError as again:
-                plan, source = fallback_plan(self.activity), "fallback"
-                llm.report_parse_failure("plan", answer)  # counted in llm_calls as parse_failure
-                log.info("plan.fallback", agent=ctx.agent.id, problems="; ".join(again.problems))
-        self.plan, self.source, self.answer = plan, source, answer[:1000]
-        log.debug("plan.made", agent=ctx.agent.id, source=source, activity=self.activity)
+        answer = await llm.ask(prompt, self.answers["plan"], default=None, max_tokens=self.config.max_tokens,
+                               temperature=self.config.temperature,
+                               validate=lambda value: plan_from_answer(value, self.config.max_posts_per_week))
+        if answer.fallback:  # the LLM layer recorded the parse_failure and warned
+            plan, source = fallback_plan(self.activity, ctx.rng), "fallback"
+        else:
+            plan, source = answer.value, "llm_repaired" if answer.outcome == "repaired" else "llm"
+        self.plan, self.source, self.answer = plan, source, answer.text[:1000]
+        log.debug("plan.made", agent=ctx.agent.id, source=source, mode=answer.mode, activity=self.activity)
         return plan
 
     def posts_due(self, ctx: Any) -> int:
@@ -143,7 +144,9 @@ def build_activity_plan(config: ActivityPlanConfig | None, ctx: Any) -> Activity
     agent = getattr(ctx, "agent", None)
     level = agent.activity if agent is not None else 1.0
     alpha, x_min = pareto_parameters(ctx)
-    return ActivityPlanner(config, action_prompts(config.prompts_file, getattr(ctx, "base_dir", ".")), level, alpha, x_min)
+    base_dir = getattr(ctx, "base_dir", ".")
+    return ActivityPlanner(config, action_prompts(config.prompts_file, base_dir), level, alpha, x_min,
+                           action_answers(config.prompts_file, base_dir))
 
 
 @hookimpl

@@ -1,21 +1,19 @@
-"""Zhou et al.'s activity plan (§3.1.3, appendix table 11) as data: parsing, the fallback plan,
-time windows and action quotas. Not a plugin; ``activity_plan`` builds on it.
+"""Zhou et al.'s activity plan (§3.1.3, appendix table 11) as data: reading the model's answer,
+the fallback plan, time windows and action quotas. Not a plugin; ``activity_plan`` builds on it.
 
-The plan is six lines in the paper's format::
+The plan has the paper's six items, asked for as one JSON object (declared in
+``prompts/actions.toml``, ``[answers.plan]``, so the LLM layer holds the model to it)::
 
-    Browsing time period: 19:00-21:30
-    Probability of liking: 30%
-    Probability of forwarding: 10%
-    Probability of commenting: 5%
-    Posting time period: day 3-18:00-20:00
-    Frequency of posting: 4 times per week
+    {"browsing_start": "19:00", "browsing_end": "21:30", "probability_of_liking": 30,
+     "probability_of_forwarding": 10, "probability_of_commenting": 5, "posting_day": 3,
+     "posting_start": "18:00", "posting_end": "20:00", "posts_per_week": 4}
 
-:func:`parse_plan` reads it strictly: one regex per line (case-insensitive; markdown ``**`` and
-list bullets are ignored, a trailing full stop is allowed), every line required, ranges checked
-(percentages 0-100, ``HH`` 0-23 and ``MM`` 0-59 with ``24:00`` allowed as an end, a window
-with start = end is empty and rejected while ``00:00-24:00`` is the whole day, ``day`` 1-7, a
-weekly frequency from 0 to a cap).
-A window whose end is before its start runs past midnight (``22:00-01:00``).
+which :meth:`Plan.text` writes in the paper's own lines ("Browsing time period: 19:00-21:30",
+..., "Posting time period: day 3-18:00-20:00", "Frequency of posting: 4 times per week").
+:func:`plan_from_answer` checks it (times ``HH:MM`` with ``24:00`` allowed as an end, a window
+with start = end is empty and rejected while ``00:00-24:00`` is the whole day, percentages
+0-100, ``day`` 1-7, a weekly frequency from 0 to a cap); a window whose end is before its start
+runs past midnight (``22:00-01:00``).
 
 Where the paper is silent, we choose:
 
@@ -99,6 +97,16 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def to_answer(self) -> dict[str, Any]:
+        """The plan as the model answers it (the inverse of :func:`plan_from_answer`)."""
+        return {
+            "browsing_start": _clock(self.browse.start), "browsing_end": _clock(self.browse.end),
+            "probability_of_liking": self.like, "probability_of_forwarding": self.forward,
+            "probability_of_commenting": self.comment, "posting_day": self.post_day,
+            "posting_start": _clock(self.post.start), "posting_end": _clock(self.post.end),
+            "posts_per_week": self.posts_per_week,
+        }
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Plan":
         return cls(
@@ -108,29 +116,19 @@ class Plan:
         )
 
 
-# --------------------------------------------------------------------------- parsing
+# --------------------------------------------------------------------------- reading the answer
 
-_TIME = r"(\d{1,2}):(\d{2})"
-_DASH = r"\s*[-\u2013\u2014~]\s*"
-_END = r"\s*\.?\s*$"
-_PERCENT = r"(\d{1,3}(?:\.\d+)?)\s*%"
-_LINES = {
-    "browse": re.compile(rf"^browsing time period\s*:\s*{_TIME}{_DASH}{_TIME}{_END}", re.I | re.M),
-    "like": re.compile(rf"^probability of liking\s*:\s*{_PERCENT}{_END}", re.I | re.M),
-    "forward": re.compile(rf"^probability of forwarding\s*:\s*{_PERCENT}{_END}", re.I | re.M),
-    "comment": re.compile(rf"^probability of commenting\s*:\s*{_PERCENT}{_END}", re.I | re.M),
-    "post": re.compile(rf"^posting time period\s*:\s*day\s*(\d{{1,2}}){_DASH}{_TIME}{_DASH}{_TIME}{_END}", re.I | re.M),
-    "frequency": re.compile(rf"^frequency of posting\s*:\s*(\d{{1,4}})\s*times?\s*(?:per|a|/)\s*week{_END}", re.I | re.M),
-}
-_LABELS = {
-    "browse": "Browsing time period", "like": "Probability of liking", "forward": "Probability of forwarding",
-    "comment": "Probability of commenting", "post": "Posting time period", "frequency": "Frequency of posting",
-}
-_BULLET = re.compile(r"^[ \t]*(?:[-*\u2022]|\d+[.)])[ \t]+", re.M)
+_TIME = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*$")
+#: the answer's keys, in the paper's order
+PLAN_KEYS = ("browsing_start", "browsing_end", "probability_of_liking", "probability_of_forwarding",
+             "probability_of_commenting", "posting_day", "posting_start", "posting_end", "posts_per_week")
 
 
-def _minutes(hours: str, minutes: str, *, end: bool) -> int | None:
-    h, m = int(hours), int(minutes)
+def _minutes(text: Any, *, end: bool) -> int | None:
+    match = _TIME.match(str(text))
+    if match is None:
+        return None
+    h, m = int(match.group(1)), int(match.group(2))
     if end and h == 24 and m == 0:
         return MINUTES_PER_DAY
     if 0 <= h <= 23 and 0 <= m <= 59:
@@ -138,48 +136,45 @@ def _minutes(hours: str, minutes: str, *, end: bool) -> int | None:
     return None
 
 
-def _window(groups: tuple[str, ...], label: str, problems: list[str]) -> Window | None:
-    start = _minutes(groups[0], groups[1], end=False)
-    end = _minutes(groups[2], groups[3], end=True)
+def _window(start_text: Any, end_text: Any, label: str, problems: list[str]) -> Window | None:
+    start, end = _minutes(start_text, end=False), _minutes(end_text, end=True)
     if start is None or end is None:
-        problems.append(f"{label}: {groups[0]}:{groups[1]}-{groups[2]}:{groups[3]} is not a valid time period")
+        problems.append(f"{label}: {start_text}-{end_text} is not a valid time period (HH:MM-HH:MM)")
         return None
     if start == end:  # 00:00-24:00 is the whole day, not an empty period
-        problems.append(f"{label}: the period is empty")
+        problems.append(f"{label}: the period {start_text}-{end_text} is empty")
         return None
     return Window(start, end)
 
 
-def parse_plan(text: str, max_posts_per_week: int = 70) -> Plan:
-    """The plan in ``text``; raises :class:`PlanFormatError` listing every problem."""
-    cleaned = _BULLET.sub("", text.replace("**", "").replace("\r", ""))
-    found: dict[str, tuple[str, ...]] = {}
+def _number(value: Any, label: str, low: float, high: float, problems: list[str], whole: bool = False) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and value != int(value)):
+        problems.append(f"{label}: {value!r} is not a {'whole ' if whole else ''}number")
+        return None
+    if not low <= value <= high:
+        problems.append(f"{label}: {value:g} is outside {low:g}-{high:g}")
+        return None
+    return float(value)
+
+
+def plan_from_answer(value: Any, max_posts_per_week: int = 70) -> Plan:
+    """The plan in the model's JSON answer; raises :class:`PlanFormatError` (a ``ValueError``,
+    so the LLM layer repairs once) listing every problem."""
+    if not isinstance(value, dict):
+        raise PlanFormatError(["the plan is not a JSON object"])
+    missing = [key for key in PLAN_KEYS if key not in value]
+    if missing:
+        raise PlanFormatError([f"missing key {key!r}" for key in missing])
     problems: list[str] = []
-    for key, pattern in _LINES.items():
-        match = pattern.search(cleaned)
-        if match is None:
-            problems.append(f"no line '{_LABELS[key]}: ...' in the expected format")
-        else:
-            found[key] = match.groups()
-    if problems:
+    browse = _window(value["browsing_start"], value["browsing_end"], "browsing time period", problems)
+    like, forward, comment = (_number(value[f"probability_of_{kind}"], f"probability of {kind}", 0, 100, problems)
+                              for kind in ("liking", "forwarding", "commenting"))
+    day = _number(value["posting_day"], "posting day", 1, 7, problems, whole=True)
+    post = _window(value["posting_start"], value["posting_end"], "posting time period", problems)
+    frequency = _number(value["posts_per_week"], "posts per week", 0, max_posts_per_week, problems, whole=True)
+    if problems or None in (browse, like, forward, comment, day, post, frequency):
         raise PlanFormatError(problems)
-    browse = _window(found["browse"], _LABELS["browse"], problems)
-    percents = {}
-    for key in ("like", "forward", "comment"):
-        value = float(found[key][0])
-        if not 0 <= value <= 100:
-            problems.append(f"{_LABELS[key]}: {value:g}% is outside 0-100%")
-        percents[key] = value
-    day = int(found["post"][0])
-    if not 1 <= day <= 7:
-        problems.append(f"{_LABELS['post']}: day {day} is not a day of the week (1-7)")
-    post = _window(found["post"][1:], _LABELS["post"], problems)
-    frequency = int(found["frequency"][0])
-    if frequency > max_posts_per_week:
-        problems.append(f"{_LABELS['frequency']}: {frequency} is more than {max_posts_per_week} times per week")
-    if problems or browse is None or post is None:
-        raise PlanFormatError(problems)
-    return Plan(browse, percents["like"], percents["forward"], percents["comment"], day, post, frequency)
+    return Plan(browse, like, forward, comment, int(day), post, int(frequency))  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- activity and fallback
@@ -226,19 +221,26 @@ def _half_up(value: float) -> int:
     return int(math.floor(value + 0.5))
 
 
-def fallback_plan(activity: float) -> Plan:
+def fallback_plan(activity: float, rng: Any) -> Plan:
     """The plan used when the model's answer cannot be read even after one repair request:
-    derived from the activity fraction ``a`` alone, so it is deterministic.
+    drawn for the agent from its activity fraction ``a`` and its own random stream ``rng``
+    (so no two agents share it by construction, and a seed gives the same one).
 
-    Browse from 20:00 for ``1 + round(3a)`` hours; like, forward, comment with ``round(30a)``,
-    ``round(10a)``, ``round(5a)`` percent; post ``max(1, round(7a))`` times a week on day 1,
-    18:00-20:00. (Our numbers: the paper has no fallback.)
+    Browse for ``1 + round(3a)`` hours from a half hour drawn between 06:00 and 22:00; like,
+    forward, comment with ``round(30a u)``, ``round(10a u)``, ``round(5a u)`` percent for one
+    draw ``u`` uniform in [0.5, 1.5]; post ``max(1, round(7a))`` times a week on a day drawn
+    from 1-7, in a two-hour window from a half hour drawn between 07:00 and 21:00. (Our numbers:
+    the paper has no fallback.)
     """
     a = min(1.0, max(0.0, activity))
     hours = 1 + _half_up(3 * a)
-    browse = Window(20 * 60, min(MINUTES_PER_DAY, 20 * 60 + hours * 60))
-    return Plan(browse, float(_half_up(30 * a)), float(_half_up(10 * a)), float(_half_up(5 * a)), 1,
-                Window(18 * 60, 20 * 60), max(1, _half_up(7 * a)))
+    start = 6 * 60 + 30 * int(rng.integers(0, 33))
+    browse = Window(start, (start + hours * 60 - 1) % MINUTES_PER_DAY + 1)
+    u = float(rng.uniform(0.5, 1.5))
+    day = int(rng.integers(1, 8))
+    post_start = 7 * 60 + 30 * int(rng.integers(0, 29))
+    return Plan(browse, float(_half_up(30 * a * u)), float(_half_up(10 * a * u)), float(_half_up(5 * a * u)), day,
+                Window(post_start, post_start + 120), max(1, _half_up(7 * a)))
 
 
 def quota(percent: float, posts: int, rng: Any = None) -> int:

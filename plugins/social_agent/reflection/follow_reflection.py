@@ -16,10 +16,13 @@ follow based on its history action information including likes, reblogs, and com
   the summary is kept per post id in the state. An answer over the limit is cut to it.
 * Splicing (table 13): "Post k was written by user uid. What it says: summary. What you did:
   action." per post, in order.
-* Decision (table 12): ``LLMClient.choose`` with the labels = the history's authors (never the
-  agent itself, never an account it already follows) + ``do not follow``; a malformed answer
-  gets one repair request, then ``do not follow``. A chosen id becomes
-  ``Action("follow", target_agent=id)``. With no candidate there is no call.
+* Decision (table 12): a label decision (declared in ``prompts/actions.toml``,
+  ``[answers.follow]``) over the history's authors (never the agent itself, never an account
+  it already follows) + ``do not follow``, asked through ``LLMClient.ask``: constrained where
+  the backend can, else one repair request, then ``do not follow``. A chosen id becomes
+  ``Action("follow", target_agent=id)`` (its detail records how it was decided: ``mode`` and,
+  where the backend scored the labels, the probability ``p``). With no candidate there is no
+  call.
 """
 
 from __future__ import annotations
@@ -31,10 +34,10 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import Action, ReflectorSpec, hookimpl
+from townsquare.api import Action, AnswerFormat, ReflectorSpec, hookimpl
 from townsquare.api import EngagementLog
 
-from ..actions.action_prompts import action_prompts, fill
+from ..actions.action_prompts import action_answers, action_prompts, fill
 from ..persona.persona_access import persona_text
 
 log = structlog.get_logger("townsquare.plugins.social_agent.reflection.follow_reflection")
@@ -72,9 +75,11 @@ def cut_words(text: str, limit: int) -> str:
 
 
 class FollowReflection:
-    def __init__(self, config: FollowReflectionConfig, prompts: dict[str, str]):
+    def __init__(self, config: FollowReflectionConfig, prompts: dict[str, str], answers: dict[str, AnswerFormat] | None = None):
         self.config = config
         self.prompts = prompts
+        #: the structured purpose it asks (the slot table shows its mode)
+        self.answers = {"follow": (answers or action_answers(None))["follow"]}
         self.next_due: datetime | None = None
         self.since_round: int = 0
         self.summaries: dict[str, str] = {}
@@ -130,11 +135,15 @@ class FollowReflection:
         history_text = "\n".join(lines)
         persona = await persona_text(ctx, history_text)
         prompt = fill(self.prompts["follow"], persona=persona, history=history_text, candidates=", ".join(candidates))
-        choice = await llm.choose(prompt, [*candidates, DO_NOT_FOLLOW], purpose="follow", default=DO_NOT_FOLLOW, max_tokens=16)
-        log.debug("reflection.done", agent=me, choice=choice, candidates=len(candidates), posts=len(history))
-        if choice == DO_NOT_FOLLOW:
+        declared = self.answers["follow"]
+        answer = await llm.ask(prompt, declared.with_labels(candidates), max_tokens=16)
+        log.debug("reflection.done", agent=me, choice=answer.value, candidates=len(candidates), posts=len(history))
+        if answer.value not in candidates:
             return []
-        return [Action(me, "follow", target_agent=choice, detail={"reflection": self.reflections, "posts": len(history)})]
+        detail = {"reflection": self.reflections, "posts": len(history), "mode": answer.mode}
+        if answer.probabilities:
+            detail["p"] = answer.probabilities.get(answer.value)
+        return [Action(me, "follow", target_agent=answer.value, detail=detail)]
 
     def get_state(self) -> dict[str, Any]:
         return {
@@ -152,7 +161,8 @@ class FollowReflection:
 
 def build_follow_reflection(config: FollowReflectionConfig | None, ctx: Any) -> FollowReflection:
     config = config or FollowReflectionConfig()
-    return FollowReflection(config, action_prompts(config.prompts_file, getattr(ctx, "base_dir", ".") or "."))
+    base_dir = getattr(ctx, "base_dir", ".") or "."
+    return FollowReflection(config, action_prompts(config.prompts_file, base_dir), action_answers(config.prompts_file, base_dir))
 
 
 @hookimpl
