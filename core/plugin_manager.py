@@ -57,6 +57,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.commands.ablate",
     "townsquare.commands.export",
     "townsquare.commands.plugins",
+    # the Ray backend for [engine] backend = "ray"
+    "townsquare.scaleout",
     # platforms and feeds
     "townsquare.platforms.in_memory",
     "townsquare.platforms.mastodon",

@@ -104,10 +104,8 @@ def play_scenario(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir,
         if on_ready is not None:
             on_ready(scenario, run_dir)
 
-    if scenario.model.engine.backend == "ray":
-        from .ray_backend import RayBackend  # imports ray: only for the runs that use it
-
-        simulation_options = {"backend": RayBackend, **simulation_options}
+    if scenario.model.engine.backend != "local":
+        simulation_options = {"backend": engine_backend(plugins, scenario.model.engine.backend), **simulation_options}
     simulation = simulation_class(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
     try:
         with run_collector():
@@ -117,6 +115,15 @@ def play_scenario(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir,
         # manifest, as a stop during a round does
         run_dir.update_manifest(status="stopped", stop_reason=exc.reason)
         raise
+
+
+def engine_backend(plugins: Plugins, name: str) -> Any:
+    """The class a plugin offers for ``[engine] backend = NAME`` (``townsquare_engine_backend``)."""
+    backend = plugins.hook.townsquare_engine_backend(name=name)
+    if backend is None:
+        raise UsageError(f"[engine] backend = {name!r}: no loaded plugin offers it (the built-in 'scaleout' offers 'ray';"
+                         " is it disabled with -p no:scaleout?)")
+    return backend
 
 
 def llm_overrides(spec: str | None) -> list[str]:

@@ -85,7 +85,7 @@ class EngineConfig(_Strict):
     #: can start from any round that has a checkpoint)
     keep_checkpoints: int = Field(3, ge=0)
     #: where the agents' turns run: ``local`` (this process, under asyncio) or ``ray`` (agents
-    #: sharded over Ray actors; the same event log, see :mod:`townsquare.ray_backend`)
+    #: sharded over Ray actors; the same event log, see :mod:`townsquare.scaleout.ray_backend`)
     backend: Literal["local", "ray"] = "local"
     #: with ``backend = "ray"``: the cluster to join (``ray://HOST:10001``, ``auto``); None
     #: starts a local one, or joins the one this process already started
