@@ -1,7 +1,7 @@
 """The agents one process holds: their turns, what they hear of applied actions, their state.
 
 In one process the :class:`~townsquare.engine.Simulation` holds every agent in one host. On Ray
-(:mod:`townsquare.ray_backend`) each shard holds a host of its own agents, and the driver none
+(:mod:`townsquare.scaleout.ray_backend`) each shard holds a host of its own agents, and the driver none
 (it keeps each agent's id, index, population and persona: what ordering, the platform and the
 metrics need), unless the platform hands agents to each other (``members``), where the driver
 holds every agent too, for the metrics and the checkpoints.

@@ -64,7 +64,7 @@ async def assemble(
     (replay, estimate); ``llm_middleware`` links go inside the configured ones; ``on_llm_call``
     hears every call and parse failure (building components may call the LLM already).
 
-    Which agents are built (see :mod:`townsquare.ray_backend`):
+    Which agents are built (see :mod:`townsquare.scaleout.ray_backend`):
 
     * by default every agent, with its components and its platform account;
     * ``components=False`` (the Ray driver, whose shards hold the agents): every agent with its

@@ -78,8 +78,8 @@ class PersonaKnowledge(Component, Protocol):
 
 
 # Memory slots (memory.sensory, memory.short_term, memory.long_term, memory.stream) and the
-# retrieval scorer (memory.retrieval) share one contract, kept in townsquare.memory.
-from .memory import Memory, MemoryRecord, MemoryRetrieval  # noqa: E402  (re-exported)
+# retrieval scorer (memory.retrieval) share one contract, kept in townsquare.memory (which
+# names Agent and StepContext from here: this module imports nothing of it).
 
 
 class DuplicateCheck(Component, Protocol):

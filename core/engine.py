@@ -110,7 +110,7 @@ class Simulation:
         #: where the turns run when not in this process: a class with ``plays(simulation)`` (whether
         #: it takes this run's turns), ``connect(simulation)`` (before building) and ``async
         #: start(simulation, connection)`` (after; the runner passes
-        #: :class:`townsquare.ray_backend.RayBackend` for ``[engine] backend = "ray"``)
+        #: :class:`townsquare.scaleout.ray_backend.RayBackend` for ``[engine] backend = "ray"``)
         self._backend_class = backend
         self.backend: Any = None
         #: the agents this process holds with their components (None: a backend's shards hold them)
@@ -135,7 +135,7 @@ class Simulation:
     async def build(self) -> None:
         """Assemble the run (:func:`townsquare.assembly.assemble`): services, platform, metrics,
         agents; with a backend that plays the turns elsewhere, the agents' components are built
-        there (:mod:`townsquare.ray_backend`) and this process keeps each agent's persona."""
+        there (:mod:`townsquare.scaleout.ray_backend`) and this process keeps each agent's persona."""
         remote = self._backend_class is not None and self._backend_class.plays(self)
         cluster = self._backend_class.connect(self) if remote else None
         self._rss_before_build = rss_bytes()
@@ -226,7 +226,7 @@ class Simulation:
     async def on_agent(self, agent: Agent, change: Callable[[AgentHost, Agent, int], Any], r: int) -> None:
         """Apply ``await change(host, agent, r)`` (a branch's intervention: a picklable callable)
         to ``agent`` where its components are held: here, or in its shard before round ``r``'s
-        turns (:meth:`townsquare.ray_backend.RayBackend.on_agent`)."""
+        turns (:meth:`townsquare.scaleout.ray_backend.RayBackend.on_agent`)."""
         if self.host is not None:
             await change(self.host, self.host.by_id[agent.id], r)
             self.changed(agent)
@@ -498,7 +498,7 @@ class Simulation:
     async def take_turns(self, r: int, present: list[Agent], now: Any) -> list[tuple[bool, list[Action]]]:
         """Step 2 of a round: every present agent's turn (:meth:`townsquare.agent_host.AgentHost.take_turns`);
         ``(active, actions)`` per agent, in ``present``'s order. With a backend (``[engine]
-        backend = "ray"``) the turns run there (:mod:`townsquare.ray_backend`)."""
+        backend = "ray"``) the turns run there (:mod:`townsquare.scaleout.ray_backend`)."""
         if self.backend is not None:
             return await self.backend.take_turns(r, present)
         return await self.host.take_turns(r, present, now)

@@ -348,6 +348,29 @@ def townsquare_on_run_end(run: "RunInfo", summary: "RunSummary") -> None:
 
 
 # ---------------------------------------------------------------------------
+# Engine backends
+# ---------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def townsquare_engine_backend(name: str) -> Any:
+    """The class that plays agents' turns for ``[engine] backend = NAME`` (other than
+    ``local``, which is the engine itself), or None when this plugin has no such backend.
+    Stops at first non-None result. The built-in plugin ``scaleout`` answers ``ray``
+    (:class:`townsquare.scaleout.ray_backend.RayBackend`); import heavy libraries inside the
+    implementation, so a run that does not ask for the backend does not pay for them.
+
+    Example::
+
+        @hookimpl
+        def townsquare_engine_backend(name):
+            if name == "dask":
+                from .dask_backend import DaskBackend
+                return DaskBackend
+    """
+
+
+# ---------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------
 

@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .data_paths import resolve_data_references
 from .errors import ComponentError, ScenarioError
 from .persona import name_problem
-from .plugin_names import renamed_sections
 from .slots import check_resolved
 from .specs import AGENT_SLOTS, REQUIRED_AGENT_SLOTS, ComponentSpec
 
@@ -85,9 +84,10 @@ class EngineConfig(_Strict):
     #: how many of the newest checkpoints to keep; 0 keeps every one (``townsquare branch``
     #: can start from any round that has a checkpoint)
     keep_checkpoints: int = Field(3, ge=0)
-    #: where the agents' turns run: ``local`` (this process, under asyncio) or ``ray`` (agents
-    #: sharded over Ray actors; the same event log, see :mod:`townsquare.ray_backend`)
-    backend: Literal["local", "ray"] = "local"
+    #: where the agents' turns run: ``local`` (this process, under asyncio), ``ray`` (agents
+    #: sharded over Ray actors; the same event log, see :mod:`townsquare.scaleout.ray_backend`),
+    #: or a name another plugin offers (``townsquare_engine_backend``)
+    backend: str = Field("local", pattern=r"^[a-z][a-z0-9_]*$")
     #: with ``backend = "ray"``: the cluster to join (``ray://HOST:10001``, ``auto``); None
     #: starts a local one, or joins the one this process already started
     ray_address: str | None = None
@@ -405,19 +405,6 @@ def _pick_slot(registry: Any, plugins: Any, source: str, key: str, slot: str, wa
         raise ScenarioError(source, f"{key}.slots.{slot}", str(exc)) from None
 
 
-def _current_names(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with renamed plugins' old names in ``[plugins.OLD]`` and ``config.OLD`` replaced."""
-    data = dict(data)
-    if isinstance(data.get("plugins"), dict):
-        data["plugins"] = renamed_sections(data["plugins"])
-    if isinstance(data.get("populations"), list):
-        data["populations"] = [
-            {**pop, "config": renamed_sections(pop["config"])} if isinstance(pop, dict) and isinstance(pop.get("config"), dict) else pop
-            for pop in data["populations"]
-        ]
-    return data
-
-
 #: the ``source`` of a scenario given as a dict (:func:`load_scenario`), in errors and the manifest
 DICT_SOURCE = "<scenario dict>"
 
@@ -437,7 +424,7 @@ def load_scenario(path: str | Path | Mapping[str, Any], overrides: list[str], pl
 
 
 def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> ResolvedScenario:
-    model = validate_scenario(resolve_data_references(_current_names(data), source), source)
+    model = validate_scenario(resolve_data_references(data, source), source)
     registry = plugins.registry
     plugin_sections = dict(model.plugins)
     for name, section in plugin_sections.items():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import scenario_text
-from townsquare.branch import Intervention, branch_run, parse_interventions
+from townsquare.commands.branch import Intervention, branch_run, parse_interventions
 from townsquare.errors import UsageError
 from townsquare.runner import start_run
 
@@ -135,7 +135,7 @@ def test_cli_branch_per_recommender(parent, tmp_path):
 
 def test_compare_prints_deltas_after_the_branch_point_and_plots(parent, tmp_path, capsys):
     from townsquare.cli import main
-    from townsquare.compare import compare_runs
+    from townsquare.commands.compare import compare_runs
 
     run_dir, _ = branch_run(parent, 3, tmp_path / "b", overrides=["plugins.scripted.policy_post_probability=1.0"])
     comparison = compare_runs([parent, run_dir.path])

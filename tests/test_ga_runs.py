@@ -102,7 +102,7 @@ def test_export_writes_the_memories_table(make_plugins, write_scenario, run_scen
     import csv
     import json
 
-    from townsquare.export import export_run
+    from townsquare.commands.export import export_run
 
     run_dir, _ = run_scenario(example(write_scenario), plugins=make_plugins(enable=[SCRIPTED]))
     written = export_run(run_dir.events_path, "csv", tmp_path / "export")

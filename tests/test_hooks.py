@@ -199,6 +199,29 @@ def test_hook_townsquare_on_run_end(make_plugins, write_scenario, run_scenario):
     assert calls[-1] == ("run_end", 2)
 
 
+def test_hook_townsquare_engine_backend(make_plugins, write_scenario, run_scenario):
+    """A plugin's backend is asked to play the run named ``[engine] backend``; one that declines
+    (``plays`` false) leaves the turns to this process, and the run finishes as usual."""
+    asked = []
+
+    class Probe:
+        @staticmethod
+        def plays(sim):
+            asked.append(sim.scenario.model.engine.backend)
+            return False
+
+    class Backends:
+        plugin_name = "probe_backend"
+
+        @hookimpl
+        def townsquare_engine_backend(self, name):
+            return Probe if name == "probe" else None
+
+    path = write_scenario(scenario_text(rounds=1, extra='[engine]\nbackend = "probe"\n'))
+    _, summary = run_scenario(path, plugins=make_plugins(Backends()))
+    assert asked == ["probe"] and summary.rounds_completed == 1
+
+
 def test_hook_townsquare_register_commands(make_plugins):
     from townsquare.cli import build_cli
 

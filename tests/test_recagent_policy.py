@@ -142,7 +142,7 @@ def test_example_scenario_runs_on_fixtures(make_plugins, tmp_path):
 
 
 def test_export_writes_watches_ratings_and_chats(write_scenario, run_scenario, tmp_path):
-    from townsquare.export import export_run
+    from townsquare.commands.export import export_run
 
     run_dir, _ = run_scenario(write_scenario(scenario(rounds=3)))
     paths = {p.stem: p for p in export_run(run_dir.path / "events.sqlite", "jsonl", tmp_path / "out", tables=("actions",))}

@@ -33,20 +33,23 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable
 
+import click
 import structlog
 
-from .branch_simulation import BranchSimulation, Intervention, parse_interventions, read_persona_file
-from .errors import UsageError
-from .lifecycle import RunSummary
-from .memory import MEMORY_TIERS
-from .plugin_manager import canonical_name, make_plugin_manager, parse_plugin_options
-from .plugin_names import current_plugin_name
-from .rundir import RunDir, environment
-from .runner import _play, recorded_plugin_options, recorded_plugins, redact, redact_override
-from .scenario import apply_overrides, resolve
-from .store import ROUND_TABLES, EventStore
+from townsquare.api import hookimpl
+from townsquare.branch_simulation import BranchSimulation, Intervention, parse_interventions, read_persona_file
+from townsquare.cli.options import backend_options, backend_overrides, common_options
+from townsquare.cli.run_output import RunLines, report_run
+from townsquare.errors import UsageError
+from townsquare.lifecycle import RunSummary
+from townsquare.memory import MEMORY_TIERS
+from townsquare.plugin_manager import canonical_name, make_plugin_manager, parse_plugin_options
+from townsquare.rundir import RunDir, environment
+from townsquare.runner import play_scenario, recorded_plugin_options, recorded_plugins, redact, redact_override
+from townsquare.scenario import apply_overrides, resolve
+from townsquare.store import ROUND_TABLES, EventStore
 
-log = structlog.get_logger("townsquare.branch")
+log = structlog.get_logger("townsquare.commands.branch")
 
 __all__ = ["BranchSimulation", "Intervention", "branch_run", "copy_sqlite", "parse_interventions"]
 
@@ -92,7 +95,7 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
                 run_dir.write_checkpoint(at - 1, state, keep=0)
             _copy_cache(parent, run_dir)
         options = {"at": at, "interventions": interventions, "parent_slots": manifest.get("slot_table", [])}
-        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, options, resume=True, simulation_class=BranchSimulation)
+        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, options, resume=True, simulation_class=BranchSimulation)
 
 
 def _branch_scenario(parent: RunDir, manifest: dict[str, Any], overrides: list[str], plugin_options: list[str]):
@@ -103,7 +106,7 @@ def _branch_scenario(parent: RunDir, manifest: dict[str, Any], overrides: list[s
     used = recorded_plugins(manifest) if "plugins" in manifest else None
 
     def changes_something(option: str) -> bool:
-        name = current_plugin_name(canonical_name(option.strip().removeprefix("no:")))
+        name = canonical_name(option.strip().removeprefix("no:"))
         if used is None:
             return True
         return name in used if option.strip().startswith("no:") else name not in used
@@ -112,7 +115,7 @@ def _branch_scenario(parent: RunDir, manifest: dict[str, Any], overrides: list[s
     combined = merge_plugin_options(recorded, changes)
     enable, disable = parse_plugin_options(combined)
     plugins = make_plugin_manager(enable=enable, disable=disable, only=used)
-    missing = sorted((used or set()) - set(plugins.versions()) - {current_plugin_name(name) for name in disable})
+    missing = sorted((used or set()) - set(plugins.versions()) - set(disable))
     if missing:
         raise UsageError(f"{parent.manifest_path}: the run used plugins that are not loaded now: {', '.join(missing)}")
     scenario = resolve(data, str(parent.manifest_path), manifest.get("base_dir", "."), plugins)
@@ -123,7 +126,7 @@ def merge_plugin_options(base: list[str], changes: list[str]) -> list[str]:
     """``base`` with ``changes`` applied in order: ``-p X`` undoes an earlier ``-p no:X`` and
     ``-p no:X`` an earlier ``-p X`` (by plugin name, so a module path matches its name)."""
     def name(option: str) -> str:
-        return current_plugin_name(canonical_name(option.strip().removeprefix("no:")))
+        return canonical_name(option.strip().removeprefix("no:"))
 
     merged = list(base)
     for change in changes:
@@ -191,3 +194,38 @@ def copy_sqlite(source: Path, target: Path) -> None:
     finally:
         src.close()
         dst.close()
+
+
+@hookimpl
+def townsquare_register_commands(cli: click.Group) -> None:
+    @cli.command("branch")
+    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.option("--at", "at", type=int, required=True, help="First round that plays differently (the branch starts from the checkpoint after AT-1).")
+    @click.option("--out", type=click.Path(file_okay=False), default=None, help="Branch directory (with --recommenders: a folder of branches).")
+    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Change a scenario key from round AT on.")
+    @click.option("--persona", "personas", multiple=True, metavar="AGENT=FILE", help="Replace an agent's persona (JSON or one sentence a line).")
+    @click.option("--post", "posts", multiple=True, metavar="AUTHOR=TEXT", help="Post TEXT as an agent or an outside account.")
+    @click.option("--memory", "memories", multiple=True, metavar="AGENT=TEXT", help="Hand an observation to an agent's memory.")
+    @click.option("--follow", "follows", multiple=True, metavar="A=B", help="Make agent A follow agent B.")
+    @click.option("--unfollow", "unfollows", multiple=True, metavar="A=B", help="Make agent A unfollow agent B.")
+    @click.option("--recommenders", default=None, metavar="A,B,...", help="One branch per recommender, from the same state.")
+    @click.option("--quiet", is_flag=True, help="No progress bar or progress lines.")
+    @backend_options
+    @common_options
+    def branch(run_dir: str, at: int, out: str | None, overrides, personas, posts, memories, follows, unfollows,
+               recommenders: str | None, quiet: bool, plugin_options, backend: str | None, ray_address: str | None, **_: Any) -> None:
+        """Continue RUN_DIR from round AT with interventions, into a new run directory."""
+        changes = parse_interventions([*(("persona", v) for v in personas), *(("memory", v) for v in memories),
+                                       *(("follow", v) for v in follows), *(("unfollow", v) for v in unfollows),
+                                       *(("post", v) for v in posts)])
+        overrides = [*backend_overrides(backend, ray_address), *overrides]
+        variants: list[tuple[str | None, list[str], str | None]] = [(None, list(overrides), out)]
+        if recommenders:
+            names = [n.strip() for n in recommenders.split(",") if n.strip()]
+            variants = [(n, [*overrides, f'recommender={{ name = "{n}" }}'], str(Path(out) / n) if out else None) for n in names]
+        for label, sets, target in variants:
+            with RunLines(quiet, label or "rounds") as progress:
+                path, summary = branch_run(run_dir, at, target, overrides=sets, plugin_options=plugin_options,
+                                           interventions=changes, progress=progress.update, on_ready=progress.announce, label=label)
+            report_run(path.path, summary)
+            click.echo(str(path.path))

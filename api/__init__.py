@@ -31,7 +31,7 @@ from ..llm_modes import MODES, answers_in_db, choose_modes, is_constrained, mode
 from ..llm_faults import LLMFatal, LLMFault, backoff_delay, classify
 from ..markers import hookimpl
 from ..memory_export import memory_rows
-from ..movielens import MovieLens, Rating, genres_of, load_movielens_data, movielens_layout
+from .movielens import MovieLens, Rating, genres_of, load_movielens_data, movielens_layout
 from ..memory import MEMORY_TIERS, Memory, MemoryChain, MemoryRecord, MemoryRetrieval, agent_memory, retrieval_of
 from ..metrics import Metric, RoundView
 from ..persona import Persona, PersonaSource, cycle_personas, name_problem
@@ -41,8 +41,8 @@ from ..prompt_files import fill_prompt, load_answers, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
 from ..secrets import EndpointConfig, read_secret_file, redact_text, resolve_secrets
-from ..similarity_rule import SimilarityRule, SimilarityRuleConfig
-from ..stats import Interval, TTest, mean_interval, paired_test
+from .similarity_rule import SimilarityRule, SimilarityRuleConfig
+from .stats import Interval, TTest, mean_interval, paired_test
 from ..slots import SLOT_PROTOCOLS
 from ..store import follow_edges
 from ..specs import (

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from .errors import UsageError
-from .files import read_user_csv
-from .items import Item
+from townsquare.errors import UsageError
+from townsquare.files import read_user_csv
+from townsquare.items import Item
 
 NO_GENRE = "(no genres listed)"
 #: ml-100k's genre flags, in the order of its ``u.genre`` file

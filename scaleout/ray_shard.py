@@ -1,4 +1,4 @@
-"""One shard of a Ray run: an actor that holds some of the agents and takes their turns (see :mod:`townsquare.ray_backend`).
+"""One shard of a Ray run: an actor that holds some of the agents and takes their turns (see :mod:`townsquare.scaleout.ray_backend`).
 
 A shard builds the run from the scenario as the driver does (:func:`townsquare.assembly.assemble`,
 same seeds): its own services, LLM client and copy of the platform. Its own agents are those
@@ -37,16 +37,16 @@ from typing import Any
 
 import structlog
 
-from .agent_host import AgentHost, restore_agent, stop_reason
-from .engine import COLLECTOR_THRESHOLDS
-from .errors import RunStopped
-from .llm import LLMCallRecord
-from .llm_faults import LLMFault
-from .process_usage import process_usage, rss_bytes
-from .rundir import RunDir
-from .slots import notify_round_start, round_observers
+from townsquare.agent_host import AgentHost, restore_agent, stop_reason
+from townsquare.engine import COLLECTOR_THRESHOLDS
+from townsquare.errors import RunStopped
+from townsquare.llm import LLMCallRecord
+from townsquare.llm_faults import LLMFault
+from townsquare.process_usage import process_usage, rss_bytes
+from townsquare.rundir import RunDir
+from townsquare.slots import notify_round_start, round_observers
 
-log = structlog.get_logger("townsquare.ray_shard")
+log = structlog.get_logger("townsquare.scaleout.ray_shard")
 
 #: what a stopped round ends with in a shard (the calls in flight land first)
 STOPS = (RunStopped, LLMFault)
@@ -79,7 +79,7 @@ class Shard:
         self._turns_ended = asyncio.Event()
         self._ran: list[Any] = []
         self._rss_before_build: int | None = None
-        from . import logs
+        from townsquare import logs
 
         logs.configure(level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning"))  # a worker's own logging
         gc.set_threshold(*COLLECTOR_THRESHOLDS)  # the worker plays this run only
@@ -97,7 +97,7 @@ class Shard:
         """Build this shard's part of the run. ``personas``: this shard's agents by index, with
         the personas the driver loaded (only they are built); None on a platform that hands
         agents to each other, where every agent is built from the scenario (the others are replicas)."""
-        from .assembly import assemble
+        from townsquare.assembly import assemble
 
         self._rss_before_build = rss_bytes()
         built = await assemble(self.scenario, self.run_path, on_llm_call=self.record_llm_call, current_round=lambda: self.round,
