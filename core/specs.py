@@ -196,6 +196,14 @@ class MetricSpec(ComponentSpec):
     kind: ClassVar[str] = "metric"
 
 
+@dataclass
+class InterventionSpec(ComponentSpec):
+    """A run-wide change at the start of chosen rounds. The factory returns a
+    :class:`townsquare.interventions.Intervention`."""
+
+    kind: ClassVar[str] = "intervention"
+
+
 #: registration hook name -> record type it returns
 REGISTRATION_HOOKS: dict[str, type[ComponentSpec]] = {
     "townsquare_register_platforms": PlatformSpec,
@@ -211,4 +219,5 @@ REGISTRATION_HOOKS: dict[str, type[ComponentSpec]] = {
     "townsquare_register_embedders": EmbedderSpec,
     "townsquare_register_knowledge_sources": KnowledgeSourceSpec,
     "townsquare_register_metrics": MetricSpec,
+    "townsquare_register_interventions": InterventionSpec,
 }

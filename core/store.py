@@ -84,6 +84,11 @@ class EventStore:
         with self.transaction():
             self.db.executemany("INSERT OR REPLACE INTO agents VALUES (?,?,?,?,?,?,?,?)", rows)
 
+    def update_persona(self, agent_id: str, name: str, persona: dict[str, Any]) -> None:
+        """An agent's new persona (an intervention's), in its ``agents`` row at once."""
+        self.db.execute("UPDATE agents SET name = ?, persona = ? WHERE agent_id = ?",
+                        (name, json.dumps(persona, ensure_ascii=False), agent_id))
+
     def buffer(self, table: str, row: tuple) -> None:
         self._pending.setdefault(table, []).append(row)
 

@@ -342,7 +342,7 @@ class RayBackend:
             agents = ray.put({agent.id: {"persona": agent.persona, "components": {slot: c.get_state() for slot, c in agent.components.items()}}
                               for agent in sim.agents})
         self._touched = {}
-        await asyncio.gather(*(shard.sync.remote(common, agents, sim.restored_from, sim.fresh_slots()) for shard in self.shards))
+        await asyncio.gather(*(shard.sync.remote(common, agents, sim.restored_from, sim.fresh_slots) for shard in self.shards))
 
     def _budget(self) -> Any:
         return next(m for m in self.sim.llm_middleware if type(m).__name__ == "LLMBudget")
