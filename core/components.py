@@ -11,6 +11,7 @@ looked up with ``getattr``: a component implements only what its slot needs.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
@@ -199,6 +200,18 @@ class StepContext:
     feed_authors: "frozenset[str] | None" = None
     #: the simulated time of round 0
     start: datetime | None = None
+    #: where :meth:`record_reflection` puts its rows (the agent host's; None: not recorded, as
+    #: in an interview or an evaluation)
+    reflections: "list[tuple] | None" = None
+
+    def record_reflection(self, source: str, kind: str, text: str = "", ids: Sequence[str] = ()) -> None:
+        """Say that this agent reflected: ``source`` the component, ``kind`` the reflection's
+        kind (``reflection``, ``insight``, ``follow``), ``text`` what it wrote, ``ids`` what it
+        produced by id (memory records, an account). One row of the run's ``reflections`` table,
+        written with the round (in agent order, then in the order the agent reflected)."""
+        if self.reflections is not None:
+            row = (self.agent.id, source, kind, text, json.dumps(list(ids)) if ids else None)
+            self.reflections.append((self.agent.index, len(self.reflections), row))
 
     @property
     def platform(self) -> "Platform":

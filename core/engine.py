@@ -460,6 +460,7 @@ class Simulation:
         if self.backend is not None:
             # the shards replay the round's writes on their platform copies and hear their agents' results
             await self.backend.round_applied(r)
+        self.store.pending("reflections").extend((r, *row) for row in self.take_reflections())
 
         values: dict[str, float] = {}
         view = RoundView(round=r, now=now_iso, platform=self.platform, agents=self.agents, actions=round_actions or [],
@@ -504,6 +505,14 @@ class Simulation:
         if self.backend is not None:
             return await self.backend.take_turns(r, present)
         return await self.host.take_turns(r, present, now)
+
+    def take_reflections(self) -> list[tuple]:
+        """The round's reflections (:meth:`townsquare.components.StepContext.record_reflection`),
+        wherever the agents are held, in agent order, then each agent's order."""
+        found = self.host.take_reflections() if self.host is not None else []
+        if self.backend is not None:
+            found += self.backend.take_reflections()
+        return [row for _, _, row in sorted(found, key=lambda item: item[:2])]
 
     def _record_action(self, r: int, now: str, action: Action, result: ActionResult, round_actions: list | None) -> None:
         """Count and buffer one applied action (and add it to ``round_actions``, the metrics'

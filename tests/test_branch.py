@@ -38,7 +38,7 @@ def table(run: Path, name: str, where: str = "") -> list[tuple]:
         db.close()
 
 
-TABLES = ("agents", "posts", "actions", "follows", "llm_calls", "metrics", "rounds")
+TABLES = ("agents", "posts", "actions", "follows", "llm_calls", "reflections", "metrics", "rounds")
 
 
 @pytest.fixture(scope="module")

@@ -260,6 +260,7 @@ def test_generative_agents_same_log_and_state_as_one_process(ray_cluster, ga_ref
     assert DriverAgents.components == [0]
     assert event_log(sharded.path) == event_log(one.path)
     assert {"observation", "reflection"} <= {r["kind"] for s in agents_state(one).values() for r in s["memory.stream"]["records"]}
+    assert event_log(one.path)["reflections"]  # recorded in the shards, written by the driver in the same order
     assert journal(sharded.path) == journal(one.path)
     assert agents_state(sharded) == agents_state(one)
     files = sorted(p.name for p in (sharded.path / "checkpoints").iterdir())

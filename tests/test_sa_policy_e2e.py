@@ -3,6 +3,7 @@ follow_reflection, mastodon_digest feed) through run_scenario with the scripted 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -100,6 +101,11 @@ def test_small_run_with_the_social_agent(write_scenario, run_scenario, plugins):
     follows = query(run_dir.path, "SELECT round, follower, followee FROM follows")
     assert follows and {r for r, _, _ in follows} == {48}
     assert ("users-0002",) in {(f,) for _, _, f in follows}
+    # each reflection is a row: the account it chose, or none
+    reflections = query(run_dir.path, "SELECT round, agent_id, source, kind, text, ids FROM reflections")
+    assert {row[:1] + row[2:4] for row in reflections} == {(48, "follow_reflection", "follow")}
+    assert {(r, a, t) for r, a, _, _, t, ids in reflections if ids} == set(follows)
+    assert all(json.loads(ids) == [t] for *_, t, ids in reflections if ids)
     purposes = dict(query(run_dir.path, "SELECT purpose, COUNT(*) FROM llm_calls GROUP BY purpose"))
     assert purposes["plan"] == 4 and purposes["summary"] >= 1 and purposes["follow"] >= 3
     # every like, reblog and comment decision was a separate call
