@@ -50,7 +50,8 @@ class Planner(Component, Protocol):
     """Slot ``planner``: asked every round whether the agent is active.
 
     Return True or False to decide, or None to leave it to the activity model. A planner may
-    (re)build its plan inside this call (an LLM call is fine: planners run concurrently).
+    (re)build its plan inside this call (an LLM call is fine: planners run concurrently) and
+    leave what it read for the turn in ``ctx.plan``: the same context goes to the policy.
     """
 
     async def is_active(self, ctx: "StepContext") -> bool | None: ...
@@ -101,11 +102,9 @@ class DuplicateCheck(Component, Protocol):
 
 
 class EngagementLog(Component, Protocol):
-    """What browsing and the follow reflection need of ``memory.short_term`` (Zhou et al.
-    §3.1.4, §3.1.5): the posts the agent saw, and the posts it engaged with since a round."""
-
-    def remember_posts(self, posts: Sequence[Any]) -> None:
-        """Keep the browsed posts (``PostView``) so later actions on them can be described."""
+    """What the follow reflection needs of ``memory.short_term`` (Zhou et al. §3.1.5): the
+    posts the agent engaged with since a round (the browsed posts reach the tier as
+    observations through ``remember``, like any memory's)."""
 
     def engaged_posts(self, since_round: int = 0) -> list[dict[str, Any]]:
         """Posts the agent liked, reblogged or commented on since ``since_round``, oldest
@@ -200,6 +199,9 @@ class StepContext:
     feed_authors: "frozenset[str] | None" = None
     #: the simulated time of round 0
     start: datetime | None = None
+    #: what the agent's planner read for this turn, left here by its ``is_active`` (Zhou's
+    #: session) so the policy reads the plan once per turn; None: no planner left one
+    plan: Any = None
     #: where :meth:`record_reflection` puts its rows (the agent host's; None: not recorded, as
     #: in an interview or an evaluation)
     reflections: "list[tuple] | None" = None
