@@ -30,7 +30,7 @@ from ..llm_answers import AnswerFormat, match_label, match_prefix
 from ..llm_modes import MODES, answers_in_db, choose_modes, is_constrained, mode_for, provider_capabilities, request_kind, structured_modes
 from ..llm_faults import LLMFatal, LLMFault, backoff_delay, classify
 from ..markers import hookimpl
-from ..memory_export import memory_rows
+from .memory_export import memory_rows
 from .movielens import MovieLens, Rating, genres_of, load_movielens_data, movielens_layout
 from ..memory import MEMORY_TIERS, Memory, MemoryChain, MemoryRecord, MemoryRetrieval, agent_memory, retrieval_of
 from ..interventions import Intervention, RunSeams

@@ -187,7 +187,7 @@ def townsquare_register_platforms() -> "list[PlatformSpec]":
 
 
 # ---------------------------------------------------------------------------
-# LLM, embeddings, knowledge, metrics
+# LLM, embeddings, knowledge, metrics, interventions
 # ---------------------------------------------------------------------------
 
 
@@ -263,11 +263,6 @@ def townsquare_register_metrics() -> "list[MetricSpec]":
     """
 
 
-# ---------------------------------------------------------------------------
-# lifecycle (observers)
-# ---------------------------------------------------------------------------
-
-
 @hookspec
 def townsquare_register_interventions() -> "list[InterventionSpec]":
     """Register interventions, listed in a scenario's ``interventions = [...]``
@@ -281,6 +276,11 @@ def townsquare_register_interventions() -> "list[InterventionSpec]":
         def townsquare_register_interventions():
             return [InterventionSpec("soc_strategy", build_soc_strategy, config_model=SocStrategyConfig)]
     """
+
+
+# ---------------------------------------------------------------------------
+# lifecycle (observers)
+# ---------------------------------------------------------------------------
 
 
 @hookspec
