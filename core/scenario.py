@@ -84,9 +84,10 @@ class EngineConfig(_Strict):
     #: how many of the newest checkpoints to keep; 0 keeps every one (``townsquare branch``
     #: can start from any round that has a checkpoint)
     keep_checkpoints: int = Field(3, ge=0)
-    #: where the agents' turns run: ``local`` (this process, under asyncio) or ``ray`` (agents
-    #: sharded over Ray actors; the same event log, see :mod:`townsquare.scaleout.ray_backend`)
-    backend: Literal["local", "ray"] = "local"
+    #: where the agents' turns run: ``local`` (this process, under asyncio), ``ray`` (agents
+    #: sharded over Ray actors; the same event log, see :mod:`townsquare.scaleout.ray_backend`),
+    #: or a name another plugin offers (``townsquare_engine_backend``)
+    backend: str = Field("local", pattern=r"^[a-z][a-z0-9_]*$")
     #: with ``backend = "ray"``: the cluster to join (``ray://HOST:10001``, ``auto``); None
     #: starts a local one, or joins the one this process already started
     ray_address: str | None = None

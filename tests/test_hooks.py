@@ -124,19 +124,6 @@ def test_hook_townsquare_register_metrics(make_plugins, write_scenario, run_scen
     assert read_table(run_dir.path, "metrics") == [(0, "x_count.seen", 3.0)]
 
 
-def test_hook_townsquare_engine_backend(make_plugins):
-    from townsquare.runner import engine_backend
-
-    class Elsewhere:
-        """A backend class (plays, connect, start): only how it is found is tested here."""
-
-    module = types.ModuleType("elsewhere")
-    module.townsquare_engine_backend = hookimpl(lambda name: Elsewhere if name == "elsewhere" else None)
-    plugins = make_plugins(module)
-    assert engine_backend(plugins, "elsewhere") is Elsewhere
-    assert plugins.hook.townsquare_engine_backend(name="nowhere") is None
-
-
 def test_hook_townsquare_register_interventions(make_plugins, write_scenario, run_scenario):
     class Outside(_Thing):
         def acts_at(self, round):
@@ -225,6 +212,29 @@ def test_hook_townsquare_on_round_end(make_plugins, write_scenario, run_scenario
 def test_hook_townsquare_on_run_end(make_plugins, write_scenario, run_scenario):
     calls = _observed(make_plugins, write_scenario, run_scenario, rounds=2)
     assert calls[-1] == ("run_end", 2)
+
+
+def test_hook_townsquare_engine_backend(make_plugins, write_scenario, run_scenario):
+    """A plugin's backend is asked to play the run named ``[engine] backend``; one that declines
+    (``plays`` false) leaves the turns to this process, and the run finishes as usual."""
+    asked = []
+
+    class Probe:
+        @staticmethod
+        def plays(sim):
+            asked.append(sim.scenario.model.engine.backend)
+            return False
+
+    class Backends:
+        plugin_name = "probe_backend"
+
+        @hookimpl
+        def townsquare_engine_backend(self, name):
+            return Probe if name == "probe" else None
+
+    path = write_scenario(scenario_text(rounds=1, extra='[engine]\nbackend = "probe"\n'))
+    _, summary = run_scenario(path, plugins=make_plugins(Backends()))
+    assert asked == ["probe"] and summary.rounds_completed == 1
 
 
 def test_hook_townsquare_register_commands(make_plugins):
