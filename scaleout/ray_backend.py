@@ -206,6 +206,7 @@ class RayBackend:
             finally:
                 ended.set()
                 await draining  # what the shards sent while turning comes before their outcomes
+            self._reflections += [item for out in outs for item in out.get("reflections", [])]
             self._take_in(outs, stopped)
         except BaseException:
             replays, self._replays = self._replays, []  # the round stops: let them end, unread
@@ -300,7 +301,6 @@ class RayBackend:
         calls in order; then a stop stops the round."""
         for out in outs:
             self._ingest(out["records"], out["journal"])
-            self._reflections += out.get("reflections", [])
         if stopped is not None:
             raise RunStopped(stopped)
 

@@ -530,7 +530,7 @@ def test_a_shard_copy_that_answers_otherwise_stops_the_round_naming_the_write():
     errors = types.SimpleNamespace(RayActorError=type("RayActorError", (Exception,), {}),
                                    RayTaskError=type("RayTaskError", (Exception,), {}))
     backend.ray, backend.shards, backend._journal = types.SimpleNamespace(exceptions=errors), [], None
-    backend.sim, backend._agents = types.SimpleNamespace(), {}
+    backend.sim, backend._agents, backend._reflections = types.SimpleNamespace(), {}, []
     post, like = Action("a0", "post", text="hi"), Action("a1", "like", target_post="p1")
 
     async def replayed(answers):
