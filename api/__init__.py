@@ -22,7 +22,7 @@ from ..data_paths import DatasetMissing, data_home, data_path, dataset_folder, i
 from ..embedding import Embedder, EmbeddingCache, normalize_rows
 from ..errors import ComponentError, PluginError, RunStopped, ScenarioError, TownsquareError, UsageError
 from ..files import parse_json_list, read_user_csv, read_user_text
-from ..items import Item, ItemInteractions, ItemRecommender
+from .items import Item, ItemInteractions, ItemRecommender
 from ..knowledge import KnowledgeItem, KnowledgeSource
 from ..lifecycle import RunInfo, RunSummary
 from ..llm import Answer, Handler, LLMCallRecord, LLMClient, LLMProvider, LLMRequest, LLMResponse, Message, ParseFailure, not_text

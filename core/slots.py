@@ -39,7 +39,6 @@ from .memory import MEMORY_TIERS, Memory, MemoryRetrieval
 from .interventions import Intervention
 from .metrics import Metric
 from .platform import Platform
-from .items import ItemRecommender
 from .recommender import Recommender
 
 log = structlog.get_logger("townsquare.slots")
@@ -58,10 +57,6 @@ SLOT_PROTOCOLS: dict[str, type] = {
     "metric": Metric,
     "intervention": Intervention,
 }
-
-#: slot -> other protocols a component may implement instead (a recommender ranks posts on a
-#: social platform or items on the ``recsys`` platform)
-SLOT_ALTERNATIVES: dict[str, tuple[type, ...]] = {"recommender": (ItemRecommender,)}
 
 _PROTOCOL_BASES = {"Protocol", "Generic", "object"}
 _members_cache: dict[type, tuple[str, ...]] = {}
@@ -134,11 +129,9 @@ def check_component(component: Any, slot: str, spec: Any, where: str = "", proto
     """Raise :class:`ComponentError` when ``component`` (built from ``spec`` for ``slot``)
     lacks a method of its slot's protocol or of ``protocols``."""
     prefix = f"{where}: " if where else ""
-    for protocol in (SLOT_PROTOCOLS.get(slot, Component), *protocols):
+    # a spec may name the protocol its components implement instead of the slot's (an item recommender)
+    for protocol in (getattr(spec, "protocol", None) or SLOT_PROTOCOLS.get(slot, Component), *protocols):
         missing = missing_members(component, protocol)
-        if missing and protocol is SLOT_PROTOCOLS.get(slot) and any(
-                not missing_members(component, other) for other in SLOT_ALTERNATIVES.get(slot, ())):
-            continue
         if missing:
             raise ComponentError(
                 f"{prefix}{_describe(spec.name, spec.plugin)} in slot {slot} lacks {missing[0]}() of {protocol.__name__}"

@@ -84,8 +84,11 @@ class PlatformSpec(ComponentSpec):
 
 @dataclass
 class RecommenderSpec(ComponentSpec):
-    """Ranks candidate posts or items into a feed."""
+    """Ranks candidate posts or items into a feed. ``protocol``: what its components implement
+    instead of :class:`townsquare.recommender.Recommender` (an item recommender of the
+    ``recsys`` platform: :class:`townsquare.api.ItemRecommender`)."""
 
+    protocol: type | None = None
     kind: ClassVar[str] = "recommender"
 
 
