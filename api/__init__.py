@@ -40,7 +40,8 @@ from ..platform import AccountView, Platform, PostView, platform_actions
 from ..prompt_files import fill_prompt, load_answers, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
-from ..secrets import EndpointConfig, read_secret_file, redact_text, resolve_secrets
+from ..secrets import read_secret_file, redact_text, resolve_secrets
+from .endpoint import EndpointConfig
 from .similarity_rule import SimilarityRule, SimilarityRuleConfig
 from .stats import Interval, TTest, mean_interval, paired_test
 from ..slots import SLOT_PROTOCOLS
