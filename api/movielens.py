@@ -25,7 +25,7 @@ from typing import Iterator
 
 from townsquare.errors import UsageError
 from townsquare.files import read_user_csv
-from townsquare.items import Item
+from .items import Item
 
 NO_GENRE = "(no genres listed)"
 #: ml-100k's genre flags, in the order of its ``u.genre`` file

@@ -1,5 +1,5 @@
 """``townsquare export``: the run's tables as CSV, JSON lines or Parquet, for notebooks, and the
-agents' memories (:mod:`townsquare.memory_export`)."""
+agents' memories (:mod:`townsquare.api.memory_export`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import click
 from townsquare.api import hookimpl
 from townsquare.cli.options import common_options
 from townsquare.errors import UsageError
-from townsquare.memory_export import MEMORY_TABLE, memory_rows
+from townsquare.api.memory_export import MEMORY_TABLE, memory_rows
 from townsquare.store import EXPORT_TABLES, EventStore
 
 FORMATS = ("csv", "jsonl", "parquet")

@@ -57,6 +57,8 @@ class AgentHost:
         self._entries: list[str] | None = None
         #: per position: the agent's checkpoint entry must be encoded again
         self._stale: np.ndarray | None = None
+        #: the reflections recorded since :meth:`take_reflections` (:meth:`StepContext.record_reflection`)
+        self.reflections: list[tuple] = []
 
     # ------------------------------------------------------------------ what a turn reads
 
@@ -87,7 +89,13 @@ class AgentHost:
         llm = self.services.llm
         return StepContext(agent=agent, round=r, now=now, minutes_per_round=self.model.clock.minutes_per_round,
                            services=self.services, llm=llm.for_agent(agent.id) if llm else None,
-                           feed_authors=self.feed_authors(agent.population, r) if feed else None, start=self.model.clock.start)
+                           feed_authors=self.feed_authors(agent.population, r) if feed else None, start=self.model.clock.start,
+                           reflections=self.reflections)
+
+    def take_reflections(self) -> list[tuple]:
+        """The reflections recorded since the last call, as ``(index, seq, row)``."""
+        taken, self.reflections[:] = list(self.reflections), []
+        return taken
 
     # ------------------------------------------------------------------ a round
 

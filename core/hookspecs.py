@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .lifecycle import RunInfo, RunSummary
     from .llm import LLMCallRecord
     from .specs import (
-        EmbedderSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec, MetricSpec,
+        EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec, MetricSpec,
         PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec,
         RecommenderSpec, ReflectorSpec,
     )
@@ -187,7 +187,7 @@ def townsquare_register_platforms() -> "list[PlatformSpec]":
 
 
 # ---------------------------------------------------------------------------
-# LLM, embeddings, knowledge, metrics
+# LLM, embeddings, knowledge, metrics, interventions
 # ---------------------------------------------------------------------------
 
 
@@ -260,6 +260,21 @@ def townsquare_register_metrics() -> "list[MetricSpec]":
         @hookimpl
         def townsquare_register_metrics():
             return [MetricSpec("follower_gini", FollowerGini)]
+    """
+
+
+@hookspec
+def townsquare_register_interventions() -> "list[InterventionSpec]":
+    """Register interventions, listed in a scenario's ``interventions = [...]``
+    (:mod:`townsquare.interventions`).
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_interventions():
+            return [InterventionSpec("soc_strategy", build_soc_strategy, config_model=SocStrategyConfig)]
     """
 
 

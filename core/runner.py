@@ -236,16 +236,12 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
                 manifest["overrides"] = manifest.get("overrides", []) + [redact_override(o) for o in overrides]
             run_dir.write_manifest({**manifest, "status": "running"})
 
-        from .branch_simulation import resume_options
-
         manifest = run_dir.read_manifest()
         done = int(manifest.get("rounds_completed", 0))
         if scenario.model.rounds < done:
             raise UsageError(f"--set rounds={scenario.model.rounds}: the run has already played {done} rounds; "
                              f"give at least {done} (a run is not shortened; townsquare branch --at starts one from an earlier round)")
-        branch = resume_options(manifest, int(manifest.get("rounds_completed", 0)))  # a branch stopped in its first round
-        options = {**simulation_options, **branch.pop("simulation_options", {})}
-        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, options, resume=True, on_built=mark_running, **branch)
+        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options, resume=True, on_built=mark_running)
 
 
 def rerun(path: str | Path, out: str | Path, *, plugins: Plugins | None = None, progress: Progress | None = None,

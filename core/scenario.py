@@ -160,6 +160,7 @@ class ScenarioModel(_Strict):
     knowledge: ComponentTable | None = None
     # Left out: every enabled metric whose priority is above 0 (the defaults).
     metrics: list[str] | None = None
+    interventions: list[str] = Field(default_factory=list)
     populations: list[PopulationConfig] = Field(min_length=1)
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
@@ -362,6 +363,7 @@ class ResolvedScenario:
     knowledge: Choice | None
     metrics: list[Choice]
     populations: list[ResolvedPopulation]
+    interventions: list[Choice] = field(default_factory=list)
     llm_middleware: list[Choice] = field(default_factory=list)
     #: True when the scenario has no [llm] table and the provider was chosen automatically.
     llm_auto: bool = False
@@ -375,6 +377,8 @@ class ResolvedScenario:
             rows.append({"scope": "run", "slot": "llm_middleware", "component": link.spec.name, "plugin": link.spec.plugin})
         for metric in self.metrics:
             rows.append({"scope": "run", "slot": "metric", "component": metric.spec.name, "plugin": metric.spec.plugin})
+        for intervention in self.interventions:
+            rows.append({"scope": "run", "slot": "intervention", "component": intervention.spec.name, "plugin": intervention.spec.plugin})
         for pop in self.populations:
             name = pop.config.name
             rows.append({"scope": name, "slot": "personas", "component": pop.personas.spec.name, "plugin": pop.personas.spec.plugin})
@@ -471,6 +475,9 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
         metrics = [choose("metric", "metrics", ComponentTable(name=m)) for m in default_metrics]
     else:
         metrics = [choose("metric", f"metrics[{i}]", ComponentTable(name=m)) for i, m in enumerate(model.metrics)]
+    # a listed intervention whose plugin is disabled (-p no:NAME) is left out: the ablation
+    interventions = [choose("intervention", f"interventions[{i}]", ComponentTable(name=n)) for i, n in enumerate(model.interventions)
+                     if registry.inactive.get(n) != "disabled" or n in registry.by_slot.get("intervention", {})]
 
     populations = []
     seen = set()
@@ -531,7 +538,7 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
     resolved = ResolvedScenario(
         model=model, source=source, base_dir=base_dir, data=data,
         platform=platform, recommender=recommender, embedder=embedder, llm=llm, knowledge=knowledge,
-        metrics=metrics, populations=populations, llm_middleware=middleware, llm_auto=llm_auto,
+        metrics=metrics, populations=populations, llm_middleware=middleware, llm_auto=llm_auto, interventions=interventions,
     )
     check_resolved(resolved)  # slot protocols of class factories, before anything is written
     return resolved

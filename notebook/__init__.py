@@ -34,7 +34,7 @@ import structlog
 
 from townsquare import logs
 from townsquare.errors import UsageError
-from townsquare.memory_export import MEMORY_TABLE
+from townsquare.api.memory_export import MEMORY_TABLE
 from townsquare.cli.progress import RunProgress, notebook_display, progress_mode
 from townsquare.rundir import RunDir
 from townsquare.scenario import override_lines

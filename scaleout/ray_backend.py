@@ -87,6 +87,10 @@ def import_ray() -> Any:
     return ray
 
 
+#: added to the order of a reflection recorded while a shard replays a round (after the turns)
+REPLAY_SEQ = 10**9
+
+
 class RayBackend:
     """The driver's side: the shard actors and the round's traffic with them."""
 
@@ -94,6 +98,8 @@ class RayBackend:
         self.sim, self.ray, self.shards, self.ledger, self.reaper = sim, ray, shards, ledger, reaper
         self._agents = {agent.id: agent for agent in sim.agents}
         self._applied: list[tuple[str, list]] = []
+        #: the shards' reflections of this round (:meth:`take_reflections`)
+        self._reflections: list[tuple] = []
         #: the shards' replays of the round's writes, under way while the driver applies them
         self._replays: list[Any] = []
         self._synced = False
@@ -200,6 +206,7 @@ class RayBackend:
             finally:
                 ended.set()
                 await draining  # what the shards sent while turning comes before their outcomes
+            self._reflections += [item for out in outs for item in out.get("reflections", [])]
             self._take_in(outs, stopped)
         except BaseException:
             replays, self._replays = self._replays, []  # the round stops: let them end, unread
@@ -227,6 +234,8 @@ class RayBackend:
                 raise ShardDiverged(_divergence(k, r, ordered, answers, out["answers"]))
         self._touched = {}
         for out in outs:
+            # what the agents reflected hearing their results comes after what they reflected in their turns
+            self._reflections += [(index, REPLAY_SEQ + seq, row) for index, seq, row in out.get("reflections", [])]
             self._touched.update(out["states"])
             for agent_id, state in out["states"].items():
                 agent = self._agents[agent_id]
@@ -234,6 +243,12 @@ class RayBackend:
                     component.set_state(state["components"][slot])
                 self.sim.changed(agent)
         log.debug("ray.round.synced", round=r, seconds=round(time.perf_counter() - started, 4))
+
+    def take_reflections(self) -> list[tuple]:
+        """The reflections the shards recorded this round, as ``(index, seq, row)``
+        (:meth:`townsquare.agent_host.AgentHost.take_reflections`)."""
+        taken, self._reflections = self._reflections, []
+        return taken
 
     async def checkpoint(self, r: int) -> list[str] | None:
         """Before the driver writes round ``r``'s checkpoint: the shards' LLM answers used so far
@@ -342,7 +357,7 @@ class RayBackend:
             agents = ray.put({agent.id: {"persona": agent.persona, "components": {slot: c.get_state() for slot, c in agent.components.items()}}
                               for agent in sim.agents})
         self._touched = {}
-        await asyncio.gather(*(shard.sync.remote(common, agents, sim.restored_from, sim.fresh_slots()) for shard in self.shards))
+        await asyncio.gather(*(shard.sync.remote(common, agents, sim.restored_from, sim.fresh_slots) for shard in self.shards))
 
     def _budget(self) -> Any:
         return next(m for m in self.sim.llm_middleware if type(m).__name__ == "LLMBudget")

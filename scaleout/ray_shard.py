@@ -88,10 +88,13 @@ class Shard:
         self.records.append(call)
         self._last_record = time.monotonic()
 
-    def _outcome(self, **out: Any) -> dict[str, Any]:
-        """``out`` with the LLM records and the journal writes made since the last outcome."""
+    def _outcome(self, drained: bool = False, **out: Any) -> dict[str, Any]:
+        """``out`` with the LLM records and the journal writes made since the last outcome and,
+        unless ``drained`` (taken while the turns go on), the agents' reflections since then."""
         records, self.records = self.records, []
-        return {**out, "records": records, "journal": [journal.take() for journal in self.journals]}
+        host = getattr(self, "host", None)
+        reflections = host.take_reflections() if host is not None and not drained else []
+        return {**out, "records": records, "journal": [journal.take() for journal in self.journals], "reflections": reflections}
 
     async def build(self, personas: dict[int, Any] | None) -> dict[str, Any]:
         """Build this shard's part of the run. ``personas``: this shard's agents by index, with
@@ -200,7 +203,7 @@ class Shard:
             waited = time.monotonic() - start
             if started and waited >= after and self.records and (
                     time.monotonic() - self._last_record >= QUIET_SECONDS or waited >= OVERDUE * after):
-                return self._outcome()
+                return self._outcome(drained=True)
             timeout = max(after - waited, QUIET_SECONDS)
             if started:  # wake as the turns end
                 ended = asyncio.ensure_future(self._turns_ended.wait())

@@ -15,8 +15,9 @@ from click.testing import CliRunner
 
 from helpers import ROOT, read_table, scenario_text
 from townsquare import hookimpl, hookspecs
+from townsquare.actions import Action
 from townsquare.specs import (
-    EmbedderSpec, KnowledgeSourceSpec, LLMProviderSpec, MemorySpec, MetricSpec, PersonaComponentSpec,
+    EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMProviderSpec, MemorySpec, MetricSpec, PersonaComponentSpec,
     PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec, ReflectorSpec,
 )
 
@@ -121,6 +122,20 @@ def test_hook_townsquare_register_metrics(make_plugins, write_scenario, run_scen
     plugins = _registers(make_plugins, "townsquare_register_metrics", MetricSpec("x_count", Count, priority=1))
     run_dir, _ = run_scenario(write_scenario(scenario_text(rounds=1, top='metrics = ["x_count"]')), plugins=plugins)
     assert read_table(run_dir.path, "metrics") == [(0, "x_count.seen", 3.0)]
+
+
+def test_hook_townsquare_register_interventions(make_plugins, write_scenario, run_scenario):
+    class Outside(_Thing):
+        def acts_at(self, round):
+            return round == 1
+
+        async def intervene(self, seams, round):
+            await seams.platform.register_account("outside", "outside", "not an agent")
+            await seams.apply(Action(agent_id="outside", kind="post", text="hello from outside"), round)
+
+    plugins = _registers(make_plugins, "townsquare_register_interventions", InterventionSpec("x_outside", Outside))
+    run_dir, _ = run_scenario(write_scenario(scenario_text(rounds=2, top='interventions = ["x_outside"]')), plugins=plugins)
+    assert [(row[2], row[4]) for row in read_table(run_dir.path, "posts") if row[1] == "outside"] == [(1, "hello from outside")]
 
 
 class _Recorder:

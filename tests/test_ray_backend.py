@@ -260,6 +260,7 @@ def test_generative_agents_same_log_and_state_as_one_process(ray_cluster, ga_ref
     assert DriverAgents.components == [0]
     assert event_log(sharded.path) == event_log(one.path)
     assert {"observation", "reflection"} <= {r["kind"] for s in agents_state(one).values() for r in s["memory.stream"]["records"]}
+    assert event_log(one.path)["reflections"]  # recorded in the shards, written by the driver in the same order
     assert journal(sharded.path) == journal(one.path)
     assert agents_state(sharded) == agents_state(one)
     files = sorted(p.name for p in (sharded.path / "checkpoints").iterdir())
@@ -529,7 +530,7 @@ def test_a_shard_copy_that_answers_otherwise_stops_the_round_naming_the_write():
     errors = types.SimpleNamespace(RayActorError=type("RayActorError", (Exception,), {}),
                                    RayTaskError=type("RayTaskError", (Exception,), {}))
     backend.ray, backend.shards, backend._journal = types.SimpleNamespace(exceptions=errors), [], None
-    backend.sim, backend._agents = types.SimpleNamespace(), {}
+    backend.sim, backend._agents, backend._reflections = types.SimpleNamespace(), {}, []
     post, like = Action("a0", "post", text="hi"), Action("a1", "like", target_post="p1")
 
     async def replayed(answers):

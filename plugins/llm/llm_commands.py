@@ -27,7 +27,7 @@ import click
 from townsquare.api import cache_line, hookimpl
 
 #: the tables a replay must reproduce row for row
-SAME_TABLES = ("agents", "posts", "actions", "follows", "metrics")
+SAME_TABLES = ("agents", "posts", "actions", "follows", "reflections", "metrics")
 
 #: the middleware plugins an estimate's dry run leaves out (no cache, no budget stop, no waits)
 _DRY_RUN_DISABLED = ("llm_cache", "llm_budget", "llm_retry", "llm_concurrency")
