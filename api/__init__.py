@@ -17,8 +17,8 @@ from ..components import (
     Agent, BuildContext, Component, DuplicateCheck, EngagementLog, ObservesResults, ObservesRounds, PersonaContext, PersonaKnowledge, Planner, Policy,
     Reflector, Services, StepContext,
 )
-from ..data_paths import MARKER as DATASET_MARKER
-from ..data_paths import DatasetMissing, data_home, data_path, dataset_folder, installed_dataset
+from .data_paths import MARKER as DATASET_MARKER
+from .data_paths import DatasetMissing, data_home, data_path, dataset_folder, installed_dataset
 from ..embedding import Embedder, EmbeddingCache, normalize_rows
 from ..errors import ComponentError, PluginError, RunStopped, ScenarioError, TownsquareError, UsageError
 from ..files import parse_json_list, read_user_csv, read_user_text

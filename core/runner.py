@@ -12,7 +12,6 @@ from typing import Any, Iterable, Mapping
 import structlog
 
 from . import __version__
-from .data_paths import datasets_in
 from .engine import Progress, Simulation, run_collector
 from .errors import RunStopped, UsageError
 from .lifecycle import RunSummary
@@ -55,7 +54,7 @@ def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[s
         "plugins": plugins.versions(),
         "disabled_plugins": list(plugins.disabled),
         "scenario": redact(scenario.data),
-        "datasets": datasets_in(scenario.data),
+        "datasets": scenario.datasets,
         "environment": environment(),
         "status": "running",
         "rounds_completed": 0,
