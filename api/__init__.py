@@ -21,7 +21,7 @@ from .data_paths import MARKER as DATASET_MARKER
 from .data_paths import DatasetMissing, data_home, data_path, dataset_folder, installed_dataset
 from ..embedding import Embedder, EmbeddingCache, normalize_rows
 from ..errors import ComponentError, PluginError, RunStopped, ScenarioError, TownsquareError, UsageError
-from ..files import parse_json_list, read_user_csv, read_user_text
+from .files import parse_json_list, read_user_csv, read_user_text
 from .items import Item, ItemInteractions, ItemRecommender
 from ..knowledge import KnowledgeItem, KnowledgeSource
 from ..lifecycle import RunInfo, RunSummary
@@ -40,7 +40,8 @@ from ..platform import AccountView, Platform, PostView, platform_actions
 from .prompt_files import fill_prompt, load_answers, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
-from ..secrets import read_secret_file, redact_text, resolve_secrets
+from ..secrets import redact_text
+from .secret_files import read_secret_file, resolve_secrets
 from .endpoint import EndpointConfig
 from .similarity_rule import SimilarityRule, SimilarityRuleConfig
 from .stats import Interval, TTest, mean_interval, paired_test
