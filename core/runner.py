@@ -125,16 +125,6 @@ def engine_backend(plugins: Plugins, name: str) -> Any:
     return backend
 
 
-def llm_overrides(spec: str | None) -> list[str]:
-    """``--llm openai:gpt-4o-mini`` -> ``llm.name=openai``, ``llm.model=gpt-4o-mini``."""
-    if spec is None:
-        return []
-    if not spec.strip() or not spec.partition(":")[0].strip():
-        raise UsageError(f"--llm: {'empty' if not spec.strip() else f'no provider in {spec!r}'}; give PROVIDER[:MODEL], e.g. openai:gpt-4o-mini")
-    name, _, model = spec.strip().partition(":")
-    return [f"llm.name={name}"] + ([f'llm.model="{model}"'] if model else [])
-
-
 def load_run(path: str | Path, plugins: Plugins | None = None, extra_plugin_options: Iterable[str] = (),
              overrides: Iterable[str] = (), continuing: bool = False) -> tuple[RunDir, ResolvedScenario, Plugins]:
     """Re-resolve a run's scenario from its manifest, with the plugin set it ran with

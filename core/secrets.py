@@ -10,6 +10,7 @@ Settings named like a secret value (:func:`is_secret_key`) are never shown eithe
 from __future__ import annotations
 
 import re
+from typing import Any
 
 
 #: Names of settings that would hold a secret value itself. Settings that say where a secret
@@ -58,3 +59,16 @@ def redact_text(text: str) -> str:
             text = text.replace(value, "***")
     return text
 
+
+def redact_value(value: Any) -> Any:
+    """``value`` with known secrets scrubbed from its text and settings named like a secret
+    value replaced by ``***``, inside lists and dicts too (a log line's fields, a manifest)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, BaseException):
+        return redact_text(f"{type(value).__name__}: {value}")
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_value(item) for item in value)
+    if isinstance(value, dict):
+        return {key: "***" if is_secret_key(key) else redact_value(item) for key, item in value.items()}
+    return value
