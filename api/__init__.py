@@ -17,11 +17,11 @@ from ..components import (
     Agent, BuildContext, Component, DuplicateCheck, EngagementLog, ObservesResults, ObservesRounds, PersonaContext, PersonaKnowledge, Planner, Policy,
     Reflector, Services, StepContext,
 )
-from ..data_paths import MARKER as DATASET_MARKER
-from ..data_paths import DatasetMissing, data_home, data_path, dataset_folder, installed_dataset
+from .data_paths import MARKER as DATASET_MARKER
+from .data_paths import DatasetMissing, data_home, data_path, dataset_folder, installed_dataset
 from ..embedding import Embedder, EmbeddingCache, normalize_rows
 from ..errors import ComponentError, PluginError, RunStopped, ScenarioError, TownsquareError, UsageError
-from ..files import parse_json_list, read_user_csv, read_user_text
+from .files import parse_json_list, read_user_csv, read_user_text
 from .items import Item, ItemInteractions, ItemRecommender
 from ..knowledge import KnowledgeItem, KnowledgeSource
 from ..lifecycle import RunInfo, RunSummary
@@ -38,10 +38,11 @@ from ..metrics import Metric, RoundView
 from ..persona import Persona, PersonaSource, cycle_personas, name_problem
 from ..platform import AccountView, Platform, PostView, platform_actions
 from ..prompt_cache import DEFAULT_CACHED_PRICE_RATIO, cache_line
-from ..prompt_files import fill_prompt, load_answers, load_prompts
+from .prompt_files import fill_prompt, load_answers, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
-from ..secrets import read_secret_file, redact_text, resolve_secrets
+from ..secrets import redact_text
+from .secret_files import read_secret_file, resolve_secrets
 from .endpoint import EndpointConfig
 from .similarity_rule import SimilarityRule, SimilarityRuleConfig
 from .stats import Interval, TTest, mean_interval, paired_test

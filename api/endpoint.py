@@ -1,12 +1,13 @@
 """The settings of an OpenAI-compatible endpoint that the LLM provider ``openai`` and the
 embedder ``openai_embedder`` share: where it is and where its keys live (read through
-:mod:`townsquare.secrets`, never logged)."""
+:mod:`townsquare.api.secret_files`, never logged)."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from ..secrets import remember_url_secrets, resolve_secrets
+from ..secrets import remember_url_secrets
+from .secret_files import resolve_secrets
 
 
 class EndpointConfig(BaseModel):

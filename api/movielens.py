@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterator
 
 from townsquare.errors import UsageError
-from townsquare.files import read_user_csv
+from .files import read_user_csv
 from .items import Item
 
 NO_GENRE = "(no genres listed)"

@@ -37,6 +37,16 @@ def backend_overrides(backend: str | None, ray_address: str | None) -> list[str]
     return sets + ([f"engine.ray_address={json.dumps(ray_address)}"] if ray_address else [])
 
 
+def llm_overrides(spec: str | None) -> list[str]:
+    """``--llm openai:gpt-4o-mini`` -> ``llm.name=openai``, ``llm.model=gpt-4o-mini``."""
+    if spec is None:
+        return []
+    if not spec.strip() or not spec.partition(":")[0].strip():
+        raise UsageError(f"--llm: {'empty' if not spec.strip() else f'no provider in {spec!r}'}; give PROVIDER[:MODEL], e.g. openai:gpt-4o-mini")
+    name, _, model = spec.strip().partition(":")
+    return [f"llm.name={name}"] + ([f'llm.model="{model}"'] if model else [])
+
+
 def writable_file(path: str | Path, option: str) -> Path:
     """``path`` if a file can be written there (its folder made if missing); else a one-line
     error naming ``option``, before any work is done."""

@@ -51,7 +51,7 @@ from townsquare.interventions import RunSeams
 from townsquare.cli.options import backend_options, backend_overrides, common_options
 from townsquare.cli.run_output import RunLines, report_run
 from townsquare.errors import UsageError
-from townsquare.files import read_user_text
+from townsquare.api.files import read_user_text
 from townsquare.lifecycle import RunSummary
 from townsquare.memory import MEMORY_TIERS, MemoryRecord, agent_memory
 from townsquare.persona import Persona

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from townsquare.api import hookimpl
-from townsquare.cli.options import backend_options, backend_overrides, common_options, loaded_plugins
+from townsquare.cli.options import backend_options, backend_overrides, common_options, llm_overrides, loaded_plugins
 from townsquare.cli.run_output import RunLines, report_run
 
 
@@ -28,7 +28,7 @@ def townsquare_register_commands(cli: click.Group) -> None:
     def run(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, llm_spec: str | None, quiet: bool,
             play: str | None, plugin_options, backend: str | None, ray_address: str | None, **_: Any) -> None:
         """Run SCENARIO (a TOML file) into a new run directory."""
-        from townsquare.runner import llm_overrides, start_run
+        from townsquare.runner import start_run
 
         played = play_options(play)
         with RunLines(quiet or play is not None) as progress:

@@ -10,7 +10,7 @@ import sys
 
 import structlog
 
-from .secrets import is_secret_key, redact_text
+from .secrets import is_secret_key, redact_value
 
 
 def redact_secrets(_logger, _name, event_dict):
@@ -21,21 +21,8 @@ def redact_secrets(_logger, _name, event_dict):
         if is_secret_key(field):
             event_dict[field] = "***"
         else:
-            event_dict[field] = _redacted(value)
+            event_dict[field] = redact_value(value)
     return event_dict
-
-
-def _redacted(value):
-    """``value`` with known secrets scrubbed from its text, inside lists and dicts too."""
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, BaseException):
-        return redact_text(f"{type(value).__name__}: {value}")
-    if isinstance(value, (list, tuple)):
-        return type(value)(_redacted(item) for item in value)
-    if isinstance(value, dict):
-        return {key: "***" if is_secret_key(key) else _redacted(item) for key, item in value.items()}
-    return value
 
 
 class _Stderr:

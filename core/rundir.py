@@ -43,7 +43,7 @@ import structlog
 
 from . import state as state_codec
 from .errors import RunStopped, UsageError
-from .secrets import redact_text
+from .secrets import redact_value
 
 log = structlog.get_logger("townsquare.rundir")
 
@@ -216,7 +216,7 @@ class RunDir:
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         # error texts (stop_reason) may quote a server that echoed a secret back
-        data = json.dumps(_redacted(manifest), indent=2, sort_keys=False, default=str).encode()
+        data = json.dumps(redact_value(manifest), indent=2, sort_keys=False, default=str).encode()
         state_codec.write_atomic(self.manifest_path, data)
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
@@ -348,16 +348,6 @@ def _make_run_path(out: str | Path | None, name: str) -> tuple[Path, bool]:
         raise
     except OSError as exc:
         raise UsageError(f"{out if out is not None else 'runs'}: cannot create the run directory: {exc.strerror}") from None
-
-
-def _redacted(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        return {k: _redacted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redacted(v) for v in value]
-    return value
 
 
 def _slug(name: str) -> str:

@@ -12,7 +12,6 @@ from typing import Any, Iterable, Mapping
 import structlog
 
 from . import __version__
-from .data_paths import datasets_in
 from .engine import Progress, Simulation, run_collector
 from .errors import RunStopped, UsageError
 from .lifecycle import RunSummary
@@ -55,7 +54,7 @@ def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[s
         "plugins": plugins.versions(),
         "disabled_plugins": list(plugins.disabled),
         "scenario": redact(scenario.data),
-        "datasets": datasets_in(scenario.data),
+        "datasets": scenario.datasets,
         "environment": environment(),
         "status": "running",
         "rounds_completed": 0,
@@ -124,16 +123,6 @@ def engine_backend(plugins: Plugins, name: str) -> Any:
         raise UsageError(f"[engine] backend = {name!r}: no loaded plugin offers it (the built-in 'scaleout' offers 'ray';"
                          " is it disabled with -p no:scaleout?)")
     return backend
-
-
-def llm_overrides(spec: str | None) -> list[str]:
-    """``--llm openai:gpt-4o-mini`` -> ``llm.name=openai``, ``llm.model=gpt-4o-mini``."""
-    if spec is None:
-        return []
-    if not spec.strip() or not spec.partition(":")[0].strip():
-        raise UsageError(f"--llm: {'empty' if not spec.strip() else f'no provider in {spec!r}'}; give PROVIDER[:MODEL], e.g. openai:gpt-4o-mini")
-    name, _, model = spec.strip().partition(":")
-    return [f"llm.name={name}"] + ([f'llm.model="{model}"'] if model else [])
 
 
 def load_run(path: str | Path, plugins: Plugins | None = None, extra_plugin_options: Iterable[str] = (),

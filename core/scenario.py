@@ -22,7 +22,6 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .data_paths import resolve_data_references
 from .errors import ComponentError, ScenarioError
 from .persona import name_problem
 from .slots import check_resolved
@@ -367,6 +366,8 @@ class ResolvedScenario:
     llm_middleware: list[Choice] = field(default_factory=list)
     #: True when the scenario has no [llm] table and the provider was chosen automatically.
     llm_auto: bool = False
+    #: the installed datasets ``data:`` paths name, with what their install recorded (for the manifest)
+    datasets: dict[str, Any] = field(default_factory=dict)
 
     def slot_table(self) -> list[dict[str, str]]:
         rows = []
@@ -411,6 +412,8 @@ def _pick_slot(registry: Any, plugins: Any, source: str, key: str, slot: str, wa
 
 #: the ``source`` of a scenario given as a dict (:func:`load_scenario`), in errors and the manifest
 DICT_SOURCE = "<scenario dict>"
+#: how a scenario value names a path in an installed dataset (``townsquare_resolve_data_references``)
+DATA_PREFIX = "data:"
 
 
 def load_scenario(path: str | Path | Mapping[str, Any], overrides: list[str], plugins: Any, seed: int | None = None) -> ResolvedScenario:
@@ -427,8 +430,32 @@ def load_scenario(path: str | Path | Mapping[str, Any], overrides: list[str], pl
     return resolve(data, source, base_dir, plugins)
 
 
+def first_data_reference(value: Any, key: str = "") -> str | None:
+    """The key of the first string in scenario ``value`` that starts with ``data:``, or None."""
+    if isinstance(value, dict):
+        keys = (first_data_reference(v, f"{key}.{k}" if key else str(k)) for k, v in value.items())
+    elif isinstance(value, list):
+        keys = (first_data_reference(v, f"{key}[{i}]") for i, v in enumerate(value))
+    else:
+        return key if isinstance(value, str) and value.startswith(DATA_PREFIX) else None
+    return next((k for k in keys if k is not None), None)
+
+
+def resolve_datasets(data: dict[str, Any], source: str, plugins: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``data`` with its ``data:`` paths resolved, and the datasets they name, by the plugin that
+    answers ``townsquare_resolve_data_references`` (the built-in ``data``)."""
+    answer = plugins.hook.townsquare_resolve_data_references(data=data, source=source)
+    if answer is not None:
+        return answer
+    key = first_data_reference(data)
+    if key is not None:
+        raise ScenarioError(source, key, "a data: path needs the 'data' plugin, which is not loaded (is it disabled with -p no:data?)")
+    return data, {}
+
+
 def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> ResolvedScenario:
-    model = validate_scenario(resolve_data_references(data, source), source)
+    with_paths, datasets = resolve_datasets(data, source, plugins)
+    model = validate_scenario(with_paths, source)
     registry = plugins.registry
     plugin_sections = dict(model.plugins)
     for name, section in plugin_sections.items():
@@ -536,7 +563,7 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
         middleware = [Choice("llm_middleware", spec, config_for(spec, registry.section_key(spec), {})) for spec in links]
 
     resolved = ResolvedScenario(
-        model=model, source=source, base_dir=base_dir, data=data,
+        model=model, source=source, base_dir=base_dir, data=data, datasets=datasets,
         platform=platform, recommender=recommender, embedder=embedder, llm=llm, knowledge=knowledge,
         metrics=metrics, populations=populations, llm_middleware=middleware, llm_auto=llm_auto, interventions=interventions,
     )

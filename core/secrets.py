@@ -1,23 +1,16 @@
-"""The one place secrets (API keys, Mastodon tokens) are read.
+"""Secrets (API keys, Mastodon tokens) kept out of what a run writes and prints.
 
-A config names where a secret lives, never the secret itself: an environment variable
-(``api_key_env = "OPENAI_API_KEY"``) or a file (``api_key_file = "keys.txt"``, one secret per
-line; blank lines and ``#`` comments are skipped). Values are returned to the component that
-asked and are never logged, stored in the manifest or written to ``events.sqlite``.
-
-Every value resolved here is also remembered (:func:`remember_secret`) so that error texts can
-be scrubbed with :func:`redact_text` before they are stored or printed: a server that echoes
-the API key back in a 401 message must not put it in the manifest, the log or the terminal.
+Plugins read secrets through :mod:`townsquare.api.secret_files`, which never logs them. Every
+value read there is remembered here (:func:`remember_secret`) so that error texts can be
+scrubbed with :func:`redact_text` before they are stored or printed: a server that echoes the
+API key back in a 401 message must not put it in the manifest, the log or the terminal.
+Settings named like a secret value (:func:`is_secret_key`) are never shown either.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
-
-from .errors import UsageError
-from .files import read_user_text
+from typing import Any
 
 
 #: Names of settings that would hold a secret value itself. Settings that say where a secret
@@ -67,28 +60,15 @@ def redact_text(text: str) -> str:
     return text
 
 
-def read_secret_file(path: str | Path, base_dir: str = ".", what: str = "secret") -> list[str]:
-    """All secrets in a file, in order. A missing or empty file is one clear error."""
-    full = Path(path) if Path(path).is_absolute() else Path(base_dir) / path
-    lines = read_user_text(full, f"{what} file").splitlines()
-    values = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    if not values:
-        raise UsageError(f"{full}: no {what} in file")
-    for value in values:
-        remember_secret(value)
-    return values
-
-
-def resolve_secrets(*, env: str | None = None, file: str | None = None, base_dir: str = ".", what: str = "API key",
-                    required: bool = True) -> list[str]:
-    """Secrets from ``file`` if given, else from the environment variable ``env``."""
-    if file:
-        return read_secret_file(file, base_dir, what)
-    if env:
-        value = os.environ.get(env, "").strip()
-        if value:
-            remember_secret(value)
-            return [value]
-        if required:
-            raise UsageError(f"{what}: environment variable {env} is not set")
-    return []
+def redact_value(value: Any) -> Any:
+    """``value`` with known secrets scrubbed from its text and settings named like a secret
+    value replaced by ``***``, inside lists and dicts too (a log line's fields, a manifest)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, BaseException):
+        return redact_text(f"{type(value).__name__}: {value}")
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_value(item) for item in value)
+    if isinstance(value, dict):
+        return {key: "***" if is_secret_key(key) else redact_value(item) for key, item in value.items()}
+    return value

@@ -69,7 +69,8 @@ def _start(scenario: str | Path | Mapping[str, Any], *, overrides: Mapping[str, 
     :class:`Run`. ``overrides``: ``{"rounds": 2, "llm.model": "gpt-4o-mini"}`` or ``["rounds=2"]``
     (``--set``); ``llm``: as ``--llm`` (``"openai:gpt-4o-mini"``); ``plugins``: ``-p`` options
     (``["no:reflection"]``); ``progress``: True (shown), False, or your ``callback(round, totals)``."""
-    from townsquare.runner import llm_overrides, start_run
+    from townsquare.cli.options import llm_overrides
+    from townsquare.runner import start_run
 
     shown = _Progress(progress)
     sets = [*llm_overrides(llm), *_set_lines(overrides)]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from townsquare.cli.options import common_options
+from townsquare.cli.options import common_options, llm_overrides
 from townsquare.commands.dry_run import DEFAULT_COMPLETION_TOKENS, StandInModel, cost_of, format_table, prices_of, schema_example
 from townsquare.engine import Simulation, close_each
 from townsquare.commands.eval_llm import (
@@ -42,7 +42,7 @@ from townsquare.commands.interview import interview
 from townsquare.llm import Accounting, compose
 from townsquare.plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
 from townsquare.rundir import RunDir
-from townsquare.runner import llm_overrides, load_run, rerun, start_run
+from townsquare.runner import load_run, rerun, start_run
 from townsquare.scenario import ResolvedScenario, load_scenario, validate_scenario
 from townsquare.scenario import resolve as resolve_scenario
 from townsquare.store import EventStore

@@ -1,5 +1,5 @@
 """Where the agents' Mastodon accounts come from: a tokens file, an environment variable, or
-API sign-up. Tokens are secrets: they are read through :mod:`townsquare.secrets` only, kept in
+API sign-up. Tokens are secrets: they are read through :mod:`townsquare.api.secret_files` only, kept in
 memory, and never written to the run directory, the journal, the logs or a checkpoint.
 
 Tokens file (``platform.tokens``), one entry per line, ``#`` comments allowed; either

@@ -237,6 +237,23 @@ def test_hook_townsquare_engine_backend(make_plugins, write_scenario, run_scenar
     assert asked == ["probe"] and summary.rounds_completed == 1
 
 
+def test_hook_townsquare_resolve_data_references(make_plugins, write_scenario, run_scenario):
+    """The plugin that answers resolves a scenario's ``data:`` strings (the manifest keeps
+    them as written) and names the datasets the manifest records."""
+    class Resolver:
+        plugin_name = "probe_datasets"
+
+        @hookimpl
+        def townsquare_resolve_data_references(self, data, source):
+            return {**data, "name": "resolved-" + data["name"].rpartition("/")[2]}, {"probe": {"version": "1"}}
+
+    path = write_scenario(scenario_text(rounds=1))
+    run_dir, _ = run_scenario(path, plugins=make_plugins(Resolver(), disable=["data"]), overrides=["name=data:probe/t"])
+    manifest = run_dir.read_manifest()
+    assert manifest["name"] == "resolved-t" and manifest["scenario"]["name"] == "data:probe/t"
+    assert manifest["datasets"] == {"probe": {"version": "1"}}
+
+
 def test_hook_townsquare_register_commands(make_plugins):
     from townsquare.cli import build_cli
 

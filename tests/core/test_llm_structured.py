@@ -15,7 +15,7 @@ from townsquare.llm import Accounting, LLMClient, LLMRequest, LLMResponse, Messa
 from townsquare.llm_answers import AnswerFormat, ParseFailure, match_prefix
 from townsquare.llm_modes import (answers_in_db, choose_modes, count_answer, mode_for, provider_capabilities, summary_line,
                                   tally_answers)
-from townsquare.prompt_files import load_answers, load_prompts
+from townsquare.api.prompt_files import load_answers, load_prompts
 from townsquare.plugins.llm.strict_schema import label_schema, strict_schema, unwrap_label
 from townsquare.store import EventStore
 from townsquare.testing.oracle import OracleLLM

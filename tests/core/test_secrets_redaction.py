@@ -17,7 +17,8 @@ import structlog
 from helpers import scenario_text
 from townsquare import logs
 from townsquare.rundir import RunDir
-from townsquare.secrets import redact_text, remember_secret, resolve_secrets
+from townsquare.api.secret_files import resolve_secrets
+from townsquare.secrets import redact_text, remember_secret
 
 KEY = "sk-test-ECHOED-0123456789abcdef"
 

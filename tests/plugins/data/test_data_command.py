@@ -419,6 +419,18 @@ files = [{{ path = "people.jsonl", sha256 = "{sha(people)}", size = {len(people)
     assert manifest["datasets"]["people"]["fingerprint"] and manifest["datasets"]["people"]["version"] == "1"
 
 
+def test_without_the_plugin_a_scenario_naming_a_data_path_is_one_line(home, tmp_path, capsys):
+    scenario = scenario_reading(tmp_path / "s.toml", "data:people/people.jsonl")
+    assert townsquare("-p", "no:data", "run", str(scenario), "--out", str(tmp_path / "run")) == 2
+    assert error_line(capsys) == (f"error: {scenario}: populations[0].personas.path: a data: path needs the 'data' plugin, "
+                                  "which is not loaded (is it disabled with -p no:data?)")
+    assert not (tmp_path / "run").exists()
+    plain = scenario_reading(tmp_path / "plain.toml", str(tmp_path / "people.jsonl"))
+    (tmp_path / "people.jsonl").write_text('{"name": "Ann", "sentences": ["I like tea."]}\n{"name": "Bo", "sentences": ["I run."]}\n')
+    assert townsquare("-p", "no:data", "run", str(plain), "--out", str(tmp_path / "run"), "--quiet") == 0
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["datasets"] == {}
+
+
 def test_without_the_plugin_there_is_no_data_command(home, capsys):
     assert townsquare("-p", "no:data", "data", "list") == 2
     assert "No such command 'data'" in error_line(capsys)

@@ -11,7 +11,8 @@ marker, so a half-copied folder never does.
 Where the rule applies:
 
 * scenarios: every string value that starts with ``data:`` is resolved when the scenario is
-  resolved (:func:`resolve_data_references`, called by ``townsquare.scenario.resolve``), so
+  resolved (:func:`resolve_data_references`, called by the ``data`` plugin's
+  ``townsquare_resolve_data_references``, which ``townsquare.scenario.resolve`` asks), so
   every component receives a plain absolute path and needs no code of its own; the manifest
   keeps the ``data:`` form (a run resumes on another machine with the data installed there)
   and records which dataset versions were used (:func:`datasets_in`);
@@ -28,9 +29,9 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .errors import ScenarioError, UsageError
+from ..errors import ScenarioError, UsageError
+from ..scenario import DATA_PREFIX as PREFIX
 
-PREFIX = "data:"
 ENV_DATA = "TOWNSQUARE_DATA"
 #: written last into a dataset's folder by ``townsquare data fetch``: what was installed, from where
 MARKER = ".townsquare-dataset.json"
