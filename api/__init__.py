@@ -37,7 +37,7 @@ from ..interventions import Intervention, RunSeams
 from ..metrics import Metric, RoundView
 from ..persona import Persona, PersonaSource, cycle_personas, name_problem
 from ..platform import AccountView, Platform, PostView, platform_actions
-from ..prompt_cache import DEFAULT_CACHED_PRICE_RATIO, cache_line
+from .cache_share import DEFAULT_CACHED_PRICE_RATIO, cache_line
 from .prompt_files import fill_prompt, load_answers, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of

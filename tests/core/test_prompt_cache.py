@@ -4,9 +4,8 @@ import json
 import sqlite3
 
 from helpers import ROOT
-from townsquare.prompt_cache import (
-    DEFAULT_CACHED_PRICE_RATIO, KEY_BYTES, PrefixIndex, cache_line, cached_prompt_price, cached_tokens, measure, prompt_blocks,
-)
+from townsquare.api.cache_share import DEFAULT_CACHED_PRICE_RATIO, cache_line, cached_prompt_price, measure
+from townsquare.prompt_cache import KEY_BYTES, PrefixIndex, cached_tokens, prompt_blocks
 
 
 def test_shared_prefix_counted_in_whole_blocks():
