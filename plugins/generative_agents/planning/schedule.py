@@ -139,7 +139,7 @@ def _items(value: Any, key: str) -> list[Any]:
 TIME_PATTERN = r"^(1[0-2]|[1-9]):[0-5][0-9] (am|pm)$"
 #: an activity or action: words, starting with a letter, no clock times or JSON in it (a backend
 #: that enforces patterns, llama.cpp's grammar, keeps a small model from writing "20: Friday: 8:30:40")
-ACTIVITY_PATTERN = r"^[A-Za-z][A-Za-z0-9 ,.'&()-]{2,150}$"
+ACTIVITY_PATTERN = r"^[A-Za-z][A-Za-z0-9,.'&()-]* [A-Za-z0-9 ,.'&()-]{1,150}$"
 ACTIVITY: dict[str, Any] = {"type": "string", "pattern": ACTIVITY_PATTERN}
 #: one timed entry of a plan or a schedule
 TIMED_ITEM: dict[str, Any] = {
