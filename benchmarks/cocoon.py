@@ -117,7 +117,7 @@ def entropy_curves(overrides: list[str], seed: int, out: Path, plugin_options: l
 
 
 def interval(values: list[float]) -> tuple[float, list[float]]:
-    from townsquare.stats import mean_interval
+    from townsquare.api.stats import mean_interval
 
     found = mean_interval(values)
     return round(found.mean, 4), [round(found.low, 4), round(found.high, 4)]

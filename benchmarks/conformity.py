@@ -138,7 +138,7 @@ def friend_counts(run_dir: Any) -> dict[str, int]:
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    from townsquare.stats import mean_interval
+    from townsquare.api.stats import mean_interval
 
     rhos = [r["rho"] if r["rho"] is not None else 0.0 for r in runs]
     found = mean_interval(rhos)

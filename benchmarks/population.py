@@ -72,7 +72,7 @@ def _rss_of(pid: str) -> int:
 def _ray_processes() -> dict[str, str]:
     """pid -> a short name, for every process this one started (the Ray cluster a run starts:
     another cluster on the machine is not counted)."""
-    from townsquare.ray_reaper import descendants
+    from townsquare.scaleout.ray_reaper import descendants
 
     found = {}
     for pid in map(str, descendants(os.getpid())):

@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 from townsquare import hookimpl
-from townsquare.ray_reaper import descendants
+from townsquare.scaleout.ray_reaper import descendants
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # llm_throughput beside this file, however this file was loaded

@@ -1,7 +1,7 @@
 """The agents one process holds: their turns, what they hear of applied actions, their state.
 
 In one process the :class:`~townsquare.engine.Simulation` holds every agent in one host. On Ray
-(:mod:`townsquare.ray_backend`) each shard holds a host of its own agents, and the driver none
+(:mod:`townsquare.scaleout.ray_backend`) each shard holds a host of its own agents, and the driver none
 (it keeps each agent's id, index, population and persona: what ordering, the platform and the
 metrics need), unless the platform hands agents to each other (``members``), where the driver
 holds every agent too, for the metrics and the checkpoints.
@@ -57,6 +57,8 @@ class AgentHost:
         self._entries: list[str] | None = None
         #: per position: the agent's checkpoint entry must be encoded again
         self._stale: np.ndarray | None = None
+        #: the reflections recorded since :meth:`take_reflections` (:meth:`StepContext.record_reflection`)
+        self.reflections: list[tuple] = []
 
     # ------------------------------------------------------------------ what a turn reads
 
@@ -87,7 +89,13 @@ class AgentHost:
         llm = self.services.llm
         return StepContext(agent=agent, round=r, now=now, minutes_per_round=self.model.clock.minutes_per_round,
                            services=self.services, llm=llm.for_agent(agent.id) if llm else None,
-                           feed_authors=self.feed_authors(agent.population, r) if feed else None, start=self.model.clock.start)
+                           feed_authors=self.feed_authors(agent.population, r) if feed else None, start=self.model.clock.start,
+                           reflections=self.reflections)
+
+    def take_reflections(self) -> list[tuple]:
+        """The reflections recorded since the last call, as ``(index, seq, row)``."""
+        taken, self.reflections[:] = list(self.reflections), []
+        return taken
 
     # ------------------------------------------------------------------ a round
 

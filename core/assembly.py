@@ -38,6 +38,8 @@ class Assembly:
     #: population -> [(start_round, end_round, authors)]: whose posts its feeds may show
     stages: dict[str, list[tuple[int, int | None, frozenset[str]]]]
     llm_middleware: list[Any] = field(default_factory=list)
+    #: the scenario's interventions, by name (:mod:`townsquare.interventions`)
+    interventions: list[tuple[str, Any]] = field(default_factory=list)
     provider: Any = None
     accounting: Accounting | None = None
     #: every agent's random numbers (:mod:`townsquare.random_streams`)
@@ -64,7 +66,7 @@ async def assemble(
     (replay, estimate); ``llm_middleware`` links go inside the configured ones; ``on_llm_call``
     hears every call and parse failure (building components may call the LLM already).
 
-    Which agents are built (see :mod:`townsquare.ray_backend`):
+    Which agents are built (see :mod:`townsquare.scaleout.ray_backend`):
 
     * by default every agent, with its components and its platform account;
     * ``components=False`` (the Ray driver, whose shards hold the agents): every agent with its
@@ -92,7 +94,8 @@ async def assemble(
     services.recommender = scenario.recommender.spec.factory(scenario.recommender.config, ctx(services))
     services.platform = scenario.platform.spec.factory(scenario.platform.config, ctx(services))
     built.metrics = [(m.spec.name, m.spec.factory(m.config, ctx(services))) for m in scenario.metrics]
-    check_run_wide(scenario, services, built.metrics)
+    built.interventions = [(i.spec.name, i.spec.factory(i.config, ctx(services))) for i in scenario.interventions]
+    check_run_wide(scenario, services, built.metrics, built.interventions)
     noted: set = set()
 
     if not components and hasattr(services.platform, "members"):

@@ -11,6 +11,7 @@ looked up with ``getattr``: a component implements only what its slot needs.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
@@ -49,7 +50,8 @@ class Planner(Component, Protocol):
     """Slot ``planner``: asked every round whether the agent is active.
 
     Return True or False to decide, or None to leave it to the activity model. A planner may
-    (re)build its plan inside this call (an LLM call is fine: planners run concurrently).
+    (re)build its plan inside this call (an LLM call is fine: planners run concurrently) and
+    leave what it read for the turn in ``ctx.plan``: the same context goes to the policy.
     """
 
     async def is_active(self, ctx: "StepContext") -> bool | None: ...
@@ -78,8 +80,8 @@ class PersonaKnowledge(Component, Protocol):
 
 
 # Memory slots (memory.sensory, memory.short_term, memory.long_term, memory.stream) and the
-# retrieval scorer (memory.retrieval) share one contract, kept in townsquare.memory.
-from .memory import Memory, MemoryRecord, MemoryRetrieval  # noqa: E402  (re-exported)
+# retrieval scorer (memory.retrieval) share one contract, kept in townsquare.memory (which
+# names Agent and StepContext from here: this module imports nothing of it).
 
 
 class DuplicateCheck(Component, Protocol):
@@ -100,11 +102,9 @@ class DuplicateCheck(Component, Protocol):
 
 
 class EngagementLog(Component, Protocol):
-    """What browsing and the follow reflection need of ``memory.short_term`` (Zhou et al.
-    §3.1.4, §3.1.5): the posts the agent saw, and the posts it engaged with since a round."""
-
-    def remember_posts(self, posts: Sequence[Any]) -> None:
-        """Keep the browsed posts (``PostView``) so later actions on them can be described."""
+    """What the follow reflection needs of ``memory.short_term`` (Zhou et al. §3.1.5): the
+    posts the agent engaged with since a round (the browsed posts reach the tier as
+    observations through ``remember``, like any memory's)."""
 
     def engaged_posts(self, since_round: int = 0) -> list[dict[str, Any]]:
         """Posts the agent liked, reblogged or commented on since ``since_round``, oldest
@@ -199,6 +199,21 @@ class StepContext:
     feed_authors: "frozenset[str] | None" = None
     #: the simulated time of round 0
     start: datetime | None = None
+    #: what the agent's planner read for this turn, left here by its ``is_active`` (Zhou's
+    #: session) so the policy reads the plan once per turn; None: no planner left one
+    plan: Any = None
+    #: where :meth:`record_reflection` puts its rows (the agent host's; None: not recorded, as
+    #: in an interview or an evaluation)
+    reflections: "list[tuple] | None" = None
+
+    def record_reflection(self, source: str, kind: str, text: str = "", ids: Sequence[str] = ()) -> None:
+        """Say that this agent reflected: ``source`` the component, ``kind`` the reflection's
+        kind (``reflection``, ``insight``, ``follow``), ``text`` what it wrote, ``ids`` what it
+        produced by id (memory records, an account). One row of the run's ``reflections`` table,
+        written with the round (in agent order, then in the order the agent reflected)."""
+        if self.reflections is not None:
+            row = (self.agent.id, source, kind, text, json.dumps(list(ids)) if ids else None)
+            self.reflections.append((self.agent.index, len(self.reflections), row))
 
     @property
     def platform(self) -> "Platform":

@@ -2,7 +2,8 @@
 
 Each round, on a simulated clock (``clock.minutes_per_round``, default 60):
 
-1. ``on_round_start`` fires.
+1. The interventions that act in this round intervene (:mod:`townsquare.interventions`),
+   then ``on_round_start`` fires.
 2. Every present agent gets a turn, concurrently under asyncio (at most
    ``engine.concurrency`` at once): its planner (if any) says whether it is active, else the
    activity model draws; an active agent's policy returns actions; its reflector (if any) may
@@ -40,6 +41,7 @@ from .progress import count_llm_call, new_totals
 from .assembly import Assembly, agent_rows, assemble, build_llm
 from .components import Agent
 from .errors import RunStopped
+from .interventions import RunSeams
 from .lifecycle import RunInfo, RunSummary
 from .llm import LLMCallRecord
 from .llm_faults import LLMFatal, LLMFault
@@ -109,13 +111,16 @@ class Simulation:
         #: where the turns run when not in this process: a class with ``plays(simulation)`` (whether
         #: it takes this run's turns), ``connect(simulation)`` (before building) and ``async
         #: start(simulation, connection)`` (after; the runner passes
-        #: :class:`townsquare.ray_backend.RayBackend` for ``[engine] backend = "ray"``)
+        #: :class:`townsquare.scaleout.ray_backend.RayBackend` for ``[engine] backend = "ray"``)
         self._backend_class = backend
         self.backend: Any = None
         #: the agents this process holds with their components (None: a backend's shards hold them)
         self.host: AgentHost | None = None
         #: the round of the checkpoint this run resumed from (None: a new run, or none was kept)
         self.restored_from: int | None = None
+        #: ``(population, slot)`` whose components kept the state they were built with when the
+        #: run was restored (:meth:`set_state`)
+        self.fresh_slots: frozenset[tuple[str, str]] = frozenset()
         self.round = -1
         self.agents: list[Agent] = []
         self.totals = new_totals()
@@ -131,7 +136,7 @@ class Simulation:
     async def build(self) -> None:
         """Assemble the run (:func:`townsquare.assembly.assemble`): services, platform, metrics,
         agents; with a backend that plays the turns elsewhere, the agents' components are built
-        there (:mod:`townsquare.ray_backend`) and this process keeps each agent's persona."""
+        there (:mod:`townsquare.scaleout.ray_backend`) and this process keeps each agent's persona."""
         remote = self._backend_class is not None and self._backend_class.plays(self)
         cluster = self._backend_class.connect(self) if remote else None
         self._rss_before_build = rss_bytes()
@@ -147,6 +152,9 @@ class Simulation:
             raise
         self.services, self.platform, self.metrics, self.agents = built.services, built.services.platform, built.metrics, built.agents
         self.llm_middleware, self.stages = built.llm_middleware, built.stages
+        self.interventions, self.seams = built.interventions, RunSeams(self)
+        # what is measured at round ends: the metrics, then the interventions that report
+        self.measured = [*self.metrics, *((name, i) for name, i in self.interventions if hasattr(i, "measure"))]
         self.provider, self.accounting = built.provider, built.accounting
         self._order = {agent.id: agent.index for agent in self.agents}
         self._by_id = {agent.id: agent for agent in self.agents}
@@ -160,6 +168,7 @@ class Simulation:
         # the agents' components hear the round start where their turns run (the shards' copies)
         local_agents = self.agents if self.backend is None else []
         self._round_observers = round_observers([self.services.platform, self.services.recommender, *(m for _, m in self.metrics),
+                                                 *(i for _, i in self.interventions),
                                                  *self.llm_middleware, *(c for a in local_agents for c in a.components.values())])
 
     def build_llm(self, build_ctx: Any) -> Any:
@@ -204,6 +213,7 @@ class Simulation:
             "platform": self.platform.get_state(),
             "recommender": self.services.recommender.get_state(),
             "metrics": {name: metric.get_state() for name, metric in self.metrics},
+            "interventions": {name: i.get_state() for name, i in self.interventions if hasattr(i, "get_state")},
             "llm": {_key(m): m.get_state() for m in self.llm_middleware if hasattr(m, "get_state")},
             "totals": dict(self.totals),
         }
@@ -213,37 +223,48 @@ class Simulation:
         return state
 
     def changed(self, agent: Agent) -> None:
-        """``agent``'s components were changed outside its turns (a branch's intervention, the
+        """``agent``'s components were changed outside its turns (an intervention, the
         state a shard sent back): the next checkpoint reads their state again."""
         if self.host is not None:
             self.host.changed([agent.index])
 
     async def on_agent(self, agent: Agent, change: Callable[[AgentHost, Agent, int], Any], r: int) -> None:
-        """Apply ``await change(host, agent, r)`` (a branch's intervention: a picklable callable)
+        """Apply ``await change(host, agent, r)`` (an intervention's: a picklable callable)
         to ``agent`` where its components are held: here, or in its shard before round ``r``'s
-        turns (:meth:`townsquare.ray_backend.RayBackend.on_agent`)."""
+        turns (:meth:`townsquare.scaleout.ray_backend.RayBackend.on_agent`)."""
         if self.host is not None:
             await change(self.host, self.host.by_id[agent.id], r)
             self.changed(agent)
         else:
             self.backend.on_agent(agent.id, change, r)
 
-    def fresh_slots(self) -> frozenset[tuple[str, str]]:
-        """``(population, slot)`` whose components keep the state they were built with when
-        the run is restored from a checkpoint (none here; a branch that changes a component
-        names it: :class:`townsquare.branch_simulation.BranchSimulation`)."""
-        return frozenset()
+    def changed_slots(self, written_by: list[dict[str, str]] | None) -> frozenset[tuple[str, str]]:
+        """``(scope, slot)`` filled now by another component than in ``written_by`` (the slot
+        table of the run that wrote a checkpoint; None: this run's own)."""
+        if written_by is None:
+            return frozenset()
+        before = {(row["scope"], row["slot"]): row["component"] for row in written_by}
+        now = {(row["scope"], row["slot"]): row["component"] for row in self.scenario.slot_table()}
+        return frozenset(key for key, component in now.items() if before.get(key) != component)
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Take a checkpoint's state. Its agents are restored where they are held: here, or (with
-        a backend whose shards hold them) by the shards from the checkpoint's files."""
+        a backend whose shards hold them) by the shards from the checkpoint's files.
+
+        A checkpoint another run wrote (a branch's start) names that run's slot table
+        (``slot_table``): a component that differs now keeps the state it was built with, as
+        does a metric or intervention the checkpoint has no state for."""
+        self.fresh_slots = changed = self.changed_slots(state.get("slot_table"))
         self.platform.set_state(state["platform"])
-        self.services.recommender.set_state(state["recommender"])
+        if ("run", self.scenario.recommender.slot) not in changed:
+            self.services.recommender.set_state(state["recommender"])
         if self.host is not None:
             agents = state["agents"]
-            self.host.restore(lambda agent: agents[agent.id], self.fresh_slots())
-        for name, metric in self.metrics:
-            metric.set_state(state["metrics"][name])
+            self.host.restore(lambda agent: agents[agent.id], changed)
+        for part, components in (("metrics", self.metrics), ("interventions", self.interventions)):
+            for name, component in components:
+                if name in state.get(part, {}):
+                    component.set_state(state[part][name])
         for m in self.llm_middleware:
             if hasattr(m, "set_state") and _key(m) in state.get("llm", {}):
                 m.set_state(state["llm"][_key(m)])
@@ -394,6 +415,9 @@ class Simulation:
 
     async def play_round(self, r: int) -> None:
         wall = time.perf_counter()
+        for _, intervention in self.interventions:
+            if intervention.acts_at(r):
+                await intervention.intervene(self.seams, r)
         self.round = r
         self.streams.start_round(r)
         now_iso = self.now(r)
@@ -413,7 +437,7 @@ class Simulation:
         else:
             answers = None
         # the actions as metrics read them: only built when a metric will (a dict per action)
-        round_actions: list[dict[str, Any]] | None = [] if self.metrics else None
+        round_actions: list[dict[str, Any]] | None = [] if self.measured else None
         n_actions = len(ordered)
         apply, record, named = self.platform.apply, self._record_action, []
         for agent, (_, actions) in zip(present, results):
@@ -436,11 +460,12 @@ class Simulation:
         if self.backend is not None:
             # the shards replay the round's writes on their platform copies and hear their agents' results
             await self.backend.round_applied(r)
+        self.store.pending("reflections").extend((r, *row) for row in self.take_reflections())
 
         values: dict[str, float] = {}
         view = RoundView(round=r, now=now_iso, platform=self.platform, agents=self.agents, actions=round_actions or [],
                          by_id=self._by_id)
-        for name, metric in self.metrics:
+        for name, metric in self.measured:
             for key, value in (await metric.measure(view)).items():
                 values[f"{name}.{key}"] = float(value)
                 self.store.buffer("metrics", (r, f"{name}.{key}", float(value)))
@@ -476,10 +501,18 @@ class Simulation:
     async def take_turns(self, r: int, present: list[Agent], now: Any) -> list[tuple[bool, list[Action]]]:
         """Step 2 of a round: every present agent's turn (:meth:`townsquare.agent_host.AgentHost.take_turns`);
         ``(active, actions)`` per agent, in ``present``'s order. With a backend (``[engine]
-        backend = "ray"``) the turns run there (:mod:`townsquare.ray_backend`)."""
+        backend = "ray"``) the turns run there (:mod:`townsquare.scaleout.ray_backend`)."""
         if self.backend is not None:
             return await self.backend.take_turns(r, present)
         return await self.host.take_turns(r, present, now)
+
+    def take_reflections(self) -> list[tuple]:
+        """The round's reflections (:meth:`townsquare.components.StepContext.record_reflection`),
+        wherever the agents are held, in agent order, then each agent's order."""
+        found = self.host.take_reflections() if self.host is not None else []
+        if self.backend is not None:
+            found += self.backend.take_reflections()
+        return [row for _, _, row in sorted(found, key=lambda item: item[:2])]
 
     def _record_action(self, r: int, now: str, action: Action, result: ActionResult, round_actions: list | None) -> None:
         """Count and buffer one applied action (and add it to ``round_actions``, the metrics'

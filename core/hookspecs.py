@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .lifecycle import RunInfo, RunSummary
     from .llm import LLMCallRecord
     from .specs import (
-        EmbedderSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec, MetricSpec,
+        EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec, MetricSpec,
         PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec,
         RecommenderSpec, ReflectorSpec,
     )
@@ -187,7 +187,7 @@ def townsquare_register_platforms() -> "list[PlatformSpec]":
 
 
 # ---------------------------------------------------------------------------
-# LLM, embeddings, knowledge, metrics
+# LLM, embeddings, knowledge, metrics, interventions
 # ---------------------------------------------------------------------------
 
 
@@ -260,6 +260,21 @@ def townsquare_register_metrics() -> "list[MetricSpec]":
         @hookimpl
         def townsquare_register_metrics():
             return [MetricSpec("follower_gini", FollowerGini)]
+    """
+
+
+@hookspec
+def townsquare_register_interventions() -> "list[InterventionSpec]":
+    """Register interventions, listed in a scenario's ``interventions = [...]``
+    (:mod:`townsquare.interventions`).
+
+    Fires once when components are collected. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_interventions():
+            return [InterventionSpec("soc_strategy", build_soc_strategy, config_model=SocStrategyConfig)]
     """
 
 
@@ -344,6 +359,29 @@ def townsquare_on_run_end(run: "RunInfo", summary: "RunSummary") -> None:
         @hookimpl
         def townsquare_on_run_end(summary):
             print(summary.actions, "actions")
+    """
+
+
+# ---------------------------------------------------------------------------
+# Engine backends
+# ---------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def townsquare_engine_backend(name: str) -> Any:
+    """The class that plays agents' turns for ``[engine] backend = NAME`` (other than
+    ``local``, which is the engine itself), or None when this plugin has no such backend.
+    Stops at first non-None result. The built-in plugin ``scaleout`` answers ``ray``
+    (:class:`townsquare.scaleout.ray_backend.RayBackend`); import heavy libraries inside the
+    implementation, so a run that does not ask for the backend does not pay for them.
+
+    Example::
+
+        @hookimpl
+        def townsquare_engine_backend(name):
+            if name == "dask":
+                from .dask_backend import DaskBackend
+                return DaskBackend
     """
 
 

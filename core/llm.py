@@ -328,7 +328,8 @@ class LLMClient:
     """
 
     def __init__(self, handler: Handler, *, model: str, agent_id: str | None = None,
-                 on_parse_failure: Callable[[LLMRequest, str], None] | None = None, modes: dict[str, str] | None = None,
+                 on_parse_failure: Callable[[LLMRequest, str, str], None] | None = None,
+                 modes: dict[str, str] | None = None,
                  issued: dict[str, Any] | None = None):
         self._handler = handler
         self.model = model
@@ -365,10 +366,7 @@ class LLMClient:
                 finally:
                     _ISSUE.reset(token)
             request = replace(request, agent_id=request.agent_id or self.agent_id)
-            if _takes_kind(self.on_parse_failure):
-                self.on_parse_failure(request, answer, kind)
-            else:  # a two-argument callback (request, answer)
-                self.on_parse_failure(request, answer)
+            self.on_parse_failure(request, answer, kind)
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         if request.agent_id is None and self.agent_id is not None:
@@ -523,15 +521,6 @@ def not_text(answer: Any) -> str | None:
     if _CONTROL.search(answer) or answer.count("\ufffd") * 4 > len(answer):
         return "binary"
     return None
-
-
-def _takes_kind(callback: Callable[..., Any]) -> bool:
-    import inspect
-
-    try:
-        return len(inspect.signature(callback).parameters) >= 3
-    except (TypeError, ValueError):
-        return True
 
 
 def _messages(prompt: str | Sequence[Message]) -> tuple[Message, ...]:

@@ -33,7 +33,6 @@ import structlog
 from . import hookspecs
 from .errors import PluginError
 from .markers import PROJECT_NAME
-from .plugin_names import current_plugin_name
 from .registry import ComponentRegistry
 from .specs import REGISTRATION_HOOKS, ComponentSpec
 
@@ -49,6 +48,17 @@ ENV_NO_AUTOLOAD = "TOWNSQUARE_DISABLE_PLUGIN_AUTOLOAD"
 COMMAND_LINE_PLUGINS: ContextVar[tuple[str, ...]] = ContextVar("townsquare_command_line_plugins", default=())
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
+    # the built-in commands (each adds itself through townsquare_register_commands)
+    "townsquare.commands.run",
+    "townsquare.commands.resume",
+    "townsquare.commands.branch",
+    "townsquare.commands.interview",
+    "townsquare.commands.compare",
+    "townsquare.commands.ablate",
+    "townsquare.commands.export",
+    "townsquare.commands.plugins",
+    # the Ray backend for [engine] backend = "ray"
+    "townsquare.scaleout",
     # platforms and feeds
     "townsquare.platforms.in_memory",
     "townsquare.platforms.mastodon",
@@ -230,11 +240,10 @@ def make_plugin_manager(
     module paths. ``extra_plugins`` are ``(name, object)`` pairs registered as they are (the
     testing kit's inline plugins).
     """
-    enable = [current_plugin_name(n) for n in enable]
-    disable = [current_plugin_name(n) for n in disable]
-    env_disabled = [current_plugin_name(n.strip()) for n in os.environ.get(ENV_DISABLE, "").split(",") if n.strip()]
+    enable, disable = list(enable), list(disable)
+    env_disabled = [n.strip() for n in os.environ.get(ENV_DISABLE, "").split(",") if n.strip()]
     blocked = set(disable) | (set(env_disabled) - set(enable))
-    allowed = None if only is None else {current_plugin_name(n) for n in only} | {canonical_name(n) for n in enable} | set(enable)
+    allowed = None if only is None else set(only) | {canonical_name(n) for n in enable} | set(enable)
     if autoload is None:
         autoload = os.environ.get(ENV_NO_AUTOLOAD, "").strip() in ("", "0", "false", "no")
 

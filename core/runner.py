@@ -17,7 +17,6 @@ from .engine import Progress, Simulation, run_collector
 from .errors import RunStopped, UsageError
 from .lifecycle import RunSummary
 from .plugin_manager import COMMAND_LINE_PLUGINS, Plugins, canonical_name, make_plugin_manager, parse_plugin_options
-from .plugin_names import current_plugin_name
 from .rundir import RunDir, environment
 from .scenario import ResolvedScenario, apply_overrides, load_scenario, resolve
 from .secrets import is_secret_key
@@ -90,12 +89,12 @@ def start_run(
     scenario = load_scenario(scenario_path, overrides, plugins, seed=seed)
     with RunDir.claim(out, scenario.model.name) as run_dir:
         run_dir.write_manifest(new_manifest(scenario, plugins, overrides, plugin_options))
-        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options, simulation_class=simulation_class)
+        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options, simulation_class=simulation_class)
 
 
-def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_ready: Any, progress: Progress | None,
-          simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None,
-          simulation_class: type[Simulation] = Simulation) -> RunSummary:
+def play_scenario(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_ready: Any, progress: Progress | None,
+                  simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None,
+                  simulation_class: type[Simulation] = Simulation) -> RunSummary:
     """Build and run the simulation; the run counts as started once it is built."""
 
     def built() -> None:
@@ -105,10 +104,8 @@ def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_read
         if on_ready is not None:
             on_ready(scenario, run_dir)
 
-    if scenario.model.engine.backend == "ray":
-        from .ray_backend import RayBackend  # imports ray: only for the runs that use it
-
-        simulation_options = {"backend": RayBackend, **simulation_options}
+    if scenario.model.engine.backend != "local":
+        simulation_options = {"backend": engine_backend(plugins, scenario.model.engine.backend), **simulation_options}
     simulation = simulation_class(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
     try:
         with run_collector():
@@ -118,6 +115,15 @@ def _play(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_read
         # manifest, as a stop during a round does
         run_dir.update_manifest(status="stopped", stop_reason=exc.reason)
         raise
+
+
+def engine_backend(plugins: Plugins, name: str) -> Any:
+    """The class a plugin offers for ``[engine] backend = NAME`` (``townsquare_engine_backend``)."""
+    backend = plugins.hook.townsquare_engine_backend(name=name)
+    if backend is None:
+        raise UsageError(f"[engine] backend = {name!r}: no loaded plugin offers it (the built-in 'scaleout' offers 'ray';"
+                         " is it disabled with -p no:scaleout?)")
+    return backend
 
 
 def llm_overrides(spec: str | None) -> list[str]:
@@ -152,7 +158,7 @@ def load_run(path: str | Path, plugins: Plugins | None = None, extra_plugin_opti
 
 def recorded_plugins(manifest: dict[str, Any]) -> set[str]:
     """The plugins a run had loaded, by their current names."""
-    return {current_plugin_name(name) for name in manifest.get("plugins", {})}
+    return set(manifest.get("plugins", {}))
 
 
 def recorded_plugin_options(manifest: dict[str, Any]) -> list[str]:
@@ -177,23 +183,23 @@ def run_plugins(manifest: dict[str, Any], where: str, given: Iterable[str] = (),
     recorded = recorded_plugin_options(manifest)
     enable, disable = parse_plugin_options(recorded)
     used = recorded_plugins(manifest) if "plugins" in manifest else None
-    run_disabled = {current_plugin_name(name) for name in disable}
+    run_disabled = set(disable)
     added: list[str] = []
     for option in given:
         if option in recorded or option.strip() in recorded:
             continue
         now_enable, now_disable = parse_plugin_options([option])
         for name in now_disable:
-            if used is None or current_plugin_name(name) in used:
+            if used is None or name in used:
                 raise UsageError(f"{where}: -p no:{name} given now, but the run used plugin {name!r}; "
                                  f"a run is reopened with its own plugins ({_recorded_text(recorded)})")
         for name in now_enable:
-            short = current_plugin_name(canonical_name(name))
-            if short in run_disabled or current_plugin_name(name) in run_disabled:
+            short = canonical_name(name)
+            if short in run_disabled or name in run_disabled:
                 raise UsageError(f"{where}: -p {name} given now, but the run was made with -p no:{short}; "
                                  f"a run is reopened with its own plugins ({_recorded_text(recorded)}); "
                                  "townsquare branch -p ... makes a run that differs")
-            if used is not None and (short in used or current_plugin_name(name) in used):
+            if used is not None and (short in used or name in used):
                 added.append(name)  # the run had it (a run started from Python records no -p)
                 continue
             if continuing:
@@ -230,16 +236,12 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
                 manifest["overrides"] = manifest.get("overrides", []) + [redact_override(o) for o in overrides]
             run_dir.write_manifest({**manifest, "status": "running"})
 
-        from .branch_simulation import resume_options
-
         manifest = run_dir.read_manifest()
         done = int(manifest.get("rounds_completed", 0))
         if scenario.model.rounds < done:
             raise UsageError(f"--set rounds={scenario.model.rounds}: the run has already played {done} rounds; "
                              f"give at least {done} (a run is not shortened; townsquare branch --at starts one from an earlier round)")
-        branch = resume_options(manifest, int(manifest.get("rounds_completed", 0)))  # a branch stopped in its first round
-        options = {**simulation_options, **branch.pop("simulation_options", {})}
-        return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, options, resume=True, on_built=mark_running, **branch)
+        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options, resume=True, on_built=mark_running)
 
 
 def rerun(path: str | Path, out: str | Path, *, plugins: Plugins | None = None, progress: Progress | None = None,
@@ -252,4 +254,4 @@ def rerun(path: str | Path, out: str | Path, *, plugins: Plugins | None = None, 
         manifest = source_dir.read_manifest()
         with RunDir.claim(out, scenario.model.name) as run_dir:
             run_dir.write_manifest({**manifest, "replay_of": str(source_dir.path), "status": "running", "rounds_completed": 0})
-            return run_dir, _play(scenario, plugins, run_dir, on_ready, progress, simulation_options)
+            return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options)

@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .data_paths import resolve_data_references
 from .errors import ComponentError, ScenarioError
 from .persona import name_problem
-from .plugin_names import renamed_sections
 from .slots import check_resolved
 from .specs import AGENT_SLOTS, REQUIRED_AGENT_SLOTS, ComponentSpec
 
@@ -85,9 +84,10 @@ class EngineConfig(_Strict):
     #: how many of the newest checkpoints to keep; 0 keeps every one (``townsquare branch``
     #: can start from any round that has a checkpoint)
     keep_checkpoints: int = Field(3, ge=0)
-    #: where the agents' turns run: ``local`` (this process, under asyncio) or ``ray`` (agents
-    #: sharded over Ray actors; the same event log, see :mod:`townsquare.ray_backend`)
-    backend: Literal["local", "ray"] = "local"
+    #: where the agents' turns run: ``local`` (this process, under asyncio), ``ray`` (agents
+    #: sharded over Ray actors; the same event log, see :mod:`townsquare.scaleout.ray_backend`),
+    #: or a name another plugin offers (``townsquare_engine_backend``)
+    backend: str = Field("local", pattern=r"^[a-z][a-z0-9_]*$")
     #: with ``backend = "ray"``: the cluster to join (``ray://HOST:10001``, ``auto``); None
     #: starts a local one, or joins the one this process already started
     ray_address: str | None = None
@@ -160,6 +160,7 @@ class ScenarioModel(_Strict):
     knowledge: ComponentTable | None = None
     # Left out: every enabled metric whose priority is above 0 (the defaults).
     metrics: list[str] | None = None
+    interventions: list[str] = Field(default_factory=list)
     populations: list[PopulationConfig] = Field(min_length=1)
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
@@ -362,6 +363,7 @@ class ResolvedScenario:
     knowledge: Choice | None
     metrics: list[Choice]
     populations: list[ResolvedPopulation]
+    interventions: list[Choice] = field(default_factory=list)
     llm_middleware: list[Choice] = field(default_factory=list)
     #: True when the scenario has no [llm] table and the provider was chosen automatically.
     llm_auto: bool = False
@@ -375,6 +377,8 @@ class ResolvedScenario:
             rows.append({"scope": "run", "slot": "llm_middleware", "component": link.spec.name, "plugin": link.spec.plugin})
         for metric in self.metrics:
             rows.append({"scope": "run", "slot": "metric", "component": metric.spec.name, "plugin": metric.spec.plugin})
+        for intervention in self.interventions:
+            rows.append({"scope": "run", "slot": "intervention", "component": intervention.spec.name, "plugin": intervention.spec.plugin})
         for pop in self.populations:
             name = pop.config.name
             rows.append({"scope": name, "slot": "personas", "component": pop.personas.spec.name, "plugin": pop.personas.spec.plugin})
@@ -405,19 +409,6 @@ def _pick_slot(registry: Any, plugins: Any, source: str, key: str, slot: str, wa
         raise ScenarioError(source, f"{key}.slots.{slot}", str(exc)) from None
 
 
-def _current_names(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with renamed plugins' old names in ``[plugins.OLD]`` and ``config.OLD`` replaced."""
-    data = dict(data)
-    if isinstance(data.get("plugins"), dict):
-        data["plugins"] = renamed_sections(data["plugins"])
-    if isinstance(data.get("populations"), list):
-        data["populations"] = [
-            {**pop, "config": renamed_sections(pop["config"])} if isinstance(pop, dict) and isinstance(pop.get("config"), dict) else pop
-            for pop in data["populations"]
-        ]
-    return data
-
-
 #: the ``source`` of a scenario given as a dict (:func:`load_scenario`), in errors and the manifest
 DICT_SOURCE = "<scenario dict>"
 
@@ -437,7 +428,7 @@ def load_scenario(path: str | Path | Mapping[str, Any], overrides: list[str], pl
 
 
 def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> ResolvedScenario:
-    model = validate_scenario(resolve_data_references(_current_names(data), source), source)
+    model = validate_scenario(resolve_data_references(data, source), source)
     registry = plugins.registry
     plugin_sections = dict(model.plugins)
     for name, section in plugin_sections.items():
@@ -484,6 +475,9 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
         metrics = [choose("metric", "metrics", ComponentTable(name=m)) for m in default_metrics]
     else:
         metrics = [choose("metric", f"metrics[{i}]", ComponentTable(name=m)) for i, m in enumerate(model.metrics)]
+    # a listed intervention whose plugin is disabled (-p no:NAME) is left out: the ablation
+    interventions = [choose("intervention", f"interventions[{i}]", ComponentTable(name=n)) for i, n in enumerate(model.interventions)
+                     if registry.inactive.get(n) != "disabled" or n in registry.by_slot.get("intervention", {})]
 
     populations = []
     seen = set()
@@ -544,7 +538,7 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
     resolved = ResolvedScenario(
         model=model, source=source, base_dir=base_dir, data=data,
         platform=platform, recommender=recommender, embedder=embedder, llm=llm, knowledge=knowledge,
-        metrics=metrics, populations=populations, llm_middleware=middleware, llm_auto=llm_auto,
+        metrics=metrics, populations=populations, llm_middleware=middleware, llm_auto=llm_auto, interventions=interventions,
     )
     check_resolved(resolved)  # slot protocols of class factories, before anything is written
     return resolved

@@ -16,8 +16,6 @@ import os
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, field_validator
-
 from .errors import UsageError
 from .files import read_user_text
 
@@ -94,38 +92,3 @@ def resolve_secrets(*, env: str | None = None, file: str | None = None, base_dir
         if required:
             raise UsageError(f"{what}: environment variable {env} is not set")
     return []
-
-
-class EndpointConfig(BaseModel):
-    """Where an OpenAI-compatible endpoint is and where its keys live: the settings the LLM
-    provider ``openai`` and the embedder ``openai`` share (each adds its own)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    #: None: ``$OPENAI_BASE_URL`` (read by the SDK), else OpenAI
-    base_url: str | None = None
-    #: the environment variable holding the key ("" with no file: the endpoint takes no key)
-    api_key_env: str | None = "OPENAI_API_KEY"
-    #: a file of keys, one a line (relative to the scenario's folder); read instead of api_key_env
-    api_key_file: str | None = None
-
-    @field_validator("base_url")
-    @classmethod
-    def _an_http_url(cls, value: str | None) -> str | None:
-        """A URL the endpoint can be reached at, checked before any call (not retried per call)."""
-        if value is None:
-            return value
-        from urllib.parse import urlsplit
-
-        parts = urlsplit(value.strip())
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{value!r} is not an http(s) URL (e.g. http://127.0.0.1:8080/v1)")
-        remember_url_secrets(value)
-        return value.strip()
-
-    def api_keys(self, base_dir: str = ".", what: str = "API key") -> list[str]:
-        """The endpoint's keys (:func:`resolve_secrets`); never logged. A key in the URL's
-        user part (``http://user:KEY@host``, from ``$OPENAI_BASE_URL`` too) is a secret as well."""
-        if self.base_url:
-            remember_url_secrets(self.base_url)
-        return resolve_secrets(env=self.api_key_env, file=self.api_key_file, base_dir=base_dir, what=what)

@@ -17,7 +17,7 @@ Every memory tier implements :class:`~townsquare.memory.Memory` (remember, recal
 any policy that reads the tiers through ``agent_memory`` runs with any memory design; what a
 policy needs beyond that (Zhou's duplicate check) it declares in ``requires``.
 
-Lifecycle: a run-wide component (platform, recommender, metric, LLM middleware) or an agent
+Lifecycle: a run-wide component (platform, recommender, metric, intervention, LLM middleware) or an agent
 component that defines ``on_round_start(round, now)`` (plain or ``async``) is called at the
 start of every round, after the ``townsquare_on_round_start`` hook, with the round number and
 the round's simulated time as a ``datetime``. An age-based recommender reads ``now`` there
@@ -36,9 +36,9 @@ import structlog
 from .components import Component, PersonaContext, PersonaKnowledge, Planner, Policy, Reflector
 from .errors import ComponentError
 from .memory import MEMORY_TIERS, Memory, MemoryRetrieval
+from .interventions import Intervention
 from .metrics import Metric
 from .platform import Platform
-from .items import ItemRecommender
 from .recommender import Recommender
 
 log = structlog.get_logger("townsquare.slots")
@@ -55,11 +55,8 @@ SLOT_PROTOCOLS: dict[str, type] = {
     "platform": Platform,
     "recommender": Recommender,
     "metric": Metric,
+    "intervention": Intervention,
 }
-
-#: slot -> other protocols a component may implement instead (a recommender ranks posts on a
-#: social platform or items on the ``recsys`` platform)
-SLOT_ALTERNATIVES: dict[str, tuple[type, ...]] = {"recommender": (ItemRecommender,)}
 
 _PROTOCOL_BASES = {"Protocol", "Generic", "object"}
 _members_cache: dict[type, tuple[str, ...]] = {}
@@ -132,11 +129,9 @@ def check_component(component: Any, slot: str, spec: Any, where: str = "", proto
     """Raise :class:`ComponentError` when ``component`` (built from ``spec`` for ``slot``)
     lacks a method of its slot's protocol or of ``protocols``."""
     prefix = f"{where}: " if where else ""
-    for protocol in (SLOT_PROTOCOLS.get(slot, Component), *protocols):
+    # a spec may name the protocol its components implement instead of the slot's (an item recommender)
+    for protocol in (getattr(spec, "protocol", None) or SLOT_PROTOCOLS.get(slot, Component), *protocols):
         missing = missing_members(component, protocol)
-        if missing and protocol is SLOT_PROTOCOLS.get(slot) and any(
-                not missing_members(component, other) for other in SLOT_ALTERNATIVES.get(slot, ())):
-            continue
         if missing:
             raise ComponentError(
                 f"{prefix}{_describe(spec.name, spec.plugin)} in slot {slot} lacks {missing[0]}() of {protocol.__name__}"
@@ -178,9 +173,10 @@ def check_resolved(scenario: Any) -> None:
     for key, choice in (("platform", scenario.platform), ("recommender", scenario.recommender)):
         if inspect.isclass(choice.spec.factory):
             check_component(choice.spec.factory, key, choice.spec, key)
-    for choice in scenario.metrics:
-        if inspect.isclass(choice.spec.factory):
-            check_component(choice.spec.factory, "metric", choice.spec, "metrics")
+    for slot, choices in (("metric", scenario.metrics), ("intervention", scenario.interventions)):
+        for choice in choices:
+            if inspect.isclass(choice.spec.factory):
+                check_component(choice.spec.factory, slot, choice.spec, f"{slot}s")
 
 
 def _check_required(target: Any, spec: Any, slot: str, protocols: Iterable[type], by_slot: str, by_spec: Any, where: str) -> None:
@@ -193,12 +189,14 @@ def _check_required(target: Any, spec: Any, slot: str, protocols: Iterable[type]
             )
 
 
-def check_run_wide(scenario: Any, services: Any, metrics: list[tuple[str, Any]]) -> None:
-    """Check the run-wide components (platform, recommender, metrics) against their slots."""
+def check_run_wide(scenario: Any, services: Any, metrics: list[tuple[str, Any]], interventions: list[tuple[str, Any]]) -> None:
+    """Check the run-wide components (platform, recommender, metrics, interventions) against their slots."""
     check_component(services.platform, "platform", scenario.platform.spec, "platform")
     check_component(services.recommender, "recommender", scenario.recommender.spec, "recommender")
     for choice, (_, metric) in zip(scenario.metrics, metrics):
         check_component(metric, "metric", choice.spec, "metrics")
+    for choice, (_, intervention) in zip(scenario.interventions, interventions):
+        check_component(intervention, "intervention", choice.spec, "interventions")
 
 
 # --------------------------------------------------------------------------- lifecycle

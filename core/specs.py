@@ -84,8 +84,11 @@ class PlatformSpec(ComponentSpec):
 
 @dataclass
 class RecommenderSpec(ComponentSpec):
-    """Ranks candidate posts or items into a feed."""
+    """Ranks candidate posts or items into a feed. ``protocol``: what its components implement
+    instead of :class:`townsquare.recommender.Recommender` (an item recommender of the
+    ``recsys`` platform: :class:`townsquare.api.ItemRecommender`)."""
 
+    protocol: type | None = None
     kind: ClassVar[str] = "recommender"
 
 
@@ -196,6 +199,14 @@ class MetricSpec(ComponentSpec):
     kind: ClassVar[str] = "metric"
 
 
+@dataclass
+class InterventionSpec(ComponentSpec):
+    """A run-wide change at the start of chosen rounds. The factory returns a
+    :class:`townsquare.interventions.Intervention`."""
+
+    kind: ClassVar[str] = "intervention"
+
+
 #: registration hook name -> record type it returns
 REGISTRATION_HOOKS: dict[str, type[ComponentSpec]] = {
     "townsquare_register_platforms": PlatformSpec,
@@ -211,4 +222,5 @@ REGISTRATION_HOOKS: dict[str, type[ComponentSpec]] = {
     "townsquare_register_embedders": EmbedderSpec,
     "townsquare_register_knowledge_sources": KnowledgeSourceSpec,
     "townsquare_register_metrics": MetricSpec,
+    "townsquare_register_interventions": InterventionSpec,
 }

@@ -32,6 +32,8 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     seq INTEGER PRIMARY KEY, round INTEGER, agent_id TEXT, purpose TEXT, provider TEXT, model TEXT,
     status TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, latency_ms REAL, cost REAL, error TEXT,
     error_kind TEXT, mode TEXT);
+CREATE TABLE IF NOT EXISTS reflections (
+    seq INTEGER PRIMARY KEY, round INTEGER, agent_id TEXT, source TEXT, kind TEXT, text TEXT, ids TEXT);
 CREATE TABLE IF NOT EXISTS metrics (round INTEGER, name TEXT, value REAL, PRIMARY KEY (round, name));
 CREATE TABLE IF NOT EXISTS rounds (
     round INTEGER PRIMARY KEY, sim_time TEXT, active INTEGER, actions INTEGER, llm_calls INTEGER,
@@ -47,10 +49,11 @@ INSERTS = {
     "follows": "INSERT INTO follows (round, created_at, follower, followee, kind) VALUES (?,?,?,?,?)",
     "llm_calls": "INSERT INTO llm_calls (round, agent_id, purpose, provider, model, status, prompt_tokens, completion_tokens, latency_ms, cost, error, error_kind, mode) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "metrics": "INSERT OR REPLACE INTO metrics VALUES (?,?,?)",
+    "reflections": "INSERT INTO reflections (round, agent_id, source, kind, text, ids) VALUES (?,?,?,?,?,?)",
 }
 
 #: Tables that carry a ``round`` column and are truncated on resume.
-ROUND_TABLES = ("posts", "actions", "follows", "llm_calls", "metrics", "rounds")
+ROUND_TABLES = ("posts", "actions", "follows", "llm_calls", "reflections", "metrics", "rounds")
 
 #: Tables ``townsquare export`` writes, with the order of their rows.
 EXPORT_TABLES = {
@@ -59,6 +62,7 @@ EXPORT_TABLES = {
     "actions": "seq",
     "follows": "seq",
     "llm_calls": "seq",
+    "reflections": "seq",
     "metrics": "round, name",
 }
 
@@ -83,6 +87,11 @@ class EventStore:
     def add_agents(self, rows: list[tuple]) -> None:
         with self.transaction():
             self.db.executemany("INSERT OR REPLACE INTO agents VALUES (?,?,?,?,?,?,?,?)", rows)
+
+    def update_persona(self, agent_id: str, name: str, persona: dict[str, Any]) -> None:
+        """An agent's new persona (an intervention's), in its ``agents`` row at once."""
+        self.db.execute("UPDATE agents SET name = ?, persona = ? WHERE agent_id = ?",
+                        (name, json.dumps(persona, ensure_ascii=False), agent_id))
 
     def buffer(self, table: str, row: tuple) -> None:
         self._pending.setdefault(table, []).append(row)

@@ -7,9 +7,6 @@ read marks as one flat array with an offset per account (CSR), posts' authors, r
 targets as arrays; repeated strings (bios, post texts, timestamps) as a table of distinct values
 and an index array. The checkpoint codec (:mod:`townsquare.state`) writes each array as one
 base64 block, so a checkpoint costs a few copies of memory, not a JSON object per account.
-
-``load`` also reads the earlier layout (``version`` missing: a dict per account), so run
-directories written before it still resume.
 """
 
 from __future__ import annotations
@@ -17,12 +14,15 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .in_memory import InMemoryPlatform
+from townsquare.api import UsageError
+
+#: an :class:`~townsquare.platforms.in_memory.InMemoryPlatform`, whose columns this module reads
+#: and writes (in_memory imports this module, so this one does not import it back)
+InMemoryPlatform = Any
 
 VERSION = 2
 
@@ -55,7 +55,7 @@ def _column(values: array, dtype: Any) -> np.ndarray:
     return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype=dtype)
 
 
-def dump(p: "InMemoryPlatform") -> dict[str, Any]:
+def dump(p: InMemoryPlatform) -> dict[str, Any]:
     ids = list(p._accounts)
     number = p._number  # registration order, as ids
     bios, bio_index = _table(bio for _, bio in p._accounts.values())
@@ -93,17 +93,17 @@ def dump(p: "InMemoryPlatform") -> dict[str, Any]:
     }
 
 
-def load(p: "InMemoryPlatform", state: dict[str, Any]) -> None:
+def load(p: InMemoryPlatform, state: dict[str, Any]) -> None:
     """Restore ``state`` into ``p`` (already reset)."""
     if state.get("version") != VERSION:
-        _load_per_account(p, state)
-    else:
-        _load_columns(p, state)
+        raise UsageError(f"in-memory platform checkpoint: layout version {state.get('version')!r}, "
+                         f"this townsquare reads version {VERSION}")
+    _load_columns(p, state)
     if "rng" in state:
         p._rng.bit_generator.state = state["rng"]
 
 
-def _load_columns(p: "InMemoryPlatform", state: dict[str, Any]) -> None:
+def _load_columns(p: InMemoryPlatform, state: dict[str, Any]) -> None:
     accounts = state["accounts"]
     ids: list[str] = accounts["id"]
     bios = [sys.intern(bio) for bio in accounts["bios"]]
@@ -134,30 +134,3 @@ def _load_columns(p: "InMemoryPlatform", state: dict[str, Any]) -> None:
     for i, agent in enumerate(ids):
         if offsets[i + 1] > offsets[i]:
             p._reads[agent] = array("I", flat[offsets[i]:offsets[i + 1]].tobytes())
-
-
-def _load_per_account(p: "InMemoryPlatform", state: dict[str, Any]) -> None:
-    """The layout before version 2: a dict per account, post ids as strings."""
-    for agent, account in state.get("accounts", {}).items():
-        p._set_account(agent, account["display_name"], account["bio"])
-    posts = state.get("posts", {})
-    rows = zip(posts.get("author", []), posts.get("text", []), posts.get("round", []),
-               posts.get("created_at", []), posts.get("reply_to", []))
-    reblogs = {int(e): (agent, post_id) for e, agent, post_id in state.get("reblogs", [])}
-    # Replay posts and reblogs in their original order so "following" feeds keep it.
-    for position in range(len(posts.get("author", [])) + len(reblogs)):
-        if position in reblogs:
-            agent, post_id = reblogs[position]
-            p._add_reblog(agent, p._lookup(post_id))
-        else:
-            author, text, round, created, reply_to = next(rows)
-            p._add_post(author, text, int(round), created, p._lookup(reply_to))
-    for post_id, agents in state.get("likes", {}).items():
-        for agent in sorted(agents):
-            p._add_like(agent, p._lookup(post_id))
-    for agent, targets in state.get("following", {}).items():
-        p._following[agent] = set(targets)
-        for target in targets:
-            p._followers.setdefault(target, set()).add(agent)
-    for agent, indices in state.get("reads", {}).items():
-        p._reads[agent] = array("I", sorted({int(i) for i in indices}))

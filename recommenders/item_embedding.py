@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, Item, ItemInteractions, RecommenderSpec, hookimpl, normalize_rows
+from townsquare.api import BuildContext, Item, ItemInteractions, ItemRecommender, RecommenderSpec, hookimpl, normalize_rows
 
 from .item_ranking import order_items
 
@@ -87,4 +87,5 @@ def build_item_embedding(config: ItemEmbeddingConfig | None, ctx: BuildContext) 
 @hookimpl
 def townsquare_register_recommenders():
     return [RecommenderSpec("item_embedding", build_item_embedding, config_model=ItemEmbeddingConfig, priority=-10,
+                            protocol=ItemRecommender,
                             description="recsys items: closest to what the viewer watched (or its persona), by text embedding")]

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, Item, ItemInteractions, RecommenderSpec, hookimpl
+from townsquare.api import BuildContext, Item, ItemInteractions, ItemRecommender, RecommenderSpec, hookimpl
 
 from .item_ranking import order_items
 
@@ -182,5 +182,5 @@ def build_item_mf(config: ItemMFConfig | None, ctx: BuildContext) -> ItemMF:
 
 @hookimpl
 def townsquare_register_recommenders():
-    return [RecommenderSpec("item_mf", build_item_mf, config_model=ItemMFConfig, priority=-10,
+    return [RecommenderSpec("item_mf", build_item_mf, config_model=ItemMFConfig, protocol=ItemRecommender, priority=-10,
                             description="recsys items: implicit-feedback matrix factorisation (ALS), retrained each round")]

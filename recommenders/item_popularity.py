@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, Item, ItemInteractions, RecommenderSpec, hookimpl
+from townsquare.api import BuildContext, Item, ItemInteractions, ItemRecommender, RecommenderSpec, hookimpl
 
 
 class ItemPopularityConfig(BaseModel):
@@ -53,4 +53,5 @@ def build_item_popularity(config: ItemPopularityConfig | None, ctx: BuildContext
 @hookimpl
 def townsquare_register_recommenders():
     return [RecommenderSpec("item_popularity", build_item_popularity, config_model=ItemPopularityConfig, priority=-10,
+                            protocol=ItemRecommender,
                             description="recsys items: most watched (plus the data's rating counts) first")]

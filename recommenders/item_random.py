@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from townsquare.api import BuildContext, Item, ItemInteractions, RecommenderSpec, hookimpl
+from townsquare.api import BuildContext, Item, ItemInteractions, ItemRecommender, RecommenderSpec, hookimpl
 
 
 class ItemRandom:
@@ -36,5 +36,5 @@ def build_item_random(config: None, ctx: BuildContext) -> ItemRandom:
 
 @hookimpl
 def townsquare_register_recommenders():
-    return [RecommenderSpec("item_random", build_item_random, priority=-10,
+    return [RecommenderSpec("item_random", build_item_random, protocol=ItemRecommender, priority=-10,
                             description="recsys items: a uniform random sample of the catalogue")]

@@ -4,10 +4,10 @@ more randomness in the recommendations. From round ``from_round`` on, every ``ev
 viewer has not watched (the paper: one of five every round from round 20 in fig. 4a; every 1,
 5 or 10 rounds in fig. 4c; 1, 3 or 5 items in fig. 4d).
 
-:class:`RecStrategy` wraps any :class:`~townsquare.api.ItemRecommender`. The kernel has no
-intervention slot, so the scenario switches it on as a run-wide component of the metric list
-(``metrics = [..., "rec_strategy"]``): when built it wraps the platform's recommender, and each
-round it reports ``rec_strategy.active`` (1 in a round where pages are perturbed). The last
+:class:`RecStrategy` wraps any :class:`~townsquare.api.ItemRecommender`. The scenario lists it
+among its interventions (``interventions = ["rec_strategy"]``): when built it wraps the
+platform's recommender; it acts in the rounds where pages are perturbed, and each round it
+reports ``rec_strategy.active`` (1 in a round where pages are perturbed). The last
 ``n`` positions of each page are replaced (the paper does not say which; the best-ranked items
 stay first), by items drawn uniformly with the viewer's generator from the candidates not
 already in the ranking.
@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, ComponentError, Item, ItemInteractions, MetricSpec, RoundView, hookimpl
+from townsquare.api import BuildContext, ComponentError, InterventionSpec, Item, ItemInteractions, RoundView, RunSeams, hookimpl
 
 log = structlog.get_logger("townsquare.recommenders.rec_strategy")
 
@@ -89,14 +89,25 @@ def perturb(ranked: list[Item], candidates: Sequence[Item], page_size: int, n: i
 
 
 class RecStrategyIntervention:
-    """The run-wide component that installs :class:`RecStrategy` and reports it per round."""
+    """The intervention that installs :class:`RecStrategy`, acts in the rounds it perturbs the
+    pages and reports it per round."""
 
     def __init__(self, config: RecStrategyConfig, platform: Any):
         self.wrapper = RecStrategy(platform.recommender, config, getattr(platform, "page_size", 5))
         platform.recommender = self.wrapper
 
+    def acts_at(self, round: int) -> bool:
+        return self.wrapper.active(round)
+
+    async def intervene(self, seams: RunSeams, round: int) -> None:
+        """The wrapper perturbs this round's pages (it is told the round before any turn)."""
+        self.wrapper.round = round
+        log.debug("rec_strategy.perturbing", round=round, n=self.wrapper.config.n)
+
     def on_round_start(self, round: int, now: datetime) -> None:
-        self.wrapper.round = round  # the base recommender hears the round from the engine itself
+        # every round (where the turns run, a shard's copy too): the wrapper perturbs the pages
+        # of a round it is active in; the base recommender hears the round from the engine itself
+        self.wrapper.round = round
 
     async def measure(self, view: RoundView) -> dict[str, float]:
         return {"active": float(self.wrapper.active(view.round))}
@@ -116,6 +127,6 @@ def build_rec_strategy(config: RecStrategyConfig | None, ctx: BuildContext) -> R
 
 
 @hookimpl
-def townsquare_register_metrics():
-    return [MetricSpec("rec_strategy", build_rec_strategy, config_model=RecStrategyConfig,
+def townsquare_register_interventions():
+    return [InterventionSpec("rec_strategy", build_rec_strategy, config_model=RecStrategyConfig,
                        description="Rec-Strategy (RecAgent fig. 4): n random items per page every k rounds from round R")]

@@ -72,8 +72,9 @@ class FixedEmbedder:
 
 def make_ctx(components=None, llm=None, now=T0, embedder=None, name="Ada", sentences=("I hike.",), fields=None):
     agent = SimpleNamespace(id="a0", persona=Persona(name, list(sentences), dict(fields or {})), components=components or {})
-    return SimpleNamespace(agent=agent, now=now, llm=llm, round=0,
-                           embedder=EmbeddingCache(embedder or HashEmbedder()))
+    reflected: list[tuple] = []  # what StepContext.record_reflection would write to the reflections table
+    return SimpleNamespace(agent=agent, now=now, llm=llm, round=0, embedder=EmbeddingCache(embedder or HashEmbedder()),
+                           reflected=reflected, record_reflection=lambda source, kind, text="", ids=(): reflected.append((source, kind, text, list(ids))))
 
 
 def at(ctx, hours):

@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from helpers import ROOT, scenario_text
-from townsquare.ablate import Job, Variant, parse_variant, summarise
+from townsquare.commands.ablate import Job, Variant, parse_variant, summarise
 from townsquare.errors import UsageError
-from townsquare.stats import mean_interval, paired_test, welch_test
+from townsquare.api.stats import mean_interval, paired_test, welch_test
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -93,7 +93,7 @@ def test_summarise_pairs_runs_by_seed_or_tests_them_as_independent(tmp_path, mon
         def __init__(self, path):
             self.series = {"m": {0: values[(path.parent.name, int(path.name))]}}
 
-    monkeypatch.setattr("townsquare.ablate.read_series", Series)
+    monkeypatch.setattr("townsquare.commands.ablate.read_series", Series)
     paired = {r.variant: r for r in summarise(jobs, "base")}
     assert paired["base"].test is None and paired["v"].seeds == [1, 2, 3, 4]
     assert paired["v"].test == paired_test([1.2, 3.2, 2.2, 5.3], [1.0, 3.0, 2.0, 5.0])

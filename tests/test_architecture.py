@@ -40,16 +40,46 @@ def test_the_check_finds_a_kernel_module_that_imports_a_plugin(tmp_path, monkeyp
     (tmp_path / "plugins" / "report").mkdir(parents=True)
     (tmp_path / "plugins" / "report" / "__init__.py").write_text("")
     (tmp_path / "plugins" / "report" / "summary.py").write_text("")
-    (tmp_path / "core" / "cli.py").write_text("def report():\n    from townsquare.plugins.report.summary import line\n")
+    (tmp_path / "core" / "runner.py").write_text("def report():\n    from townsquare.plugins.report.summary import line\n")
     (tmp_path / "core" / "ok.py").write_text("PLUGINS = ('townsquare.plugins.report.summary',)\n")  # a name, not an import
     monkeypatch.setattr(import_graph, "ROOT", tmp_path)
     assert import_graph.forbidden_imports() == [
-        "core/cli.py:2: imports townsquare.plugins.report.summary (the kernel imports no plugin; add a hook and implement it in the plugin)",
+        "core/runner.py:2: imports townsquare.plugins.report.summary (only plugins import plugins; add a hook and implement it in the plugin)",
     ]
 
 
-def test_no_import_cycle_anywhere():
-    assert import_graph.cycles() == []
+def test_the_check_finds_the_kernel_or_the_cli_reaching_past_its_wall(tmp_path, monkeypatch):
+    """The kernel imports no command, no front end, not the testing kit (a type-only import
+    too); the CLI imports no command: commands are plugins."""
+    for folder in ("core", "cli", "commands", "testing"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "commands" / "ablate.py").write_text("")
+    (tmp_path / "cli" / "__init__.py").write_text("from townsquare.commands import ablate\n")
+    (tmp_path / "core" / "engine.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from townsquare.cli import main\n")
+    (tmp_path / "core" / "runner.py").write_text("def f():\n    from townsquare.testing import scripted\n")
+    monkeypatch.setattr(import_graph, "ROOT", tmp_path)
+    problems = import_graph.forbidden_imports()
+    assert sorted(p.split(" (")[0] for p in problems) == [
+        "cli/__init__.py:1: imports townsquare.commands.ablate",
+        "core/engine.py:3: imports townsquare.cli",
+        "core/runner.py:2: imports townsquare.testing",
+    ]
+
+
+def test_no_import_cycle_anywhere_but_the_commented_known_ones():
+    assert import_graph.unknown_cycles() == []
+    # every allowed cycle still exists: fold it out of the list once it is gone
+    assert set(import_graph.KNOWN_CYCLES) <= {tuple(c) for c in import_graph.cycles()}
+
+
+def test_a_type_only_import_counts(tmp_path, monkeypatch):
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "a.py").write_text("from . import b\n")
+    (tmp_path / "core" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:  # pragma: no cover\n    from .a import A\n")
+    monkeypatch.setattr(import_graph, "ROOT", tmp_path)
+    assert import_graph.unknown_cycles() == [["townsquare.a", "townsquare.b"]]
 
 
 def test_the_cycle_check_finds_a_cycle():
@@ -83,11 +113,9 @@ NAMED_APART = {"openai_embedder": "openai"}
 
 def test_one_name_per_thing_for_every_builtin_plugin():
     from townsquare.plugin_manager import DEFAULT_PLUGINS, canonical_name, make_plugin_manager
-    from townsquare.plugin_names import DEPRECATED_PLUGIN_NAMES
 
     names = [canonical_name(m) for m in DEFAULT_PLUGINS]
     assert len(names) == len(set(names)), "two built-in plugins share a name"
-    assert not set(DEPRECATED_PLUGIN_NAMES) & set(names) and set(DEPRECATED_PLUGIN_NAMES.values()) <= set(names)
     plugins = make_plugin_manager(autoload=False)
     wrong = []
     for name in names:
@@ -98,11 +126,3 @@ def test_one_name_per_thing_for_every_builtin_plugin():
             if component != NAMED_APART.get(name, name):
                 wrong.append(f"plugin {name} registers {component!r}")
     assert wrong == []
-
-
-@pytest.mark.parametrize("old,new", [("random_feed", "random"), ("social_policy", "social_agent")])
-def test_a_deprecated_name_means_the_new_plugin(old, new):
-    from townsquare.plugin_names import current_plugin_name, renamed_sections
-
-    assert current_plugin_name(old) == new and current_plugin_name(new) == new
-    assert renamed_sections({old: {"x": 1}}) == {new: {"x": 1}}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import scenario_text
-from townsquare.branch import Intervention, branch_run, parse_interventions
+from townsquare.commands.branch import BranchChange, branch_run, parse_interventions
 from townsquare.errors import UsageError
 from townsquare.runner import start_run
 
@@ -38,7 +38,7 @@ def table(run: Path, name: str, where: str = "") -> list[tuple]:
         db.close()
 
 
-TABLES = ("agents", "posts", "actions", "follows", "llm_calls", "metrics", "rounds")
+TABLES = ("agents", "posts", "actions", "follows", "llm_calls", "reflections", "metrics", "rounds")
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +109,9 @@ def test_branch_at_a_round_without_checkpoint_names_the_branchable_rounds(tmp_pa
 
 def test_bad_interventions_are_one_line_errors(parent, tmp_path):
     with pytest.raises(UsageError, match="no agent 'nobody'"):
-        branch_run(parent, 2, tmp_path / "b", interventions=[Intervention("memory", "nobody", "x")])
+        branch_run(parent, 2, tmp_path / "b", interventions=[BranchChange("memory", "nobody", "x")])
     with pytest.raises(UsageError, match="fills no memory slot"):
-        branch_run(parent, 2, tmp_path / "b", interventions=[Intervention("memory", "users-0001", "x")])
+        branch_run(parent, 2, tmp_path / "b", interventions=[BranchChange("memory", "users-0001", "x")])
     with pytest.raises(UsageError, match="no such persona file"):
         branch_run(parent, 2, tmp_path / "b", interventions=parse_interventions([("persona", "users-0001=/nope.txt")]))
     with pytest.raises(UsageError, match="expected AGENT=VALUE"):
@@ -135,7 +135,7 @@ def test_cli_branch_per_recommender(parent, tmp_path):
 
 def test_compare_prints_deltas_after_the_branch_point_and_plots(parent, tmp_path, capsys):
     from townsquare.cli import main
-    from townsquare.compare import compare_runs
+    from townsquare.commands.compare import compare_runs
 
     run_dir, _ = branch_run(parent, 3, tmp_path / "b", overrides=["plugins.scripted.policy_post_probability=1.0"])
     comparison = compare_runs([parent, run_dir.path])

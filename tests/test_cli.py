@@ -31,9 +31,10 @@ def test_plugins_json_lists_every_builtin_with_hooks_and_components():
     for module in DEFAULT_PLUGINS:
         row = listed[canonical_name(module)]
         assert row["status"] == "loaded" and row["source"] == "builtin" and row["version"] == __version__
-        # every built-in implements hooks; those that only add commands register no component
+        # every built-in implements hooks; those that only add commands or offer an engine
+        # backend register no component
         assert row["hooks"], row
-        assert row["components"] or row["hooks"] == ["townsquare_register_commands"], row
+        assert row["components"] or row["hooks"] in (["townsquare_register_commands"], ["townsquare_engine_backend"]), row
     assert {"slot": "platform", "name": "in_memory", "priority": 100} in listed["in_memory"]["components"]
     assert "townsquare_register_platforms" in listed["in_memory"]["hooks"]
 

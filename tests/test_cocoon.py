@@ -48,7 +48,8 @@ SCENARIO = """
 name = "cocoon-mini"
 seed = 3
 rounds = 6
-metrics = ["cocoon_entropy", "rec_strategy", "soc_strategy"]
+metrics = ["cocoon_entropy"]
+interventions = ["rec_strategy", "soc_strategy"]
 [activity]
 model = "always"
 [platform]

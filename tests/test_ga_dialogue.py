@@ -146,7 +146,7 @@ def test_a_repeated_line_ends_it_and_is_dropped():
 def test_unusable_turns_get_a_repair_then_end_the_conversation():
     world, a, b = two_agents({"dialogue.turn": "I would say hello"})
     failures = []
-    world.llm.on_parse_failure = lambda request, answer: failures.append(request.purpose)
+    world.llm.on_parse_failure = lambda request, answer, kind: failures.append(request.purpose)
     transcript = converse(world, a, b)
     assert transcript.ended == "no_answer" and transcript.turns == []
     assert world.recorder.purposes().count("dialogue.turn.repair") == 1 and failures == ["dialogue.turn"]

@@ -184,7 +184,7 @@ def test_strokes_beyond_eight_are_cut_and_too_few_are_repaired_then_replaced():
     ten = plan(*[(f"{i + 6}:00", f"task {i}") for i in range(1, 11)])
     world, agent, planner = planner_world(dict(GOOD, **{"plan.day": ten}))
     failures = []
-    world.llm.on_parse_failure = lambda request, answer: failures.append(request.purpose)
+    world.llm.on_parse_failure = lambda request, answer, kind: failures.append(request.purpose)
     run(planner.ensure_day(world.ctx(agent, 0)))
     assert len(planner.strokes) == 8 and planner.source == "cut" and failures == ["plan.day"]
     assert (planner.strokes[-1].text, planner.strokes[-1].minute) == ("task 8", 14 * 60)

@@ -41,9 +41,13 @@ def test_threshold_is_strictly_greater_than_150():
     assert reflector.pending_importance(stream) == 150.0
     run(reflector.reflect(at(ctx, 3)))
     assert reflector.reflections == 0 and not [p for p in ctx.llm.purposes() if p.startswith("reflection")]
+    assert ctx.reflected == []
     run(stream.remember(at(ctx, 4), [MemoryRecord("one more thing", importance=1)]))  # 151
     run(reflector.reflect(ctx))
     assert reflector.reflections == 1 and reflector.last == ctx.now
+    [(source, kind, text, ids)] = ctx.reflected  # one reflections row: the insights it wrote (the stream keeps copies)
+    assert (source, kind, ids) == ("park_reflection", "reflection", [])
+    assert text.split("\n") == [r.text for r in stream.records if r.kind == "reflection"]
 
 
 def test_counter_restarts_after_a_reflection():

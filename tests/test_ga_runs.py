@@ -54,6 +54,13 @@ def test_example_runs_with_parks_components(make_plugins, write_scenario, run_sc
             assert 1 <= record["importance"] <= 10
     purposes = {row[0] for row in read_table(run_dir.path, "llm_calls") for row in [row[3:4]]}
     assert {"importance", "decide", "reflection.questions", "reflection.insights"} <= purposes
+    # every reflection is a row of the reflections table: what it wrote and the records it added
+    reflections = read_table(run_dir.path, "reflections")
+    assert reflections and {row[3:5] for row in reflections} == {("park_reflection", "reflection")}
+    for agent, state in streams.items():  # the insights the stream keeps, as the rows say, in order
+        written = [line for row in reflections if row[2] == agent and row[5] for line in row[5].split("\n")]
+        assert written == [r["text"] for r in state["records"] if r["kind"] == "reflection"]
+    assert "\n".join(["I enjoy cooking for others", "I talk about music"] * 3) in {row[5] for row in reflections}
 
 
 @pytest.mark.parametrize("plugin,slot,fallback", [
@@ -102,7 +109,7 @@ def test_export_writes_the_memories_table(make_plugins, write_scenario, run_scen
     import csv
     import json
 
-    from townsquare.export import export_run
+    from townsquare.commands.export import export_run
 
     run_dir, _ = run_scenario(example(write_scenario), plugins=make_plugins(enable=[SCRIPTED]))
     written = export_run(run_dir.events_path, "csv", tmp_path / "export")

@@ -15,8 +15,9 @@ from click.testing import CliRunner
 
 from helpers import ROOT, read_table, scenario_text
 from townsquare import hookimpl, hookspecs
+from townsquare.actions import Action
 from townsquare.specs import (
-    EmbedderSpec, KnowledgeSourceSpec, LLMProviderSpec, MemorySpec, MetricSpec, PersonaComponentSpec,
+    EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMProviderSpec, MemorySpec, MetricSpec, PersonaComponentSpec,
     PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec, ReflectorSpec,
 )
 
@@ -123,6 +124,20 @@ def test_hook_townsquare_register_metrics(make_plugins, write_scenario, run_scen
     assert read_table(run_dir.path, "metrics") == [(0, "x_count.seen", 3.0)]
 
 
+def test_hook_townsquare_register_interventions(make_plugins, write_scenario, run_scenario):
+    class Outside(_Thing):
+        def acts_at(self, round):
+            return round == 1
+
+        async def intervene(self, seams, round):
+            await seams.platform.register_account("outside", "outside", "not an agent")
+            await seams.apply(Action(agent_id="outside", kind="post", text="hello from outside"), round)
+
+    plugins = _registers(make_plugins, "townsquare_register_interventions", InterventionSpec("x_outside", Outside))
+    run_dir, _ = run_scenario(write_scenario(scenario_text(rounds=2, top='interventions = ["x_outside"]')), plugins=plugins)
+    assert [(row[2], row[4]) for row in read_table(run_dir.path, "posts") if row[1] == "outside"] == [(1, "hello from outside")]
+
+
 class _Recorder:
     """An observer plugin that records every lifecycle hook call."""
 
@@ -197,6 +212,29 @@ def test_hook_townsquare_on_round_end(make_plugins, write_scenario, run_scenario
 def test_hook_townsquare_on_run_end(make_plugins, write_scenario, run_scenario):
     calls = _observed(make_plugins, write_scenario, run_scenario, rounds=2)
     assert calls[-1] == ("run_end", 2)
+
+
+def test_hook_townsquare_engine_backend(make_plugins, write_scenario, run_scenario):
+    """A plugin's backend is asked to play the run named ``[engine] backend``; one that declines
+    (``plays`` false) leaves the turns to this process, and the run finishes as usual."""
+    asked = []
+
+    class Probe:
+        @staticmethod
+        def plays(sim):
+            asked.append(sim.scenario.model.engine.backend)
+            return False
+
+    class Backends:
+        plugin_name = "probe_backend"
+
+        @hookimpl
+        def townsquare_engine_backend(self, name):
+            return Probe if name == "probe" else None
+
+    path = write_scenario(scenario_text(rounds=1, extra='[engine]\nbackend = "probe"\n'))
+    _, summary = run_scenario(path, plugins=make_plugins(Backends()))
+    assert asked == ["probe"] and summary.rounds_completed == 1
 
 
 def test_hook_townsquare_register_commands(make_plugins):

@@ -249,20 +249,12 @@ def test_plugin_registers_in_memory_and_uses_the_services_recommender():
         InMemoryConfig(home_source="friends")
 
 
-def test_a_checkpoint_in_the_per_account_layout_still_loads():
-    """Run directories written before the columnar layout resume."""
-    old = {
-        "accounts": {"a": {"display_name": "A", "bio": ""}, "b": {"display_name": "B", "bio": "hi"}},
-        "posts": {"author": ["a", "b"], "text": ["hello world", "hi back"], "round": [0, 0],
-                  "created_at": ["t0", "t0"], "reply_to": [None, "p1"]},
-        "likes": {"p1": ["b"]}, "reblogs": [[2, "b", "p1"]], "following": {"b": ["a"]},
-        "reads": {"b": [0, 1]},
-    }
+def test_a_checkpoint_in_another_layout_is_a_clear_error():
+    """One checkpoint layout (version 2, columnar): any other is refused with its version, not
+    half-loaded."""
+    from townsquare.errors import UsageError
+
+    old = {"accounts": {"a": {"display_name": "A", "bio": ""}}, "posts": {"author": []}}
     p = InMemoryPlatform(InMemoryConfig(home_source="following"))
-    p.set_state(old)
-    (post,) = run(p.home_timeline("b", limit=10)) or [None]
-    assert post is None  # b read both posts
-    view = run(p.get_post("p1"))
-    assert (view.likes, view.reblogs, view.replies, view.author_followers) == (1, 1, 1, 1)
-    assert run(p.profile("b")).bio == "hi"
-    assert _as_json(p.get_state())["reblogs"] == {"event": [2], "account": [1], "post": [0]}
+    with pytest.raises(UsageError, match=r"^in-memory platform checkpoint: layout version None, this townsquare reads version 2$"):
+        p.set_state(old)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from townsquare.errors import UsageError
-from townsquare.interview import interview
+from townsquare.commands.interview import interview
 from townsquare.runner import start_run
 
 from test_sa_policy_e2e import scenario as zhou_scenario
@@ -95,7 +95,7 @@ def test_interview_errors(zhou_run):
 
 def test_memory_injected_by_a_branch_is_recalled_in_an_interview_with_parks_stream(tmp_path):
     """Park's memory stream: what the agent observed and a memory a branch handed it."""
-    from townsquare.branch import branch_run, parse_interventions
+    from townsquare.commands.branch import branch_run, parse_interventions
 
     from helpers import ROOT
     from test_ga_runs import RULES

@@ -10,12 +10,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from townsquare.api import LLMFatal
 from townsquare.errors import RunStopped
 from townsquare.llm import LLMRequest, LLMResponse, Message
 from townsquare.plugins.llm.llm_budget import BudgetConfig, LLMBudget
 from townsquare.plugins.llm.llm_cache import CACHE_FILE, CacheConfig, LLMCache, ReplayMiss
 from townsquare.plugins.llm.llm_concurrency import ConcurrencyConfig, LLMConcurrency
-from townsquare.plugins.llm.llm_retry import LLMRetry, LLMUnavailable, RetryConfig, classify
+from townsquare.plugins.llm.llm_retry import LLMRetry, RetryConfig, classify
 from townsquare.testing.llm_chain import build_chain, build_context
 
 
@@ -303,14 +304,14 @@ def test_retry_honours_retry_after(headers, wait):
 
 def test_retry_backs_off_with_seeded_full_jitter_and_caps_attempts():
     chain, slept = retry_chain(Flaky(*[HTTPError(500) for _ in range(9)]), attempts=5, base_delay_s=1.0, max_delay_s=3.0)
-    with pytest.raises(LLMUnavailable) as stop:
+    with pytest.raises(LLMFatal) as stop:
         ask(chain, "p")
     assert isinstance(stop.value, RunStopped)
     assert stop.value.reason == "LLM call failed 5 times (text for users-0001); last: LLM provider 'sampler': HTTP 500 server: HTTP 500"
     assert chain.statuses() == ["error"] * 5  # every failed attempt has its row
     assert len(slept) == 4 and all(0 <= s <= cap for s, cap in zip(slept, [1, 2, 3, 3]))
     same_seed, again = retry_chain(Flaky(*[HTTPError(500) for _ in range(9)]), attempts=5, base_delay_s=1.0, max_delay_s=3.0)
-    with pytest.raises(LLMUnavailable):
+    with pytest.raises(LLMFatal):
         ask(same_seed, "p")
     assert again == slept  # the jitter comes from the run's seed
 
@@ -323,7 +324,7 @@ def test_retry_retries_transient_errors(error):
 
 def test_retry_does_not_retry_a_rejected_request_or_a_bug():
     chain, slept = retry_chain(Flaky(HTTPError(400)))
-    with pytest.raises(LLMUnavailable, match=r"^LLM endpoint refused the request \(text for users-0001\), not retried: "
+    with pytest.raises(LLMFatal, match=r"^LLM endpoint refused the request \(text for users-0001\), not retried: "
                                              r"LLM provider 'sampler': HTTP 400 rejected: HTTP 400$"):
         ask(chain, "p")
     assert slept == [] and chain.statuses() == ["error"]
@@ -342,7 +343,7 @@ def test_an_unknown_provider_exception_is_retried_then_stops_cleanly():
     assert ask(chain, "p") == ["p#3"] and len(slept) == 2
     assert [(r.status, r.kind) for r in chain.records] == [("error", "unknown"), ("error", "unknown"), ("ok", None)]
     chain, _ = retry_chain(Flaky(*[SDKHiccup("down") for _ in range(3)]), attempts=3)
-    with pytest.raises(LLMUnavailable, match=r"failed 3 times .* unknown: down$"):
+    with pytest.raises(LLMFatal, match=r"failed 3 times .* unknown: down$"):
         ask(chain, "p")
 
 

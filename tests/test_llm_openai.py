@@ -10,9 +10,10 @@ import logging
 import pytest
 import structlog
 
+from townsquare.api import LLMFatal
 from townsquare.errors import UsageError
 from townsquare.plugins.llm.openai import OpenAIConfig, OpenAIProvider, connection_budget
-from townsquare.plugins.llm.llm_retry import LLMRetry, LLMUnavailable, RetryConfig
+from townsquare.plugins.llm.llm_retry import LLMRetry, RetryConfig
 from townsquare.plugins.llm.openai_transport import TRANSPORTS
 from townsquare.testing.fault_server import FaultServer
 from townsquare.testing.llm_chain import build_chain, build_context
@@ -156,7 +157,7 @@ def retrying(provider, attempts: int):
 def test_retry_after_from_a_real_rate_limit_error():
     with FaultServer(rate_429=1.0, retry_after_s=3) as limited:
         chain, slept = retrying(provider_for(limited.base_url), attempts=3)
-        with pytest.raises(LLMUnavailable, match=r"failed 3 times \(text for users-0001\); last: http://127\.0\.0\.1:\d+/v1/"
+        with pytest.raises(LLMFatal, match=r"failed 3 times \(text for users-0001\); last: http://127\.0\.0\.1:\d+/v1/"
                                                  r"chat/completions: HTTP 429 rate_limit: Rate limit reached"):
             run(lambda: chain.client.text("hello there"))
         assert slept == [3.0, 3.0] and limited.counts["429"] == 3
@@ -166,14 +167,14 @@ def test_retry_after_from_a_real_rate_limit_error():
 def test_a_hang_times_out_and_is_retried():
     with FaultServer(rate_hang=1.0, hang_s=5) as hanging:
         chain, slept = retrying(provider_for(hanging.base_url, timeout_s=0.2), attempts=2)
-        with pytest.raises(LLMUnavailable, match="timeout: Request timed out"):
+        with pytest.raises(LLMFatal, match="timeout: Request timed out"):
             run(lambda: chain.client.text("hello there"))
         assert len(slept) == 1 and [r.error for r in chain.records] == ["APITimeoutError: Request timed out."] * 2
 
 
 def test_a_wrong_url_is_rejected_without_retries(server):
     chain, slept = retrying(provider_for(server.base_url.removesuffix("/v1")), attempts=5)
-    with pytest.raises(LLMUnavailable, match=r"refused the request .* not retried: http://127\.0\.0\.1:\d+/chat/completions: "
+    with pytest.raises(LLMFatal, match=r"refused the request .* not retried: http://127\.0\.0\.1:\d+/chat/completions: "
                                              r"HTTP 404 not_found"):
         run(lambda: chain.client.text("hello there"))
     assert slept == []

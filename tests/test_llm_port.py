@@ -48,7 +48,7 @@ def test_choose_repairs_once_then_defaults():
     provider = Canned("I love this", "follow everyone now")
     failures = []
     llm = client(provider)
-    llm.on_parse_failure = lambda request, answer: failures.append((request.purpose, request.agent_id, answer))
+    llm.on_parse_failure = lambda request, answer, kind: failures.append((request.purpose, request.agent_id, answer))
     assert asyncio.run(llm.choose("p", ["like", "skip"], purpose="like", default="skip")) == "skip"
     assert failures == [("like", "a1", "follow everyone now")]
 

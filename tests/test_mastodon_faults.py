@@ -35,7 +35,7 @@ def test_5xx_and_timeouts_are_retried_without_duplicates(mock, tmp_path):
         first = await platform.apply_batch([Action("a-1", "post", text="after two 500s")], 0, NOW)
         mock.fault({"match": {"methods": ["POST"], "path": "/api/v1/statuses"}, "effect": {"type": "latency", "delay_ms": 1500}, "count": 1})
         second = await platform.apply_batch([Action("a-1", "post", text="after a timeout")], 1, NOW)
-        retries = platform.transport.stats["retries"]
+        retries = platform.conn.transport.stats["retries"]
         await platform.aclose()
         return first, second, retries
 
@@ -56,7 +56,7 @@ def test_429_waits_for_the_reset_time(mock, tmp_path):
         result = await platform.apply_batch([Action("a-1", "post", text="patient")], 0, NOW)
         waited = time.monotonic() - started
         later = await platform.apply_batch([Action("a-1", "post", text="after the reset")], 1, NOW)
-        stats = dict(platform.transport.stats)
+        stats = dict(platform.conn.transport.stats)
         await platform.aclose()
         return result, waited, later, stats
 
@@ -156,9 +156,9 @@ def test_a_lost_sign_up_answer_is_recovered_with_one_account(mock, proxy, tmp_pa
         platform = make(proxy, tmp_path)
         await register(platform, ("a-1", "a-2"))
         result = await platform.apply_batch([Action("a-1", "post", text="still me")], 0, NOW)
-        me = mock.client(platform.accounts["a-1"].token).me()
+        me = mock.client(platform.conn.accounts["a-1"].token).me()
         await platform.aclose()
-        return result, me, platform.accounts["a-1"]
+        return result, me, platform.conn.accounts["a-1"]
 
     result, me, account = asyncio.run(go())
     assert proxy.counts[fault] == 1
@@ -183,7 +183,7 @@ def test_a_sign_up_lost_by_a_stopped_run_is_recovered_on_resume(mock, proxy, tmp
         platform = make(proxy, tmp_path)
         await register(platform, ("a-1",))
         await platform.aclose()
-        return platform.accounts["a-1"]
+        return platform.conn.accounts["a-1"]
 
     account = asyncio.run(resumed())
     assert accounts_on(mock) == 1 and str(mock.client(account.token).me().id) == account.remote_id
@@ -204,20 +204,20 @@ def test_a_lost_sign_up_answer_without_password_logins_goes_on_under_a_new_usern
         platform = make(proxy, tmp_path, request_timeout=0.3 if fault == "hang_after" else 5)
         await register(platform, ("a-1", "a-2"))
         result = await platform.apply_batch([Action("a-1", "post", text="me, renamed")], 0, NOW)
-        me = mock.client(platform.accounts["a-1"].token).me()
+        me = mock.client(platform.conn.accounts["a-1"].token).me()
         await platform.aclose()
         return platform, result, me
 
     platform, result, me = asyncio.run(go())
     username = f"ts{journal_of(tmp_path).run_key[:6]}_a_1"
     assert proxy.counts[fault] == 1 and result[0].ok
-    assert me.username == f"{username}_2" and str(me.id) == platform.accounts["a-1"].remote_id
+    assert me.username == f"{username}_2" and str(me.id) == platform.conn.accounts["a-1"].remote_id
     journal = journal_of(tmp_path)
     assert [(o["username"], o["agent_id"]) for o in journal.orphans()] == [(username, "a-1")]
     assert "refuses password logins" in journal.orphans()[0]["reason"]
     journal.close()
     assert accounts_on(mock) == 3  # a-1, its orphan, a-2
-    password = [p for _, p in platform.store.pending.values()]
+    password = [p for _, p in platform.conn.store.pending.values()]
     assert not any(p in str(journal_of(tmp_path).orphans()) for p in password)
 
     lines = []
@@ -246,7 +246,7 @@ def test_a_sign_up_lost_by_a_stopped_run_goes_on_renamed_on_resume(mock, proxy, 
         return platform
 
     platform = asyncio.run(resumed())
-    assert accounts_on(mock) == 2 and mock.client(platform.accounts["a-1"].token).me().username.endswith("_a_1_2")
+    assert accounts_on(mock) == 2 and mock.client(platform.conn.accounts["a-1"].token).me().username.endswith("_a_1_2")
     assert [o["agent_id"] for o in journal_of(tmp_path).orphans()] == ["a-1"]
 
 
@@ -254,11 +254,11 @@ def test_a_username_someone_else_took_is_passed_over(mock, tmp_path):
     """A username taken by an account the run did not make: no orphan (it is not the run's),
     the agent takes its next username."""
     platform = make(mock, tmp_path)
-    taken = f"ts{platform.journal.run_key[:6]}_a_1"
+    taken = f"ts{platform.conn.journal.run_key[:6]}_a_1"
     mock._request("POST", "/api/v1/_mock/dev_user", {"username": taken})
     asyncio.run(register(platform, ("a-1",)))
     asyncio.run(platform.aclose())
-    assert mock.client(platform.accounts["a-1"].token).me().username == f"{taken}_2"
+    assert mock.client(platform.conn.accounts["a-1"].token).me().username == f"{taken}_2"
     assert journal_of(tmp_path).orphans() == []
 
 
@@ -308,7 +308,7 @@ def test_faults_before_the_server_on_sign_up_are_retried(mock, proxy, tmp_path):
 
     platform = asyncio.run(go())
     assert set(proxy.counts) == {"html_502", "reset", "ratelimit", "ratelimit_bare"}
-    assert accounts_on(mock) == 4 and len({a.remote_id for a in platform.accounts.values()}) == 4
+    assert accounts_on(mock) == 4 and len({a.remote_id for a in platform.conn.accounts.values()}) == 4
 
 
 def test_a_refused_token_stops_cleanly_without_echoing_it(mock, tmp_path):
@@ -327,7 +327,7 @@ def test_a_refused_token_stops_cleanly_without_echoing_it(mock, tmp_path):
         try:
             await platform.apply_batch([Action("a-1", "post", text="hello")], 0, NOW)
         finally:
-            assert platform.transport.stats["retries"] == 0
+            assert platform.conn.transport.stats["retries"] == 0
             await platform.aclose()
 
     with pytest.raises(RunStopped) as info:

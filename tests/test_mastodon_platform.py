@@ -155,14 +155,14 @@ def test_replay_answers_from_the_journal_and_hides_the_future(mock, tmp_path):
     async def replay(checkpoint):
         platform = make(mock, tmp_path)
         await register(platform)
-        registered = platform.transport.stats["requests"]
+        registered = platform.conn.transport.stats["requests"]
         platform.set_state(checkpoint)
         seen = [summary(v) for v in await platform.home_timeline("a-2", 10)]
         profile = await platform.profile("a-1")
         following = await platform.following("a-3")
-        reads = platform.transport.stats["requests"]
+        reads = platform.conn.transport.stats["requests"]
         results = await platform.apply_batch(round_1, 1, NOW)
-        writes = platform.transport.stats["requests"] - reads
+        writes = platform.conn.transport.stats["requests"] - reads
         await platform.aclose()
         return registered, seen, profile, following, results, writes
 
@@ -186,12 +186,12 @@ def test_a_lost_answer_is_reconciled_not_resent(mock, tmp_path):
         await register(platform, ("a-1", "a-2"))
         await platform.apply_batch([Action("a-1", "post", text="first")], 0, NOW)
         checkpoint = json.loads(json.dumps(platform.get_state()))
-        journal = platform.journal
-        first_remote = platform.state.remote[0]
+        journal = platform.conn.journal
+        first_remote = platform.conn.state.remote[0]
         journal.intend(1, 0, like, fingerprint(like), None, first_remote)
         journal.intend(1, 1, post, fingerprint(post), "statuses", None)
-        mock.client(platform.accounts["a-2"].token).status_favourite(first_remote)
-        made = mock.client(platform.accounts["a-1"].token).status_post("did this arrive?", visibility="private")
+        mock.client(platform.conn.accounts["a-2"].token).status_favourite(first_remote)
+        made = mock.client(platform.conn.accounts["a-1"].token).status_post("did this arrive?", visibility="private")
         await platform.aclose()
         return checkpoint, str(made.id)
 
@@ -235,7 +235,7 @@ def test_state_round_trips_without_tokens(mock, tmp_path):
         await register(platform)
         await platform.apply_batch(ROUND_0 + [Action("a-2", "browse", post_ids=("p1",))], 0, NOW)
         state = platform.get_state()
-        tokens = [a.token for a in platform.accounts.values()]
+        tokens = [a.token for a in platform.conn.accounts.values()]
         other = make(mock, tmp_path)
         await register(other)
         other.set_state(json.loads(json.dumps(state)))

@@ -144,22 +144,22 @@ def test_p_no_component_name_is_an_error_naming_its_plugin():
         make_plugin_manager(disable=["jsonl"], autoload=False)
 
 
-def test_an_old_plugin_name_still_works_with_one_warning(make_plugins, write_scenario):
-    """Renamed plugins keep their old names as deprecated aliases."""
-    from townsquare import plugin_names
+def test_an_old_plugin_name_is_an_unknown_name(make_plugins, write_scenario):
+    """Plugins have one name each: a name from before a rename means nothing (``-p no:OLD``
+    warns like any unknown name; ``[plugins.OLD]`` is an error naming the section)."""
+    from structlog.testing import capture_logs
+
+    from townsquare.errors import ScenarioError
     from townsquare.scenario import load_scenario
 
     from helpers import scenario_text
 
-    from structlog.testing import capture_logs
-
-    plugin_names._warned.discard("random_feed")
     with capture_logs() as logs:
-        assert make_plugin_manager(disable=["random_feed"], autoload=False).infos["random"].status == "disabled"
-        assert make_plugin_manager(disable=["random_feed"], autoload=False).infos["random"].status == "disabled"
-    assert [(e["event"], e["old"], e["new"]) for e in logs if e["event"] == "plugin.renamed"] == [("plugin.renamed", "random_feed", "random")]
+        assert make_plugin_manager(disable=["random_feed"], autoload=False).infos["random"].status == "loaded"
+    assert [e["plugin"] for e in logs if e["event"] == "plugin.unknown_disabled"] == ["random_feed"]
     path = write_scenario(scenario_text(rounds=1, extra='[plugins.hash_embedder]\ndim = 16\n'))
-    assert load_scenario(path, [], make_plugins()).embedder.config.dim == 16
+    with pytest.raises(ScenarioError, match=r"plugins.hash_embedder: no plugin named 'hash_embedder' is installed"):
+        load_scenario(path, [], make_plugins())
 
 
 def test_p_no_unknown_name_is_only_a_warning():

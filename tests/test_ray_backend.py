@@ -70,7 +70,7 @@ def test_scripted_model_same_log_as_one_process(ray_cluster, write_scenario, run
 def test_records_taken_in_while_the_shards_turn_give_the_same_log(ray_cluster, write_scenario, run_scenario, monkeypatch):
     """The driver takes in the shards' LLM records and journal writes while they take their
     turns (every ``DRAIN_SECONDS``); each agent's calls still land in their order."""
-    from townsquare import ray_backend
+    from townsquare.scaleout import ray_backend
 
     drained: list[int] = []
     ingest, drain = ray_backend.RayBackend._ingest, ray_backend.RayBackend._drain
@@ -106,7 +106,7 @@ def test_a_shard_sends_its_records_at_a_quiet_moment_and_nothing_once_its_turns_
     import asyncio
     import time
 
-    from townsquare.ray_shard import Shard
+    from townsquare.scaleout.ray_shard import Shard
 
     shard = Shard.__new__(Shard)
     shard.round, shard.records, shard._last_record, shard._turning = 1, [], 0.0, False
@@ -193,7 +193,7 @@ def test_budget_stops_at_the_same_call_as_one_process(ray_cluster, write_scenari
 
 
 def test_branch_of_a_sharded_run_equals_the_single_process_branch(ray_cluster, write_scenario, run_scenario, make_plugins, tmp_path):
-    from townsquare.branch import branch_run, parse_interventions
+    from townsquare.commands.branch import branch_run, parse_interventions
 
     path = write_scenario(baseline_text(rounds=4))
     logs = []
@@ -260,6 +260,7 @@ def test_generative_agents_same_log_and_state_as_one_process(ray_cluster, ga_ref
     assert DriverAgents.components == [0]
     assert event_log(sharded.path) == event_log(one.path)
     assert {"observation", "reflection"} <= {r["kind"] for s in agents_state(one).values() for r in s["memory.stream"]["records"]}
+    assert event_log(one.path)["reflections"]  # recorded in the shards, written by the driver in the same order
     assert journal(sharded.path) == journal(one.path)
     assert agents_state(sharded) == agents_state(one)
     files = sorted(p.name for p in (sharded.path / "checkpoints").iterdir())
@@ -325,7 +326,7 @@ def test_resume_with_another_number_of_shards_rebalances_the_agents(ray_cluster,
 def test_branch_changes_agents_in_their_shards(ray_cluster, ga_reference, run_scenario, tmp_path):
     """A branch's persona and memory interventions reach the agent in the shard that holds it:
     the branch's log equals the single process's branch."""
-    from townsquare.branch import branch_run, parse_interventions
+    from townsquare.commands.branch import branch_run, parse_interventions
 
     path, one = ga_reference
     sharded, _ = run_scenario(path, overrides=RAY, plugin_options=[SCRIPTED_PLUGIN])
@@ -349,7 +350,7 @@ def test_a_round_hands_over_a_fixed_number_of_times_and_each_call_reaches_the_dr
     driver waits on the shards' outcomes twice a round (the turns, the replays) however many
     agents and calls the round has, and every LLM call a shard makes becomes one ``llm_calls``
     row and one journal row on the driver."""
-    from townsquare import ray_backend
+    from townsquare.scaleout import ray_backend
 
     waits: list[int] = []
     gather = ray_backend.RayBackend._gather
@@ -381,7 +382,7 @@ def test_a_killed_driver_takes_the_ray_processes_it_started_with_it(write_scenar
     import time
 
     pytest.importorskip("ray")
-    from townsquare.ray_reaper import descendants, start_time
+    from townsquare.scaleout.ray_reaper import descendants, start_time
 
     path = write_scenario(baseline_text(rounds=5000, count=40))
     driver = subprocess.Popen([sys.executable, "-c", "from townsquare.cli import main; main()", "run", str(path), "--out",
@@ -429,7 +430,7 @@ def test_the_reaper_kills_what_it_was_told_of_and_nothing_with_another_start_tim
     import io
     import subprocess
 
-    from townsquare.ray_reaper import reap, start_time
+    from townsquare.scaleout.ray_reaper import reap, start_time
 
     watched, other = (subprocess.Popen(["sleep", "60"]) for _ in range(2))
     try:
@@ -462,7 +463,7 @@ def test_missing_ray_is_a_one_line_install_hint(monkeypatch, write_scenario, tmp
 
 
 def test_shards_get_equal_shares_of_the_concurrency_limits(make_plugins, write_scenario):
-    from townsquare.ray_backend import shard_scenario
+    from townsquare.scaleout.ray_backend import shard_scenario
     from townsquare.scenario import load_scenario
 
     extra = SCRIPTED + "[engine]\nconcurrency = 100\n[plugins.llm_concurrency]\nlimit = 30\n"
@@ -477,7 +478,7 @@ def test_shards_get_equal_shares_of_the_concurrency_limits(make_plugins, write_s
 
 def test_endpoints_are_spread_over_shards():
     from townsquare.plugins.llm.openai import Endpoint, OpenAIConfig
-    from townsquare.ray_backend import spread_endpoints
+    from townsquare.scaleout.ray_backend import spread_endpoints
 
     config = OpenAIConfig(base_url="http://a/v1", api_key_env="", endpoints=[
         Endpoint(base_url=f"http://{name}/v1", api_key_env="") for name in "bcd"])
@@ -492,7 +493,7 @@ def test_endpoints_are_spread_over_shards():
 
 def test_an_unreachable_cluster_is_one_line_at_once():
     from townsquare.errors import UsageError
-    from townsquare.ray_backend import _check_reachable
+    from townsquare.scaleout.ray_backend import _check_reachable
 
     for address in ("127.0.0.1:1", "ray://127.0.0.1:1"):
         with pytest.raises(UsageError, match="no Ray cluster answers there"):
@@ -522,14 +523,14 @@ def test_a_shard_copy_that_answers_otherwise_stops_the_round_naming_the_write():
     import types
 
     from townsquare.actions import Action, ActionResult
-    from townsquare.ray_backend import RayBackend
-    from townsquare.ray_shard import ShardDiverged
+    from townsquare.scaleout.ray_backend import RayBackend
+    from townsquare.scaleout.ray_shard import ShardDiverged
 
     backend = RayBackend.__new__(RayBackend)  # no cluster: the replays' outcomes are given
     errors = types.SimpleNamespace(RayActorError=type("RayActorError", (Exception,), {}),
                                    RayTaskError=type("RayTaskError", (Exception,), {}))
     backend.ray, backend.shards, backend._journal = types.SimpleNamespace(exceptions=errors), [], None
-    backend.sim, backend._agents = types.SimpleNamespace(), {}
+    backend.sim, backend._agents, backend._reflections = types.SimpleNamespace(), {}, []
     post, like = Action("a0", "post", text="hi"), Action("a1", "like", target_post="p1")
 
     async def replayed(answers):

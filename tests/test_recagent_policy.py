@@ -86,6 +86,16 @@ def test_recagent_run_on_recsys(make_plugins, write_scenario, run_scenario):
     assert any(r["kind"] == "insight" for r in long_term["records"])
     assert all(r["meta"]["from"].startswith("st") for r in long_term["records"] if r["kind"] != "reflection")
     assert long_term["merged"] > 0 and long_term["reflections"] > 0
+    # each insight and each reflection is a row of the reflections table
+    db = sqlite3.connect(run_dir.events_path)
+    rows = db.execute("SELECT agent_id, source, kind, text, ids FROM reflections ORDER BY seq").fetchall()
+    db.close()
+    assert {r[1:3] for r in rows} == {("short_term_memory", "insight"), ("long_term_memory", "reflection")}
+    assert sum(1 for r in rows if r[0] == "users-0002" and r[2] == "reflection") == long_term["reflections"]
+    # an insight kept in long-term memory names the short-term record it was (meta.from): a row's id
+    kept = {r["meta"]["from"]: r["text"] for r in long_term["records"] if r["kind"] == "insight"}
+    written = {i: text for agent, _, kind, text, ids in rows if agent == "users-0002" and kind == "insight" for i in json.loads(ids)}
+    assert kept and all(i in written and text in written[i].split("\n") for i, text in kept.items())
     assert all("records" in agent[slot] for slot in ("memory.sensory", "memory.short_term", "memory.long_term"))
 
 
@@ -142,7 +152,7 @@ def test_example_scenario_runs_on_fixtures(make_plugins, tmp_path):
 
 
 def test_export_writes_watches_ratings_and_chats(write_scenario, run_scenario, tmp_path):
-    from townsquare.export import export_run
+    from townsquare.commands.export import export_run
 
     run_dir, _ = run_scenario(write_scenario(scenario(rounds=3)))
     paths = {p.stem: p for p in export_run(run_dir.path / "events.sqlite", "jsonl", tmp_path / "out", tables=("actions",))}

@@ -61,7 +61,7 @@ def test_sigkill_mid_round_then_resume_equals_uninterrupted(tmp_path, during, ch
 
     a = exported(tmp_path / "whole", tmp_path / "export_whole")
     b = exported(tmp_path / "killed", tmp_path / "export_killed")
-    assert set(a) == {"agents", "posts", "actions", "follows", "llm_calls", "metrics", "memories"}
+    assert set(a) == {"agents", "posts", "actions", "follows", "llm_calls", "reflections", "metrics", "memories"}
     assert a["actions"] and a["posts"] and a["llm_calls"]
     for table in a:
         assert a[table] == b[table], f"table {table} differs after kill and resume"

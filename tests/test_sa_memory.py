@@ -83,7 +83,8 @@ def test_records_of_applied_actions():
     async def run():
         p1 = await world.post(other, "Jazz tonight at the club.")
         p2 = await world.post(other, "New piano arrived.")
-        memory.remember_posts([await world.platform.get_post(p1)])  # p2 is looked up on the platform
+        # the browsed p1 reaches the tier as an observation; p2 is looked up on the platform
+        await memory.remember(world.ctx(me, 3), [action_memory.observation_of(await world.platform.get_post(p1))])
         await world.apply(me, [
             Action(me.id, "browse", post_ids=(p1, p2)),
             Action(me.id, "like", target_post=p1),

@@ -42,7 +42,7 @@ RICH = {
 
 
 def scripted_client(rules: dict[str, str], failures: list | None = None) -> LLMClient:
-    on_failure = (lambda request, answer: failures.append((request.purpose, answer))) if failures is not None else None
+    on_failure = (lambda request, answer, kind: failures.append((request.purpose, answer))) if failures is not None else None
     return LLMClient(compose(ScriptedLLM(ScriptedConfig(rules=rules)), []), model="scripted", on_parse_failure=on_failure)
 
 

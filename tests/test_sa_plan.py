@@ -220,7 +220,7 @@ def test_planner_repairs_once_then_falls_back():
 
     world, agent, planner = planner_world({PLAN: "no idea", "That was not valid": "still no idea"}, activity=math.inf)
     failures = []
-    world.llm.on_parse_failure = lambda request, answer: failures.append((request.purpose, answer))
+    world.llm.on_parse_failure = lambda request, answer, kind: failures.append((request.purpose, answer))
     ctx = world.ctx(agent, 0)
     asyncio.run(planner.is_active(ctx))
     state = planner.get_state()

@@ -3,6 +3,7 @@ follow_reflection, mastodon_digest feed) through run_scenario with the scripted 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -100,6 +101,11 @@ def test_small_run_with_the_social_agent(write_scenario, run_scenario, plugins):
     follows = query(run_dir.path, "SELECT round, follower, followee FROM follows")
     assert follows and {r for r, _, _ in follows} == {48}
     assert ("users-0002",) in {(f,) for _, _, f in follows}
+    # each reflection is a row: the account it chose, or none
+    reflections = query(run_dir.path, "SELECT round, agent_id, source, kind, text, ids FROM reflections")
+    assert {row[:1] + row[2:4] for row in reflections} == {(48, "follow_reflection", "follow")}
+    assert {(r, a, t) for r, a, _, _, t, ids in reflections if ids} == set(follows)
+    assert all(json.loads(ids) == [t] for *_, t, ids in reflections if ids)
     purposes = dict(query(run_dir.path, "SELECT purpose, COUNT(*) FROM llm_calls GROUP BY purpose"))
     assert purposes["plan"] == 4 and purposes["summary"] >= 1 and purposes["follow"] >= 3
     # every like, reblog and comment decision was a separate call
@@ -158,3 +164,32 @@ def test_initial_agents_only_post_first(make_plugins, write_scenario, run_scenar
     ]
     # the regular population's activity (x_min tiny) keeps it almost always idle: its own model applies
     assert len([1 for r, a, k in rows if a.startswith("regular")]) <= 2
+
+
+def test_the_plan_is_read_once_per_turn_and_the_feed_handed_once(write_scenario, run_scenario, plugins, monkeypatch):
+    """A like decision's path: the engine asks the planner (is_active), the policy reads the
+    session the planner left in ctx.plan; the browsed posts reach the action memory once, as
+    observations through the memory chain."""
+    from collections import Counter
+
+    from townsquare.plugins.social_agent.memory.action_memory import ActionMemory
+    from townsquare.plugins.social_agent.planning.activity_plan import ActivityPlanner
+
+    sessions, handed = Counter(), Counter()
+    session, remember = ActivityPlanner.session, ActionMemory.remember
+
+    async def counted_session(self, ctx):
+        sessions[ctx.agent.id, ctx.round] += 1
+        return await session(self, ctx)
+
+    async def counted_remember(self, ctx, records):
+        handed[ctx.agent.id, ctx.round] += sum(1 for r in records if r.kind == "observation")
+        return await remember(self, ctx, records)
+
+    monkeypatch.setattr(ActivityPlanner, "session", counted_session)
+    monkeypatch.setattr(ActionMemory, "remember", counted_remember)
+    run_dir, _ = run_scenario(write_scenario(scenario("social_agent").replace("rounds = 50", "rounds = 14")), plugins=plugins)
+    assert sessions and set(sessions.values()) == {1}
+    browsed = {(a, r): len(json.loads(ids)) for a, r, ids in query(run_dir.path, "SELECT agent_id, round, post_ids FROM actions WHERE kind = 'browse'")}
+    assert browsed and {key: handed[key] for key in browsed} == browsed
+    assert query(run_dir.path, "SELECT COUNT(*) FROM actions WHERE kind = 'like'")[0][0] > 0

@@ -63,7 +63,7 @@ def test_three_agent_base_runs_and_agents_meet_at_the_cafe(make_plugins, write_s
 
 
 def test_town_run_exports_and_reports_where_agents_were_and_the_diffusion(make_plugins, write_scenario, run_scenario, tmp_path):
-    from townsquare.export import export_run
+    from townsquare.commands.export import export_run
     from townsquare.plugins.report.build import build_report
     from townsquare.plugins.report.town_section import series, trails
 

@@ -40,7 +40,7 @@ class Replies:
 def client(rules: dict[str, list[str]]) -> tuple[LLMClient, Replies, list]:
     handler = Replies(rules)
     failures: list = []
-    return LLMClient(handler, model="stub-judge", on_parse_failure=lambda request, answer: failures.append(answer)), handler, failures
+    return LLMClient(handler, model="stub-judge", on_parse_failure=lambda request, answer, kind: failures.append(answer)), handler, failures
 
 
 # --------------------------------------------------------------------------- distinct-n

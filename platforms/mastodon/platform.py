@@ -49,18 +49,6 @@ class MastodonPlatform:
         self.writer = Writer(self.conn)
         self.profiles = Profiles(self.conn, self.feeds)
 
-    # the connection's parts, by their old names (tests and tools read them)
-    config = property(lambda self: self.conn.config)
-    recommender = property(lambda self: self.conn.recommender)
-    journal = property(lambda self: self.conn.journal)
-    transport = property(lambda self: self.conn.transport)
-    credentials = property(lambda self: self.conn.credentials)
-    store = property(lambda self: self.conn.store)
-    state = property(lambda self: self.conn.state)
-    rng = property(lambda self: self.conn.rng)
-    accounts = property(lambda self: self.conn.accounts)
-    agent_of_remote = property(lambda self: self.conn.agent_of_remote)
-
     async def _ready(self) -> None:
         """Before the first read or write: settle what a crash left in flight."""
         if self._reconciled:
@@ -77,7 +65,7 @@ class MastodonPlatform:
             await self._ready()
             return await work()
         except RemoteError as exc:
-            raise self.transport.stop(exc) from None
+            raise self.conn.transport.stop(exc) from None
 
     async def _probe(self) -> None:
         """Once, before the first new account: is ``base_url`` a Mastodon API at all? (A resumed
@@ -85,11 +73,11 @@ class MastodonPlatform:
         if self._probed:
             return
         try:
-            await self.transport.read(None, lambda c: c.instance_v1(), "read the instance (GET /api/v1/instance)")
+            await self.conn.transport.read(None, lambda c: c.instance_v1(), "read the instance (GET /api/v1/instance)")
         except RemoteError as exc:
             if not exc.transient:  # an answer, but not the API's: a wrong base_url
                 exc = RemoteError(f"not a Mastodon API: {exc}", exc.status, fatal=True)
-            raise self.transport.stop(exc) from None
+            raise self.conn.transport.stop(exc) from None
         self._probed = True
 
     # ------------------------------------------------------------------ accounts
@@ -98,7 +86,7 @@ class MastodonPlatform:
         """Bind an agent to its account (tokens file, or sign-up) and set its profile. On a
         resumed run the journal already knows the account: no request unless the profile changed."""
         index = self._order.setdefault(agent_id, len(self._order))
-        known = self.journal.account(agent_id)
+        known = self.conn.journal.account(agent_id)
         if known is None:
             await self._probe()
         token = await self._token(agent_id, index, known)
@@ -106,48 +94,48 @@ class MastodonPlatform:
             known = await self._bind(agent_id, token, known, display_name, bio)
         except RemoteError as exc:
             # The run cannot go on without the account: a clean stop (exit 3), resumable once fixed.
-            where = f"the {self.credentials.source} entry {index + 1}" if self.credentials.configured else "its sign-up token"
-            raise self.transport.stop(RemoteError(f"cannot set up the account of {agent_id} ({where}): {exc}", exc.status,
+            where = f"the {self.conn.credentials.source} entry {index + 1}" if self.conn.credentials.configured else "its sign-up token"
+            raise self.conn.transport.stop(RemoteError(f"cannot set up the account of {agent_id} ({where}): {exc}", exc.status,
                                                   exc.transient, exc.fatal)) from None
-        self.accounts[agent_id] = AgentAccount(known["remote_id"], known["acct"], token)
-        self.agent_of_remote[known["remote_id"]] = agent_id
+        self.conn.accounts[agent_id] = AgentAccount(known["remote_id"], known["acct"], token)
+        self.conn.agent_of_remote[known["remote_id"]] = agent_id
         log.debug("mastodon.account", agent=agent_id, acct=known["acct"], remote_id=known["remote_id"])
         return AccountView(agent_id, known["acct"], display_name, bio)
 
     async def _bind(self, agent_id: str, token: str, known: dict[str, Any] | None, display_name: str, bio: str) -> dict[str, Any]:
         if known is None:
-            me = parse_account(await self.transport.read(token, lambda c: c.me(), f"verify the account of {agent_id}"))
-            source = self.credentials.source if self.credentials.configured else "signup"
-            self.journal.put_account(agent_id, me.id, me.username, me.acct, source, None, self._order[agent_id])
-            known = self.journal.account(agent_id)
+            me = parse_account(await self.conn.transport.read(token, lambda c: c.me(), f"verify the account of {agent_id}"))
+            source = self.conn.credentials.source if self.conn.credentials.configured else "signup"
+            self.conn.journal.put_account(agent_id, me.id, me.username, me.acct, source, None, self._order[agent_id])
+            known = self.conn.journal.account(agent_id)
         assert known is not None
-        note = (bio + ("\n\n" + self.config.note_suffix if self.config.note_suffix else "")).strip()
-        profile = hashlib.sha256(repr((display_name, note, self.config.bot)).encode()).hexdigest()[:16]
-        if self.config.update_profile and known["profile"] != profile:
-            await self.transport.write(
-                token, lambda c: c.account_update_credentials(display_name=display_name[:30], note=note[:500], bot=self.config.bot),
+        note = (bio + ("\n\n" + self.conn.config.note_suffix if self.conn.config.note_suffix else "")).strip()
+        profile = hashlib.sha256(repr((display_name, note, self.conn.config.bot)).encode()).hexdigest()[:16]
+        if self.conn.config.update_profile and known["profile"] != profile:
+            await self.conn.transport.write(
+                token, lambda c: c.account_update_credentials(display_name=display_name[:30], note=note[:500], bot=self.conn.config.bot),
                 f"set the profile of {agent_id}",
             )
-            self.journal.put_account(agent_id, known["remote_id"], known["username"], known["acct"], known["source"], profile,
+            self.conn.journal.put_account(agent_id, known["remote_id"], known["username"], known["acct"], known["source"], profile,
                                      known["index"])
         return known
 
     async def _token(self, agent_id: str, index: int, known: dict[str, Any] | None) -> str:
-        if self.credentials.configured:
-            token = self.credentials.token_for(agent_id, index)
+        if self.conn.credentials.configured:
+            token = self.conn.credentials.token_for(agent_id, index)
             if token is None:
                 raise UsageError(f"mastodon: no token for agent {agent_id} (agent number {index + 1}; "
-                                 f"the {self.credentials.source} holds {len(self.credentials)})")
+                                 f"the {self.conn.credentials.source} holds {len(self.conn.credentials)})")
             return token
-        assert self.store is not None
-        token = self.store.tokens.get(agent_id)
+        assert self.conn.store is not None
+        token = self.conn.store.tokens.get(agent_id)
         if token is not None:
             return token
         if known is not None:
-            raise UsageError(f"mastodon: the sign-up token of {agent_id} ({known['acct']}) is not in {self.store.path}; "
+            raise UsageError(f"mastodon: the sign-up token of {agent_id} ({known['acct']}) is not in {self.conn.store.path}; "
                              "was the token store moved or deleted?")
-        username = username_for(agent_id, self.journal.run_key, self.config.username_prefix)
-        store, config, transport, journal = self.store, self.config, self.transport, self.journal
+        username = username_for(agent_id, self.conn.journal.run_key, self.conn.config.username_prefix)
+        store, config, transport, journal = self.conn.store, self.conn.config, self.conn.transport, self.conn.journal
         log.info("mastodon.sign_up", agent=agent_id, username=username)
         try:
             return await transport.run_read(
@@ -190,7 +178,7 @@ class MastodonPlatform:
         return results
 
     def _applied(self, round: int) -> None:
-        self.state.applied_round = max(self.state.applied_round, round)
+        self.conn.state.applied_round = max(self.conn.state.applied_round, round)
         self.feeds.invalidate()
 
     # ------------------------------------------------------------------ reads
@@ -211,12 +199,12 @@ class MastodonPlatform:
     # ------------------------------------------------------------------ state
 
     def get_state(self) -> dict[str, Any]:
-        return {"local": self.state.get_state(), "rng": self.rng.bit_generator.state}
+        return {"local": self.conn.state.get_state(), "rng": self.conn.rng.bit_generator.state}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.state.set_state(state.get("local", {}))
+        self.conn.state.set_state(state.get("local", {}))
         if "rng" in state:
-            self.rng.bit_generator.state = state["rng"]
+            self.conn.rng.bit_generator.state = state["rng"]
         self._round = None
         self.feeds.invalidate()
 

@@ -163,8 +163,7 @@ class EmbeddingBaseline:
         return {"followed": sorted(self._followed or ())}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        vector = state.get("persona_vector")  # checkpoints written before it was dropped
-        self._vector = None if vector is None else np.asarray(vector, dtype=np.float32)
+        self._vector = None
         self._followed = set(state["followed"]) if state.get("followed") else None
 
 

@@ -10,7 +10,7 @@ never made stops the replay with ``cache miss in replay: PURPOSE for AGENT``; a 
 exits with status 1.
 
 ``estimate SCENARIO`` forecasts LLM calls, tokens and cost before a run: it plays the scenario
-with a stand-in model that answers instantly and counts (:mod:`townsquare.dry_run`: prompt
+with a stand-in model that answers instantly and counts (:mod:`townsquare.commands.dry_run`: prompt
 tokens ~ characters / 4, completion tokens as expected per purpose) and prints a table per
 purpose, then one per simulated day (the day of each call's round). The counts follow the
 stand-in's answers, not a real model's, and the output says so.
@@ -27,7 +27,7 @@ import click
 from townsquare.api import hookimpl
 
 #: the tables a replay must reproduce row for row
-SAME_TABLES = ("agents", "posts", "actions", "follows", "metrics")
+SAME_TABLES = ("agents", "posts", "actions", "follows", "reflections", "metrics")
 
 #: the middleware plugins an estimate's dry run leaves out (no cache, no budget stop, no waits)
 _DRY_RUN_DISABLED = ("llm_cache", "llm_budget", "llm_retry", "llm_concurrency")

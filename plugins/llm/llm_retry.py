@@ -41,10 +41,6 @@ from townsquare.api import (
 
 log = structlog.get_logger("townsquare.plugins.llm.llm_retry")
 
-#: the old name of :class:`~townsquare.llm_faults.LLMFatal`
-LLMUnavailable = LLMFatal
-
-
 class RetryConfig(BaseModel):
     """``[plugins.llm_retry]``."""
 
@@ -104,7 +100,7 @@ class LLMRetry:
                              max_retry_after_s=c.max_retry_after_s)
 
 
-__all__ = ["LLMRetry", "LLMUnavailable", "LLMFatal", "LLMFault", "RetryConfig", "classify"]
+__all__ = ["LLMRetry", "LLMFatal", "LLMFault", "RetryConfig", "classify"]
 
 
 @hookimpl

@@ -162,7 +162,7 @@ def export_tables(run_dir: Path) -> dict[str, list[dict[str, str]]]:
     """The run's exported tables (CSV, next to the run directory), as rows of strings."""
     import csv
 
-    from townsquare.export import export_run
+    from townsquare.commands.export import export_run
 
     out = run_dir.parent / f"export-{run_dir.name}"
     export_run(run_dir / "events.sqlite", "csv", out)

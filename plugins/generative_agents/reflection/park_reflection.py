@@ -141,6 +141,8 @@ class ParkReflection:
         insights = await self.run(ctx, memory)
         self.last = ctx.now
         self.reflections += 1
+        # the insights' text (the memory tiers store copies, with ids of their own)
+        ctx.record_reflection("park_reflection", "reflection", "\n".join(r.text for r in insights))
         log.info("reflection.done", agent=ctx.agent.id, importance=pending, insights=len(insights))
         return []
 

@@ -186,6 +186,7 @@ class LongTermMemory:
                                   evidence=evidence, id=self.store.new_id())
             added.append(await self.store.add(ctx, record))
         self.reflections += 1
+        ctx.record_reflection("long_term_memory", "reflection", "\n".join(lines), [r.id for r in added])
         await self.merge_similar(ctx)
         return [r for r in added if r.id in {x.id for x in self.store.records}]
 

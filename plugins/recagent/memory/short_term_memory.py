@@ -144,6 +144,7 @@ class ShortTermMemory:
         self.store.remove([target.id])
         self.enhancers.pop(target.id, None)
         self.promoted += 1
+        ctx.record_reflection("short_term_memory", "insight", "\n".join(lines), [r.id for r in insights])
         log.debug("short_term.promoted", agent=ctx.agent.id, record=target.id, enhancers=len(group) - 1, insights=len(insights))
         return [target, *insights]
 

@@ -10,20 +10,20 @@ each agent, in agent order, the ``n`` agents it is not yet friends with whose hi
 lowest cosine similarity to its own become its friends (ties broken at random with the run's
 seed). Friendship is mutual, so an agent may end with more than ``n`` new friends.
 
-The kernel has no intervention slot: the scenario lists ``soc_strategy`` among its metrics;
-each round it reports ``soc_strategy.added``, the friendships added so far.
+The scenario lists ``soc_strategy`` among its interventions (``interventions =
+["soc_strategy"]``); it acts at the start of round ``from_round`` and each round reports
+``soc_strategy.added``, the friendships added so far.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, ComponentError, MetricSpec, RoundView, hookimpl
+from townsquare.api import BuildContext, ComponentError, InterventionSpec, RoundView, RunSeams, hookimpl
 
 log = structlog.get_logger("townsquare.plugins.recagent.studies.soc_strategy")
 
@@ -75,22 +75,25 @@ def pick_different(vectors: np.ndarray, n: int, friends: list[set[int]], rng: An
 
 
 class SocStrategy:
-    def __init__(self, config: SocStrategyConfig, platform: Any, seed: int):
+    """The intervention: new friends with different interests at the start of ``from_round``."""
+
+    def __init__(self, config: SocStrategyConfig, seed: int):
         self.config = config
-        self.platform = platform
         self.seed = seed
         self.added = 0
 
-    def on_round_start(self, round: int, now: datetime) -> None:
+    def acts_at(self, round: int) -> bool:
         cfg = self.config
-        if not cfg.enabled or cfg.n <= 0 or round != cfg.from_round:
-            return
-        ids = sorted(self.platform.accounts)
+        return cfg.enabled and cfg.n > 0 and round == cfg.from_round
+
+    async def intervene(self, seams: RunSeams, round: int) -> None:
+        platform = seams.platform
+        ids = sorted(platform.accounts)
         index = {a: k for k, a in enumerate(ids)}
-        friends = [{index[f] for f in self.platform.friends(a) if f in index} for a in ids]
-        pairs = pick_different(interest_vectors(self.platform, ids), cfg.n, friends, np.random.default_rng([self.seed, 41]))
+        friends = [{index[f] for f in platform.friends(a) if f in index} for a in ids]
+        pairs = pick_different(interest_vectors(platform, ids), self.config.n, friends, np.random.default_rng([self.seed, 41]))
         for u, v in pairs:
-            self.platform.add_friend(ids[u], ids[v])
+            platform.add_friend(ids[u], ids[v])
         self.added += len(pairs)
         log.info("soc_strategy.applied", round=round, friendships=len(pairs))
 
@@ -108,10 +111,10 @@ def build_soc_strategy(config: SocStrategyConfig | None, ctx: BuildContext) -> S
     platform = ctx.services.platform if ctx.services is not None else None
     if platform is None or not hasattr(platform, "add_friend"):
         raise ComponentError("soc_strategy needs the platform 'recsys'")
-    return SocStrategy(config or SocStrategyConfig(), platform, ctx.seed)
+    return SocStrategy(config or SocStrategyConfig(), ctx.seed)
 
 
 @hookimpl
-def townsquare_register_metrics():
-    return [MetricSpec("soc_strategy", build_soc_strategy, config_model=SocStrategyConfig,
+def townsquare_register_interventions():
+    return [InterventionSpec("soc_strategy", build_soc_strategy, config_model=SocStrategyConfig,
                        description="Soc-Strategy (RecAgent fig. 4): n friends with different interests per agent from round R")]

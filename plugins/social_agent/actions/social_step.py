@@ -44,6 +44,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare.api import Action, AnswerFormat, DuplicateCheck, EngagementLog, MemoryRecord, SimilarityRule, SimilarityRuleConfig, agent_memory
 
 from .action_prompts import action_answers, action_prompts
+from ..memory.action_memory import observation_of
+from ..planning.plan_parsing import PlanSession
 from ..persona.persona_access import persona_text
 from .post_writer import cut, write_posts
 
@@ -149,22 +151,17 @@ class SocialAgentBase:
         cfg = self.config
         llm = ctx.require_llm(self.name)
         me = ctx.agent.id
-        planner = ctx.agent.components.get("planner")
-        session = await planner.session(ctx) if planner is not None and hasattr(planner, "session") else None
+        session = await session_of(ctx)
         actions: list[Action] = []
         if cfg.browse and (session is None or session.browse):
             feed = await ctx.home_timeline(cfg.feed_size)
             if feed:
                 actions.append(Action(me, "browse", post_ids=tuple(p.id for p in feed), detail={"decided_by": dict(self.deciders)}))
-                memory = ctx.agent.components.get("memory.short_term")
-                if memory is not None and hasattr(memory, "remember_posts"):
-                    memory.remember_posts(feed)
-                # the browsed posts as observations for any memory design (a stream keeps them;
-                # Zhou's action memory passes them on and records the actions themselves)
+                # the browsed posts, once, as observations for any memory design (a stream keeps
+                # them; Zhou's action memory notes who wrote what and passes them on)
                 chain = agent_memory(ctx.agent)
                 if chain:
-                    await chain.remember(ctx, [MemoryRecord(f"{p.author_id} posted: {p.text}", kind="observation",
-                                                            meta={"post_id": p.id, "author_id": p.author_id}) for p in feed])
+                    await chain.remember(ctx, [observation_of(p) for p in feed])
                 left = {k: session.quota(k, len(feed), ctx.rng) if session else len(feed) for k in DECISIONS}
                 self.counts["sessions"] += 1
                 similarity = await self.rule.similarities(ctx, [p.text for p in feed]) if self.routed else None
@@ -211,6 +208,17 @@ class SocialAgentBase:
         self.counts = {**self.counts, **state.get("counts", {})}
         self.initial_left = state.get("initial_left", 0)
         self.rule.set_state(state.get("persona_vector"))
+
+
+async def session_of(ctx: Any) -> PlanSession | None:
+    """This turn's session: the one the planner left in ``ctx.plan`` when the engine asked it
+    whether the agent is active, else (a policy called on its own) the planner's answer now;
+    None without a planner that offers sessions (``activity_plan``)."""
+    plan = getattr(ctx, "plan", None)
+    if isinstance(plan, PlanSession):
+        return plan
+    planner = ctx.agent.components.get("planner")
+    return await planner.session(ctx) if planner is not None and hasattr(planner, "session") else None
 
 
 def load_prompts_for(config: SocialAgentConfig, ctx: Any) -> tuple[dict[str, str], dict[str, AnswerFormat]]:

@@ -45,6 +45,22 @@ log = structlog.get_logger("townsquare.plugins.social_agent.memory.action_memory
 ENGAGEMENTS = ("like", "reblog", "comment")
 
 
+def observation_of(post: Any) -> MemoryRecord:
+    """A browsed post (``PostView``) as the observation every memory design receives."""
+    return MemoryRecord(f"{post.author_id} posted: {post.text}", kind="observation",
+                        meta={"post_id": post.id, "author_id": post.author_id})
+
+
+def post_of(record: MemoryRecord) -> tuple[str, str, str] | None:
+    """``(post id, author, text)`` of an :func:`observation_of` record, else None."""
+    meta = record.meta or {}
+    post_id, author = meta.get("post_id"), meta.get("author_id")
+    prefix = f"{author} posted: "
+    if record.kind != "observation" or post_id is None or not record.text.startswith(prefix):
+        return None
+    return post_id, author, record.text[len(prefix):]
+
+
 class ActionMemoryConfig(BaseModel):
     """``[plugins.action_memory]`` settings."""
 
@@ -76,10 +92,6 @@ class ActionMemory:
         return self.config.max_attempts
 
     # ------------------------------------------------------------------ recording
-
-    def remember_posts(self, posts: Sequence[Any]) -> None:
-        for post in posts:
-            self._seen[post.id] = (post.author_id, post.text)
 
     async def _target(self, ctx: Any, post_id: str | None) -> tuple[str | None, str | None]:
         if post_id is None:
@@ -164,6 +176,12 @@ class ActionMemory:
         return MemoryRecord(line, kind="action", created=created, last_access=created, id=entry.get("id", ""), meta=meta)
 
     async def remember(self, ctx: Any, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        """Notes the browsed posts among ``records`` (:func:`observation_of`) and passes every
+        record on: this tier records the agent's actions, not what it saw."""
+        for record in records:
+            seen = post_of(record)
+            if seen is not None:
+                self._seen[seen[0]] = seen[1:]
         return list(records)
 
     async def recall(self, ctx: Any, query: str, k: int) -> list[MemoryRecord]:

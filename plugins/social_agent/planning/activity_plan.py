@@ -73,7 +73,6 @@ class ActivityPlanner:
         self.plan: Plan | None = None
         self.source: str | None = None
         self.answer: str | None = None
-        self._due: tuple[int, int] | None = None  # (round, posts due): asked twice per round
 
     async def ensure_plan(self, ctx: Any) -> Plan:
         if self.plan is not None:
@@ -92,13 +91,9 @@ class ActivityPlanner:
         return plan
 
     def posts_due(self, ctx: Any) -> int:
-        if self._due is not None and self._due[0] == ctx.round:
-            return self._due[1]
         assert self.plan is not None
         clock = Clock.from_step(ctx.now, ctx.round, ctx.minutes_per_round)
-        due = posts_in_round(self.plan, clock, ctx.round, daily=self.config.post_days == "daily")
-        self._due = (ctx.round, due)
-        return due
+        return posts_in_round(self.plan, clock, ctx.round, daily=self.config.post_days == "daily")
 
     async def session(self, ctx: Any) -> PlanSession:
         plan = await self.ensure_plan(ctx)
@@ -108,7 +103,9 @@ class ActivityPlanner:
         )
 
     async def is_active(self, ctx: Any) -> bool:
-        session = await self.session(ctx)
+        """Whether the plan has the agent browse or post this round; the session it read is
+        left in ``ctx.plan`` for the policy (one read of the plan per turn)."""
+        session = ctx.plan = await self.session(ctx)
         return session.browse or session.posts_due > 0
 
     def get_state(self) -> dict[str, Any]:

@@ -124,6 +124,7 @@ class FollowReflection:
         followed = set(await ctx.platform.following(me))
         candidates = list(dict.fromkeys(p["author_id"] for p in history if p["author_id"] and p["author_id"] != me and p["author_id"] not in followed))
         if not candidates:
+            ctx.record_reflection("follow_reflection", "follow")  # nobody to choose from: it produced nothing
             return []
         llm = ctx.require_llm("follow_reflection")
         summaries = await asyncio.gather(*(self.summary(llm, post) for post in history))
@@ -138,7 +139,9 @@ class FollowReflection:
         declared = self.answers["follow"]
         answer = await llm.ask(prompt, declared.with_labels(candidates), max_tokens=16)
         log.debug("reflection.done", agent=me, choice=answer.value, candidates=len(candidates), posts=len(history))
-        if answer.value not in candidates:
+        chosen = answer.value in candidates
+        ctx.record_reflection("follow_reflection", "follow", answer.value if chosen else "", [answer.value] if chosen else [])
+        if not chosen:
             return []
         detail = {"reflection": self.reflections, "posts": len(history), "mode": answer.mode}
         if answer.probabilities:

@@ -10,7 +10,7 @@ Then, per metric (every ``metrics`` row plus the counts ``compare`` reads: ``rou
 over rounds (``summary = "mean"``) or its last round's value (``"last"``), and the table gives
 per variant the mean over seeds, the 95 % Student-t confidence interval, the difference to the
 baseline variant (the first one unless named) and a two-sided t-test against it (see
-:mod:`townsquare.stats`): by default the paired test, each run paired with the baseline's run
+:mod:`townsquare.api.stats`): by default the paired test, each run paired with the baseline's run
 of the same seed (common random numbers make those two correlated), or Welch's
 unequal-variances test (``test = "welch"``: the variants as independent samples). Written as
 ``ablation.md``, ``ablation.csv`` and ``ablation.png`` in ``out``.
@@ -29,16 +29,20 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
+import click
 import structlog
 
-from .compare import _num as _f, _signed, read_series
-from .errors import UsageError
-from .scenario import read_scenario
-from .stats import NO_TEST, Interval, TTest, mean_interval, paired_test, welch_test
+from townsquare.api import hookimpl
+from townsquare.cli.options import common_options, log_json
+from townsquare.cli.progress import AblateProgress, progress_mode
+from townsquare.commands.compare import number_text, read_series, signed_text
+from townsquare.errors import UsageError
+from townsquare.scenario import read_scenario
+from townsquare.api.stats import NO_TEST, Interval, TTest, mean_interval, paired_test, welch_test
 
-log = structlog.get_logger("townsquare.ablate")
+log = structlog.get_logger("townsquare.commands.ablate")
 
 SUMMARIES = ("mean", "last")
 #: how a variant is tested against the baseline: runs paired by seed, or independent samples
@@ -110,8 +114,8 @@ def plan(scenario: str | Path, variants: Sequence[Variant], seeds: int, out: Pat
 def check_variants(scenario: str | Path, variants: Sequence[Variant], common: Sequence[str] = ()) -> None:
     """Resolve the scenario as each variant changes it, so a misspelt key or plugin stops the
     command (one line naming the variant) before any run starts."""
-    from .plugin_manager import make_plugin_manager, parse_plugin_options
-    from .scenario import load_scenario
+    from townsquare.plugin_manager import make_plugin_manager, parse_plugin_options
+    from townsquare.scenario import load_scenario
 
     for variant in variants:
         enable, disable = parse_plugin_options([*common, *variant.plugin_options])
@@ -213,13 +217,13 @@ def markdown(rows: list[Row], baseline: str, summary: str, test: str = "paired",
     for metric in dict.fromkeys(r.metric for r in rows):
         lines += [f"### {metric}", "", "| variant | n | mean | 95 % CI | Δ vs baseline | t | df | p |", "|---|---:|---:|---|---:|---:|---:|---:|"]
         for r in (r for r in rows if r.metric == metric):
-            ci = "-" if math.isnan(r.interval.low) else f"[{_f(r.interval.low)}, {_f(r.interval.high)}]"
+            ci = "-" if math.isnan(r.interval.low) else f"[{number_text(r.interval.low)}, {number_text(r.interval.high)}]"
             if r.test is None:
                 tail = "(baseline) | | | |"
             else:
                 star = " *" if not math.isnan(r.test.p) and r.test.p < alpha else ""
-                tail = f"{_signed(r.delta)} | {_f(r.test.t)} | {_f(r.test.df)} | {_p(r.test.p)}{star} |"
-            lines.append(f"| {r.variant} | {r.interval.n} | {_f(r.interval.mean)} | {ci} | {tail}")
+                tail = f"{signed_text(r.delta)} | {number_text(r.test.t)} | {number_text(r.test.df)} | {_p(r.test.p)}{star} |"
+            lines.append(f"| {r.variant} | {r.interval.n} | {number_text(r.interval.mean)} | {ci} | {tail}")
         lines.append("")
     return "\n".join(lines)
 
@@ -239,7 +243,7 @@ def write_csv(rows: list[Row], path: Path, baseline: str, test: str = "paired") 
 
 def plot(rows: list[Row], path: Path, max_metrics: int = 12) -> Path:
     """Per metric: each variant's mean with its 95 % interval."""
-    from .study_plots import figure, save
+    from townsquare.commands.study_plots import figure, save
 
     metrics = list(dict.fromkeys(r.metric for r in rows))[:max_metrics]
     cols = min(3, max(1, len(metrics)))
@@ -262,3 +266,48 @@ def _p(value: float) -> str:
     if math.isnan(value):
         return "-"
     return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+@hookimpl
+def townsquare_register_commands(cli: click.Group) -> None:
+    @cli.command("ablate")
+    @click.argument("scenario", type=click.Path(dir_okay=False, exists=True))
+    @click.option("--variant", "variant_specs", multiple=True, required=True, metavar='NAME="-p no:X --set k=v"',
+                  help="A variant of the scenario (repeat; an empty right side runs the scenario as it is).")
+    @click.option("--seeds", type=int, default=5, show_default=True, help="Runs per variant (seeds from the scenario's seed on).")
+    @click.option("--first-seed", type=int, default=None, help="First seed (default: the scenario's seed).")
+    @click.option("--baseline", default=None, help="The variant the others are tested against (default: the first).")
+    @click.option("--summary", type=click.Choice(["mean", "last"]), default="mean", show_default=True,
+                  help="A run's value of a metric: its mean over rounds, or its last round's value.")
+    @click.option("--test", "test", type=click.Choice(["paired", "welch"]), default="paired", show_default=True,
+                  help="Against the baseline: a paired t-test of same-seed runs (common random numbers), or Welch's (independent samples).")
+    @click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only these metrics in the table (default: all).")
+    @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Runs at once (default: the CPU count).")
+    @click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder of the runs and tables (default runs/ablate-<scenario>).")
+    @common_options
+    def ablate(scenario: str, variant_specs, seeds: int, first_seed: int | None, baseline: str | None, summary: str, test: str,
+               metrics, jobs: int | None, out: str | None, plugin_options, **_: Any) -> None:
+        """Run every variant x seed (resumable), then tabulate mean, 95 % CI and a t-test vs the baseline."""
+        variants = [parse_variant(spec) for spec in variant_specs]
+        names = [variant.name for variant in variants]
+        if baseline is not None and baseline not in names:
+            raise UsageError(f"--baseline {baseline}: no such variant (variants: {', '.join(names)})")
+        folder = Path(out) if out else Path("runs") / f"ablate-{Path(scenario).stem}"
+        planned = plan(scenario, variants, seeds, folder, first_seed)
+        common = [a for p in plugin_options for a in ("-p", p)]
+        check_variants(scenario, variants, plugin_options)
+        runs = {variant.name: sum(1 for job in planned if job.variant.name == variant.name) for variant in variants}
+        with AblateProgress(progress_mode(log_json=log_json()), runs) as progress:
+            run_jobs(scenario, planned, workers=jobs or os.cpu_count() or 1, common=common,
+                     on_done=lambda job, outcome: progress.done(job.variant.name, job.seed, outcome))
+        rows = summarise(planned, baseline or variants[0].name, summary, test)
+        if metrics:
+            rows = [r for r in rows if r.metric in metrics]
+        text = markdown(rows, baseline or variants[0].name, summary, test)
+        click.echo(text)
+        (folder / "ablation.md").write_text(text, encoding="utf-8")
+        click.echo(f"tables: {folder / 'ablation.md'}, {write_csv(rows, folder / 'ablation.csv', baseline or variants[0].name, test)}", err=True)
+        click.echo(f"plot: {plot(rows, folder / 'ablation.png')}", err=True)
+        failed = [job for job in planned if job.status() != "finished"]
+        if failed:
+            raise UsageError(f"{len(failed)} of {len(planned)} runs did not finish (first: {failed[0].path}); run the same command again to resume them")

@@ -15,7 +15,7 @@ one way to build them, so every evaluation records, limits, resumes and prices i
   evaluation cleanly; the stop message names the command that resumes it
   (:func:`command_line`, put in ``Services.resume_command``).
 * **Estimate** (``--estimate``): a :class:`DryRun` gives every client a
-  :class:`~townsquare.dry_run.StandInModel` and no middleware: the evaluation's code runs, no
+  :class:`~townsquare.commands.dry_run.StandInModel` and no middleware: the evaluation's code runs, no
   call reaches a model, and :meth:`DryRun.table` prices the calls per stage and model.
 * **Model under test**: :meth:`EvalLLMs.identity` names what answers a spec, so a command can
   warn when a judge or a question generator is the model it evaluates.
@@ -29,10 +29,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .components import BuildContext, Services
-from .dry_run import StandInModel, cost_of, format_table, prices_of
-from .errors import TownsquareError, UsageError
-from .llm import Accounting, LLMCallRecord, LLMClient, compose
+from townsquare.components import BuildContext, Services
+from townsquare.commands.dry_run import StandInModel, cost_of, format_table, prices_of
+from townsquare.errors import TownsquareError, UsageError
+from townsquare.llm import Accounting, LLMCallRecord, LLMClient, compose
 
 #: the budget middleware's registered name: the one link an evaluation of several designs shares
 BUDGET = "llm_budget"
@@ -250,7 +250,7 @@ class EvalLLMs:
 
     def write_journal(self) -> dict[str, int]:
         """Write the rows gathered so far into ``journal``; returns how many, by status."""
-        from .store import EventStore
+        from townsquare.store import EventStore
 
         counts: dict[str, int] = {}
         rows, self.rows = self.rows, []
@@ -267,7 +267,7 @@ class EvalLLMs:
 
     async def aclose(self) -> None:
         """Write the journal, close the middleware this object built and every provider."""
-        from .engine import close_each
+        from townsquare.engine import close_each
 
         try:
             self.write_journal()

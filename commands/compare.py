@@ -15,10 +15,14 @@ import math
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
-from .errors import UsageError
-from .rundir import RunDir
+import click
+
+from townsquare.api import hookimpl
+from townsquare.cli.options import common_options
+from townsquare.errors import UsageError
+from townsquare.rundir import RunDir
 
 Series = dict[str, dict[int, float]]
 
@@ -97,7 +101,7 @@ def format_table(comparison: Comparison) -> str:
     rows = []
     for name, values in comparison.means.items():
         deltas = comparison.deltas(name)
-        rows.append([name, _num(values[0])] + [f"{_num(v)} ({_signed(d)})" for v, d in zip(values[1:], deltas[1:])])
+        rows.append([name, number_text(values[0])] + [f"{number_text(v)} ({signed_text(d)})" for v, d in zip(values[1:], deltas[1:])])
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     lines = [f"mean per round from round {comparison.at} on (Δ: minus {ref.label})",
              "  ".join(h.ljust(w) for h, w in zip(headers, widths)), "  ".join("-" * w for w in widths)]
@@ -117,7 +121,7 @@ def write_csv(comparison: Comparison, path: Path) -> Path:
 
 def plot(comparison: Comparison, path: Path, max_metrics: int = 12) -> Path:
     """One panel per metric, one line per run, the branch point marked."""
-    from .study_plots import figure, save
+    from townsquare.commands.study_plots import figure, save
 
     names = list(comparison.means)[:max_metrics]
     cols = min(3, max(1, len(names)))
@@ -138,9 +142,27 @@ def plot(comparison: Comparison, path: Path, max_metrics: int = 12) -> Path:
     return save(fig, path)
 
 
-def _num(value: float) -> str:  # also the ablation table's number format
+def number_text(value: float) -> str:  # also the ablation table's number format
     return "-" if math.isnan(value) else f"{value:.4g}"
 
 
-def _signed(value: float) -> str:
+def signed_text(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:+.4g}"
+
+
+@hookimpl
+def townsquare_register_commands(cli: click.Group) -> None:
+    @cli.command("compare")
+    @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
+    @click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only these metrics (default: all).")
+    @click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True,
+                  help="Folder for compare.csv and compare.png.")
+    @common_options
+    def compare(run_dirs: tuple[str, ...], metrics: tuple[str, ...], out: str, **_: Any) -> None:
+        """Metric means after the branch point, side by side, with deltas against the first run."""
+        comparison = compare_runs(run_dirs, metrics)
+        click.echo(format_table(comparison))
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        click.echo(f"table: {write_csv(comparison, folder / 'compare.csv')}", err=True)
+        click.echo(f"plot: {plot(comparison, folder / 'compare.png')}", err=True)

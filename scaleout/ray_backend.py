@@ -4,7 +4,7 @@ The driver (the process that runs ``townsquare run``) builds the run as always, 
 agents' components, and keeps everything that is written: the platform, the events store, the
 metrics, the checkpoints. Of the agents it keeps what ordering, the platform and the metrics
 need: each agent's id, index, population and persona. It starts ``engine.shards`` actors
-(:class:`townsquare.ray_shard.Shard`; default one per CPU of the cluster); agent ``i`` lives in
+(:class:`townsquare.scaleout.ray_shard.Shard`; default one per CPU of the cluster); agent ``i`` lives in
 shard ``i % shards`` (a stable partition), which builds it from the persona the driver loaded
 and alone holds its state: memories, plans, the rest of its components. On a platform that
 hands agents to each other (``members``: the recsys and town platforms, where a turn reads
@@ -22,7 +22,7 @@ others' agents set from their owners each round. Each round:
    on its copy (each shard's actions go to the others through Ray's object store, not through
    the driver) and calls ``on_applied`` for its own agents at the same point the single
    process does. The shards send back what their copies answered, which must be what the
-   driver's platform answered (else :class:`~townsquare.ray_shard.ShardDiverged`);
+   driver's platform answered (else :class:`~townsquare.scaleout.ray_shard.ShardDiverged`);
 4. the shards' answers travel back with their actions and the driver writes them to the run's
    LLM journal (the response cache's file), as its one writer; at a checkpoint each shard
    writes its agents' file and the driver the checkpoint that lists them (written last).
@@ -32,13 +32,13 @@ concurrency limits (``engine.concurrency`` and ``[plugins.llm_concurrency] limit
 into equal per-shard shares (no call waits on another process for a slot); several endpoints
 or keys are spread over the shards (each shard gets its own subset when there are at least
 as many endpoints as shards, else all of them starting at a different one). An LLM budget
-with a limit is one :class:`~townsquare.ray_shard.BudgetLedger` actor that every call asks
+with a limit is one :class:`~townsquare.scaleout.ray_shard.BudgetLedger` actor that every call asks
 first, so it stops the run at the same call as in one process. Same scenario and seed, the
 same event log as the single process, byte for byte apart from wall-clock columns; a shard
 that dies stops the run cleanly at its last checkpoint, and ``resume`` continues it.
 
 A local cluster this process starts ends with it, even when it is killed (``kill -9``): a
-reaper process (:mod:`townsquare.ray_reaper`) ends the Ray processes it started.
+reaper process (:mod:`townsquare.scaleout.ray_reaper`) ends the Ray processes it started.
 """
 
 from __future__ import annotations
@@ -53,11 +53,11 @@ from typing import Any
 
 import structlog
 
-from .errors import RunStopped, UsageError
+from townsquare.errors import RunStopped, UsageError
 from .ray_reaper import Reaper
 from .ray_shard import BudgetLedger, LedgerBudget, Shard, ShardDiverged, ShippedJournal, owner_of
 
-log = structlog.get_logger("townsquare.ray_backend")
+log = structlog.get_logger("townsquare.scaleout.ray_backend")
 
 INSTALL_HINT = "engine.backend = 'ray' needs Ray: pip install 'townsquare[ray]'"
 #: how often (at least this far apart) the driver takes in the LLM records the shards have made
@@ -87,6 +87,10 @@ def import_ray() -> Any:
     return ray
 
 
+#: added to the order of a reflection recorded while a shard replays a round (after the turns)
+REPLAY_SEQ = 10**9
+
+
 class RayBackend:
     """The driver's side: the shard actors and the round's traffic with them."""
 
@@ -94,6 +98,8 @@ class RayBackend:
         self.sim, self.ray, self.shards, self.ledger, self.reaper = sim, ray, shards, ledger, reaper
         self._agents = {agent.id: agent for agent in sim.agents}
         self._applied: list[tuple[str, list]] = []
+        #: the shards' reflections of this round (:meth:`take_reflections`)
+        self._reflections: list[tuple] = []
         #: the shards' replays of the round's writes, under way while the driver applies them
         self._replays: list[Any] = []
         self._synced = False
@@ -200,6 +206,7 @@ class RayBackend:
             finally:
                 ended.set()
                 await draining  # what the shards sent while turning comes before their outcomes
+            self._reflections += [item for out in outs for item in out.get("reflections", [])]
             self._take_in(outs, stopped)
         except BaseException:
             replays, self._replays = self._replays, []  # the round stops: let them end, unread
@@ -227,6 +234,8 @@ class RayBackend:
                 raise ShardDiverged(_divergence(k, r, ordered, answers, out["answers"]))
         self._touched = {}
         for out in outs:
+            # what the agents reflected hearing their results comes after what they reflected in their turns
+            self._reflections += [(index, REPLAY_SEQ + seq, row) for index, seq, row in out.get("reflections", [])]
             self._touched.update(out["states"])
             for agent_id, state in out["states"].items():
                 agent = self._agents[agent_id]
@@ -234,6 +243,12 @@ class RayBackend:
                     component.set_state(state["components"][slot])
                 self.sim.changed(agent)
         log.debug("ray.round.synced", round=r, seconds=round(time.perf_counter() - started, 4))
+
+    def take_reflections(self) -> list[tuple]:
+        """The reflections the shards recorded this round, as ``(index, seq, row)``
+        (:meth:`townsquare.agent_host.AgentHost.take_reflections`)."""
+        taken, self._reflections = self._reflections, []
+        return taken
 
     async def checkpoint(self, r: int) -> list[str] | None:
         """Before the driver writes round ``r``'s checkpoint: the shards' LLM answers used so far
@@ -342,7 +357,7 @@ class RayBackend:
             agents = ray.put({agent.id: {"persona": agent.persona, "components": {slot: c.get_state() for slot, c in agent.components.items()}}
                               for agent in sim.agents})
         self._touched = {}
-        await asyncio.gather(*(shard.sync.remote(common, agents, sim.restored_from, sim.fresh_slots()) for shard in self.shards))
+        await asyncio.gather(*(shard.sync.remote(common, agents, sim.restored_from, sim.fresh_slots) for shard in self.shards))
 
     def _budget(self) -> Any:
         return next(m for m in self.sim.llm_middleware if type(m).__name__ == "LLMBudget")

@@ -1,7 +1,7 @@
 """Writes ``docs/reference.md`` from the docstrings: hooks, slot protocols, records, contexts.
 
-    python -m townsquare.docs            # rewrite docs/reference.md
-    python -m townsquare.docs --check    # exit 1 when the page is stale
+    python tools/reference_docs.py            # rewrite docs/reference.md
+    python tools/reference_docs.py --check    # exit 1 when the page is stale
 
 The page is generated, never edited by hand; ``tests/test_reference.py`` fails when it is
 stale or when a hook in ``townsquare.hookspecs`` is missing from it. What it documents is the
@@ -22,7 +22,7 @@ PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
 
 HEADER = """# Reference
 
-Generated from the docstrings by `python -m townsquare.docs`; do not edit by hand
+Generated from the docstrings by `python tools/reference_docs.py`; do not edit by hand
 (`tests/test_reference.py` fails when this page is stale). Plugins import every name below
 from `townsquare.api`. The guide is [plugins.md](plugins.md); the hooks with their tests are
 also in [hooks.md](hooks.md).
@@ -88,7 +88,7 @@ def _field_comments(cls: type) -> dict[str, str]:
 
 
 def _members(protocol: type) -> list[tuple[str, Any]]:
-    from .slots import protocol_members
+    from townsquare.slots import protocol_members
 
     return [(name, inspect.getattr_static(protocol, name, None)) for name in protocol_members(protocol)]
 
@@ -153,7 +153,7 @@ def _record(cls: type) -> list[str]:
 
 
 def _hooks() -> list[str]:
-    from . import hookspecs
+    from townsquare import hookspecs
 
     source = inspect.getsource(hookspecs).splitlines()
     lines = ["## Hooks", "", "Every hook in `townsquare.hookspecs`, in its sections. `register` hooks collect typed records,",
@@ -173,8 +173,8 @@ def _hooks() -> list[str]:
 
 
 def render() -> str:
-    from . import actions, components, lifecycle, memory, metrics, persona, platform, specs
-    from .slots import SLOT_PROTOCOLS
+    from townsquare import actions, components, lifecycle, memory, metrics, persona, platform, specs
+    from townsquare.slots import SLOT_PROTOCOLS
 
     registered_by = {spec.kind: hook for hook, spec in specs.REGISTRATION_HOOKS.items()}
     lines = [HEADER, "## Slots and their protocols", "",
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--check" in argv:
         current = PAGE.read_text(encoding="utf-8") if PAGE.exists() else ""
         if current != text:
-            sys.stderr.write(f"{PAGE} is stale: run python -m townsquare.docs\n")
+            sys.stderr.write(f"{PAGE} is stale: run python tools/reference_docs.py\n")
             return 1
         return 0
     PAGE.write_text(text, encoding="utf-8")

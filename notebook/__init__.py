@@ -7,8 +7,8 @@
     branch.table("actions")                     # a pandas DataFrame
 
 Each call is the command line's own function (:func:`~townsquare.runner.start_run`,
-:func:`~townsquare.branch.branch_run`, :func:`~townsquare.runner.resume_run`,
-:func:`~townsquare.interview.interview`, :func:`~townsquare.export.read_tables`), so a run made
+:func:`~townsquare.commands.branch.branch_run`, :func:`~townsquare.runner.resume_run`,
+:func:`~townsquare.commands.interview.interview`, :func:`~townsquare.commands.export.read_tables`), so a run made
 here is the run the CLI makes and a reopened run gets the plugins it recorded. Those functions
 play a run with ``asyncio.run``; inside a running event loop (Jupyter) the plain forms
 (``start``, ``run.branch``...) play it in a worker thread and wait for it, and the ``a`` forms
@@ -32,13 +32,13 @@ from typing import Any, Callable, Iterable, Mapping
 
 import structlog
 
-from . import logs
-from .errors import UsageError
-from .memory_export import MEMORY_TABLE
-from .progress import RunProgress, notebook_display, progress_mode
-from .rundir import RunDir
-from .scenario import override_lines
-from .store import ROUND_TABLES
+from townsquare import logs
+from townsquare.errors import UsageError
+from townsquare.api.memory_export import MEMORY_TABLE
+from townsquare.cli.progress import RunProgress, notebook_display, progress_mode
+from townsquare.rundir import RunDir
+from townsquare.scenario import override_lines
+from townsquare.store import ROUND_TABLES
 
 __all__ = ["TABLES", "Run", "astart", "open_run", "start"]
 
@@ -69,7 +69,7 @@ def _start(scenario: str | Path | Mapping[str, Any], *, overrides: Mapping[str, 
     :class:`Run`. ``overrides``: ``{"rounds": 2, "llm.model": "gpt-4o-mini"}`` or ``["rounds=2"]``
     (``--set``); ``llm``: as ``--llm`` (``"openai:gpt-4o-mini"``); ``plugins``: ``-p`` options
     (``["no:reflection"]``); ``progress``: True (shown), False, or your ``callback(round, totals)``."""
-    from .runner import llm_overrides, start_run
+    from townsquare.runner import llm_overrides, start_run
 
     shown = _Progress(progress)
     sets = [*llm_overrides(llm), *_set_lines(overrides)]
@@ -116,7 +116,7 @@ class Run:
             import pandas
         except ImportError:
             raise UsageError("reading tables as DataFrames needs pandas: pip install 'townsquare[notebook]'") from None
-        from .export import read_tables
+        from townsquare.commands.export import read_tables
 
         unknown = [name for name in names if name not in TABLES]
         if unknown:
@@ -135,7 +135,7 @@ class Run:
         ``overrides``, ``plugins`` and ``progress`` as :func:`start`; ``personas={agent: file}``,
         ``posts=[(author, text)]``, ``memories=[(agent, text)]``, ``follows=[(follower, followee)]``,
         ``unfollows=[...]`` (each a list of pairs or a dict)."""
-        from .branch import branch_run, parse_interventions
+        from townsquare.commands.branch import branch_run, parse_interventions
 
         # applied in the order ``townsquare branch`` applies its options
         kinds = {"persona": personas, "memory": memories, "follow": follows, "unfollow": unfollows, "post": posts}
@@ -147,7 +147,7 @@ class Run:
 
     def _resume(self, *, overrides: Mapping[str, Any] | Iterable[str] = (), progress: Any = True):
         """Continue a stopped run from its newest checkpoint, as ``townsquare resume`` does."""
-        from .runner import resume_run
+        from townsquare.runner import resume_run
 
         shown = _Progress(progress)
         return _played(shown, lambda: resume_run(self.path, overrides=_set_lines(overrides), progress=shown.update,
@@ -157,8 +157,8 @@ class Run:
                    round: int | None = None, memories: int = 8):
         """Ask ``agents`` (an id, several, or None: every agent of ``population``, or every agent)
         ``question`` at ``round`` (default: the newest checkpoint), as ``townsquare interview``
-        does; returns :class:`~townsquare.interview.Answer` records."""
-        from .interview import interview
+        does; returns :class:`~townsquare.commands.interview.Answer` records."""
+        from townsquare.commands.interview import interview
 
         wanted = [agents] if isinstance(agents, str) else list(agents or ())
         return lambda: interview(self.path, question, agents=wanted, population=population, all_agents=agents is None,
@@ -231,7 +231,7 @@ class _Progress(RunProgress):
 
     def announce(self, scenario: Any, run_dir: RunDir) -> None:
         if self.mode != "quiet":
-            from .cli import run_banner
+            from townsquare.cli.run_output import run_banner
 
             print(run_banner(scenario, run_dir), file=sys.stderr)
         self.ready(scenario.model.rounds)

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from .errors import UsageError
-from .files import read_user_csv
+from townsquare.errors import UsageError
+from townsquare.files import read_user_csv
 from .items import Item
 
 NO_GENRE = "(no genres listed)"

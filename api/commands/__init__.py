@@ -23,7 +23,7 @@ evaluation is no run: ``townsquare_on_llm_call`` listeners are not told) and ``a
 An evaluation builds its judges' and generators' clients with :class:`EvalLLMs` (the
 scenario's middleware shared, every call an ``llm_calls`` row, a budget stop that names the
 command resuming it, ``--estimate`` through a :class:`DryRun` of stand-in models priced per
-stage); see :mod:`townsquare.eval_llm`.
+stage); see :mod:`townsquare.commands.eval_llm`.
 
 Import it inside the hook (it loads the kernel's run machinery): ``townsquare --help`` stays fast.
 """
@@ -32,20 +32,20 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..cli import common_options
-from ..dry_run import DEFAULT_COMPLETION_TOKENS, StandInModel, cost_of, format_table, prices_of, schema_example
-from ..engine import Simulation, close_each
-from ..eval_llm import (
+from townsquare.cli.options import common_options
+from townsquare.commands.dry_run import DEFAULT_COMPLETION_TOKENS, StandInModel, cost_of, format_table, prices_of, schema_example
+from townsquare.engine import Simulation, close_each
+from townsquare.commands.eval_llm import (
     DryRun, EvalLLMs, check_spec, clear_earlier_answers, command_line, model_identity, spec_overrides, without_middleware,
 )
-from ..interview import interview
-from ..llm import Accounting, compose
-from ..plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
-from ..rundir import RunDir
-from ..runner import llm_overrides, load_run, rerun, start_run
-from ..scenario import ResolvedScenario, load_scenario, validate_scenario
-from ..scenario import resolve as resolve_scenario
-from ..store import EventStore
+from townsquare.commands.interview import interview
+from townsquare.llm import Accounting, compose
+from townsquare.plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
+from townsquare.rundir import RunDir
+from townsquare.runner import llm_overrides, load_run, rerun, start_run
+from townsquare.scenario import ResolvedScenario, load_scenario, validate_scenario
+from townsquare.scenario import resolve as resolve_scenario
+from townsquare.store import EventStore
 
 
 def open_run(path: str) -> RunDir:

@@ -43,18 +43,21 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
+import click
 import structlog
 
-from .components import Agent, StepContext
-from .engine import Simulation
-from .errors import RunStopped, UsageError
-from .llm import LLMCallRecord, Message
-from .memory import agent_memory
-from .persona import Persona
-from .rundir import RunDir
-from .runner import load_run
+from townsquare.api import hookimpl
+from townsquare.cli.options import common_options, writable_file
+from townsquare.components import Agent, StepContext
+from townsquare.engine import Simulation
+from townsquare.errors import RunStopped, UsageError
+from townsquare.llm import LLMCallRecord, Message
+from townsquare.memory import agent_memory
+from townsquare.persona import Persona
+from townsquare.rundir import RunDir
+from townsquare.runner import load_run
 
-log = structlog.get_logger("townsquare.interview")
+log = structlog.get_logger("townsquare.commands.interview")
 
 INTERVIEWS_FILE = "interviews.jsonl"
 #: the interviews' own run directory inside the run's: their journal, cache and lock
@@ -273,3 +276,37 @@ async def _answer(simulation: Simulation, agent: Agent, round: int, question: st
     if not cached:
         earlier[(agent.id, name, model, prompt)] = answer.to_dict()
     return answer
+
+
+@hookimpl
+def townsquare_register_commands(cli: click.Group) -> None:
+    @cli.command("interview")
+    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.argument("words", nargs=-1, required=True, metavar="[AGENT] QUESTION")
+    @click.option("--round", "round", type=int, default=None, help="Ask about the state after this round (default: the newest checkpoint).")
+    @click.option("--population", default=None, help="With --all: only this population.")
+    @click.option("--all", "all_agents", is_flag=True, help="Interview every agent (of --population).")
+    @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+                  help="Write the answers as CSV (default with --all: RUN_DIR/interviews-<time>.csv).")
+    @click.option("--memories", type=click.IntRange(min=0), default=8, show_default=True, help="Memories recalled for the question.")
+    @common_options
+    def interview_command(run_dir: str, words: tuple[str, ...], round: int | None, population: str | None, all_agents: bool,
+                          csv_path: str | None, memories: int, **_: Any) -> None:
+        """Ask an agent (or --all) QUESTION; it answers from its persona and memory at a round."""
+        if all_agents:
+            if len(words) != 1:
+                raise UsageError("with --all give only the question")
+            agents, question = [], words[0]
+        else:
+            if len(words) != 2:
+                raise UsageError('give AGENT and "QUESTION" (quote the question)')
+            agents, question = [words[0]], words[1]
+        if csv_path:
+            writable_file(csv_path, "--csv")  # before any question is asked (and paid for)
+        answers = interview(run_dir, question, agents=agents, population=population, all_agents=all_agents, round=round,
+                            memories=memories)
+        for answer in answers:
+            click.echo(f"{answer.agent_id} (round {answer.round}): {answer.answer}")
+        if all_agents or csv_path:
+            stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+            click.echo(f"answers: {write_csv(answers, csv_path or Path(run_dir) / f'interviews-{stamp}.csv')}", err=True)

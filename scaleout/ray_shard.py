@@ -1,4 +1,4 @@
-"""One shard of a Ray run: an actor that holds some of the agents and takes their turns (see :mod:`townsquare.ray_backend`).
+"""One shard of a Ray run: an actor that holds some of the agents and takes their turns (see :mod:`townsquare.scaleout.ray_backend`).
 
 A shard builds the run from the scenario as the driver does (:func:`townsquare.assembly.assemble`,
 same seeds): its own services, LLM client and copy of the platform. Its own agents are those
@@ -37,16 +37,16 @@ from typing import Any
 
 import structlog
 
-from .agent_host import AgentHost, restore_agent, stop_reason
-from .engine import COLLECTOR_THRESHOLDS
-from .errors import RunStopped
-from .llm import LLMCallRecord
-from .llm_faults import LLMFault
-from .process_usage import process_usage, rss_bytes
-from .rundir import RunDir
-from .slots import notify_round_start, round_observers
+from townsquare.agent_host import AgentHost, restore_agent, stop_reason
+from townsquare.engine import COLLECTOR_THRESHOLDS
+from townsquare.errors import RunStopped
+from townsquare.llm import LLMCallRecord
+from townsquare.llm_faults import LLMFault
+from townsquare.process_usage import process_usage, rss_bytes
+from townsquare.rundir import RunDir
+from townsquare.slots import notify_round_start, round_observers
 
-log = structlog.get_logger("townsquare.ray_shard")
+log = structlog.get_logger("townsquare.scaleout.ray_shard")
 
 #: what a stopped round ends with in a shard (the calls in flight land first)
 STOPS = (RunStopped, LLMFault)
@@ -79,7 +79,7 @@ class Shard:
         self._turns_ended = asyncio.Event()
         self._ran: list[Any] = []
         self._rss_before_build: int | None = None
-        from . import logs
+        from townsquare import logs
 
         logs.configure(level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning"))  # a worker's own logging
         gc.set_threshold(*COLLECTOR_THRESHOLDS)  # the worker plays this run only
@@ -88,16 +88,19 @@ class Shard:
         self.records.append(call)
         self._last_record = time.monotonic()
 
-    def _outcome(self, **out: Any) -> dict[str, Any]:
-        """``out`` with the LLM records and the journal writes made since the last outcome."""
+    def _outcome(self, drained: bool = False, **out: Any) -> dict[str, Any]:
+        """``out`` with the LLM records and the journal writes made since the last outcome and,
+        unless ``drained`` (taken while the turns go on), the agents' reflections since then."""
         records, self.records = self.records, []
-        return {**out, "records": records, "journal": [journal.take() for journal in self.journals]}
+        host = getattr(self, "host", None)
+        reflections = host.take_reflections() if host is not None and not drained else []
+        return {**out, "records": records, "journal": [journal.take() for journal in self.journals], "reflections": reflections}
 
     async def build(self, personas: dict[int, Any] | None) -> dict[str, Any]:
         """Build this shard's part of the run. ``personas``: this shard's agents by index, with
         the personas the driver loaded (only they are built); None on a platform that hands
         agents to each other, where every agent is built from the scenario (the others are replicas)."""
-        from .assembly import assemble
+        from townsquare.assembly import assemble
 
         self._rss_before_build = rss_bytes()
         built = await assemble(self.scenario, self.run_path, on_llm_call=self.record_llm_call, current_round=lambda: self.round,
@@ -200,7 +203,7 @@ class Shard:
             waited = time.monotonic() - start
             if started and waited >= after and self.records and (
                     time.monotonic() - self._last_record >= QUIET_SECONDS or waited >= OVERDUE * after):
-                return self._outcome()
+                return self._outcome(drained=True)
             timeout = max(after - waited, QUIET_SECONDS)
             if started:  # wake as the turns end
                 ended = asyncio.ensure_future(self._turns_ended.wait())

@@ -1,4 +1,4 @@
-"""Items and item recommenders: the recommender-system platform's side of the kernel.
+"""Items and item recommenders: what the recommender-system platform and its recommenders share.
 
 RecAgent's sandbox (Wang et al., "Simulator") serves an item catalogue through a recommender;
 the platform ``recsys`` keeps the catalogue and the interaction log, and asks the run's

@@ -17,7 +17,7 @@ import math
 from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
-from .llm import LLMRequest, LLMResponse
+from townsquare.llm import LLMRequest, LLMResponse
 
 #: completion tokens expected per call, by kind of request, unless told per purpose
 DEFAULT_COMPLETION_TOKENS = {"labels": 2, "json": 60, "text": 80}

@@ -1,16 +1,20 @@
 """``townsquare export``: the run's tables as CSV, JSON lines or Parquet, for notebooks, and the
-agents' memories (:mod:`townsquare.memory_export`)."""
+agents' memories (:mod:`townsquare.api.memory_export`)."""
 
 from __future__ import annotations
 
 import csv
 import json
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
-from .errors import UsageError
-from .memory_export import MEMORY_TABLE, memory_rows
-from .store import EXPORT_TABLES, EventStore
+import click
+
+from townsquare.api import hookimpl
+from townsquare.cli.options import common_options
+from townsquare.errors import UsageError
+from townsquare.api.memory_export import MEMORY_TABLE, memory_rows
+from townsquare.store import EXPORT_TABLES, EventStore
 
 FORMATS = ("csv", "jsonl", "parquet")
 
@@ -77,3 +81,21 @@ def _write_parquet(path: Path, columns: list[str], rows) -> None:
 
 
 _WRITERS = {"csv": _write_csv, "jsonl": _write_jsonl, "parquet": _write_parquet}
+
+
+@hookimpl
+def townsquare_register_commands(cli: click.Group) -> None:
+    @cli.command("export")
+    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.option("--format", "fmt", type=click.Choice(FORMATS), default="csv", show_default=True)
+    @click.option("--out", type=click.Path(file_okay=False), required=True, help="Folder for the table files.")
+    @common_options
+    def export(run_dir: str, fmt: str, out: str, **_: Any) -> None:
+        """Write the tables agents, posts, actions, follows, llm_calls and metrics."""
+        from townsquare.rundir import RunDir
+
+        run = RunDir.open(run_dir)
+        if not run.events_path.is_file():
+            raise UsageError(f"{run_dir}: no events.sqlite yet (the run has not started): nothing to export")
+        for path in export_run(run.events_path, fmt, Path(out)):
+            click.echo(str(path))

@@ -23,10 +23,10 @@ import sys
 import click
 from typing import Any, Callable
 
-from .actions import Action
-from .engine import Simulation
-from .errors import UsageError
-from .platform import platform_actions
+from townsquare.actions import Action
+from townsquare.engine import Simulation
+from townsquare.errors import UsageError
+from townsquare.platform import platform_actions
 
 #: what a person can do on a turn, in menu order, with its syntax
 COMMANDS = {

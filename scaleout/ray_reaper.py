@@ -11,7 +11,7 @@ another process since is never hit); when the pipe closes, because the driver cl
 because the driver is gone (a kill, a crash), it kills those still there and exits.
 
 Linux only (it reads ``/proc``); elsewhere :meth:`Reaper.start` returns None and Ray's own
-clean-up is all there is. Run as ``python -m townsquare.ray_reaper`` (by :meth:`Reaper.start`).
+clean-up is all there is. Run as ``python -m townsquare.scaleout.ray_reaper`` (by :meth:`Reaper.start`).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class Reaper:
         after ``ray.init``); None where there is no ``/proc``."""
         if not (PROC / "self" / "stat").exists():
             return None
-        process = subprocess.Popen([sys.executable, "-m", "townsquare.ray_reaper"], stdin=subprocess.PIPE,
+        process = subprocess.Popen([sys.executable, "-m", "townsquare.scaleout.ray_reaper"], stdin=subprocess.PIPE,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                    start_new_session=True)  # a Ctrl-C to the terminal's job does not reach it
         reaper = cls(process)

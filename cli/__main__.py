@@ -1,0 +1,5 @@
+"""``python -m townsquare.cli``: the ``townsquare`` command."""
+
+from townsquare.cli import main
+
+main()

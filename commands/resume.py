@@ -1,0 +1,29 @@
+"""``townsquare resume RUN_DIR``: continue a run from its newest checkpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from townsquare.api import hookimpl
+from townsquare.cli.options import backend_options, backend_overrides, common_options
+from townsquare.cli.run_output import RunLines, report_run
+
+
+@hookimpl
+def townsquare_register_commands(cli: click.Group) -> None:
+    @cli.command("resume")
+    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Change a scenario key from here on.")
+    @click.option("--quiet", is_flag=True, help="No progress bar or progress lines.")
+    @backend_options
+    @common_options
+    def resume(run_dir: str, overrides: tuple[str, ...], quiet: bool, backend: str | None, ray_address: str | None, **_: Any) -> None:
+        """Continue RUN_DIR from its newest checkpoint."""
+        from townsquare.runner import resume_run
+
+        with RunLines(quiet) as progress:
+            path, summary = resume_run(run_dir, overrides=[*backend_overrides(backend, ray_address), *overrides], progress=progress.update,
+                                       on_ready=progress.announce)
+        report_run(path.path, summary)
