@@ -8,7 +8,7 @@ tool or ``{"answer": TEXT}`` to finish. The request carries the JSON schema of e
 (:func:`step_schema`: one of the tools with its own parameters, or the answer), so an
 OpenAI-compatible endpoint runs in JSON mode and the local model samples under the grammar
 llama.cpp derives from the schema, which lets it name only real tools and real arguments. With ``constrained=False`` (the
-harness's ``constrained_tool_calls``, ``townsquare some --free-tool-calls``) the schema is only
+harness's ``constrained_tool_calls``, ``townsquare eval some --free-tool-calls``) the schema is only
 in the prompt: the model's own ability to write a call is measured, its errors included.
 
 Replies are read leniently (:func:`parse_step`), the way real models go wrong (the paper's
