@@ -27,7 +27,7 @@ The shard cores a target ``rho`` (``T <= rho W L``) needs:
 
 and none does when the fixed parts (queues, apply, hand-overs) alone use the slack.
 :data:`MEASURED` holds the inputs as measured on the development machine (see docs/scale.md
-for the commands and the date); ``tests/test_scale_model.py`` checks them and the arithmetic.
+for the commands and the date); ``tests/scaleout/test_scale_model.py`` checks them and the arithmetic.
 Usage: ``python benchmarks/scale_model.py [--concurrency 256] [--waves 10] [--target 1.10]``.
 """
 

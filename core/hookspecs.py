@@ -6,7 +6,7 @@ Three kinds, told apart by name (STYLE.md, convention 1):
   The plugin manager calls each implementation separately so it can stamp the plugin's name on
   its records and report clashes naming both plugins.
 * ``townsquare_on_*`` notify observers and return nothing. Within one run they fire in this
-  order (``tests/test_lifecycle_order.py`` asserts it)::
+  order (``tests/core/test_lifecycle_order.py`` asserts it)::
 
       on_run_start
       for each round:

@@ -4,8 +4,15 @@ write_scenario, run_scenario and scripted_llm."""
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+# The tests' folders mirror the source tree. The shared helpers (helpers.py, ga_support.py, ...)
+# live here; a test may import another test module's data by its (unique) name.
+TESTS = Path(__file__).resolve().parent
+sys.path[:0] = [str(TESTS)] + sorted({str(p.parent) for p in TESTS.glob("*/**/test_*.py") if "data" not in p.parts})
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@
 Every ``import``/``from ... import`` of a townsquare module counts, at module level, inside a
 function (a lazy import is still a dependency) or under ``if TYPE_CHECKING:`` (a type-only
 import still couples the two modules, and a type-only cycle is still a cycle).
-tests/test_architecture.py runs the same checks and checks that the page is current.
+tests/tools/test_architecture.py runs the same checks and checks that the page is current.
 
 The walls: the kernel (core/, ``townsquare.*``) imports no plugin, no command, no front end
 (cli/, notebook/), not the testing kit and not its own facade (api/): it reaches them through

@@ -3,7 +3,7 @@
     python tools/reference_docs.py            # rewrite docs/reference.md
     python tools/reference_docs.py --check    # exit 1 when the page is stale
 
-The page is generated, never edited by hand; ``tests/test_reference.py`` fails when it is
+The page is generated, never edited by hand; ``tests/tools/test_reference.py`` fails when it is
 stale or when a hook in ``townsquare.hookspecs`` is missing from it. What it documents is the
 stable surface that ``townsquare.api`` re-exports.
 """
@@ -23,7 +23,7 @@ PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
 HEADER = """# Reference
 
 Generated from the docstrings by `python tools/reference_docs.py`; do not edit by hand
-(`tests/test_reference.py` fails when this page is stale). Plugins import every name below
+(`tests/tools/test_reference.py` fails when this page is stale). Plugins import every name below
 from `townsquare.api`. The guide is [plugins.md](plugins.md); the hooks with their tests are
 also in [hooks.md](hooks.md).
 """

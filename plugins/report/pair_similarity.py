@@ -17,7 +17,7 @@ Zhou et al. score the similarity between a persona and a post with BERTScore (Zh
 
 The BERTScore path is checked against F1 computed by hand from the same model's token vectors
 (greedy cosine matching; [CLS]/[SEP] out of the averages but match targets, as bert_score
-does; no idf, no rescaling) with all-MiniLM-L6-v2 at layer 6 (tests/test_zhou_bertscore.py;
+does; no idf, no rescaling) with all-MiniLM-L6-v2 at layer 6 (tests/plugins/report/test_zhou_bertscore.py;
 skipped without ``bert_score``): equal within 1e-4.
 
 Every result says which backend produced it (``name``).

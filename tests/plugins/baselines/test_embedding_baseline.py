@@ -22,7 +22,7 @@ from townsquare.plugins.baselines.embedding_baseline import EmbeddingBaseline, E
 from townsquare.plugins.embedders.hash import HashEmbedder
 from townsquare.recommenders.chronological import Chronological
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 class World:

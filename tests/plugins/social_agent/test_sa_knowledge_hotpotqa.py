@@ -21,7 +21,7 @@ from townsquare.specs import PolicySpec
 from townsquare.plugins.social_agent.knowledge.hotpotqa import (
     INSTALL_HINT, HotpotQAConfig, build_hotpotqa, item_text, read_hotpotqa)
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 SAMPLE = DATA / "hotpotqa_sample.json"
 chromadb = pytest.importorskip("chromadb", reason="chromadb not installed (pip install -e '.[knowledge]')")
 

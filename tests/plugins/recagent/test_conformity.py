@@ -9,7 +9,7 @@ import pytest
 
 from townsquare.plugins.recagent.studies.conformity import attitude_change
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def test_attitude_change_on_a_hand_made_rating_log():

@@ -13,7 +13,7 @@ import pytest
 from townsquare.plugins.recagent.studies.cocoon_entropy import category_entropy, cocoon_entropy
 from townsquare.plugins.recagent.studies.soc_strategy import pick_different
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def test_entropy_of_a_hand_made_recommendation_log():

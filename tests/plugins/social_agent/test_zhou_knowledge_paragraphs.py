@@ -16,7 +16,7 @@ from townsquare.plugins.social_agent.knowledge.hotpotqa import knowledge_items, 
 from townsquare.plugins.social_agent.knowledge.knowledge_boundary import KnowledgeBoundary
 from townsquare.plugins.social_agent.tfidf import tfidf_cosine
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 FIXTURE = DATA / "hotpotqa_distractor_small.json"
 #: a persona "knowledge" attribute in the paper's style (our words)
 DOG_TRAINER = ("Mara knows dog training well: positive reinforcement, clicker training, recall and leash walking, "

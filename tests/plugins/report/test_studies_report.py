@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def test_report_plots_sibling_cocoon_runs_and_conformity(tmp_path, run_scenario):

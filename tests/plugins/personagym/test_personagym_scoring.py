@@ -20,7 +20,7 @@ from townsquare.testing.scripted import ScriptedConfig, ScriptedLLM
 
 from helpers import SHARED_DATA
 
-FIXTURES = Path(__file__).parent / "data" / "personagym"
+FIXTURES = Path(__file__).resolve().parents[2] / "data" / "personagym"
 SHARED = SHARED_DATA / "personagym"
 TASKS = data.TASKS
 

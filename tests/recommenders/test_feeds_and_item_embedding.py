@@ -66,7 +66,7 @@ def test_item_embedding_follows_watches_then_persona():
 def test_feeds_run_on_the_social_platform(run_scenario):
     from pathlib import Path
 
-    baseline = Path(__file__).resolve().parent.parent / "examples" / "baseline.toml"
+    baseline = Path(__file__).resolve().parents[2] / "examples" / "baseline.toml"
     for name in ("popular_feed", "embedding_feed"):
         _, summary = run_scenario(baseline, overrides=[f"recommender.name={name}", "rounds=4", "populations.0.count=16"])
         assert summary.rounds_completed == 4 and summary.counts.get("browse", 0) > 0

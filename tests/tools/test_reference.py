@@ -11,7 +11,7 @@ from townsquare import hookspecs
 from townsquare.slots import SLOT_PROTOCOLS
 from townsquare.specs import REGISTRATION_HOOKS
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 
 import reference_docs as docs  # noqa: E402
 

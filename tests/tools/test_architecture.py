@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
 import import_graph  # noqa: E402
@@ -126,3 +126,13 @@ def test_one_name_per_thing_for_every_builtin_plugin():
             if component != NAMED_APART.get(name, name):
                 wrong.append(f"plugin {name} registers {component!r}")
     assert wrong == []
+
+
+def test_the_tests_mirror_the_source_tree():
+    """Every test sits in tests/<folder> where <folder> is a source folder (core/, cli/,
+    plugins/recagent/, ...) or tools/; no test file is left at the top of tests/."""
+    tests = ROOT / "tests"
+    assert not sorted(p.name for p in tests.glob("test_*.py")), "tests at the top of tests/: move each beside its source folder"
+    for path in tests.glob("*/**/test_*.py"):
+        folder = path.parent.relative_to(tests)
+        assert (ROOT / folder).is_dir(), f"{path.relative_to(ROOT)}: no source folder {folder}/ to mirror"

@@ -19,7 +19,7 @@ from townsquare.plugins.report import tables
 from helpers import cli_in_process as cli, count_scripted_calls
 
 SCRIPTED = "townsquare.testing.scripted"
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 
 SCENARIO = """
 name = "zhou-eval"

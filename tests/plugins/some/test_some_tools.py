@@ -16,7 +16,7 @@ from townsquare.api.commands import EventStore
 from townsquare.plugins.some.corpus import Corpus, Document, corpus_from_run, corpus_from_some
 from townsquare.plugins.some.tools import PAPER_NAMES, ToolSettings, Toolbox, cluster_posts, openai_tools, top_k
 
-DATA = Path(__file__).parent / "data" / "some"
+DATA = Path(__file__).resolve().parents[2] / "data" / "some"
 START = "2024-03-04T06:00:00"
 
 #: agent ids of the hand-made run

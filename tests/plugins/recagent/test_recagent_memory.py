@@ -279,7 +279,7 @@ def test_in_a_run_routine_events_stay_out_and_watches_stay_in(run_scenario, make
     import sqlite3
     from pathlib import Path
 
-    examples = Path(__file__).resolve().parent.parent / "examples"
+    examples = Path(__file__).resolve().parents[3] / "examples"
     plugins = make_plugins(enable=["townsquare.testing.oracle"])
     run_dir, _ = run_scenario(examples / "conformity.toml", plugins=plugins, overrides=["rounds=6", "llm.name=oracle"])
     _, state = run_dir.latest_checkpoint()

@@ -23,7 +23,7 @@ from townsquare.plugins.social_agent.prompts import load_prompts
 from townsquare.plugins.social_agent.persona.synthetic import SyntheticConfig, SyntheticPersonas
 from townsquare.testing.scripted import ScriptedConfig, ScriptedLLM
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 SAMPLE = DATA / "personachat_sample.csv"
 MODULES = [
     "townsquare.testing.scripted",

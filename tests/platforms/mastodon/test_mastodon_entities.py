@@ -18,7 +18,7 @@ from townsquare.platforms.mastodon.feed import Corrections
 from townsquare.platforms.mastodon.journal import Journal, fingerprint
 from townsquare.platforms.mastodon.state import LocalState
 
-DATA = Path(__file__).parent / "data" / "mastodon"
+DATA = Path(__file__).resolve().parents[2] / "data" / "mastodon"
 
 
 def load(name: str):

@@ -314,7 +314,7 @@ def test_population_text_is_what_the_cases_edit():
 def llm_run(tmp_path_factory):
     """A finished run with the scripted test model (interviews and evaluations need an LLM)."""
     tmp = tmp_path_factory.mktemp("llm-run")
-    quickstart = str(Path(__file__).resolve().parent.parent / "examples" / "quickstart.toml")
+    quickstart = str(Path(__file__).resolve().parents[2] / "examples" / "quickstart.toml")
     assert townsquare("run", quickstart, "--llm", "scripted", "--out", str(tmp / "run"), "--quiet",
                       "--set", "rounds=2", "--set", "populations.1.count=2")[0] == 0
     return tmp / "run"

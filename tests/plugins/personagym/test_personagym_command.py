@@ -19,7 +19,7 @@ import pytest
 
 from helpers import cli_in_process
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 FIXTURES = ROOT / "tests" / "data" / "personagym"
 SCRIPTED = ["-p", "townsquare.testing.scripted", "-p", "townsquare.plugins.personagym"]

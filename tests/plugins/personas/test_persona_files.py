@@ -13,7 +13,7 @@ from townsquare.errors import UsageError
 from townsquare.plugins.personas import persona_files
 from townsquare.plugins.personas.persona_files import PersonaFilesConfig, build_inline, build_jsonl
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def ctx(base_dir="."):
