@@ -24,7 +24,7 @@ from langchain_core.messages import AIMessage  # noqa: E402
 from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
 
-#: 20 % faults, as tests/test_fault_server_structured_e2e.py serves them
+#: 20 % faults, as tests/testing/test_fault_server_structured_e2e.py serves them
 FAULTS = dict(seed=5, rate_429=0.03, rate_500=0.03, rate_hang=0.02, rate_garbage=0.06, rate_truncated=0.03,
               rate_empty_choices=0.02, rate_200_html=0.01, retry_after_s=0, hang_s=2)
 ROLES = {"system": "system", "human": "user", "ai": "assistant"}
