@@ -44,6 +44,7 @@ from .errors import RunStopped
 from .interventions import RunSeams
 from .lifecycle import RunInfo, RunSummary
 from .llm import LLMCallRecord
+from .prompt_cache import PrefixIndex, cached_tokens
 from .llm_faults import LLMFatal, LLMFault
 from .metrics import RoundView
 from .process_usage import process_usage, rss_bytes
@@ -124,8 +125,11 @@ class Simulation:
         self.round = -1
         self.agents: list[Agent] = []
         self.totals = new_totals()
-        self._llm_rows: list[tuple[int, tuple[int, int, int], tuple]] = []
+        #: (agent order, (issue, part, arrival), row, (prompt block keys, prompt characters)) per call
+        self._llm_rows: list[tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]] = []
         self._record_llm = True
+        #: every prompt prefix of the run's answered calls so far, in issue order (``cached_prefix_tokens``)
+        self.prefix_index = PrefixIndex()
         #: whether each LLM call fires ``townsquare_on_llm_call`` (False when no plugin listens,
         #: which skips pluggy's dispatch; an evaluation, which is no run, sets it False too)
         self.fire_llm_call_hook = bool(self.hook.townsquare_on_llm_call.get_hookimpls())
@@ -197,7 +201,7 @@ class Simulation:
                    call.error and redact_text(call.error), call.kind, call.mode)
             # by agent, then in the order the agent's client issued the calls (a call's retries
             # and repair with it, in arrival order): never in completion order, which latency decides
-            self._llm_rows.append((order, (*(call.issue or (-1, 0)), len(self._llm_rows)), row))
+            self._llm_rows.append((order, (*(call.issue or (-1, 0)), len(self._llm_rows)), row, (call.prompt_blocks, call.prompt_chars)))
         if self.fire_llm_call_hook:
             self.hook.townsquare_on_llm_call(run=self.info, call=call)
 
@@ -216,6 +220,7 @@ class Simulation:
             "interventions": {name: i.get_state() for name, i in self.interventions if hasattr(i, "get_state")},
             "llm": {_key(m): m.get_state() for m in self.llm_middleware if hasattr(m, "get_state")},
             "totals": dict(self.totals),
+            "prompt_cache": self.prefix_index.get_state(),
         }
         if agents and self.host is not None:
             # no generator state: an agent's draws come from the seed and the round (townsquare.random_streams)
@@ -269,6 +274,8 @@ class Simulation:
             if hasattr(m, "set_state") and _key(m) in state.get("llm", {}):
                 m.set_state(state["llm"][_key(m)])
         self.totals.update(state.get("totals", {}))
+        if "prompt_cache" in state:  # a checkpoint written before the column starts an empty index
+            self.prefix_index.set_state(state["prompt_cache"])
 
     # ------------------------------------------------------------------ running
 
@@ -385,12 +392,27 @@ class Simulation:
         """Write the ``llm_calls`` rows kept since the last write (an evaluation's calls, which
         no round writes); returns them."""
         items, self._llm_rows = self._llm_rows, []
-        self._write_llm_rows(items)
-        return [row for _, _, row in items]
+        return self._write_llm_rows(items)
 
-    def _write_llm_rows(self, items: list[tuple[int, tuple[int, int, int], tuple]]) -> None:
-        if items and self._record_llm:
-            self.store.write_now("llm_calls", [row for _, _, row in sorted(items, key=_row_order)])
+    def _write_llm_rows(self, items: list[tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]]) -> list[tuple]:
+        rows = self._ordered_rows(items) if items else []
+        if rows and self._record_llm:
+            self.store.write_now("llm_calls", rows)
+        return rows
+
+    def _ordered_rows(self, items: list[tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]]) -> list[tuple]:
+        """``items``' rows in issue order (:func:`_row_order`), each with its ``cached_prefix_tokens``:
+        an answered call's prompt prefix shared with an earlier answered call of the run (in the
+        provider's tokens, :func:`townsquare.prompt_cache.cached_tokens`); None for a failed
+        attempt or a parse failure (their prompts are left out of the index, so a replay, which
+        has no failed attempts, counts the same)."""
+        rows = []
+        for _, _, row, (blocks, chars) in sorted(items, key=_row_order):
+            cached = None
+            if row[5] in ("ok", "cached"):
+                cached = cached_tokens(self.prefix_index.add_blocks(blocks), chars, row[6])
+            rows.append((*row, cached))
+        return rows
 
     async def aclose(self) -> None:
         """Close the store, the platform, the embedder, every LLM link and the provider; one
@@ -471,8 +493,8 @@ class Simulation:
                 self.store.buffer("metrics", (r, f"{name}.{key}", float(value)))
         self.hook.townsquare_on_round_end(run=self.info, round=r, now=now_iso, metrics=values)
 
-        llm_rows = sorted(self._llm_rows, key=_row_order)  # (agent order, (issue, part, arrival), row)
-        self.store.pending("llm_calls").extend(row for _, _, row in llm_rows)
+        llm_rows = self._ordered_rows(self._llm_rows)
+        self.store.pending("llm_calls").extend(llm_rows)
         self._llm_rows.clear()
         self.totals["rounds"] += 1
         self.totals["active"] += n_active
@@ -536,7 +558,7 @@ class Simulation:
             self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
 
 
-def _row_order(item: tuple[int, tuple[int, int, int], tuple]) -> tuple[int, tuple[int, int, int]]:
+def _row_order(item: tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]) -> tuple[int, tuple[int, int, int]]:
     """An ``llm_calls`` row's place: agent order, then issue, part and arrival (unique)."""
     return item[0], item[1]
 

@@ -29,6 +29,7 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence, runtime_checkab
 from .llm_answers import AnswerFormat, ParseFailure, extract_json, match_label, match_prefix
 from .llm_faults import answer_fault, classify
 from .llm_modes import is_constrained, structured_modes
+from .prompt_cache import prompt_blocks
 
 
 #: ``json.dumps(payload, sort_keys=True, ensure_ascii=False)`` without a new encoder per call:
@@ -118,6 +119,12 @@ class LLMCallRecord:
     #: (issue number of the client call it belongs to, 0 for the request, 1 for its repair),
     #: None outside an :class:`LLMClient` call: the order rows are written in, not a column
     issue: tuple[int, int] | None = None
+    #: an answered call's prompt (its messages joined by newlines, as a provider caches it) as
+    #: its block keys (:func:`townsquare.prompt_cache.prompt_blocks`) and its length in
+    #: characters: what ``llm_calls.cached_prefix_tokens`` is counted from, in the order calls
+    #: were issued; not columns
+    prompt_blocks: bytes = b""
+    prompt_chars: int = 0
 
 
 #: the issue number of the :class:`LLMClient` call under way in this task (see the module docstring)
@@ -225,7 +232,9 @@ class Accounting:
         return 0.0 if response is None or response.cached or self.price is None else self.price(response)
 
     def account(self, request: LLMRequest, response: LLMResponse) -> None:
-        """Record an answer: status ``cached`` (cost 0) when ``response.cached``, else ``ok``."""
+        """Record an answer: status ``cached`` (cost 0) when ``response.cached``, else ``ok``;
+        with its prompt's block keys (a replay, all answers cached, counts the same prefixes)."""
+        prompt = "\n".join(m.content for m in request.messages)
         self._emit(
             LLMCallRecord(
                 round=self.run_round(), agent_id=request.agent_id, purpose=request.purpose,
@@ -233,6 +242,7 @@ class Accounting:
                 status="cached" if response.cached else "ok",
                 prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
                 latency_ms=response.latency_ms, cost=self._cost(response), mode=answer_mode(request, response),
+                prompt_blocks=prompt_blocks(prompt), prompt_chars=len(prompt),
             )
         )
 

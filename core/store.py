@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS follows (
 CREATE TABLE IF NOT EXISTS llm_calls (
     seq INTEGER PRIMARY KEY, round INTEGER, agent_id TEXT, purpose TEXT, provider TEXT, model TEXT,
     status TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, latency_ms REAL, cost REAL, error TEXT,
-    error_kind TEXT, mode TEXT);
+    error_kind TEXT, mode TEXT, cached_prefix_tokens INTEGER);
 CREATE TABLE IF NOT EXISTS reflections (
     seq INTEGER PRIMARY KEY, round INTEGER, agent_id TEXT, source TEXT, kind TEXT, text TEXT, ids TEXT);
 CREATE TABLE IF NOT EXISTS metrics (round INTEGER, name TEXT, value REAL, PRIMARY KEY (round, name));
@@ -47,7 +47,7 @@ INSERTS = {
     "posts": "INSERT INTO posts VALUES (?,?,?,?,?,?,?)",
     "actions": "INSERT INTO actions (round, created_at, agent_id, kind, target_post, target_agent, text, post_ids, ok, result_id, error, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
     "follows": "INSERT INTO follows (round, created_at, follower, followee, kind) VALUES (?,?,?,?,?)",
-    "llm_calls": "INSERT INTO llm_calls (round, agent_id, purpose, provider, model, status, prompt_tokens, completion_tokens, latency_ms, cost, error, error_kind, mode) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "llm_calls": "INSERT INTO llm_calls (round, agent_id, purpose, provider, model, status, prompt_tokens, completion_tokens, latency_ms, cost, error, error_kind, mode, cached_prefix_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "metrics": "INSERT OR REPLACE INTO metrics VALUES (?,?,?)",
     "reflections": "INSERT INTO reflections (round, agent_id, source, kind, text, ids) VALUES (?,?,?,?,?,?)",
 }
@@ -153,7 +153,7 @@ class EventStore:
 
 #: Columns added after the first release, with their type: a run directory made before them
 #: gets them on open (``resume``, ``export``), empty in its old rows.
-ADDED_COLUMNS = {"llm_calls": {"error_kind": "TEXT", "mode": "TEXT"}}
+ADDED_COLUMNS = {"llm_calls": {"error_kind": "TEXT", "mode": "TEXT", "cached_prefix_tokens": "INTEGER"}}
 
 
 def _complete(table: str, rows: list[tuple]) -> list[tuple]:

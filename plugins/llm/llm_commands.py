@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from townsquare.api import hookimpl
+from townsquare.api import cache_line, hookimpl
 
 #: the tables a replay must reproduce row for row
 SAME_TABLES = ("agents", "posts", "actions", "follows", "reflections", "metrics")
@@ -83,6 +83,19 @@ def calls_per_day(events_path: Path) -> dict[str, tuple[int, int, int]]:
     return {day: (int(n), int(pt or 0), int(ct or 0)) for day, n, pt, ct in rows}
 
 
+def cached_prefix(events_path: Path) -> tuple[int, int]:
+    """(prompt tokens, cached prefix tokens) of a run's answered LLM calls (``llm_calls.cached_prefix_tokens``)."""
+    import sqlite3
+
+    db = sqlite3.connect(events_path)
+    try:
+        prompt, cached = db.execute("SELECT SUM(prompt_tokens), SUM(cached_prefix_tokens) FROM llm_calls "
+                                    "WHERE status IN ('ok', 'cached')").fetchone()
+    finally:
+        db.close()
+    return int(prompt or 0), int(cached or 0)
+
+
 @hookimpl
 def townsquare_register_commands(cli):
     from townsquare.api.commands import common_options
@@ -136,6 +149,7 @@ def townsquare_register_commands(cli):
             dry_run, _ = start_run(scenario, overrides=overrides, seed=seed, out=Path(tmp) / "dry-run", plugins=plugins,
                                    on_ready=lambda s, _: resolved.update(scenario=s), llm_provider=model)
             days = calls_per_day(dry_run.events_path)
+            prompt_tokens, cached_tokens = cached_prefix(dry_run.events_path)
         llm = resolved["scenario"].llm
         prices = prices_of(llm.config) if llm else None
         priced = prices is not None
@@ -163,3 +177,4 @@ def townsquare_register_commands(cli):
             click.echo(f"prices: {prices[0]} / {prices[1]} per 1k prompt / completion tokens, from the scenario's [llm] table.")
         else:
             click.echo("no price table: set llm.price_prompt_per_1k and llm.price_completion_per_1k for a cost.")
+        click.echo(cache_line(prompt_tokens, cached_tokens, llm.config if llm else None))

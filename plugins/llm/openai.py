@@ -105,6 +105,10 @@ class OpenAIConfig(EndpointConfig):
     #: prices in currency units per 1,000 tokens (0: not priced)
     price_prompt_per_1k: float = Field(0.0, ge=0)
     price_completion_per_1k: float = Field(0.0, ge=0)
+    #: price per 1,000 prompt tokens served from the provider's prefix cache: what the estimate
+    #: and the report say a cacheable prefix saves (None: half of ``price_prompt_per_1k``,
+    #: :data:`townsquare.api.DEFAULT_CACHED_PRICE_RATIO`); calls are charged uncached
+    price_cached_prompt_per_1k: float | None = Field(None, ge=0)
 
 
 class OpenAIProvider:

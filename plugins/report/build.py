@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from townsquare.api import UsageError, memory_rows
+from townsquare.api import UsageError, cache_line, memory_rows
 
 from . import figures, html, similarity, tables
 from .activity import gini
@@ -100,7 +100,7 @@ SECTIONS: list[tuple[str, str, Callable[[Report], str | None]]] = [
     ("some", "SoMe evaluation", lambda r: some_section(r.run.path)),
     ("memory", "Reflections and plans",
      lambda r: memory_section(memory_rows(r.run.path)[1], {a.agent_id: a.persona.name for a in r.agents})),
-    ("llm", "LLM calls", lambda r: llm_section(r.run.db, r.llm, r.axis)),
+    ("llm", "LLM calls", lambda r: llm_section(r.run.db, r.llm, r.axis, r.run.manifest)),
     ("personagym", "PersonaGym", lambda r: personagym_section(r.run.path)),
     ("health", "Run health", lambda r: health_section(r.run.db)),
     ("run", "Run", lambda r: run_section(r.run.manifest, r.agents, r.rounds)),
@@ -313,7 +313,7 @@ def groundedness_section(db) -> str:
     return body
 
 
-def llm_section(db, llm: dict[str, Any], axis: TimeAxis) -> str:
+def llm_section(db, llm: dict[str, Any], axis: TimeAxis, manifest: dict[str, Any] | None = None) -> str:
     statuses = tables.llm_status_counts(db)
     if not statuses:
         return html.none("no LLM calls in this run")
@@ -337,6 +337,9 @@ def llm_section(db, llm: dict[str, Any], axis: TimeAxis) -> str:
                       "provider failed after retries, parse_failure = an answer that could not be parsed even after "
                       "one repair request (a safe default was used; not an extra call).")
     body += html.table(("purpose", "calls", "prompt tokens", "completion tokens", "cost", "mean latency (ms)", "statuses"), purpose_rows)
+    cacheable = tables.cached_prefix(db)
+    if cacheable is not None:
+        body += html.note(cache_line(*cacheable, ((manifest or {}).get("scenario") or {}).get("llm")))
     per_round = tables.llm_per_round(db)
     if per_round:
         calls = {p: axis.group({r: c for r, (c, _) in v.items()}) for p, v in per_round.items()}

@@ -180,6 +180,17 @@ def llm_status_counts(db: sqlite3.Connection) -> dict[str, int]:
     return {s: int(n) for s, n in db.execute("SELECT status, COUNT(*) FROM llm_calls GROUP BY status ORDER BY status")}
 
 
+def cached_prefix(db: sqlite3.Connection) -> tuple[int, int] | None:
+    """(prompt tokens, cached prefix tokens) of the answered calls (``llm_calls.cached_prefix_tokens``);
+    None for a run recorded before the column."""
+    if "cached_prefix_tokens" not in {row[1] for row in db.execute("PRAGMA table_info(llm_calls)")}:
+        return None
+    prompt, cached, counted = db.execute(
+        "SELECT SUM(prompt_tokens), SUM(cached_prefix_tokens), COUNT(cached_prefix_tokens) FROM llm_calls "
+        "WHERE status IN ('ok', 'cached')").fetchone()
+    return (int(prompt or 0), int(cached or 0)) if counted else None
+
+
 def llm_totals(db: sqlite3.Connection) -> dict[str, Any]:
     calls, prompt, completion, cost, latency = db.execute(
         "SELECT COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cost), AVG(latency_ms) FROM llm_calls "

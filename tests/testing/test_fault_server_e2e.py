@@ -192,3 +192,9 @@ def test_estimate_forecasts_calls_tokens_and_cost_without_an_endpoint(tmp_path):
     prompt, completion = (int(v.replace(",", "")) for v in rows["post"][1:3])
     assert completion == 40 * calls["post"]
     assert rows["post"][3] == f"${(prompt * 0.5 + completion * 1.5) / 1000:,.4f}"
+    # the cacheable prefix of the dry run's prompts, priced at half the prompt price (no cached price set)
+    cache = next(line for line in lines if line.startswith("cacheable prompt prefix: "))
+    cached, total = (int(v.replace(",", "")) for v in re.match(r"cacheable prompt prefix: ([\d,]+) of ([\d,]+) ", cache).groups())
+    assert total == int(rows["total"][1].replace(",", "")) and 0 < cached < total
+    assert cache.endswith(f"at 0.25 per 1k cached prompt tokens (against 0.5) it saves ${cached * 0.25 / 1000:,.4f} "
+                          f"of ${total * 0.5 / 1000:,.4f} prompt cost.")

@@ -252,6 +252,9 @@ def test_llm_calls_section(tmp_path):
     assert len(re.findall(r"<img ", html)) == 5  # + LLM calls and tokens
     assert num(section(html, "headline"), "LLM answers that failed to parse") == f"{statuses['parse_failure']:,}"
     assert "no LLM calls in this run" not in html
+    answered, cached = query(run_dir, "SELECT SUM(prompt_tokens), SUM(cached_prefix_tokens) FROM llm_calls WHERE status IN ('ok', 'cached')")[0]
+    assert 0 < cached < answered
+    assert f"cacheable prompt prefix: {cached:,} of {answered:,} prompt tokens ({cached / answered:.1%}" in html
 
 
 # --------------------------------------------------------------------------- comments and follows, API

@@ -203,7 +203,9 @@ def test_posts_follow_topics_persona_and_knowledge():
     # message), the task and the knowledge are the user's
     assert persona.queries == ["Training a rescue dog with patience", "Best mountain trails for spring hikes"]
     system, task = world.recorder.requests[1].messages
-    assert system.role == "system" and system.content.startswith("You are Hiker.")
+    # the instructions every post shares first, who the agent is after them (a cacheable prefix)
+    assert system.role == "system" and system.content.startswith("You are posting on your own account on a Twitter-like site")
+    assert system.content.endswith("You are Hiker. This is who you are:\nPERSONA FOR <Training a rescue dog with patience>")
     assert "PERSONA FOR <Training a rescue dog with patience>" in system.content and "first person" in system.content
     assert "Title: Paul Owens Text: He wrote The Dog Whisperer." in task.content
 
