@@ -19,6 +19,11 @@ rejects them, and put fixed values in ``kwargs``). Token counts come from the re
 ``usage_metadata`` (LangChain's standard field), else from the provider's
 ``response_metadata["token_usage"]``; a model that reports neither records 0.
 
+A chat model that cannot read its server's reply often fails with a plain ``IndexError`` or
+``KeyError`` (langchain-openai on a reply with no choices: ``generations[0][0]``); raised inside
+the model's package, such an error is the answer's fault (``bad_body``, retried and counted),
+not a bug that stops the run (:func:`model_call`).
+
 Retrying is ``llm_retry``'s job: give the model ``max_retries = 0`` in ``kwargs`` where it has
 such an option, or failures are retried twice over.
 
@@ -36,16 +41,37 @@ from __future__ import annotations
 
 import importlib
 import json
+from pathlib import Path
 from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl, mode_for, resolve_secrets
+from townsquare.api import LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl, mode_for, resolve_secrets
 
 from .strict_schema import label_schema, strict_schema, unwrap_label
 
 log = structlog.get_logger("townsquare.llm.langchain")
+
+#: errors that a chat model's own reply parsing raises on a malformed reply
+_READING_ERRORS = (IndexError, KeyError, TypeError, AttributeError)
+_ROOT = Path(__file__).resolve().parents[2]
+_OWN_DIRS = tuple(f"{_ROOT / part}/" for part in ("core", "plugins", "platforms", "recommenders"))
+
+
+async def model_call(call: Any, *args: Any) -> Any:
+    """``await call(*args)``, an error of :data:`_READING_ERRORS` raised outside townsquare's
+    own code turned into a ``bad_body`` fault (see the module docstring)."""
+    try:
+        return await call(*args)
+    except _READING_ERRORS as exc:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_DIRS):
+            raise
+        raise LLMFault("bad_body", f"the chat model could not read its reply ({type(exc).__name__}: {exc})"[:300]) from exc
+
 
 INSTALL_HINT = 'pip install -e ".[langchain]" plus the package that provides the chat model class'
 
@@ -148,7 +174,7 @@ class LangChainLLM:
         if mode == "structured_output":
             return await self._structured(request)
         params = {name: getattr(request, name) for name in self.request_params}
-        reply = await self.chat_model.ainvoke(to_langchain_messages(request.messages), **params)
+        reply = await model_call(lambda: self.chat_model.ainvoke(to_langchain_messages(request.messages), **params))
         prompt_tokens, completion_tokens = reply_usage(reply)
         metadata = getattr(reply, "response_metadata", None) or {}
         return LLMResponse(
@@ -166,7 +192,7 @@ class LangChainLLM:
         runnable = self._runnables.get(key)
         if runnable is None:
             runnable = self._runnables[key] = self.chat_model.with_structured_output(schema, include_raw=True)
-        result = await runnable.ainvoke(to_langchain_messages(request.messages))
+        result = await model_call(runnable.ainvoke, to_langchain_messages(request.messages))
         raw = result.get("raw") if isinstance(result, dict) else None
         parsed = result.get("parsed") if isinstance(result, dict) else result
         text = json.dumps(parsed, ensure_ascii=False) if parsed is not None else (reply_text(raw) if raw is not None else "")

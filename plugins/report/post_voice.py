@@ -10,7 +10,9 @@ in the 'Persona information' above"). Three shares, each a plain word test (no m
 * ``first_person``: the post says I / me / my / mine / myself / we / us / our (any case, "us"
   lower-case only, so "US" is not counted);
 * ``leaks``: the post repeats the prompt's scaffolding (its field names, its instructions, the
-  platform's description, an assistant's or a model's self-reference), :data:`LEAK_MARKERS`;
+  platform's description, an assistant's or a model's self-reference), :data:`LEAK_MARKERS`,
+  or opens as the prompt's role line does, :data:`LEAK_OPENING` ("Impersona: ...", "You are
+  Alba López, 28", "You're Tobias");
 * ``addresses``: the post opens like a letter, a greeting or an assistant's reply to someone,
   :data:`ADDRESS_OPENINGS`.
 """
@@ -32,6 +34,10 @@ LEAK_MARKERS = (
     "detailed historical behaviour", "preferences for social media content", "smollm", "helpful ai", "ai assistant",
 )
 
+#: a post that opens as the system prompt's role line: "Impersona:" (a model's garbled "impersonate"),
+#: or "You are" / "You're" and a capitalised name (a second-person "you are amazing" is not one)
+LEAK_OPENING = re.compile(r"^[\W_]*(?:(?i:impersona\w*)\s*:|(?i:you\s+are|you['\u2019]re)\s+[A-Z][\w'\u2019-]*)")
+
 #: how a letter, a greeting or an assistant's reply opens (lower case, at the start of the post)
 ADDRESS_OPENINGS = (
     "dear ", "hi ", "hi,", "hello", "hey ", "hey,", "greetings", "to whom", "i'm glad", "i am glad", "i'm so glad",
@@ -46,7 +52,7 @@ def is_first_person(text: str) -> bool:
 
 def leaks_prompt(text: str) -> bool:
     low = text.lower()
-    return any(marker in low for marker in LEAK_MARKERS)
+    return any(marker in low for marker in LEAK_MARKERS) or LEAK_OPENING.match(text) is not None
 
 
 def addresses_someone(text: str) -> bool:

@@ -148,7 +148,7 @@ def townsquare_register_commands(cli):
                   help="The regular agents' population (repeatable; default: those with feed stages, else those that browsed).")
     @click.option("--seed", type=int, default=0, help="Seeds the samples.")
     @click.option("--prompts", "prompts_file", default=None, type=click.Path(dir_okay=False),
-                  help="A TOML file replacing some of the judges' prompts (nli, quality, quality_repair).")
+                  help="A TOML file replacing some of the judges' prompts (nli, quality).")
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                   help="Override a key of the run's scenario for the judges (retries, plugins.llm_budget...).")
     @click.option("--out", type=click.Path(dir_okay=False), default=None,

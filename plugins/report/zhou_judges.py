@@ -14,10 +14,11 @@ DialogueNLI. Here the judge is pluggable (:class:`NLIJudge`):
 
 **Info / Cons / Hum** (§4.2): an LLM judge gives each text informativeness, consistency with
 the persona and humanness on 1 (poor), 2 (moderate), 3 (good) (prompt ``quality``).
-:func:`parse_quality` reads a JSON object (or, failing that, "name: n" lines); an answer it
-cannot read gets one repair request (``quality_repair``) and then counts as unjudged. The
-request carries the answer's JSON schema, so a provider that constrains its output (the local
-model's grammar, an endpoint's JSON mode) writes it in that shape.
+:data:`QUALITY_ANSWER` declares the answer (a JSON object of three grades in 1..3); it is asked
+through ``LLMClient.ask``, so a backend that constrains decoding (llama.cpp's grammar, a strict
+JSON schema) writes it in that shape, and elsewhere :func:`grades_of` checks it; an answer that
+does not fit gets the LLM layer's one repair request and then counts as unjudged.
+:func:`parse_quality` reads grades out of free text (a JSON object, or "name: n" lines).
 
 Persona text for both (§4.2: "only personality, hobbies, and social media content
 preferences of the persona are used"): :func:`evaluation_persona`.
@@ -32,11 +33,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from townsquare.api import Message, Persona, UsageError, fill_prompt, load_prompts
+from townsquare.api import AnswerFormat, Persona, UsageError, fill_prompt, load_prompts
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
-REQUIRED = {"nli": frozenset({"persona", "text"}), "quality": frozenset({"persona", "text", "kind", "context"}),
-            "quality_repair": frozenset({"problem"})}
+REQUIRED = {"nli": frozenset({"persona", "text"}), "quality": frozenset({"persona", "text", "kind", "context"})}
 
 LABELS = ("entailment", "neutral", "contradiction")
 #: C.score per NLI label (Madotto et al., 2019)
@@ -48,6 +48,8 @@ _ALIASES = {"info": "informativeness", "informativeness": "informativeness", "co
 #: model's grammar, an endpoint's JSON mode) then cannot write anything else
 QUALITY_SCHEMA = {"type": "object", "properties": {key: {"type": "integer", "enum": [1, 2, 3]} for key in QUALITY},
                   "required": list(QUALITY)}
+#: the ``quality`` prompt's answer (unjudged, None, when none fits)
+QUALITY_ANSWER = AnswerFormat("zhou.quality", schema=QUALITY_SCHEMA, default=None)
 #: the persona attributes the paper evaluates against (§4.2)
 EVALUATED_FIELDS = ("personality", "hobbies", "preferences for social media content")
 
@@ -154,11 +156,26 @@ def parse_quality(text: str) -> dict[str, int]:
             data = json.loads(match.group(0))
         except json.JSONDecodeError:
             data = None
-        if isinstance(data, dict):
-            found = {_ALIASES[k.strip().lower()]: v for k, v in data.items() if isinstance(k, str) and k.strip().lower() in _ALIASES}
+        found = _named_grades(data)
     if len(found) < 3:
         for name, value in re.findall(r"\b(informativeness|consistency|humanness|info|cons|hum)\b\W{0,3}(\d+(?:\.\d+)?)", text or "", re.I):
             found.setdefault(_ALIASES[name.lower()], value)
+    return _checked(found)
+
+
+def grades_of(value: Any) -> dict[str, int]:
+    """The three 1-3 grades of a parsed JSON answer (keys as :func:`parse_quality` takes them);
+    raises :class:`QualityParseError` saying what is wrong."""
+    return _checked(_named_grades(value))
+
+
+def _named_grades(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {}
+    return {_ALIASES[k.strip().lower()]: v for k, v in data.items() if isinstance(k, str) and k.strip().lower() in _ALIASES}
+
+
+def _checked(found: dict[str, Any]) -> dict[str, int]:
     missing = [q for q in QUALITY if q not in found]
     if missing:
         raise QualityParseError(f"no {missing[0]} grade")
@@ -187,19 +204,10 @@ class QualityJudge:
     async def _one(self, kind: str, persona: str, text: str, context: str) -> dict[str, int] | None:
         prompt = fill_prompt(self.prompts["quality"], kind=kind, persona=persona, text=text,
                              context=f"\nIt replies to this post:\n{context}\n" if context else "")
-        answer = await self.llm.text(prompt, purpose="zhou.quality", max_tokens=60, json_schema=QUALITY_SCHEMA)
-        try:
-            return parse_quality(answer)
-        except QualityParseError as exc:
-            repair = (Message("user", prompt), Message("assistant", answer),
-                      Message("user", fill_prompt(self.prompts["quality_repair"], problem=str(exc))))
-            answer = await self.llm.text(repair, purpose="zhou.quality.repair", max_tokens=60, json_schema=QUALITY_SCHEMA)
-        try:
-            return parse_quality(answer)
-        except QualityParseError:
+        result = await self.llm.ask(prompt, QUALITY_ANSWER, validate=grades_of, max_tokens=60)
+        if result.fallback:
             self.failures += 1
-            self.llm.report_parse_failure("zhou.quality", answer)
-            return None
+        return result.value
 
     async def grades(self, items: Sequence[tuple[str, str, str, str]]) -> list[dict[str, int] | None]:
         """One result per (kind, persona, text, context)."""

@@ -44,6 +44,9 @@ class HarnessSettings(BaseModel):
     temperature: float = Field(0.0, ge=0, le=2)
     #: queries worked on at once
     concurrency: int = Field(4, gt=0)
+    #: hold each reply to the step schema where the backend can (grammar, strict JSON schema);
+    #: False: the schema is in the prompt only, and the model's own call-writing errors count
+    constrained_tool_calls: bool = True
     tools: ToolSettings = Field(default_factory=ToolSettings)
 
 
@@ -84,7 +87,8 @@ class Harness:
             + "\n\n" + protocol_text(openai_tools(task.tools))
         try:
             transcript = await run_tools(agent, toolbox, system, query.text, max_steps=self.settings.max_steps,
-                                         max_tokens=self.settings.max_tokens, temperature=self.settings.temperature)
+                                         max_tokens=self.settings.max_tokens, temperature=self.settings.temperature,
+                                         constrained=self.settings.constrained_tool_calls)
         except LLMFault as exc:
             log.warning("some.query_failed", task=task.short, query=query.id, error=exc.describe())
             transcript = Transcript(status="llm_failure", error=exc.describe(), calls=[])

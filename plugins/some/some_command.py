@@ -225,6 +225,8 @@ def townsquare_register_commands(cli):
     @click.option("--window-rounds", type=click.IntRange(min=1), default=2, show_default=True, help="RED: rounds per time window.")
     @click.option("--min-posts", type=click.IntRange(min=2), default=2, show_default=True, help="RED/SES/SMQ: posts a term needs to be a topic.")
     @click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None, help="TOML file replacing some of SoMe's prompts.")
+    @click.option("--free-tool-calls", is_flag=True,
+                  help="Do not hold the agent's replies to the tool-call schema (grammar, strict JSON schema): the model's own call-writing errors count.")
     @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the sampling of queries.")
     @click.option("--out", type=click.Path(file_okay=False), default=None, help="Output folder (default RUN/some).")
     @click.option("--estimate", is_flag=True, help="Print the calls, tokens and cost per stage; call no model, write nothing.")
@@ -232,7 +234,7 @@ def townsquare_register_commands(cli):
     def some_cmd(run_dir: str, tasks: str | None, per_task: int, split: int | None, some_data: str | None, database: str | None,
                  knowledge: str | None, overrides: tuple[str, ...], llm_spec: str | None, judges: tuple[str, ...], labeller: str | None,
                  label_with_agent: bool, max_steps: int, max_tokens: int, max_tool_chars: int, concurrency: int, votes: int,
-                 window_rounds: int, min_posts: int, prompts_file: str | None, seed: int, out: str | None, estimate: bool,
+                 window_rounds: int, min_posts: int, prompts_file: str | None, free_tool_calls: bool, seed: int, out: str | None, estimate: bool,
                  plugin_options: tuple[str, ...] = (), **_: Any) -> None:
         """SoMe (Xue et al.): eight social-media agent tasks, each with its tools, over RUN's events."""
         from townsquare.api import LLMFault, RunStopped, UsageError, data_path
@@ -275,6 +277,7 @@ def townsquare_register_commands(cli):
         plan = plan_queries(run_dir, chosen, per_task=per_task, split=split, seed=seed, some_data=some_data, database=database,
                             knowledge=knowledge, prompts=prompts, window_rounds=window_rounds, min_posts=min_posts)
         settings = HarnessSettings(max_steps=max_steps, max_tokens=max_tokens, concurrency=concurrency,
+                                   constrained_tool_calls=not free_tool_calls,
                                    tools=ToolSettings(max_answer_chars=max_tool_chars))
         for line in warnings:
             click.echo(f"warning: {line}", err=True)

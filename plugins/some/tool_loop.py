@@ -7,7 +7,9 @@ schemas and each reply is one JSON object, ``{"tool": NAME, "arguments": {...}}`
 tool or ``{"answer": TEXT}`` to finish. The request carries the JSON schema of exactly that
 (:func:`step_schema`: one of the tools with its own parameters, or the answer), so an
 OpenAI-compatible endpoint runs in JSON mode and the local model samples under the grammar
-llama.cpp derives from the schema, which lets it name only real tools and real arguments.
+llama.cpp derives from the schema, which lets it name only real tools and real arguments. With ``constrained=False`` (the
+harness's ``constrained_tool_calls``, ``townsquare eval some --free-tool-calls``) the schema is only
+in the prompt: the model's own ability to write a call is measured, its errors included.
 
 Replies are read leniently (:func:`parse_step`), the way real models go wrong (the paper's
 fig. 5): code fences, a ``print(...)`` around the call, a Python-style call
@@ -69,15 +71,17 @@ class Transcript:
 
 
 async def run_tools(llm: LLMClient, toolbox: Toolbox, system: str, query: str, *, max_steps: int, max_tokens: int,
-                    temperature: float, purpose: str = "some.step") -> Transcript:
+                    temperature: float, purpose: str = "some.step", constrained: bool = True) -> Transcript:
     """Ask, call the tools the model asks for (those ``toolbox`` offers), until it answers or
-    ``max_steps`` replies were spent."""
+    ``max_steps`` replies were spent; ``constrained``: the backend holds each reply to the
+    step schema where it can (else the schema is asked for in the prompt only)."""
+    mode = None if constrained else "prompt"
     schema = step_schema(openai_tools(toolbox.offered))
     messages = [Message("system", system), Message("user", query)]
     transcript = Transcript()
     for _ in range(max_steps):
         request = LLMRequest(messages=tuple(messages), json_schema=schema, max_tokens=max_tokens,
-                             temperature=temperature, purpose=purpose)
+                             temperature=temperature, purpose=purpose, mode=mode)
         reply = (await llm.complete(request)).text
         try:
             step = parse_step(reply)
@@ -85,7 +89,7 @@ async def run_tools(llm: LLMClient, toolbox: Toolbox, system: str, query: str, *
             transcript.repairs += 1
             repair = (*messages, Message("assistant", reply), Message("user", repair_prompt(str(exc))))
             reply = (await llm.complete(LLMRequest(messages=repair, json_schema=schema, max_tokens=max_tokens,
-                                                   temperature=temperature, purpose=f"{purpose}.repair"))).text
+                                                   temperature=temperature, purpose=f"{purpose}.repair", mode=mode))).text
             try:
                 step = parse_step(reply)
             except Unreadable as again:

@@ -135,11 +135,17 @@ def _items(value: Any, key: str) -> list[Any]:
 
 # --------------------------------------------------------------------------- reading JSON
 
+#: a time as the prompts show it (:func:`clock_text`): ``7:00 am``, ``12:30 pm``
+TIME_PATTERN = r"^(1[0-2]|[1-9]):[0-5][0-9] (am|pm)$"
+#: an activity or action: words, starting with a letter, no clock times or JSON in it (a backend
+#: that enforces patterns, llama.cpp's grammar, keeps a small model from writing "20: Friday: 8:30:40")
+ACTIVITY_PATTERN = r"^[A-Za-z][A-Za-z0-9,.'&()-]* [A-Za-z0-9 ,.'&()-]{1,150}$"
+ACTIVITY: dict[str, Any] = {"type": "string", "pattern": ACTIVITY_PATTERN}
 #: one timed entry of a plan or a schedule
 TIMED_ITEM: dict[str, Any] = {
     "type": "object",
-    "properties": {"time": {"type": "string", "description": "when it starts, e.g. 7:00 am"},
-                   "activity": {"type": "string"}},
+    "properties": {"time": {"type": "string", "pattern": TIME_PATTERN, "description": "when it starts, e.g. 7:00 am"},
+                   "activity": ACTIVITY},
     "required": ["time", "activity"],
 }
 #: the hourly schedule and a re-plan
@@ -158,7 +164,7 @@ def plan_schema(fewest: int, most: int) -> dict[str, Any]:
 
 def actions_schema(lo: int, hi: int) -> dict[str, Any]:
     """A chunk's actions, each of ``lo`` to ``hi`` minutes."""
-    item = {"type": "object", "properties": {"action": {"type": "string"},
+    item = {"type": "object", "properties": {"action": ACTIVITY,
                                              "minutes": {"type": "integer", "minimum": lo, "maximum": hi}},
             "required": ["action", "minutes"]}
     return {"type": "object", "properties": {"actions": {"type": "array", "items": item, "minItems": 1}},

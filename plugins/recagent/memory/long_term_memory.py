@@ -38,10 +38,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import BuildContext, MemoryRecord, MemorySpec, StepContext, hookimpl, retrieval_of
 
-from ..prompts import fill, load_prompts
+from ..prompts import fill, load_answers, load_prompts
 from . import forgetting
 from .record_store import RecordStore
-from .short_term_memory import parse_lines
+from .short_term_memory import ask_insights
 
 log = structlog.get_logger("townsquare.plugins.recagent.long_term_memory")
 
@@ -79,6 +79,7 @@ class LongTermMemory:
         self.config = config or LongTermMemoryConfig()
         self.prompt = load_prompts("memory", {"reflection": frozenset({"name", "memories", "count"})},
                                    self.config.prompts_file, base_dir)["reflection"]
+        self.answer = load_answers("memory", self.config.prompts_file, base_dir)["reflection"]
         self.store = RecordStore("lt")
         self.forgotten = 0
         self.merged = 0
@@ -175,11 +176,8 @@ class LongTermMemory:
         recent = sorted(self.store.records, key=lambda r: (r.created or datetime.min, r.id))[-self.config.reflect_recent:]
         llm = ctx.require_llm("recagent_reflection")
         memories = "\n".join(f"- {r.text}" for r in recent)
-        answer = await llm.text(fill(self.prompt, name=ctx.agent.persona.name, memories=memories, count=self.config.reflect_insights),
-                                purpose="recagent.reflection")
-        lines = parse_lines(answer, self.config.reflect_insights)
-        if not lines:
-            llm.report_parse_failure("recagent.reflection", answer)
+        lines = await ask_insights(llm, fill(self.prompt, name=ctx.agent.persona.name, memories=memories, count=self.config.reflect_insights),
+                                   self.answer, self.config.reflect_insights, "recagent.reflection")
         evidence = tuple(r.id for r in recent)
         importance = max(r.importance for r in recent)
         added = []

@@ -30,15 +30,47 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, MemoryRecord, MemorySpec, StepContext, hookimpl
+from townsquare.api import AnswerFormat, BuildContext, MemoryRecord, MemorySpec, StepContext, hookimpl
 
-from ..prompts import fill, load_prompts
+from ..prompts import fill, load_answers, load_prompts
 from .record_store import RecordStore
 
 log = structlog.get_logger("townsquare.plugins.recagent.short_term_memory")
 
 #: the reference code's enhancement cut, sigmoid(cosine) >= 0.7, as a cosine: ln(0.7 / 0.3)
 ENHANCE_COSINE = round(math.log(0.7 / 0.3), 3)
+
+
+class ShortTermMemoryConfig(BaseModel):
+    """``[plugins.short_term_memory]`` settings (values are our choices; the paper gives none)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    similarity_threshold: float = Field(ENHANCE_COSINE, ge=-1, le=1, description="a new record enhances those it is more similar to than this")
+    enhance_k: int = Field(3, ge=1, description="K: enhancements before a record moves to long-term memory")
+    insights: int = Field(1, ge=1, le=5, description="insights written per promoted record")
+    capacity: int = Field(10, ge=1, description="records kept; the least enhanced, then oldest, is dropped beyond it")
+    prompts_file: str | None = None
+
+
+async def ask_insights(llm: Any, prompt: str, answer: AnswerFormat, count: int, purpose: str) -> list[str]:
+    """Up to ``count`` insights, asked as JSON of ``answer`` (``{"insights": [...]}``, at most
+    ``count`` items) so that a backend that constrains decoding returns a list by construction;
+    an answer that does not parse after its repair gives none (a ``parse_failure`` row)."""
+    items = answer.schema["properties"]["insights"]
+    result = await llm.ask(prompt, answer.with_schema(properties={"insights": {**items, "maxItems": count}}),
+                           purpose=purpose, default=[], validate=_insight_list)
+    return list(result.value)[:count]
+
+
+def _insight_list(value: Any) -> list[str]:
+    items = value.get("insights") if isinstance(value, dict) else None
+    if not isinstance(items, list):
+        raise ValueError('expected {"insights": [...]}')
+    lines = [" ".join(item.split()) for item in items if isinstance(item, str) and item.strip()]
+    if not lines:
+        raise ValueError("no insight in the list")
+    return lines
 
 
 class ShortTermMemoryConfig(BaseModel):
@@ -68,6 +100,7 @@ class ShortTermMemory:
         self.config = config or ShortTermMemoryConfig()
         self.prompt = load_prompts("memory", {"insights": frozenset({"name", "memories", "count"})},
                                    self.config.prompts_file, base_dir)["insights"]
+        self.answer = load_answers("memory", self.config.prompts_file, base_dir)["insights"]
         self.store = RecordStore("st")
         self.enhancers: dict[str, list[str]] = {}  # record id -> ids of the records that enhanced it
         self.promoted = 0
@@ -102,11 +135,8 @@ class ShortTermMemory:
         group = [target] + [by_id[i] for i in self.enhancers.get(target.id, []) if i in by_id]
         memories = "\n".join(f"- {r.text}" for r in group)
         llm = ctx.require_llm("short_term_memory")
-        answer = await llm.text(fill(self.prompt, name=ctx.agent.persona.name, memories=memories, count=self.config.insights),
-                                purpose="recagent.insight")
-        lines = parse_lines(answer, self.config.insights)
-        if not lines:
-            llm.report_parse_failure("recagent.insight", answer)
+        lines = await ask_insights(llm, fill(self.prompt, name=ctx.agent.persona.name, memories=memories, count=self.config.insights),
+                                   self.answer, self.config.insights, "recagent.insight")
         evidence = tuple(r.id for r in group)
         importance = max(r.importance for r in group)
         insights = [MemoryRecord(text, kind="insight", created=ctx.now, last_access=ctx.now, importance=importance,

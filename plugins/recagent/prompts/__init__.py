@@ -26,4 +26,9 @@ def load_prompts(group: str, required: Mapping[str, frozenset[str]], override_fi
     return api.load_prompts(HERE, group, override_file, base_dir, required=required)
 
 
-__all__ = ["fill", "load_prompts"]
+def load_answers(group: str, override_file: str | None = None, base_dir: str = ".") -> dict[str, api.AnswerFormat]:
+    """The ``[answers.NAME]`` declarations of the ``group`` prompts (``override_file``'s replacing them)."""
+    return api.load_answers(HERE, group, override_file, base_dir)
+
+
+__all__ = ["fill", "load_answers", "load_prompts"]

@@ -157,3 +157,17 @@ def test_missing_langchain_core_is_one_line(monkeypatch):
 def test_registered(make_plugins):
     spec = make_plugins().registry.get("llm", "langchain")
     assert spec.plugin == "langchain" and spec.config_model is LangChainConfig and spec.priority == 0
+
+
+def test_a_model_that_cannot_read_its_reply_is_a_bad_body_fault():
+    from townsquare.llm_faults import LLMFault
+
+    class NoChoices:  # langchain-openai on a reply without choices: generations[0][0]
+        async def ainvoke(self, messages, **params):
+            return [][0]
+
+    provider = build(f"{FAKES}:FakeListChatModel", kwargs={"responses": ["x"]})
+    provider.chat_model = NoChoices()
+    with pytest.raises(LLMFault) as info:
+        asyncio.run(provider.complete(LLMRequest(messages=CONVERSATION)))
+    assert info.value.kind == "bad_body" and "IndexError" in str(info.value)

@@ -200,3 +200,45 @@ def test_langchain_with_structured_output():
     assert not has_structured_output(FakeListChatModel(responses=["x"]))
     plain = LangChainLLM(FakeListChatModel(responses=["like"]), "plain", [], structured=False)
     assert asyncio.run(LLMClient(plain.complete, model="plain").ask(PROMPT, LABELS)).mode == "prompt"
+
+
+class FaultyLlama(FakeLlama):
+    """llama.cpp failing as it does: 1 call in 10 a decode error, 1 in 10 a JSON answer cut off
+    at the token limit (``finish_reason = "length"``); the rest answer under the grammar."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.draws = np.random.default_rng(4)
+        self.faults = 0
+
+    def create_completion(self, tokens, **kwargs):
+        draw = self.draws.random()
+        if draw < 0.1:
+            self.faults += 1
+            raise RuntimeError("llama_decode returned -3")
+        if draw < 0.2:
+            self.faults += 1
+            self.completions.append(kwargs)
+            return {"choices": [{"text": '{"day": 3, "no', "finish_reason": "length"}], "usage": {"prompt_tokens": len(tokens), "completion_tokens": 9}}
+        return super().create_completion(tokens, **kwargs)
+
+
+def test_llama_cpp_grammar_under_20_percent_faults_every_answer_comes_back():
+    pytest.importorskip("llama_cpp")
+    from townsquare.plugins.llm.llm_retry import LLMRetry, RetryConfig
+    from townsquare.plugins.llm.local import LocalLLM, LocalLLMConfig
+
+    module = types.SimpleNamespace(Llama=FaultyLlama, LlamaGrammar=__import__("llama_cpp").LlamaGrammar,
+                                   llama_get_memory=lambda ctx: None, llama_memory_seq_rm=lambda *a: False)
+    provider = LocalLLM(LocalLLMConfig(prompt_style="completion"), __import__("pathlib").Path("fake.gguf"), 1, module)
+    provider._render = None
+    chain = build_chain(provider, [LLMRetry(RetryConfig(attempts=10, base_delay_s=0), build_context())])
+
+    async def many():
+        return [await chain.client.ask(f"Plan week {i}.", PLAN) for i in range(40)]
+
+    answers = asyncio.run(many())
+    assert provider._llama.faults >= 4  # about 20 % of the calls failed
+    assert all((a.value, a.outcome, a.mode) == ({"day": 3, "note": "hi"}, "constrained", "grammar") for a in answers)
+    statuses = chain.statuses()
+    assert statuses.count("ok") == 40 and statuses.count("error") == provider._llama.faults

@@ -151,7 +151,7 @@ def test_sensory_falls_back_to_the_raw_observation_and_can_discard():
 
 
 def test_enhancement_after_k_promotes_record_and_insights():
-    ctx = make_ctx(rules={"insight": "Ada is drawn to crime thrillers."})
+    ctx = make_ctx(rules={"insight": '{"insights": ["Ada is drawn to crime thrillers."]}'})
     memory = ShortTermMemory(ShortTermMemoryConfig(enhance_k=2, similarity_threshold=0.5))
     first = run(memory.remember(ctx, [MemoryRecord("Ada watched Heat", importance=6)]))
     other = run(memory.remember(ctx, [MemoryRecord("Ada cooked pasta", importance=3)]))
@@ -227,7 +227,7 @@ def test_long_term_reading_ranks_by_relevance_and_importance():
 
 
 def test_records_flow_sensory_short_long_and_ablations_skip_a_tier():
-    rules = {"high-level insight": "Ada loves heist films.", **SENSORY_RULES}
+    rules = {"high-level insight": '{"insights": ["Ada loves heist films."]}', **SENSORY_RULES}
     tiers = {"memory.sensory": SensoryMemory(), "memory.short_term": ShortTermMemory(ShortTermMemoryConfig(enhance_k=1, similarity_threshold=0.5)),
              "memory.long_term": LongTermMemory()}
     assert all(isinstance(t, Memory) for t in tiers.values())
@@ -244,7 +244,7 @@ def test_records_flow_sensory_short_long_and_ablations_skip_a_tier():
 
 
 def test_reflection_adds_insights_and_merges_duplicates():
-    ctx = make_ctx(rules={"high-level insights": "Ada loves heat films\nAda loves heat films too"})
+    ctx = make_ctx(rules={"high-level insights": '{"insights": ["Ada loves heat films", "Ada loves heat films too"]}'})
     memory = LongTermMemory(LongTermMemoryConfig(reflect_importance=10, merge_threshold=0.95, min_records=100))
     run(memory.remember(ctx, [MemoryRecord("jazz night", importance=6), MemoryRecord("cooking class", importance=3)]))
     assert run(memory.reflect(ctx)) == []  # 9 < 10

@@ -14,7 +14,7 @@ from townsquare.platforms.recsys import RECSYS_ACTIONS
 
 DATA = ROOT / "tests" / "data" / "recsys"
 RULES = {
-    "high-level insight": "This person enjoys tense thrillers.",
+    "high-level insight": '{"insights": ["This person enjoys tense thrillers."]}',
     "rate how important": '{"sentence": "Something happened at the movies.", "importance": 8}',
     "one or two sentences": "Have you seen <Heat (1995)>? It is great. [END]",
     "Share your personal feelings": "Tense and stylish.",

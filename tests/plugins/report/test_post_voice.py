@@ -18,11 +18,26 @@ POSTS = {
     "You're a helpful AI named SmolLM, trained to provide information.": (False, True, False),
     "Visiting the US this spring to see the Grand Canyon.": (False, False, False),
 }
+#: posts that open as the prompt's role line does (a leak), and second-person posts that do not
+ROLE_LINES = {
+    "Impersona: You are Alba López, 28, a nurse in Madrid.": True,
+    "impersona: I love my garden": True,
+    "You are Tobias, a carpenter who posts about furniture.": True,
+    "You're Sarah and you read social media every day.": True,
+    "  \"You are Bo. Write a post.\"": True,
+    "You are amazing, thank you all for the birthday wishes!": False,
+    "you're never too old to learn to swim, I started at 40": False,
+    "Our team said: you are Welcome anytime at the cafe": False,
+}
 
 
 def test_each_voice_test():
     for text, (first, leak, address) in POSTS.items():
         assert (is_first_person(text), leaks_prompt(text), addresses_someone(text)) == (first, leak, address), text
+
+
+def test_a_post_opening_as_the_role_line_leaks():
+    assert {text: leaks_prompt(text) for text in ROLE_LINES} == ROLE_LINES
 
 
 def test_shares():

@@ -37,7 +37,7 @@ text_reply = "Thinking about {{topic}} and long walks"
 "Treat the profile as what you know" = "{nli}"
 "You are grading a post" = '{{"informativeness": 3, "consistency": 2, "humanness": 3}}'
 "You are grading a comment" = "grades: all good"
-"could not read those grades" = '{{"informativeness": 1, "consistency": 1, "humanness": 2}}'
+"That was not valid" = '{{"informativeness": 1, "consistency": 1, "humanness": 2}}'
 
 [[populations]]
 name = "initial"

@@ -260,3 +260,30 @@ def test_a_judged_answer_that_scores_zero_is_checked_for_completion_and_a_long_o
                                   lambda task: corpus(tmp_path)))[0]
     assert (failed.score, failed.completed) == (0.0, False)
     assert summarise(TASKS["social_media_question_answering"], [first, long, failed]).tcr == pytest.approx(100 / 3)
+
+
+@pytest.mark.parametrize("constrained, mode", [(True, "json_schema"), (False, "prompt")])
+def test_tool_calls_are_constrained_unless_turned_off(tmp_path, monkeypatch, constrained, mode):
+    from townsquare.plugins.llm.openai import OpenAIConfig, OpenAIProvider
+    from townsquare.testing.fault_server import FaultServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    box = Toolbox(corpus(tmp_path), topic_embed, None)
+    with FaultServer() as server:
+        provider = OpenAIProvider(OpenAIConfig(base_url=server.base_url, model="m"), build_context())
+        chain = build_chain(provider)
+
+        async def go():
+            try:
+                return await run_tools(chain.client, box, "s", "Will it?", max_steps=1, max_tokens=64, temperature=0.0,
+                                       constrained=constrained)
+            finally:
+                await provider.aclose()
+
+        run(go())
+        body = server.recent[0]
+    assert ("response_format" in body) is constrained
+    if constrained:  # the step schema: the answer, or a call of one of the offered tools
+        assert body["response_format"]["json_schema"]["name"] == "some_step"
+    assert chain.records[0].mode == mode
+    assert HarnessSettings().constrained_tool_calls is True
