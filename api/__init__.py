@@ -28,14 +28,16 @@ from ..lifecycle import RunInfo, RunSummary
 from ..llm import Answer, Handler, LLMCallRecord, LLMClient, LLMProvider, LLMRequest, LLMResponse, Message, ParseFailure, not_text
 from ..llm_answers import AnswerFormat, match_label, match_prefix
 from ..llm_modes import MODES, answers_in_db, choose_modes, is_constrained, mode_for, provider_capabilities, request_kind, structured_modes
-from ..llm_faults import LLMFatal, LLMFault, backoff_delay, classify
+from ..llm_faults import LLMFatal, LLMFault, classify
+from .backoff import backoff_delay
 from ..markers import hookimpl
 from .memory_export import memory_rows
 from .movielens import MovieLens, Rating, genres_of, load_movielens_data, movielens_layout
 from ..memory import MEMORY_TIERS, Memory, MemoryChain, MemoryRecord, MemoryRetrieval, agent_memory, retrieval_of
 from ..interventions import Intervention, RunSeams
 from ..metrics import Metric, RoundView
-from ..persona import Persona, PersonaSource, cycle_personas, name_problem
+from ..persona import Persona, PersonaSource, name_problem
+from .persona_pool import cycle_personas
 from ..platform import AccountView, Platform, PostView, platform_actions
 from .cache_share import DEFAULT_CACHED_PRICE_RATIO, cache_line
 from .prompt_files import fill_prompt, load_answers, load_prompts
@@ -47,7 +49,7 @@ from .endpoint import EndpointConfig
 from .similarity_rule import SimilarityRule, SimilarityRuleConfig
 from .stats import Interval, TTest, mean_interval, paired_test
 from ..slots import SLOT_PROTOCOLS
-from ..store import follow_edges
+from .follow_graph import follow_edges
 from ..specs import (
     AGENT_SLOTS, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
     MetricSpec, PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec,

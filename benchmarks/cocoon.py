@@ -203,7 +203,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     args.seed_list = list(range(1, args.seeds + 1))
-    from townsquare import logs
+    from townsquare.api import logs
 
     logs.configure(json_lines=False, level="warning")
     results: dict[str, Any] = {"settings": {"rounds": args.rounds, "seeds": args.seed_list, "end_rounds": args.end_rounds,

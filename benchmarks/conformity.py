@@ -180,7 +180,7 @@ def main() -> int:
     parser.add_argument("--voices", action="store_true", help="also count the voices each agent's prompts show (see above)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    from townsquare import logs
+    from townsquare.api import logs
 
     logs.configure(json_lines=False, level="error")
     variants = {**VARIANTS, **(TIERS if args.tiers else {})}

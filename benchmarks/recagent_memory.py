@@ -60,7 +60,7 @@ def main() -> int:
     parser.add_argument("--mode", choices=["power", "reference"], default="power")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    from townsquare import logs
+    from townsquare.api import logs
     from townsquare.runner import start_run
 
     logs.configure(json_lines=False, level="error")

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Mapping
 
 import click
 
 from townsquare.cli.options import loaded_plugins, log_json
 from townsquare.cli.progress import RunProgress, progress_mode
 from townsquare.errors import RunStopped
-from townsquare.llm_modes import describe_modes, summary_line
+from townsquare.llm_modes import OUTCOMES, describe_modes, totals_of
 from townsquare.secrets import redact_text
 
 
@@ -93,3 +94,17 @@ def structured_summary(path: Path) -> str | None:
     except (OSError, ValueError):
         return None
     return summary_line(manifest.get("structured_answers") or {})
+
+
+def summary_line(table: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The run's last line about structured answers, e.g. ``structured answers: 212 constrained,
+    0 parsed, 1 repaired, 0 fallback (plan 8 grammar; like 180 logprob; ...)``; None with none."""
+    if not table:
+        return None
+    totals = totals_of(table)
+    parts = []
+    for purpose, entry in table.items():
+        counts = ", ".join(f"{entry[o]} {o}" for o in OUTCOMES if entry[o])
+        parts.append(f"{purpose} {'/'.join(entry['modes']) or 'no mode'}: {counts}")
+    return (f"structured answers: {totals['constrained']} constrained, {totals['parsed']} parsed, "
+            f"{totals['repaired']} repaired, {totals['fallback']} fallback ({'; '.join(parts)})")

@@ -32,17 +32,15 @@ frame of townsquare itself), so a bug still shows its traceback.
 
 :class:`LLMFault` is the classified exception the kernel's accounting raises in place of the
 provider's (the original is its ``__cause__``); providers may raise it themselves for answers
-of the wrong shape (:func:`answer_fault`). :func:`backoff_delay` is the wait before a retry
-(``Retry-After`` or full-jitter exponential backoff), shared by ``llm_retry`` and the API
-embedders.
+of the wrong shape (:func:`answer_fault`). The wait before a retry (``Retry-After`` or
+full-jitter exponential backoff) is :func:`townsquare.api.backoff.backoff_delay`, shared by
+``llm_retry`` and the API embedders.
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
 import os
-import random
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -173,39 +171,6 @@ def status_code(exc: BaseException) -> int | None:
         if isinstance(status, int):
             return status
     return None
-
-
-def retry_after(exc: BaseException, now: float) -> float | None:
-    """Seconds the server asked to wait (``retry-after-ms``, ``retry-after``: seconds or an HTTP
-    date), or None."""
-    if isinstance(exc, LLMFault):
-        exc = exc.original or exc
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if not headers:
-        return None
-    try:
-        if headers.get("retry-after-ms"):
-            return max(0.0, float(headers["retry-after-ms"]) / 1000)
-        value = headers.get("retry-after")
-        if not value:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-
-
-def backoff_delay(attempt: int, exc: BaseException, rng: random.Random, now: float, *, base_s: float, max_s: float,
-                  max_retry_after_s: float) -> float:
-    """Seconds to wait before attempt ``attempt + 1``: the server's ``Retry-After`` (at most
-    ``max_retry_after_s``), else full jitter, uniform in ``[0, min(max_s, base_s * 2**(attempt-1))]``
-    (Brooker, "Exponential Backoff and Jitter", AWS Architecture Blog, 2015)."""
-    after = retry_after(exc, now)
-    if after is not None:
-        return min(after, max_retry_after_s)
-    return rng.uniform(0, min(max_s, base_s * 2 ** (attempt - 1)))
 
 
 def one_line(text: str) -> str:

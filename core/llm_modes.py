@@ -167,17 +167,3 @@ def answers_in_db(db: sqlite3.Connection) -> dict[str, dict[str, Any]]:
 
 def totals_of(table: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
     return {outcome: int(sum(entry[outcome] for entry in table.values())) for outcome in OUTCOMES}
-
-
-def summary_line(table: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """The run's last line about structured answers, e.g. ``structured answers: 212 constrained,
-    0 parsed, 1 repaired, 0 fallback (plan 8 grammar; like 180 logprob; ...)``; None with none."""
-    if not table:
-        return None
-    totals = totals_of(table)
-    parts = []
-    for purpose, entry in table.items():
-        counts = ", ".join(f"{entry[o]} {o}" for o in OUTCOMES if entry[o])
-        parts.append(f"{purpose} {'/'.join(entry['modes']) or 'no mode'}: {counts}")
-    return (f"structured answers: {totals['constrained']} constrained, {totals['parsed']} parsed, "
-            f"{totals['repaired']} repaired, {totals['fallback']} fallback ({'; '.join(parts)})")

@@ -9,7 +9,7 @@ registered through ``townsquare_register_persona_sources``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
 
 
 @dataclass
@@ -44,23 +44,6 @@ class PersonaSource(Protocol):
     be a coroutine function (a source that enriches personas with the LLM, say)."""
 
     def load(self, count: int, rng: Any) -> list[Persona]: ...
-
-
-def cycle_personas(personas: Iterable[Persona], count: int) -> list[Persona]:
-    """Take ``count`` personas, reusing the list in order when it is shorter.
-
-    Reused personas get a ``#k`` suffix so every account name stays unique.
-    """
-    pool = list(personas)
-    if not pool:
-        return []
-    out = []
-    for i in range(count):
-        base = pool[i % len(pool)]
-        lap = i // len(pool)
-        name = base.name if lap == 0 else f"{base.name} #{lap + 1}"
-        out.append(Persona(name=name, sentences=list(base.sentences), fields=dict(base.fields)))
-    return out
 
 
 def name_problem(name: str, max_length: int = 200, *, path_safe: bool = True) -> str | None:

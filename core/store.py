@@ -190,17 +190,5 @@ class _Transaction:
 _DETAIL_ENCODER = json.JSONEncoder(sort_keys=True)
 
 
-def follow_edges(db: sqlite3.Connection) -> set[tuple[str, str]]:
-    """The follower -> followee edges at the end of the recorded rounds: the ``follows`` table
-    replayed in order (a follow adds the edge, an unfollow removes it)."""
-    edges: set[tuple[str, str]] = set()
-    for follower, followee, kind in db.execute("SELECT follower, followee, kind FROM follows ORDER BY seq"):
-        if kind == "follow":
-            edges.add((follower, followee))
-        elif kind == "unfollow":
-            edges.discard((follower, followee))
-    return edges
-
-
 def dumps_detail(detail: dict[str, Any]) -> str | None:
     return _DETAIL_ENCODER.encode(detail) if detail else None

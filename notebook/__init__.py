@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import structlog
 
-from townsquare import logs
+from townsquare.api import logs
 from townsquare.errors import UsageError
 from townsquare.api.memory_export import MEMORY_TABLE
 from townsquare.cli.progress import RunProgress, notebook_display, progress_mode

@@ -79,7 +79,7 @@ class Shard:
         self._turns_ended = asyncio.Event()
         self._ran: list[Any] = []
         self._rss_before_build: int | None = None
-        from townsquare import logs
+        from townsquare.api import logs
 
         logs.configure(level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning"))  # a worker's own logging
         gc.set_threshold(*COLLECTOR_THRESHOLDS)  # the worker plays this run only

@@ -28,7 +28,7 @@ SCRIPTED_MODULE = "townsquare.testing.scripted"
 
 def pytest_configure(config):
     """Keep component debug logs out of test output (warnings still show)."""
-    from townsquare import logs
+    from townsquare.api import logs
 
     logs.configure(level="warning")
 

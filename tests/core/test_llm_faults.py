@@ -13,7 +13,8 @@ import pytest
 
 from townsquare.errors import RunStopped
 from townsquare.llm import LLMRequest, LLMResponse, Message, match_label
-from townsquare.llm_faults import FATAL, KINDS, RETRYABLE, LLMFault, answer_fault, backoff_delay, classify
+from townsquare.api.backoff import backoff_delay
+from townsquare.llm_faults import FATAL, KINDS, RETRYABLE, LLMFault, answer_fault, classify
 
 URL = "http://llm.test/v1/chat/completions"
 REQUEST = httpx.Request("POST", URL)

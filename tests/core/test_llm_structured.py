@@ -13,7 +13,8 @@ import pytest
 from townsquare.errors import UsageError
 from townsquare.llm import Accounting, LLMClient, LLMRequest, LLMResponse, Message, compose, current_issue
 from townsquare.llm_answers import AnswerFormat, ParseFailure, match_prefix
-from townsquare.llm_modes import (answers_in_db, choose_modes, count_answer, mode_for, provider_capabilities, summary_line,
+from townsquare.cli.run_output import summary_line
+from townsquare.llm_modes import (answers_in_db, choose_modes, count_answer, mode_for, provider_capabilities,
                                   tally_answers)
 from townsquare.api.prompt_files import load_answers, load_prompts
 from townsquare.plugins.llm.strict_schema import label_schema, strict_schema, unwrap_label

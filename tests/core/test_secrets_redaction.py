@@ -15,7 +15,7 @@ import pytest
 import structlog
 
 from helpers import scenario_text
-from townsquare import logs
+from townsquare.api import logs
 from townsquare.rundir import RunDir
 from townsquare.api.secret_files import resolve_secrets
 from townsquare.secrets import redact_text, remember_secret

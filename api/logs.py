@@ -10,7 +10,7 @@ import sys
 
 import structlog
 
-from .secrets import is_secret_key, redact_value
+from townsquare.secrets import is_secret_key, redact_value
 
 
 def redact_secrets(_logger, _name, event_dict):
