@@ -15,6 +15,23 @@ from townsquare.testing.fault_server import FaultServer
 FAULTS = dict(seed=11, rate_429=0.03, rate_500=0.03, rate_hang=0.02, rate_garbage=0.06, rate_truncated=0.03,
               rate_empty_choices=0.02, rate_200_html=0.01, retry_after_s=0, hang_s=2)
 
+#: Zhou et al.'s agents with and without plans (a format string: braces doubled)
+POPULATIONS = """
+[[populations]]
+name = "browsers"
+count = 3
+activity = {{ model = "always" }}
+personas = {{ name = "synthetic" }}
+slots = {{ policy = "social_agent", planner = "none", "persona.knowledge" = "none" }}
+config = {{ social_agent = {{ post_probability_without_plan = 0.5 }} }}
+
+[[populations]]
+name = "planners"
+count = 2
+personas = {{ name = "synthetic" }}
+slots = {{ policy = "social_agent", "persona.knowledge" = "none" }}
+"""
+
 SCENARIO = """
 name = "structured-{structured}"
 seed = 3
@@ -39,20 +56,7 @@ feed_size = 3
 [plugins.follow_reflection]
 interval_hours = 12
 
-[[populations]]
-name = "browsers"
-count = 3
-activity = {{ model = "always" }}
-personas = {{ name = "synthetic" }}
-slots = {{ policy = "social_agent", planner = "none", "persona.knowledge" = "none" }}
-config = {{ social_agent = {{ post_probability_without_plan = 0.5 }} }}
-
-[[populations]]
-name = "planners"
-count = 2
-personas = {{ name = "synthetic" }}
-slots = {{ policy = "social_agent", "persona.knowledge" = "none" }}
-"""
+""" + POPULATIONS
 
 #: dialect -> the mode each kind of request must run in
 EXPECTED = {

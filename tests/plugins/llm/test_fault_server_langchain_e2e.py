@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from test_fault_server_structured_e2e import POPULATIONS
 from townsquare.testing.fault_server import FaultServer
 
 pytest.importorskip("langchain_core", reason="needs the [langchain] extra (langchain-core)")
@@ -89,20 +90,7 @@ attempts = 10
 [plugins.social_agent]
 feed_size = 3
 
-[[populations]]
-name = "browsers"
-count = 3
-activity = {{ model = "always" }}
-personas = {{ name = "synthetic" }}
-slots = {{ policy = "social_agent", planner = "none", "persona.knowledge" = "none" }}
-config = {{ social_agent = {{ post_probability_without_plan = 0.5 }} }}
-
-[[populations]]
-name = "planners"
-count = 2
-personas = {{ name = "synthetic" }}
-slots = {{ policy = "social_agent", "persona.knowledge" = "none" }}
-"""
+""" + POPULATIONS
 
 
 def test_a_langchain_fault_run_finishes_with_structured_output(monkeypatch, write_scenario, run_scenario):
