@@ -28,7 +28,6 @@ from datetime import datetime, timezone
 from typing import Any, Callable, TextIO
 
 from townsquare.llm_modes import OUTCOMES, TOTAL_KEYS
-from townsquare.progress import LLM_TOTALS
 
 MODES = ("bar", "plain", "json", "quiet", "notebook")
 

@@ -42,7 +42,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from .errors import RunStopped, TownsquareError

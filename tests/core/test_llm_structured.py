@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
-import types
 
 import pytest
 

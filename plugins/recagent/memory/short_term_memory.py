@@ -73,28 +73,6 @@ def _insight_list(value: Any) -> list[str]:
     return lines
 
 
-class ShortTermMemoryConfig(BaseModel):
-    """``[plugins.short_term_memory]`` settings (values are our choices; the paper gives none)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    similarity_threshold: float = Field(ENHANCE_COSINE, ge=-1, le=1, description="a new record enhances those it is more similar to than this")
-    enhance_k: int = Field(3, ge=1, description="K: enhancements before a record moves to long-term memory")
-    insights: int = Field(1, ge=1, le=5, description="insights written per promoted record")
-    capacity: int = Field(10, ge=1, description="records kept; the least enhanced, then oldest, is dropped beyond it")
-    prompts_file: str | None = None
-
-
-def parse_lines(text: str, count: int) -> list[str]:
-    """Up to ``count`` non-empty lines of ``text``, list markers removed."""
-    lines = []
-    for line in text.splitlines():
-        line = line.strip().lstrip("-*0123456789.) ").strip()
-        if line:
-            lines.append(line)
-    return lines[:count]
-
-
 class ShortTermMemory:
     def __init__(self, config: ShortTermMemoryConfig | None = None, base_dir: str = "."):
         self.config = config or ShortTermMemoryConfig()
