@@ -51,13 +51,13 @@ from .stats import Interval, TTest, mean_interval, paired_test
 from ..slots import SLOT_PROTOCOLS
 from .follow_graph import follow_edges
 from ..specs import (
-    AGENT_SLOTS, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
+    AGENT_SLOTS, ALL_SETTINGS, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
     MetricSpec, PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec,
-    ReflectorSpec,
+    ReflectorSpec, machinery_fields,
 )
 
 __all__ = [
-    "AGENT_SLOTS", "DATASET_MARKER", "DEFAULT_CACHED_PRICE_RATIO", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
+    "AGENT_SLOTS", "ALL_SETTINGS", "DATASET_MARKER", "DEFAULT_CACHED_PRICE_RATIO", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
     "AccountView", "Action", "Answer", "AnswerFormat", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
     "DatasetMissing",
     "DuplicateCheck", "Embedder", "EmbedderSpec", "EndpointConfig", "EngagementLog", "EmbeddingCache", "Handler", "Item", "ItemInteractions", "LLMFatal", "LLMFault", "LimitsConfig",
@@ -71,7 +71,7 @@ __all__ = [
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
     "UsageError", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes", "classify", "cycle_personas", "data_home", "data_path",
     "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "installed_dataset", "is_constrained", "memory_rows", "limits_of",
-    "load_answers", "load_movielens_data", "load_prompts", "match_label", "match_prefix", "mode_for", "movielens_layout", "name_problem",
+    "load_answers", "load_movielens_data", "machinery_fields", "load_prompts", "match_label", "match_prefix", "mode_for", "movielens_layout", "name_problem",
     "normalize_rows", "not_text", "parse_json_list", "provider_capabilities", "request_kind", "structured_modes",
     "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
 ]

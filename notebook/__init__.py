@@ -146,13 +146,13 @@ class Run:
         return _played(shown, lambda: branch_run(self.path, at, out, overrides=_set_lines(overrides), plugin_options=list(plugins),
                                                  interventions=changes, progress=shown.update, on_ready=shown.announce, label=label))
 
-    def _resume(self, *, overrides: Mapping[str, Any] | Iterable[str] = (), progress: Any = True):
+    def _resume(self, *, overrides: Mapping[str, Any] | Iterable[str] = (), progress: Any = True, accept_changed_inputs: bool = False):
         """Continue a stopped run from its newest checkpoint, as ``townsquare resume`` does."""
         from townsquare.runner import resume_run
 
         shown = _Progress(progress)
         return _played(shown, lambda: resume_run(self.path, overrides=_set_lines(overrides), progress=shown.update,
-                                                 on_ready=shown.announce))
+                                                 on_ready=shown.announce, accept_changed_inputs=accept_changed_inputs))
 
     def _interview(self, question: str, agents: str | Iterable[str] | None = None, *, population: str | None = None,
                    round: int | None = None, memories: int = 8):

@@ -30,13 +30,13 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import (
-    Handler, LLMFatal, LLMFault, LLMMiddlewareSpec, LLMRequest, LLMResponse, backoff_delay, classify, hookimpl,
+    ALL_SETTINGS, Handler, LLMFatal, LLMFault, LLMMiddlewareSpec, LLMRequest, LLMResponse, backoff_delay, classify, hookimpl,
 )
 
 log = structlog.get_logger("townsquare.plugins.llm.llm_retry")
@@ -45,6 +45,7 @@ class RetryConfig(BaseModel):
     """``[plugins.llm_retry]``."""
 
     model_config = ConfigDict(extra="forbid")
+    machinery_settings: ClassVar = ALL_SETTINGS
 
     #: attempts per call, the first included
     attempts: int = Field(6, ge=1)

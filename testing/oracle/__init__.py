@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+from typing import ClassVar
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,6 +47,7 @@ RULE_MODULES: tuple[str, ...] = (
 
 class OracleConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    machinery_settings: ClassVar[frozenset[str]] = frozenset({"latency_ms"})
     #: simulated latency of each answer (the oracle itself answers at once)
     latency_ms: float = Field(0.0, ge=0)
 

@@ -37,7 +37,7 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import structlog
@@ -54,6 +54,8 @@ class HotpotQAConfig(BaseModel):
     """``[knowledge]`` settings for ``name = "hotpotqa"``."""
 
     model_config = ConfigDict(extra="forbid")
+    #: where and in what batches the collection is built, not what it holds
+    machinery_settings: ClassVar[frozenset[str]] = frozenset({"persist", "batch_size", "collection"})
 
     path: str | None = Field(None, description="HotpotQA-format JSON list; relative to the scenario's folder")
     limit: int | None = Field(None, gt=0, description="use only the first N records")
