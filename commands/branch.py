@@ -51,6 +51,7 @@ from townsquare.interventions import RunSeams
 from townsquare.cli.options import backend_options, backend_overrides, common_options
 from townsquare.cli.run_output import RunLines, report_run
 from townsquare.errors import UsageError
+from townsquare.input_fingerprints import input_changes, input_fingerprints, recorded_inputs
 from townsquare.api.files import read_user_text
 from townsquare.lifecycle import RunSummary
 from townsquare.memory import MEMORY_TIERS, MemoryRecord, agent_memory
@@ -218,8 +219,10 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
                     kept = [r + 1 for r, _ in parent.checkpoints()]
                     raise UsageError(f"--at {at}: {parent.path} keeps no checkpoint after round {at - 1} (branchable rounds: "
                                      f"{', '.join(map(str, [0, *kept]))}); run with --set engine.keep_checkpoints=0 to keep all")
+            inputs = input_fingerprints(scenario, plugins)  # what the branch reads from round ``at`` on
             run_dir.write_manifest({
-                **manifest, "name": name, "scenario": redact(scenario.data),
+                **manifest, "name": name, "scenario": redact(scenario.data), "inputs": recorded_inputs(inputs),
+                "input_changes": [*manifest.get("input_changes", []), *input_changes(manifest.get("inputs") or {}, inputs, at)],
                 "overrides": manifest.get("overrides", []) + [redact_override(o) for o in overrides],
                 "plugin_options": combined_options, "plugins": plugins.versions(), "disabled_plugins": list(plugins.disabled),
                 "slot_table": scenario.slot_table(), "environment": environment(), "status": "running",

@@ -211,3 +211,16 @@ def test_changed_keys_are_the_leaves_that_differ():
     old = {"seed": 1, "llm": {"name": "x", "base_url": "a"}, "populations": [{"count": 2}]}
     new = {"seed": 1, "llm": {"name": "x", "base_url": "b"}, "populations": [{"count": 2}, {"count": 1}]}
     assert sorted(changed_keys(old, new), key=str) == [("llm", "base_url"), ("populations", 1, "count")]
+
+
+def test_branch_is_how_a_behaviour_setting_or_an_input_changes_from_a_round_on(stopped, capsys):
+    people = stopped.parent / "people.jsonl"
+    people.write_text(people.read_text().replace("mountains", "hills"))
+    code, _, err = cli_in_process(capsys, "branch", str(stopped), "--at", "1", "--out", str(stopped.parent / "b"), "--quiet",
+                                  "--set", "seed=99", "--set", "plugins.llm_budget.max_calls=100000")
+    assert code == 0, err
+    manifest = json.loads((stopped.parent / "b" / "manifest.json").read_text())
+    assert manifest["status"] == "finished" and manifest["scenario"]["seed"] == 99
+    [change] = manifest["input_changes"]
+    assert (change["key"], change["from_round"]) == ("populations.0.personas.path", 1)
+    assert manifest["inputs"]["populations.0.personas.path"]["sha256"] == change["sha256"]
