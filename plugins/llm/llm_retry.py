@@ -36,7 +36,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import (
-    ALL_SETTINGS, Handler, LLMFatal, LLMFault, LLMMiddlewareSpec, LLMRequest, LLMResponse, backoff_delay, classify, hookimpl,
+    ALL_SETTINGS, KEPT, Handler, LLMFatal, LLMFault, LLMMiddlewareSpec, LLMRequest, LLMResponse, backoff_delay, classify, hookimpl,
 )
 
 log = structlog.get_logger("townsquare.plugins.llm.llm_retry")
@@ -87,6 +87,8 @@ class LLMRetry:
                         # parse failure and the decision's safe default), the run goes on
                         log.warning("llm.cut_off_answer_kept", purpose=request.purpose, agent=request.agent_id,
                                     attempts=attempts)
+                        # its error row is its record: a journal or replay hands it back without another
+                        fault.response.meta = {**fault.response.meta, KEPT: "cut_off"}
                         return fault.response
                     raise LLMFatal(f"LLM call failed {attempts} times ({who}); last: {fault.describe()}") from exc
                 delay = self.delay(attempt, exc)
