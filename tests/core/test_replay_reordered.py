@@ -255,3 +255,17 @@ def test_a_kept_cut_off_answer_replays_as_it_was_kept(tmp_path):
     assert asyncio.run(journal.client.json("Say it.", {"type": "object"}, purpose="say", default={"answer": "none"})) == recorded
     asyncio.run(journal.middleware[0].aclose())
     assert journal.statuses() == ["parse_failure"]
+
+
+def test_calls_of_ids_that_are_no_agent_keep_their_own_order():
+    """Persona enrichment asks for ``persona:POP:K`` ids, none an agent's: each numbers its calls
+    from 0, so their rows are grouped by id, not interleaved as they happened to come back."""
+    from townsquare.engine import _row_order
+
+    arrived = [(-1, (0, 0, 0), (-1, "persona:users:1", "enrich"), (b"", 0)),
+               (-1, (0, 0, 1), (-1, "persona:users:0", "enrich"), (b"", 0)),
+               (-1, (1, 0, 2), (-1, "persona:users:0", "enrich"), (b"", 0)),
+               (-1, (1, 0, 3), (-1, "persona:users:1", "enrich"), (b"", 0))]
+    for order in (arrived, arrived[::-1], arrived[1::2] + arrived[::2]):
+        assert [(item[2][1], item[1][0]) for item in sorted(order, key=_row_order)] == [
+            ("persona:users:0", 0), ("persona:users:0", 1), ("persona:users:1", 0), ("persona:users:1", 1)]
