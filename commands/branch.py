@@ -38,12 +38,12 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 import click
 import structlog
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from townsquare.actions import Action
 from townsquare.api import hookimpl
@@ -127,13 +127,30 @@ def read_persona_file(path: str, current_name: str) -> dict[str, Any]:
     return Persona(name=current_name, sentences=[line.strip() for line in stripped.splitlines() if line.strip()]).to_dict()
 
 
+class BranchChangeEntry(BaseModel):
+    """One of ``[plugins.branch] changes`` (:meth:`BranchChange.to_dict`), checked like any setting."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["persona", "post", "memory", "follow", "unfollow"]
+    target: str = Field(min_length=1)
+    value: str
+    persona: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _persona_given(self) -> "BranchChangeEntry":
+        if self.kind == "persona" and not (self.persona or {}).get("name"):
+            raise ValueError('a persona change needs "persona" = { name = ..., sentences = [...] }')
+        return self
+
+
 class BranchChangesConfig(BaseModel):
     """``[plugins.branch]``: written by ``townsquare branch`` into the branch's scenario."""
 
     model_config = ConfigDict(extra="forbid")
 
     at: int = Field(ge=0, description="the round at whose start the changes are applied")
-    changes: list[dict[str, Any]] = Field(default_factory=list, description="the changes (BranchChange.to_dict), in order")
+    changes: list[BranchChangeEntry] = Field(default_factory=list, description="the changes (BranchChange.to_dict), in order")
 
 
 class BranchChanges:
@@ -142,7 +159,7 @@ class BranchChanges:
 
     def __init__(self, config: BranchChangesConfig, ctx: Any = None):
         self.at = config.at
-        self.changes = [BranchChange.from_dict(c) for c in config.changes]
+        self.changes = [BranchChange.from_dict(c.model_dump()) for c in config.changes]
 
     def acts_at(self, round: int) -> bool:
         return round == self.at
