@@ -146,6 +146,9 @@ class Issue(tuple):
         issue.round = round
         return issue
 
+    def __getnewargs__(self) -> tuple[int, int, int]:  # pickled to and from Ray shards whole
+        return self[0], self[1], self.round
+
 
 #: the issue of the :class:`LLMClient` call under way in this task (see the module docstring)
 _ISSUE: ContextVar[Issue | None] = ContextVar("townsquare_llm_issue", default=None)

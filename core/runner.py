@@ -64,6 +64,11 @@ def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[s
     }
 
 
+def listed(options: str | Iterable[str]) -> list[str]:
+    """``--set`` lines or ``-p`` options as a list: one given as a string is one (``"no:x"``), not its letters."""
+    return [options] if isinstance(options, str) else list(options)
+
+
 def start_run(
     scenario_path: str | Path | Mapping[str, Any],
     *,
@@ -84,7 +89,7 @@ def start_run(
     The scenario is validated before the directory is made; files the components read (persona,
     knowledge, prompts and key files) are read while the run is built, and a problem found there
     removes the directory again (:meth:`RunDir.claim`), so a bad input never leaves one behind."""
-    overrides, plugin_options = list(overrides), list(plugin_options)
+    overrides, plugin_options = listed(overrides), listed(plugin_options)
     if plugins is None:
         enable, disable = parse_plugin_options(plugin_options)
         plugins = make_plugin_manager(enable=enable, disable=disable)
@@ -219,7 +224,7 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
     unless ``accept_changed_inputs`` (:mod:`townsquare.input_fingerprints`). The manifest keeps
     each resume's changes with the round they took effect from. The run directory is locked
     first and left untouched until every input has been checked."""
-    overrides = list(overrides)
+    overrides = listed(overrides)
     run_dir = RunDir.open(path)
     run_dir.read_manifest()  # a broken manifest is reported before anything is locked
     with run_dir.lock():
