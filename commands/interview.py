@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
-import shutil
 import sqlite3
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -105,22 +104,17 @@ def interview(run_path: str | Path, question: str, *, agents: Sequence[str] = ()
     saved = _checkpoint(run, round)
     _choose(_recorded_agents(run), list(agents), population, all_agents)  # a refusal leaves nothing behind
     journal = RunDir(run.path / JOURNAL_DIR)
-    made = not journal.path.exists()
     (journal.path / "checkpoints").mkdir(parents=True, exist_ok=True)
     answers: list[Answer] = []
-    try:
-        with journal.lock():
-            try:
-                asyncio.run(_ask(run, journal, scenario, plugins, saved, question, list(agents), population, all_agents, memories,
-                                 max_tokens, answers))
-            except RunStopped as exc:  # the budget's message names the journal folder: the run is what to resume
-                raise RunStopped(f"interview refused: {exc.reason.replace(str(journal.path), str(run.path))}") from None
-            finally:
-                _keep(run, answers)
-    except BaseException:
-        if made and not answers:  # refused before any question was asked: as if never begun
-            shutil.rmtree(journal.path, ignore_errors=True)
-        raise
+    with journal.lock():
+        try:
+            asyncio.run(_ask(run, journal, scenario, plugins, saved, question, list(agents), population, all_agents, memories,
+                             max_tokens, answers))
+        except RunStopped as exc:  # the budget's message names the journal folder: the run is what to resume
+            # of its kind: a spent budget stays a RunStopped, an LLM outage an LLMFatal
+            raise type(exc)(f"interview refused: {exc.reason.replace(str(journal.path), str(run.path))}") from None
+        finally:
+            _keep(run, answers)
     return answers
 
 
