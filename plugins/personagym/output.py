@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from townsquare.api.commands import calls_line
+
 from . import agreement, comparison, raters
 from .evaluation_run import design_folder
 from .results_files import table, write, write_comparison
@@ -63,9 +65,7 @@ def write_all(folder: Path, plan: Any, results: dict[str, list[Any]], warnings: 
         rows = comparison.paired(results)
         write_comparison(folder, rows, info)
         lines += ["", *comparison.table(rows)]
-    total = sum(calls.values())
-    lines.append(f"{total} LLM calls ({', '.join(f'{k} {v}' for k, v in sorted(calls.items()))}), {new} answered by the model, "
-                 f"{max(0, total - calls.get('parse_failure', 0) - calls.get('error', 0) - new)} from the cache; {wall} s")
+    lines.append(f"{calls_line(calls, new)}; {wall} s")
     if calls.get("parse_failure"):
         lines.append(f"note: {calls['parse_failure']} answers could not be read even after a repair request (parse_failure rows)")
     lines.append(f"written to {', '.join(str(p) for p in written)}; grading sheet for people: {folder / raters.RATERS_CSV}")

@@ -67,22 +67,6 @@ def stage_of(purpose: str) -> str:
     return ".".join(purpose.split(".")[:2])
 
 
-def cached_answers(folder: Path) -> int:
-    """How many answers a response cache holds."""
-    import sqlite3
-
-    path = folder / "llm_cache.sqlite"
-    if not path.is_file():
-        return 0
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-    except sqlite3.Error:
-        return 0
-    finally:
-        db.close()
-
-
 def _plan(targets_in: tuple[str, ...], *, llm_spec: str | None, overrides: tuple[str, ...], plugin_options: tuple[str, ...],
           seed: int | None, personas: int | None, population: str | None, persona_file: str | None, data: str | None,
           questions: str, environments: int, named: tuple[str, ...], per_task: int, judges: tuple[str, ...],
@@ -205,7 +189,7 @@ def register(cli: Any) -> None:
         ensemble of judges, and PersonaScore per persona (Samuel et al.); with several
         designs, their paired differences on the same questions and judges."""
         from townsquare.api import LLMFault, RunStopped
-        from townsquare.api.commands import RunDir as Folder, clear_earlier_answers, command_line
+        from townsquare.api.commands import RunDir as Folder, cached_answers, clear_earlier_answers, command_line
 
         from .llm_steps import Settings
 
@@ -238,7 +222,7 @@ def register(cli: Any) -> None:
         with Folder(folder).lock():
             for where in folders:
                 clear_earlier_answers(where / "events.sqlite")
-            known = sum(cached_answers(f) for f in folders)
+            known = cached_answers(folder)
             try:
                 results = asyncio.run(run(plan, folder))
             except KeyboardInterrupt:
@@ -246,7 +230,7 @@ def register(cli: Any) -> None:
             except LLMFault as exc:
                 raise RunStopped(f"evaluation stopped: LLM call failed: {exc.describe()}; the answers so far are cached: "
                                  f"resume with {plan.resume}") from None
-            new = sum(cached_answers(f) for f in folders) - known
+            new = cached_answers(folder) - known
             from .output import write_all
 
             lines = write_all(folder, plan, results, warnings, new, round(time.monotonic() - started, 1))
