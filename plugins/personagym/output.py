@@ -62,7 +62,7 @@ def write_all(folder: Path, plan: Any, results: dict[str, list[Any]], warnings: 
                  f"{plan.settings.batch} question(s) a grading call")
     lines += ["", *judge_lines]
     if len(plan.labels) > 1:
-        rows = comparison.paired(results)
+        rows = comparison.paired(results, comparison.identical_prompts(results, plan.slots))
         write_comparison(folder, rows, info)
         lines += ["", *comparison.table(rows)]
     lines.append(f"{calls_line(calls, new)}; {wall} s")

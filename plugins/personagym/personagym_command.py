@@ -78,6 +78,9 @@ def _plan(targets_in: tuple[str, ...], *, llm_spec: str | None, overrides: tuple
     from .evaluation_run import Plan
 
     targets = [open_target(t, [*llm_overrides(llm_spec), *overrides], plugin_options, seed) for t in targets_in]
+    if len(targets) > 1 and not judges:
+        raise UsageError(f"{len(targets)} designs: name the judges (--judge PROVIDER[:MODEL], repeatable); without one the "
+                         f"first design's model would grade every design, its own answers included")
     for spec in judges:
         check_spec(targets[0].resolve_with, spec, "--judge")
     if generator is not None:
@@ -163,7 +166,8 @@ def register(cli: Any) -> None:
     @click.option("--questions-per-task", "per_task", type=click.IntRange(min=1), default=10, show_default=True,
                   help="Questions per task per environment (10 in the paper).")
     @click.option("--judge", "judges", multiple=True, metavar="PROVIDER[:MODEL]",
-                  help="An evaluator LLM (repeat for an ensemble; the paper uses two); default: the run's LLM.")
+                  help="An evaluator LLM (repeat for an ensemble; the paper uses two); default with one design: its own LLM "
+                       "(warned); several designs need it.")
     @click.option("--generator", default=None, metavar="PROVIDER[:MODEL]",
                   help="The LLM that selects environments, writes questions and score examples (default: the run's LLM).")
     @click.option("--llm", "llm_spec", default=None, metavar="PROVIDER[:MODEL]", help="The agents' LLM, as for run.")
@@ -231,7 +235,12 @@ def register(cli: Any) -> None:
                 raise RunStopped(f"evaluation stopped: LLM call failed: {exc.describe()}; the answers so far are cached: "
                                  f"resume with {plan.resume}") from None
             new = cached_answers(folder) - known
+            from .comparison import identical_prompts
             from .output import write_all
+
+            for line in identical_prompts(results, plan.slots).values():
+                click.echo(f"warning: {line}", err=True)
+                warnings.append(line)
 
             lines = write_all(folder, plan, results, warnings, new, round(time.monotonic() - started, 1))
         for line in lines:

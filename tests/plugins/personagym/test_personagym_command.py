@@ -441,8 +441,8 @@ def test_the_agent_answers_with_its_own_persona_context_and_memory(memories):
     provider = Recorder()
     chain = build_chain(provider)
     ctx = StepContext(agent=_agent_with_memory(), round=0, now=datetime(2024, 1, 2), minutes_per_round=60, services=None, llm=chain.client)
-    answer = asyncio.run(llm_steps.agent_answer(ctx, load_prompts(PROMPTS, "personagym"), "What do you do on a free day?",
-                                                "expected_action", llm_steps.Settings(use_memories=memories)))
+    answer, _ = asyncio.run(llm_steps.agent_answer(ctx, load_prompts(PROMPTS, "personagym"), "What do you do on a free day?",
+                                                   "expected_action", llm_steps.Settings(use_memories=memories)))
     assert answer == "I would go for a long hike."
     system, user = provider.requests[0].messages
     assert system.content.endswith("(persona rendered for: What do you do on a free day?)")
@@ -546,3 +546,46 @@ def test_the_released_benchmark_is_estimated_before_anything_is_spent(scenario, 
     stages = {line.split()[0]: int(line.split()[2]) for line in printed.splitlines() if line.startswith("personagym.")}
     assert stages == {"personagym.answer": 100, "personagym.examples": 20, "personagym.grade": 20}
     assert "ESTIMATE: 140 LLM calls" in printed and not (tmp_path / "runs").exists()
+
+
+def test_designs_that_send_identical_prompts_are_said_to_and_get_no_p_value(tmp_path, capsys):
+    # on one-sentence benchmark personas the dynamic persona renders the whole description, as
+    # the full persona does: the two designs differ in a slot that changes no prompt
+    dynamic = SCENARIO.replace('slots = { policy = "scripted_feed" }', 'slots = { policy = "scripted_feed", "persona.context" = "dynamic_persona" }')
+    (tmp_path / "dynamic.toml").write_text(dynamic)
+    (tmp_path / "full.toml").write_text(dynamic.replace('"dynamic_persona"', '"full_persona"'))
+    args = ["eval", "personagym", str(tmp_path / "dynamic.toml"), str(tmp_path / "full.toml"), "--data", str(FIXTURES),
+            "--questions", "benchmark", "--personas", "2", "--questions-per-task", "1", *SCRIPTED]
+    # several designs and no judge: refused, the rule said
+    code, _, err = cli(capsys, *args, "--out", str(tmp_path / "none"))
+    assert code == 2 and "2 designs: name the judges (--judge" in err and not (tmp_path / "none").exists()
+    code, printed, err = cli(capsys, *args, "--judge", "scripted", "--out", str(tmp_path / "cmp"))
+    assert code == 0, err
+    said = [line for line in err.splitlines() if "identical prompts" in line]
+    assert said == ["warning: designs dynamic and full sent identical prompts for all 10 questions (they differ in persona.context "
+                    "(dynamic_persona vs full_persona), which gave these personas the same prompt): the comparison measures "
+                    "sampling alone, no p-value is reported"], err
+    rows = json.loads((tmp_path / "cmp" / "personagym_comparison.json").read_text())["paired"]
+    assert all(r["p"] is None and r["p_holm"] is None and r["identical_prompts"] for r in rows)
+    assert next(line for line in printed.splitlines() if line.startswith("PersonaScore")).split()[-3:-1] == ["same", "prompts"]
+
+
+def test_holm_kendall_and_the_two_stage_bootstrap():
+    from townsquare.api import holm, kendall_tau, two_stage_bootstrap
+
+    # Holm (1979): m = 4 sorted 0.005, 0.01, 0.03, 0.04 -> 0.02, 0.03, 0.06, 0.06 (monotone)
+    assert holm([0.01, 0.04, 0.03, None, 0.005]) == pytest.approx([0.03, 0.06, 0.06, None, 0.02])
+    # Kendall's tau-b: scipy.stats.kendalltau gives 0.2 and 0.8 (ties in both) for these
+    assert kendall_tau([1, 2, 3, 4, 5], [3, 4, 1, 2, 5]) == pytest.approx(0.2)
+    assert kendall_tau([1, 1, 2, 3], [1, 2, 2, 3]) == pytest.approx(0.8)
+    assert kendall_tau([1, 1], [2, 3]) is None
+    # no spread anywhere: a point interval; the interval covers the mean and is seeded
+    flat, overall = two_stage_bootstrap([[[3.0, 3.0], [4.0]], [[3.0], [4.0, 4.0]]], rounds=200)
+    assert flat == [(3.0, 3.0), (4.0, 4.0)] and overall == (3.5, 3.5)
+    units = [[[1.0, 2.0, 5.0]], [[4.0, 4.0]], [[2.0, 3.0]], [[5.0, 5.0, 1.0]]]
+    (low, high), = two_stage_bootstrap(units, rounds=500, seed=3)[0]
+    mean = sum(sum(u[0]) / len(u[0]) for u in units) / 4
+    assert low < mean < high and two_stage_bootstrap(units, rounds=500, seed=3)[0] == [(low, high)]
+    # more resamples of questions widen nothing they should not: within-persona spread counts
+    between_only, _ = two_stage_bootstrap([[[2.5]], [[4.0]], [[2.5]], [[3.67]]], rounds=500, seed=3)
+    assert high - low > between_only[0][1] - between_only[0][0]
