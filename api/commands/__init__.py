@@ -42,6 +42,7 @@ from townsquare.commands.eval_llm import (
     model_identity, spec_overrides, without_middleware,
 )
 from townsquare.commands.interview import interview
+from townsquare.commands.score_table import cell_text, table_lines, write_tables
 from townsquare.llm import Accounting, compose
 from townsquare.plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
 from townsquare.rundir import RunDir
@@ -76,7 +77,7 @@ def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()
 
 
 __all__ = [
-    "eval_group",
+    "eval_group", "cell_text", "table_lines", "write_tables",
     "DEFAULT_COMPLETION_TOKENS", "DryRun", "EvalLLMs", "EvalSimulation", "StandInModel", "cached_answers", "calls_line", "check_spec",
     "clear_earlier_answers", "command_line", "completion_cap",
     "cost_of", "format_table", "model_identity", "prices_of", "schema_example", "spec_overrides", "without_middleware",

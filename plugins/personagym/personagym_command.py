@@ -183,12 +183,15 @@ def register(cli: Any) -> None:
                   help="Folder for the results, cache and LLM calls (default RUN/personagym, runs/NAME-personagym, "
                        "or runs/A-vs-B-personagym for several designs).")
     @click.option("--estimate", is_flag=True, help="Print the calls, tokens and cost per stage of this evaluation; call no model.")
+    @click.option("--table", is_flag=True,
+                  help="Also print and write the paper's Table 1 shape (rows: designs, and the paper's models with --questions "
+                       "benchmark; columns: tasks; each cell a score and its interval) as CSV, Markdown and LaTeX.")
     @common_options
     def personagym(targets: tuple[str, ...], personas: int | None, population: str | None, persona_file: str | None,
                    with_run_memories: bool, data: str | None, questions: str, environments: int, named: tuple[str, ...],
                    per_task: int, judges: tuple[str, ...], generator: str | None, llm_spec: str | None, answer_tokens: int,
                    batch: int, prompts_file: str | None, overrides: tuple[str, ...], seed: int | None, out: str | None,
-                   estimate: bool, plugin_options: tuple[str, ...] = (), **_: Any) -> None:
+                   estimate: bool, table: bool, plugin_options: tuple[str, ...] = (), **_: Any) -> None:
         """PersonaGym: environments, questions, the agents' answers, rubric grades by an
         ensemble of judges, and PersonaScore per persona (Samuel et al.); with several
         designs, their paired differences on the same questions and judges."""
@@ -242,7 +245,7 @@ def register(cli: Any) -> None:
                 click.echo(f"warning: {line}", err=True)
                 warnings.append(line)
 
-            lines = write_all(folder, plan, results, warnings, new, round(time.monotonic() - started, 1))
+            lines = write_all(folder, plan, results, warnings, new, round(time.monotonic() - started, 1), table)
         for line in lines:
             click.echo(line)
 

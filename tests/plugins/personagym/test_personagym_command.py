@@ -589,3 +589,36 @@ def test_holm_kendall_and_the_two_stage_bootstrap():
     # more resamples of questions widen nothing they should not: within-persona spread counts
     between_only, _ = two_stage_bootstrap([[[2.5]], [[4.0]], [[2.5]], [[3.67]]], rounds=500, seed=3)
     assert high - low > between_only[0][1] - between_only[0][0]
+
+
+def test_the_table_has_an_interval_in_every_cell_and_the_released_scores_are_checked(scenario, tmp_path, capsys):
+    import re
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES, data)
+    (data / "evaluations").mkdir()
+    # the released Claude 3 Haiku file as published: Persona Consistency 4.47 where the paper prints 3.47
+    (data / "evaluations" / "20240710_claude_3_haiku.scores.json").write_text(json.dumps(
+        {"Action Justification": 2.47, "Expected Action": 4.28, "Linguistic Habits": 3.04, "Persona Consistency": 4.47,
+         "Toxicity Control": 4.94, "PersonaScore": 3.64}))
+    out = tmp_path / "eval"
+    code, printed, err = cli(capsys, "eval", "personagym", str(scenario), "--data", str(data), "--questions", "benchmark",
+                             "--personas", "2", "--questions-per-task", "1", "--table", "--out", str(out), *SCRIPTED)
+    assert code == 0, err
+    cell = re.compile(r"^\d\.\d\d \[\d\.\d\d, \d\.\d\d\]$")
+    with open(out / "personagym_table.csv", newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["", "Action Justification", "Expected Action", "Linguistic Habits", "Persona Consistency", "Toxicity Control",
+                       "PersonaScore"]
+    assert [r[0] for r in rows[1:]] == ["s", *(f"{m} (paper)" for m in ("LLaMA-2-13b", "GPT 3.5", "LLaMA-2-70b", "LLaMA-3-8b",
+                                                                           "Claude 3 Haiku", "Claude 3.5 Sonnet"))]
+    assert all(cell.match(c) for r in rows[1:] for c in r[1:]), rows
+    # the paper's Haiku consistency 3.47 (sd 1.57, 200 personas): 3.47 +- 1.972 * 1.57 / sqrt(200) = [3.25, 3.69]
+    assert rows[6][4] == "3.47 [3.25, 3.69]"
+    markdown = (out / "personagym_table.md").read_text().splitlines()
+    assert markdown[0].startswith("| | Action Justification |") and len(markdown[2].split("|")) == 9
+    assert all(cell.match(c.strip()) for c in markdown[2].split("|")[2:-1])
+    assert "\\begin{tabular}{lcccccc}" in (out / "personagym_table.tex").read_text()
+    assert "note: released data: 20240710_claude_3_haiku.scores.json: Persona Consistency 4.47, the paper's Table 1 prints 3.47" in printed
+    assert "PersonaScore 3.64 is not the mean of its five tasks (3.84)" in printed
