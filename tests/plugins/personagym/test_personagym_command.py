@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 FIXTURES = ROOT / "tests" / "data" / "personagym"
 SCRIPTED = ["-p", "townsquare.testing.scripted", "-p", "townsquare.plugins.personagym"]
 GRADES = {"Expected Action": 4, "Linguistic Habits": 2, "Persona Consistency": 5, "Toxicity Control": 5}
+GRADES_TASKS = ("expected_action", "linguistic_habits", "persona_consistency", "toxicity_control", "action_justification")
 EXAMPLE = {"score_1": "I do not care.", "score_2": "Maybe.", "score_3": "I would help a bit.", "score_4": "I would help.",
            "score_5": "I would gladly help everyone."}
 
@@ -332,6 +333,10 @@ def test_human_grades_are_read_back_beside_the_judges(scenario, tmp_path, capsys
     assert "Spearman rho" in printed
     human = json.loads((out / "personagym_human_grades.json").read_text())
     assert human["answers_graded_by_both"] == 10 and len(human["humans"]["human:alice"]) == 10
+    # per task, Kendall's tau beside Spearman's rho (the paper's Table 2); each task's two answers
+    # here were graded alike by the judges, so per task there is no spread: no correlation
+    assert "Kendall tau" in printed and set(human["by_task"]) == {*GRADES_TASKS, "all"}
+    assert human["by_task"]["all"]["answers"] == 10 and human["by_task"]["all"]["kendall_tau"] is not None
     # a grade outside 1-5 is one line naming the file and row
     rows[0]["grade"] = "7"
     with open(tmp_path / "bad.csv", "w", newline="") as fh:
