@@ -160,7 +160,7 @@ def townsquare_register_commands(cli):
              overrides: tuple[str, ...], out: str | None, estimate: bool, plugin_options: tuple[str, ...], **_: Any) -> None:
         """Zhou et al.'s metrics for RUN: ΔBS, C.score / ΔC, distinct-1/2, Info / Cons / Hum, knowledge adoption, per stage."""
         from townsquare.api import LLMFault, RunStopped
-        from townsquare.api.commands import check_spec, clear_earlier_answers, command_line, load_run, open_run
+        from townsquare.api.commands import cached_answers, calls_line, check_spec, clear_earlier_answers, command_line, load_run, open_run
 
         from .zhou_text import format_result
 
@@ -177,6 +177,7 @@ def townsquare_register_commands(cli):
         target = Path(out) if out else Path(run_dir) / EVAL_FILE
         journal = target.with_suffix(".sqlite")
         clear_earlier_answers(journal)
+        known = cached_answers(Path(run_dir))
         resume = command_line(click.get_current_context())
         try:
             result = evaluate_run(run_dir, journal=journal, resume=resume, **options)
@@ -186,6 +187,5 @@ def townsquare_register_commands(cli):
         target.write_text(json.dumps(result.to_json(), indent=1, ensure_ascii=False), encoding="utf-8")
         click.echo(format_result(result))
         calls = result.llm_calls
-        click.echo(f"{sum(calls.values())} LLM calls ({', '.join(f'{k} {v}' for k, v in sorted(calls.items())) or 'none'}) "
-                   f"recorded in {journal}")
+        click.echo(f"{calls_line(calls, cached_answers(Path(run_dir)) - known)}; recorded in {journal}")
         click.echo(f"written to {target}")
