@@ -627,3 +627,30 @@ def test_the_table_has_an_interval_in_every_cell_and_the_released_scores_are_che
     assert "\\begin{tabular}{lcccccc}" in (out / "personagym_table.tex").read_text()
     assert "note: released data: 20240710_claude_3_haiku.scores.json: Persona Consistency 4.47, the paper's Table 1 prints 3.47" in printed
     assert "PersonaScore 3.64 is not the mean of its five tasks (3.84)" in printed
+
+
+def test_the_docs_comparison_of_zhous_agent_and_the_generative_agent_runs_on_the_oracle(tmp_path, capsys):
+    """docs/personagym.md's example: two designs that differ (their prompts differ), the oracle
+    as agent, generator and judge (it grades the share of the persona's words an answer holds)."""
+    out = tmp_path / "cmp"
+    code, printed, err = cli(capsys, "eval", "personagym", str(ROOT / "examples" / "social_agent_townsfolk.toml"),
+                             str(ROOT / "examples" / "generative_agents_social.toml"), "--llm", "oracle", "--judge", "oracle",
+                             "--generator", "oracle", "--questions-per-task", "2", "--table", "--out", str(out),
+                             "-p", "townsquare.testing.oracle")
+    assert code == 0, err
+    assert "identical prompts" not in err
+    rows = {r["task"]: r for r in json.loads((out / "personagym_comparison.json").read_text())["paired"]}
+    assert rows["persona_score"]["pairs"] == 4 and rows["persona_score"]["p"] is not None and rows["persona_score"]["p_holm"] == 1.0
+    first = results(out / "social_agent_townsfolk")["personas"][1]["questions"][0]
+    second = results(out / "generative_agents_social")["personas"][1]["questions"][0]
+    assert first["prompt"] != second["prompt"] and first["question"] == second["question"]
+    assert "Tom Becker" in first["answer"] and "Status:" in second["answer"]  # the agent summary's paragraphs
+
+
+def test_the_oracle_judge_grades_the_share_of_persona_words_an_answer_holds():
+    from townsquare.testing.oracle.personagym import score_of
+
+    persona = "Name: Tom. I hike mountains every weekend."    # name, hike, mountains, every, weekend
+    assert score_of(persona, "Nothing at all.") == 1
+    assert score_of(persona, "I hike the mountains.") == 2     # 2 of 5: 1 + floor(1.6)
+    assert score_of(persona, "Name: Tom. I hike mountains every weekend.") == 5
