@@ -2,7 +2,7 @@
 
 A command works on scenarios and run directories the way the built-in ones do (reading a run,
 re-resolving its scenario with :func:`load_run`, rebuilding its agents from a checkpoint with
-:class:`Simulation`, as ``townsquare eval park`` does)::
+:class:`EvalSimulation`, as ``townsquare eval park`` does)::
 
     from townsquare.api.commands import common_options, open_run
 
@@ -13,12 +13,6 @@ re-resolving its scenario with :func:`load_run`, rebuilding its agents from a ch
         @common_options
         def summary(run_dir, **_):
             manifest = open_run(run_dir).read_manifest()
-
-A command that builds a :class:`Simulation` without playing it (an evaluation) uses its public
-members: ``await sim.build()``, ``sim.set_state(checkpoint)``, ``sim.services``, ``sim.agents``,
-``sim.record_llm_call`` (what an ``Accounting`` it makes reports to), ``sim.write_llm_calls()``
-(its calls' ``llm_calls`` rows, which no round writes), ``sim.fire_llm_call_hook = False`` (an
-evaluation is no run: ``townsquare_on_llm_call`` listeners are not told) and ``await sim.aclose()``.
 
 An evaluation builds the agents it questions with :class:`EvalSimulation` (never
 ``Simulation`` itself: one place assembles them, its calls journaled and cached in the
