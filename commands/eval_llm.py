@@ -164,6 +164,14 @@ class DryRun:
         header = ("stage", "model", "calls", "prompt tokens", "completion tokens", "cost")
         return format_table(header, [*rows, ("total", "", calls, prompt, completion, total)])
 
+    def report(self, headline: str, assumptions: str, stage_of: Callable[[str], str] = lambda p: ".".join(p.split(".")[:2])) -> list[str]:
+        """An estimate's lines: ``ESTIMATE: N LLM calls`` and ``headline``, the table, the
+        ``assumptions``, and a hint where a model has no prices."""
+        lines = [f"ESTIMATE: {self.calls():,} LLM calls {headline}; no model was called.", *self.table(stage_of), assumptions]
+        if any(row[5] is None for row in self.rows(stage_of)):
+            lines.append("no price for some models: set llm.price_prompt_per_1k and llm.price_completion_per_1k for a cost.")
+        return lines
+
 
 class EvalLLMs:
     """The clients of one evaluation (see the module docstring).

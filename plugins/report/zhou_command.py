@@ -116,13 +116,8 @@ def estimate_lines(run_dir: str, **options: Any) -> list[str]:
 
     dry = DryRun({"zhou.nli": 2, "zhou.quality": 30})
     evaluate_run(run_dir, dry_run=dry, **options)
-    lines = [f"ESTIMATE: {dry.calls():,} LLM calls to judge {run_dir}; no model was called."]
-    lines += dry.table(lambda purpose: ".".join(purpose.split(".")[:2]))
-    lines.append("prompt tokens ~ characters / 4; completion tokens assumed: NLI labels 2, grades 30 per call; repairs not "
-                 "included. BS / ΔBS (BERTScore or the embedder) make no LLM call.")
-    if any(row[5] is None for row in dry.rows(lambda p: p)):
-        lines.append("no price for some models: set llm.price_prompt_per_1k and llm.price_completion_per_1k for a cost.")
-    return lines
+    return dry.report(f"to judge {run_dir}", "prompt tokens ~ characters / 4; completion tokens assumed: NLI labels 2, grades 30 "
+                      "per call; repairs not included. BS / ΔBS (BERTScore or the embedder) make no LLM call.")
 
 
 @hookimpl

@@ -92,13 +92,8 @@ def estimate_lines(run_dir: str, judges: tuple[str, ...], agents: int | None, qu
     dry = DryRun(EXPECTED_TOKENS)
     with tempfile.TemporaryDirectory(prefix="townsquare-park-estimate-") as tmp:
         asyncio.run(_evaluate(run_dir, judges, agents, questions, seed, 0, topic, evidence, folder=Path(tmp), dry_run=dry))
-    lines = [f"ESTIMATE: {dry.calls():,} LLM calls to interview {run_dir}'s agents; no model was called."]
-    lines += dry.table(lambda purpose: ".".join(purpose.split(".")[:2]))
-    lines.append("prompt tokens ~ characters / 4; completion tokens assumed per call: answers 80, orderings 20, yes/no 2; "
-                 "repairs of malformed answers not included.")
-    if any(row[5] is None for row in dry.rows(lambda p: p)):
-        lines.append("no price for some models: set llm.price_prompt_per_1k and llm.price_completion_per_1k for a cost.")
-    return lines
+    return dry.report(f"to interview {run_dir}'s agents", "prompt tokens ~ characters / 4; completion tokens assumed per call: "
+                      "answers 80, orderings 20, yes/no 2; repairs of malformed answers not included.")
 
 
 @hookimpl

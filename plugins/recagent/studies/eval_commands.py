@@ -155,11 +155,10 @@ def run_command(name: str, scenario_path: str, resolved: Any, plugins: Any, fold
         with tempfile.TemporaryDirectory(prefix=f"townsquare-{name}-estimate-") as tmp:
             asyncio.run(_evaluate(resolved, plugins, folder, users, grid, seed, lengths, page_size, out=Path(tmp), resolve=resolve,
                                   dry_run=dry))
-        click.echo(f"ESTIMATE: {dry.calls():,} LLM calls for eval {name} of {scenario_path}; no model was called.")
-        for line in dry.table(lambda purpose: purpose.split(".repair")[0]):
+        for line in dry.report(f"for eval {name} of {scenario_path}", "prompt tokens ~ characters / 4; completion tokens assumed "
+                               "per call: labels 2, the agents' own calls by kind (JSON 60, text 80); repairs of malformed answers "
+                               "not included."):
             click.echo(line)
-        click.echo("prompt tokens ~ characters / 4; completion tokens assumed per call: labels 2, the agents' own calls "
-                   "by kind (JSON 60, text 80); repairs of malformed answers not included.")
         return None
     target = Path(out) if out else Path("runs") / f"{resolved.model.name}-{name}"
     if target.exists() and not target.is_dir():
