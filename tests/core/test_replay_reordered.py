@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, scenario_text
 from townsquare.actions import Action
 from townsquare.llm import LLMRequest, LLMResponse
 from townsquare.llm_faults import LLMFault
@@ -34,6 +34,7 @@ from townsquare.plugins.llm.llm_commands import compare_runs
 from townsquare.runner import rerun, start_run
 from townsquare.scenario import validate_scenario
 from townsquare.specs import PolicySpec
+from townsquare.testing.fault_server import schema_instance
 from townsquare.testing.llm_chain import build_chain, build_context
 
 SEEDS = range(20)
@@ -61,7 +62,7 @@ class SamplingModel:
         if request.labels:
             text = request.labels[h % len(request.labels)]
         elif request.json_schema is not None:
-            text = json.dumps(instance(request.json_schema, h, text))
+            text = json.dumps(schema_instance(request.json_schema, h, text))
         elif request.answer_prefixes:
             opening = request.answer_prefixes[h % len(request.answer_prefixes)]
             text = f"{opening} {text}" if opening.endswith(":") else opening
@@ -69,29 +70,6 @@ class SamplingModel:
         return LLMResponse(text=text, prompt_tokens=len(prompt) // 4 + 1, completion_tokens=len(text) // 4 + 1, model=self.model,
                            provider=self.name, meta={"mode": "json_schema" if request.json_schema is not None else "guided_choice"}
                            if structured else {})
-
-
-def instance(schema: object, h: int, text: str) -> object:
-    """A value of ``schema`` drawn from ``h`` (counts and flags vary, so plans do something)."""
-    if not isinstance(schema, dict):
-        return text
-    if "enum" in schema:
-        return schema["enum"][h % len(schema["enum"])]
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object" or "properties" in schema:
-        return {k: instance(sub, (h * 31 + i * 7919) % 2**61, text) for i, (k, sub) in enumerate((schema.get("properties") or {}).items())}
-    if kind == "array":
-        low = schema.get("minItems", 0)
-        high = min(schema.get("maxItems", low + 3), low + 3)
-        return [instance(schema.get("items") or {}, (h >> (3 + i)) * 13 + i, f"{text} {i}") for i in range(low + h % (high - low + 1))]
-    if kind in ("integer", "number"):
-        low = schema.get("minimum", 0)
-        return low + h % (int(schema.get("maximum", low + 5) - low) + 1)
-    if kind == "boolean":
-        return bool(h & 1)
-    return None if kind == "null" else text
 
 
 class Shuffled:
@@ -165,26 +143,8 @@ class ChorusPlugin:
         return [PolicySpec("chorus", Chorus, description="test: identical requests in flight together")]
 
 
-CHORUS = """name = "chorus"
-seed = 7
-rounds = 4
-[activity]
-model = "always"
-[recommender]
-name = "random"
-[llm]
-name = "scripted"
-[plugins.llm_retry]
-base_delay_s = 0
-attempts = 2
-[[populations]]
-name = "users"
-count = 4
-slots = { policy = "chorus" }
-[populations.personas]
-name = "inline"
-items = [{ name = "Ada" }, { name = "Bo" }, { name = "Cy" }, { name = "Dee" }]
-"""
+CHORUS = scenario_text(rounds=4, count=4, policy="chorus", llm=True,
+                       extra='[recommender]\nname = "random"\n[plugins.llm_retry]\nbase_delay_s = 0\nattempts = 2\n')
 
 QUICKSTART = ROOT / "examples" / "quickstart.toml"
 #: the quickstart cut to 5 rounds of half a day (plans, posts with knowledge, decisions and a
