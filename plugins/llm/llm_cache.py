@@ -9,16 +9,19 @@ flight together (three equal questions at once, the equal repairs of two of them
 answer recorded for their own place, whatever order they finish in, and a replay or a resumed
 round asks every call at the place it was asked. A request made outside a client call (no
 issue), and every request of a cache file written before places were kept (meta ``identity``
-absent), count instead how many times the agent asked exactly this before. Answers are kept as they arrive and written and committed in groups (at most
+absent), count instead how many times the agent asked exactly this before.
+
+Answers are kept as they arrive and written and committed in groups (at most
 :data:`GROUP_SECONDS` or :data:`GROUP_ROWS` apart, and at every checkpoint) by a writer thread,
 off the event loop, so a killed run keeps what it paid for but the last fraction of a second;
 those calls are asked again when the discarded round replays. A cache file that starts empty
-(a new run) is never searched: an agent's occurrence counter only grows, so a new run cannot
+(a new run) is never searched: each place (each occurrence) is asked once, so a new run cannot
 hit its own answers.
 
 Within a run the cache is a journal. Rows are marked committed when the engine takes a
-checkpoint (``get_state``); on resume the counters restart from the committed rows up to the
-checkpoint's round, so the discarded round asks its calls again and finds them here: they
+checkpoint (``get_state``); on resume the discarded round asks its calls at their places again
+(occurrence counters restart from the committed rows up to the checkpoint's round) and finds
+them here: they
 are recorded as the ``ok`` calls they were (tokens, cost and latency of the original), not
 paid twice, and the export equals an uninterrupted run's. A stop (a budget, an exhausted
 retry) first waits for the calls in flight, so their answers land in the journal too.
