@@ -77,6 +77,8 @@ def test_resume_refuses_a_new_seed_naming_it_and_branch(stopped, capsys):
 
 @pytest.mark.parametrize("override,key", [
     ("plugins.scripted.policy_post_probability=0.1", "plugins.scripted.policy_post_probability"),  # a plugin's setting
+    ("plugins.social_agent.feed_size=1", "plugins.social_agent.feed_size"),  # one of a plugin the run does not use
+    ('llm.text_reply="other"', "llm.text_reply"),  # the model's own settings
     ("recommender.name=chronological", "recommender.name"),
     ("populations.0.count=2", "populations.0.count"),
     ('populations.0.personas={ name = "inline", items = [{ name = "Zed" }] }', "populations.0.personas"),
