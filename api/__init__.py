@@ -13,12 +13,14 @@ running and replaying run directories. ``townsquare.testing`` is the kit for plu
 from __future__ import annotations
 
 from ..actions import SOCIAL_ACTIONS, WRITE_ACTIONS, Action, ActionResult
+from ..agent_host import AgentHost, restore_agent, stop_reason
 from ..components import (
     Agent, BuildContext, Component, DuplicateCheck, EngagementLog, ObservesResults, ObservesRounds, PersonaContext, PersonaKnowledge, Planner, Policy,
     Reflector, Services, StepContext,
 )
 from .data_paths import MARKER as DATASET_MARKER
 from .data_paths import DatasetMissing, data_home, data_path, dataset_folder, installed_dataset
+from ..engine import COLLECTOR_THRESHOLDS
 from ..embedding import Embedder, EmbeddingCache, normalize_rows
 from ..errors import ComponentError, PluginError, RunStopped, ScenarioError, TownsquareError, UsageError
 from .files import parse_json_list, read_user_csv, read_user_text
@@ -28,6 +30,7 @@ from ..lifecycle import RunInfo, RunSummary
 from ..llm import (
     KEPT, Answer, Handler, LLMCallRecord, LLMClient, LLMProvider, LLMRequest, LLMResponse, Message, ParseFailure, current_issue, not_text,
 )
+from ..llm_journal import LLMJournal
 from ..llm_answers import AnswerFormat, match_label, match_prefix
 from ..llm_modes import MODES, answers_in_db, choose_modes, is_constrained, mode_for, provider_capabilities, request_kind, structured_modes
 from ..llm_faults import LLMFatal, LLMFault, classify
@@ -40,6 +43,7 @@ from ..interventions import Intervention, RunSeams
 from ..metrics import Metric, RoundView
 from ..persona import Persona, PersonaSource, name_problem
 from .persona_pool import cycle_personas
+from ..process_usage import process_usage
 from ..platform import AccountView, Platform, PostView, platform_actions
 from .cache_share import DEFAULT_CACHED_PRICE_RATIO, cache_line
 from .prompt_files import fill_prompt, load_answers, load_prompts
@@ -51,6 +55,8 @@ from .endpoint import EndpointConfig
 from .similarity_rule import SimilarityRule, SimilarityRuleConfig
 from .stats import Interval, TTest, holm, t_quantile, kendall_tau, mean_interval, paired_test, two_stage_bootstrap
 from ..slots import SLOT_PROTOCOLS
+from ..turns import Turns, TurnsBackend
+from ..world import World
 from .follow_graph import follow_edges
 from ..specs import (
     AGENT_SLOTS, ALL_SETTINGS, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
@@ -59,6 +65,7 @@ from ..specs import (
 )
 
 __all__ = [
+    "AgentHost", "COLLECTOR_THRESHOLDS", "LLMJournal", "Turns", "TurnsBackend", "World", "process_usage", "restore_agent", "stop_reason",
     "AGENT_SLOTS", "ALL_SETTINGS", "KEPT", "DATASET_MARKER", "DEFAULT_CACHED_PRICE_RATIO", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
     "AccountView", "Action", "Answer", "AnswerFormat", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
     "DatasetMissing",

@@ -99,7 +99,7 @@ def entropy_curves(overrides: list[str], seed: int, out: Path, plugin_options: l
     """The run's entropy per round, the reference code's cumulative entropy per round, and the
     share of the movies watched from round ``strategies_from`` on whose genres meet none of the
     watcher's persona interests (None when no agent names interests or nothing was watched)."""
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     run_dir, _ = start_run(SCENARIO, overrides=overrides, seed=seed, out=out, plugin_options=list(plugin_options))
     db = sqlite3.connect(run_dir.events_path)

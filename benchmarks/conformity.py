@@ -107,7 +107,7 @@ class Voices:
 def run_once(seed: int, plugin_options: list[str], out: Path, rounds_counted: int = 10, overrides: list[str] = (),
              voices: bool = False) -> dict[str, Any]:
     from townsquare.rundir import RunDir
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     with Voices(TITLE) if voices else contextlib.nullcontext() as listened:
         run_dir, _ = start_run(SCENARIO, seed=seed, out=out, plugin_options=["townsquare.testing.oracle", *plugin_options],

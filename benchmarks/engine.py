@@ -55,7 +55,7 @@ POLICIES = {
 
 def bench(policy: str, agents: int, rounds: int) -> tuple[float, int, float]:
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     plugins = make_plugin_manager(enable=["townsquare.testing.scripted"], autoload=False)
     with tempfile.TemporaryDirectory() as tmp:

@@ -108,7 +108,7 @@ def plan_sources(run_dir: Path) -> dict[str, int]:
 
 
 def run_variant(name: str, args: argparse.Namespace, out: Path, seed: int) -> tuple[dict[str, Any], float]:
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     overrides = [f"rounds={args.rounds}", f"populations.0.count={args.initial}", f"populations.1.count={args.regular}",
                  *VARIANTS[name]]

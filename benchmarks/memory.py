@@ -103,7 +103,7 @@ def storage(records: int, dim: int) -> tuple[float, float, float]:
 
 def prompt_size(rounds: int) -> dict[str, object]:
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     text = (ROOT / "examples" / "generative_agents_social.toml").read_text()
     text = text.replace('path = "personas.jsonl"', f'path = "{ROOT / "examples" / "personas.jsonl"}"')

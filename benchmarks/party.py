@@ -64,7 +64,7 @@ def measure(run_dir: Path) -> dict[str, tuple[float, float]]:
 
 def run_condition(disabled: list[str], llm: str, seed: int, out: Path) -> tuple[dict[str, tuple[float, float]], float]:
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import llm_overrides, start_run
+    from townsquare.launch.runner import llm_overrides, start_run
 
     plugins = make_plugin_manager(enable=[ORACLE] if llm == "oracle" else [], disable=disabled)
     began = time.monotonic()

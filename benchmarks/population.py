@@ -137,7 +137,7 @@ def measure(agents: int, rounds: int, *, design: str = "embedding_baseline", bat
     """Run ``design`` with ``agents`` x ``rounds`` and return what the benchmark reports.
     ``checkpoint_every`` overrides the scenario's (every round by default)."""
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     overrides = overrides_for(design, agents, rounds, batch, backend, shards, checkpoint_every)
     plugins = make_plugin_manager(enable=["townsquare.testing.scripted"]) if design == "generative_agents" else None

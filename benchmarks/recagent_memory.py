@@ -61,7 +61,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     from townsquare.api import logs
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     logs.configure(json_lines=False, level="error")
     scenario = ROOT / "examples" / ("conformity.toml" if args.synthetic else "recagent.toml")

@@ -1,5 +1,5 @@
 """A run's progress on the terminal: how the CLI shows the engine's running totals
-(:mod:`townsquare.progress`, handed to its ``progress(round, totals)`` callback before the first
+(:func:`townsquare.llm_journal.new_totals`, handed to its ``progress(round, totals)`` callback before the first
 round it plays and after every round). :class:`RunProgress` shows them in one of four modes
 (:func:`progress_mode`):
 

@@ -18,7 +18,7 @@ A branch of run P at round R is a new run directory that
 Changes (:class:`BranchChange`): ``--set KEY=VALUE`` and ``-p no:NAME`` change the
 scenario (a component that changes keeps no state from P: it starts fresh at R, and a newly
 filled slot starts empty: the checkpoint the branch starts from names the parent's slot
-table, :meth:`townsquare.engine.Simulation.set_state`); ``--persona AGENT=FILE`` replaces an agent's persona;
+table, :meth:`townsquare.world.World.set_state`); ``--persona AGENT=FILE`` replaces an agent's persona;
 ``--post AUTHOR=TEXT`` posts as an agent or as an outside account (any other id, registered on
 the platform); ``--memory AGENT=TEXT`` hands an observation to the agent's memory chain
 (:func:`townsquare.memory.agent_memory`, so every memory design receives it its own way);
@@ -51,14 +51,14 @@ from townsquare.interventions import RunSeams
 from townsquare.cli.options import backend_options, backend_overrides, common_options
 from townsquare.cli.run_output import RunLines, report_run
 from townsquare.errors import UsageError
-from townsquare.input_fingerprints import input_changes, input_fingerprints, recorded_inputs
+from townsquare.launch.input_fingerprints import input_changes, input_fingerprints, recorded_inputs
 from townsquare.api.files import read_user_text
 from townsquare.lifecycle import RunSummary
 from townsquare.memory import MEMORY_TIERS, MemoryRecord, agent_memory
 from townsquare.persona import Persona
 from townsquare.plugin_manager import canonical_name, make_plugin_manager, parse_plugin_options
 from townsquare.rundir import RunDir, environment
-from townsquare.runner import play_scenario, recorded_plugin_options, recorded_plugins, redact, redact_override
+from townsquare.launch.runner import play_scenario, recorded_plugin_options, recorded_plugins, redact, redact_override
 from townsquare.scenario import apply_overrides, resolve
 from townsquare.specs import InterventionSpec
 from townsquare.store import ROUND_TABLES, EventStore

@@ -39,7 +39,7 @@ import csv
 import json
 import sqlite3
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Sequence
@@ -49,14 +49,14 @@ import structlog
 
 from townsquare.api import hookimpl
 from townsquare.cli.options import common_options, writable_file
-from townsquare.components import Agent, StepContext
-from townsquare.engine import Simulation
+from townsquare.components import Agent
 from townsquare.errors import RunStopped, UsageError
 from townsquare.llm import LLMCallRecord, Message
 from townsquare.memory import agent_memory
 from townsquare.persona import Persona
 from townsquare.rundir import RunDir
-from townsquare.runner import load_run
+from townsquare.launch.runner import load_run
+from townsquare.world import World
 
 log = structlog.get_logger("townsquare.commands.interview")
 
@@ -166,41 +166,37 @@ def _checkpoint(run: RunDir, round: int | None) -> tuple[int, dict[str, Any]] | 
 
 async def _ask(run: RunDir, journal: RunDir, scenario: Any, plugins: Any, saved: tuple[int, dict[str, Any]] | None, question: str,
                wanted: list[str], population: str | None, all_agents: bool, k: int, max_tokens: int, answers: list[Answer]) -> None:
-    simulation = Simulation(scenario, plugins, journal)
-    simulation.fire_llm_call_hook = False  # an interview is no run
+    # an interview is no run: its world's calls go to the interviews' journal, no hook hears them,
+    # and its rows carry the round asked about
+    round, state = saved if saved is not None else (-1, None)
+    world = await World.open(scenario, journal, state=state, round=round)
     try:
-        await simulation.build()
-        if simulation.services.llm is None:
+        if world.services.llm is None:
             raise UsageError(f"{run.path}: the run has no LLM to answer with (add an [llm] table, or --set llm.name=...)")
-        round = -1
-        if saved is not None:
-            round, state = saved
-            simulation.set_state({key: value for key, value in state.items() if key != "llm"})
-        simulation.round = round  # the journal's rows carry the round asked about
-        _spent_so_far(run, journal, simulation)
-        _restore_personas(run, simulation.agents)
-        chosen = _choose(simulation.agents, wanted, population, all_agents)
+        _spent_so_far(run, journal, world)
+        _restore_personas(run, world.agents)
+        chosen = _choose(world.agents, wanted, population, all_agents)
         earlier = _earlier_answers(run)
         try:
             for agent in chosen:
-                answers.append(await _answer(simulation, agent, round, question, k, max_tokens, earlier))
+                answers.append(await _answer(world, agent, round, question, k, max_tokens, earlier))
         finally:
-            simulation.write_llm_calls()
+            world.write_calls()
     finally:
-        await simulation.aclose()
+        await world.aclose()
 
 
-def _spent_so_far(run: RunDir, journal: RunDir, simulation: Simulation) -> None:
+def _spent_so_far(run: RunDir, journal: RunDir, world: World) -> None:
     """The LLM middleware as the run left it (its newest checkpoint: what the budget had
     counted), then every earlier interview's calls shown to the accounting's observers (the
     budget counts them as it counts the run's)."""
     newest = run.latest_checkpoint()
     saved = newest[1].get("llm", {}) if newest is not None else {}
-    for middleware in simulation.llm_middleware:
+    for middleware in world.llm_middleware:
         key = type(middleware).__name__
         if key in saved and hasattr(middleware, "set_state"):
             middleware.set_state(saved[key])
-    observers = getattr(getattr(simulation, "accounting", None), "observers", [])
+    observers = getattr(world.accounting, "observers", [])
     if not observers or not journal.events_path.is_file():
         return
     db = sqlite3.connect(f"file:{journal.events_path}?mode=ro", uri=True)
@@ -263,26 +259,23 @@ def _restore_personas(run: RunDir, agents: list[Agent]) -> None:
             agent.persona = Persona.from_dict(json.loads(stored[agent.id]))
 
 
-async def _answer(simulation: Simulation, agent: Agent, round: int, question: str, k: int, max_tokens: int,
+async def _answer(world: World, agent: Agent, round: int, question: str, k: int, max_tokens: int,
                   earlier: dict[tuple[str, str, str, str], dict[str, Any]]) -> Answer:
-    clock = simulation.model.clock
-    now = clock.start + timedelta(minutes=(round + 1) * clock.minutes_per_round)
-    llm = simulation.services.llm.for_agent(agent.id)
-    ctx = StepContext(agent=agent, round=round + 1, now=now, minutes_per_round=clock.minutes_per_round,
-                      services=simulation.services, llm=llm, start=clock.start)
+    ctx = world.context(agent, round + 1)  # the state after ``round``: the next round's start
+    now, llm = ctx.now, ctx.llm
     context = agent.components.get("persona.context")
     persona = await context.render(ctx, question) if context is not None else agent.persona.text
     recalled = await agent_memory(agent).recall(ctx, question, k)
     lines = [f"- {record.text}" for record in recalled if record.text.strip()]
     system = SYSTEM.format(name=agent.persona.name, persona=persona)
     user = USER.format(now=now.strftime("%A %d %B %Y, %H:%M"), memories="\n".join(lines) or NO_MEMORIES, question=question)
-    provider = simulation.provider
+    provider = world.provider
     model, name = str(getattr(provider, "model", "")), str(getattr(provider, "name", ""))
     prompt = f"{system}\n\n{user}"
     before = earlier.get((agent.id, name, model, prompt))
     if before is not None:
-        simulation.record_llm_call(LLMCallRecord(round=round, agent_id=agent.id, purpose="interview", provider=name, model=model,
-                                                 status="cached"))
+        world.journal.record(LLMCallRecord(round=round, agent_id=agent.id, purpose="interview", provider=name, model=model,
+                                           status="cached"))
         log.info("interview.cached", agent=agent.id, round=round)
         text, cached = str(before["answer"]), True
     else:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .actions import Action, ActionResult
     from .lifecycle import RunInfo, RunSummary
     from .llm import LLMCallRecord
+    from .turns import TurnsBackend
     from .specs import (
         EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec, MetricSpec,
         PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec,
@@ -368,20 +369,24 @@ def townsquare_on_run_end(run: "RunInfo", summary: "RunSummary") -> None:
 
 
 @hookspec(firstresult=True)
-def townsquare_engine_backend(name: str) -> Any:
-    """The class that plays agents' turns for ``[engine] backend = NAME`` (other than
-    ``local``, which is the engine itself), or None when this plugin has no such backend.
+def townsquare_engine_backend(name: str) -> "TurnsBackend | None":
+    """Where agents take their turns for ``[engine] backend = NAME`` (other than ``local``,
+    the world's own agents): a :class:`~townsquare.turns.TurnsBackend`, whose ``connect(world)``
+    runs before the run's world is built and whose ``start(world, connection)`` returns the
+    run's :class:`~townsquare.turns.Turns`; or None when this plugin has no such backend.
     Stops at first non-None result. The built-in plugin ``scaleout`` answers ``ray``
-    (:class:`townsquare.scaleout.ray_backend.RayBackend`); import heavy libraries inside the
-    implementation, so a run that does not ask for the backend does not pay for them.
+    (:class:`townsquare.scaleout.ray_backend.RayBackend`); a backend needs only
+    :mod:`townsquare.api` (``tests/core/test_turns_backend.py`` writes one on a thread pool).
+    Import heavy libraries inside the implementation, so a run that does not ask for the
+    backend does not pay for them.
 
     Example::
 
         @hookimpl
         def townsquare_engine_backend(name):
-            if name == "dask":
-                from .dask_backend import DaskBackend
-                return DaskBackend
+            if name == "threads":
+                from .thread_turns import ThreadBackend
+                return ThreadBackend()
     """
 
 

@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import structlog
 
-from . import state as state_codec
+from . import state
 from .errors import RunStopped, UsageError
 from .secrets import redact_value
 
@@ -237,7 +237,7 @@ class RunDir:
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         # error texts (stop_reason) may quote a server that echoed a secret back
         data = json.dumps(redact_value(manifest), indent=2, sort_keys=False, default=str).encode()
-        state_codec.write_atomic(self.manifest_path, data)
+        state.write_atomic(self.manifest_path, data)
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         manifest = self.read_manifest()
@@ -276,21 +276,21 @@ class RunDir:
         return None
 
     def _read_checkpoint(self, path: Path, agents: bool) -> dict[str, Any]:
-        state = state_codec.loads(state_codec.read_maybe_gzip(path))
+        content = state.loads(state.read_maybe_gzip(path))
         if not agents:
-            state.pop("agents", None)
-        elif "agent_parts" in state:
-            found = sorted(self._part_entries(state.pop("agent_parts"), lambda index: True))
-            state["agents"] = {agent_id: saved for _, agent_id, saved in found}
-        return state
+            content.pop("agents", None)
+        elif "agent_parts" in content:
+            found = sorted(self._part_entries(content.pop("agent_parts"), lambda index: True))
+            content["agents"] = {agent_id: saved for _, agent_id, saved in found}
+        return content
 
-    def write_checkpoint(self, round: int, state: dict[str, Any], keep: int, members: dict[str, Iterable[str]] | None = None) -> Path:
+    def write_checkpoint(self, round: int, content: dict[str, Any], keep: int, members: dict[str, Iterable[str]] | None = None) -> Path:
         """Write round ``round``'s checkpoint (``members``: top-level objects given as their
         members' JSON text, written as they come: see :func:`townsquare.state.dump_chunks`) and
         drop all but the newest ``keep``, with their agent parts. Written last, after its agent
         parts: a checkpoint that exists is whole."""
         path = self.path / "checkpoints" / f"round-{round:06d}.json.gz"
-        state_codec.write_atomic(path, state_codec.dump_chunks(state, members or {}), compress=True)
+        state.write_atomic(path, state.dump_chunks(content, members or {}), compress=True)
         if keep > 0:  # 0: keep every checkpoint (a study that branches at any round)
             for _, old in self.checkpoints()[:-keep]:
                 old.unlink(missing_ok=True)
@@ -309,7 +309,7 @@ class RunDir:
         gzip-compressed and written atomically; returns the file's name, which the driver's
         checkpoint lists under ``agent_parts``."""
         name = f"round-{round:06d}.agents-{shard}-of-{shards}.jsonl.gz"
-        state_codec.write_atomic(self.path / "checkpoints" / name, (f"{line}\n".encode("utf-8") for line in lines), compress=True)
+        state.write_atomic(self.path / "checkpoints" / name, (f"{line}\n".encode("utf-8") for line in lines), compress=True)
         return name
 
     def agent_entries(self, round: int, wanted: Callable[[int], bool]) -> Iterator[tuple[int, str, dict[str, Any]]]:
@@ -318,11 +318,11 @@ class RunDir:
         reads its own agents whatever the number of shards that wrote them), or from its
         ``agents`` object (a checkpoint of one process: agents in index order)."""
         path = self.path / "checkpoints" / f"round-{round:06d}.json.gz"
-        state = state_codec.loads(state_codec.read_maybe_gzip(path))
-        if "agent_parts" in state:
-            yield from self._part_entries(state["agent_parts"], wanted)
+        content = state.loads(state.read_maybe_gzip(path))
+        if "agent_parts" in content:
+            yield from self._part_entries(content["agent_parts"], wanted)
             return
-        for index, (agent_id, saved) in enumerate(state.get("agents", {}).items()):
+        for index, (agent_id, saved) in enumerate(content.get("agents", {}).items()):
             if wanted(index):
                 yield index, agent_id, saved
 
@@ -332,7 +332,7 @@ class RunDir:
                 for line in fh:
                     head, _, entry = line.partition("\t")
                     if entry and wanted(int(head)):
-                        (agent_id, saved), = state_codec.loads(("{" + entry + "}").encode("utf-8")).items()
+                        (agent_id, saved), = state.loads(("{" + entry + "}").encode("utf-8")).items()
                         yield int(head), agent_id, saved
 
 

@@ -6,8 +6,8 @@
     branch = run.branch(at=1, posts=[("outsider", "Breaking: the bridge is closed")])
     branch.table("actions")                     # a pandas DataFrame
 
-Each call is the command line's own function (:func:`~townsquare.runner.start_run`,
-:func:`~townsquare.commands.branch.branch_run`, :func:`~townsquare.runner.resume_run`,
+Each call is the command line's own function (:func:`~townsquare.launch.runner.start_run`,
+:func:`~townsquare.commands.branch.branch_run`, :func:`~townsquare.launch.runner.resume_run`,
 :func:`~townsquare.commands.interview.interview`, :func:`~townsquare.commands.export.read_tables`), so a run made
 here is the run the CLI makes and a reopened run gets the plugins it recorded. Those functions
 play a run with ``asyncio.run``; inside a running event loop (Jupyter) the plain forms
@@ -70,7 +70,7 @@ def _start(scenario: str | Path | Mapping[str, Any], *, overrides: Mapping[str, 
     (``--set``); ``llm``: as ``--llm`` (``"openai:gpt-4o-mini"``); ``plugins``: ``-p`` options
     (``["no:reflection"]``); ``progress``: True (shown), False, or your ``callback(round, totals)``."""
     from townsquare.cli.options import llm_overrides
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     shown = _Progress(progress)
     sets = [*llm_overrides(llm), *_set_lines(overrides)]
@@ -148,7 +148,7 @@ class Run:
 
     def _resume(self, *, overrides: Mapping[str, Any] | Iterable[str] = (), progress: Any = True, accept_changed_inputs: bool = False):
         """Continue a stopped run from its newest checkpoint, as ``townsquare resume`` does."""
-        from townsquare.runner import resume_run
+        from townsquare.launch.runner import resume_run
 
         shown = _Progress(progress)
         return _played(shown, lambda: resume_run(self.path, overrides=_set_lines(overrides), progress=shown.update,

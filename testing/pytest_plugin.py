@@ -74,7 +74,7 @@ def write_scenario(tmp_path: Path):
 
 @pytest.fixture
 def run_scenario(tmp_path: Path, make_plugins):
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     counter = itertools.count(1)
 

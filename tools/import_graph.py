@@ -28,7 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: source folder -> the dotted package it installs as (pyproject's package-dir)
 PACKAGE_DIRS = {"core": "townsquare", "api": "townsquare.api", "api/commands": "townsquare.api.commands",
-                "cli": "townsquare.cli", "commands": "townsquare.commands", "notebook": "townsquare.notebook",
+                "cli": "townsquare.cli", "commands": "townsquare.commands", "launch": "townsquare.launch",
+                "notebook": "townsquare.notebook",
                 "scaleout": "townsquare.scaleout", "testing": "townsquare.testing",
                 "plugins": "townsquare.plugins", "platforms": "townsquare.platforms", "recommenders": "townsquare.recommenders"}
 #: what plugins may import of townsquare, besides their own package

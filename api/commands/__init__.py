@@ -14,9 +14,9 @@ re-resolving its scenario with :func:`load_run`, rebuilding its agents from a ch
         def summary(run_dir, **_):
             manifest = open_run(run_dir).read_manifest()
 
-An evaluation builds the agents it questions with :class:`EvalSimulation` (never
-``Simulation`` itself: one place assembles them, its calls journaled and cached in the
-evaluation's folder), and its judges' and generators' clients with :class:`EvalLLMs` (the
+An evaluation opens the agents it questions with :class:`EvalSimulation` (a
+:class:`~townsquare.api.World` opened in the evaluation's folder, never played: one place
+assembles them, its calls journaled and cached there), and its judges' and generators' clients with :class:`EvalLLMs` (the
 scenario's middleware shared, every call an ``llm_calls`` row, a budget stop that names the
 command resuming it, ``--estimate`` through a :class:`DryRun` of stand-in models priced per
 stage); see :mod:`townsquare.commands.eval_llm`.
@@ -30,7 +30,7 @@ from typing import Iterable
 
 from townsquare.cli.options import common_options, llm_overrides
 from townsquare.commands.dry_run import DEFAULT_COMPLETION_TOKENS, StandInModel, cost_of, format_table, prices_of, schema_example
-from townsquare.engine import Simulation, close_each
+from townsquare.world import close_each
 from townsquare.commands.eval_llm import (
     DryRun, EvalLLMs, EvalSimulation, cached_answers, calls_line, check_spec, clear_earlier_answers, command_line, completion_cap,
     model_identity, spec_overrides, without_middleware,
@@ -40,7 +40,7 @@ from townsquare.commands.score_table import cell_text, table_lines, write_tables
 from townsquare.llm import Accounting, compose
 from townsquare.plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
 from townsquare.rundir import RunDir
-from townsquare.runner import load_run, rerun, start_run
+from townsquare.launch.runner import load_run, rerun, start_run
 from townsquare.scenario import ResolvedScenario, load_scenario, validate_scenario
 from townsquare.scenario import resolve as resolve_scenario
 from townsquare.store import EventStore
@@ -75,6 +75,6 @@ __all__ = [
     "DEFAULT_COMPLETION_TOKENS", "DryRun", "EvalLLMs", "EvalSimulation", "StandInModel", "cached_answers", "calls_line", "check_spec",
     "clear_earlier_answers", "command_line", "completion_cap",
     "cost_of", "format_table", "model_identity", "prices_of", "schema_example", "spec_overrides", "without_middleware",
-    "Accounting", "EventStore", "interview", "Plugins", "ResolvedScenario", "RunDir", "Simulation", "close_each", "common_options", "compose",
+    "Accounting", "EventStore", "interview", "Plugins", "ResolvedScenario", "RunDir", "close_each", "common_options", "compose",
     "llm_overrides", "load_plugins", "load_run", "load_scenario", "open_run", "rerun", "resolve_scenario", "start_run", "validate_scenario",
 ]

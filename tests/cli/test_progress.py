@@ -14,8 +14,8 @@ import pytest
 from helpers import scenario_text
 from townsquare.llm import LLMRequest, LLMResponse
 from townsquare.cli.progress import AblateProgress, RunProgress, progress_mode
-from townsquare.progress import new_totals
-from townsquare.runner import resume_run, start_run
+from townsquare.llm_journal import new_totals
+from townsquare.launch.runner import resume_run, start_run
 from townsquare.testing.scripted import ScriptedLLM
 
 SCRIPTED = "townsquare.testing.scripted"

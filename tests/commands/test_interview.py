@@ -13,7 +13,7 @@ import pytest
 
 from townsquare.errors import UsageError
 from townsquare.commands.interview import interview
-from townsquare.runner import start_run
+from townsquare.launch.runner import start_run
 
 from test_sa_policy_e2e import scenario as zhou_scenario
 

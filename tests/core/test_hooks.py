@@ -214,26 +214,15 @@ def test_hook_townsquare_on_run_end(make_plugins, write_scenario, run_scenario):
 
 
 def test_hook_townsquare_engine_backend(make_plugins, write_scenario, run_scenario):
-    """A plugin's backend is asked to play the run named ``[engine] backend``; one that declines
-    (``plays`` false) leaves the turns to this process, and the run finishes as usual."""
-    asked = []
+    """A plugin's backend is asked to play the run named ``[engine] backend`` (here the thread
+    workers of tests/thread_turns_support.py): it connects before the world is built, plays the
+    turns, and the run finishes as usual."""
+    from thread_turns_support import ThreadsPlugin
 
-    class Probe:
-        @staticmethod
-        def plays(sim):
-            asked.append(sim.scenario.model.engine.backend)
-            return False
-
-    class Backends:
-        plugin_name = "probe_backend"
-
-        @hookimpl
-        def townsquare_engine_backend(self, name):
-            return Probe if name == "probe" else None
-
-    path = write_scenario(scenario_text(rounds=1, extra='[engine]\nbackend = "probe"\n'))
-    _, summary = run_scenario(path, plugins=make_plugins(Backends()))
-    assert asked == ["probe"] and summary.rounds_completed == 1
+    plugin = ThreadsPlugin(workers=2)
+    path = write_scenario(scenario_text(rounds=2, extra='[engine]\nbackend = "threads"\n'))
+    _, summary = run_scenario(path, plugins=make_plugins(plugin))
+    assert plugin.backend.connected == ["threads"] and summary.rounds_completed == 2 and summary.actions > 0
 
 
 def test_hook_townsquare_resolve_data_references(make_plugins, write_scenario, run_scenario):

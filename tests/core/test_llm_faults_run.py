@@ -16,7 +16,7 @@ import pytest
 
 from helpers import scenario_text
 from townsquare.llm import LLMRequest, LLMResponse
-from townsquare.runner import new_manifest, resume_run, start_run
+from townsquare.launch.runner import new_manifest, resume_run, start_run
 from townsquare.testing.scripted import ScriptedLLM
 
 SCRIPTED = "townsquare.testing.scripted"

@@ -17,7 +17,7 @@ from townsquare.errors import RunStopped
 from townsquare.platforms.in_memory import InMemoryConfig, InMemoryPlatform
 from townsquare.plugins.baselines.embedding_baseline import cosines
 from townsquare.recommenders.random import build_random_feed
-from townsquare.runner import resume_run, start_run
+from townsquare.launch.runner import resume_run, start_run
 
 BASELINE = ROOT / "examples" / "baseline.toml"
 #: every table of the trace; ``rounds.wall_seconds`` is wall-clock time and is left out

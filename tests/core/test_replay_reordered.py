@@ -31,7 +31,7 @@ from townsquare.llm_faults import LLMFault
 from townsquare.markers import hookimpl
 from townsquare.plugins.llm.llm_cache import CacheReplayProvider, cache_path
 from townsquare.plugins.llm.llm_commands import compare_runs
-from townsquare.runner import rerun, start_run
+from townsquare.launch.runner import rerun, start_run
 from townsquare.scenario import validate_scenario
 from townsquare.specs import PolicySpec
 from townsquare.testing.fault_server import schema_instance

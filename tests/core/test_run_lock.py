@@ -232,7 +232,7 @@ def test_a_clean_stop_while_building_keeps_the_directory_for_resume(tmp_path, mo
     """A budget or outage met while personas are built is not an input error: the directory
     stays, marked stopped with the reason."""
     from townsquare.errors import RunStopped
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     scenario = tmp_path / "s.toml"
     scenario.write_text(scenario_text(rounds=2))

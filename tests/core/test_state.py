@@ -40,7 +40,7 @@ def test_truncate_after_removes_uncheckpointed_rounds(tmp_path):
 
 
 def test_manifest_redacts_secret_values_but_keeps_references():
-    from townsquare.runner import redact
+    from townsquare.launch.runner import redact
 
     data = {"llm": {"name": "openai", "api_key": "sk-123", "api_key_env": "OPENAI_API_KEY", "api_key_file": "keys.txt"},
             "platform": {"tokens": "tokens.txt", "token": "abc"}, "populations": [{"password": "pw"}]}

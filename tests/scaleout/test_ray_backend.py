@@ -148,7 +148,7 @@ def test_embedding_baseline_same_log_as_one_process(ray_cluster, write_scenario,
 
 def test_killed_shard_stops_at_checkpoint_and_resume_gives_the_same_log(ray_cluster, write_scenario, run_scenario, make_plugins):
     from townsquare.engine import Simulation
-    from townsquare.runner import resume_run
+    from townsquare.launch.runner import resume_run
 
     class KillsAShard(Simulation):
         """Kills shard 0 while round 2's turns are in flight."""
@@ -172,7 +172,7 @@ def test_killed_shard_stops_at_checkpoint_and_resume_gives_the_same_log(ray_clus
 
 
 def test_budget_stops_at_the_same_call_as_one_process(ray_cluster, write_scenario, run_scenario, make_plugins):
-    from townsquare.runner import resume_run
+    from townsquare.launch.runner import resume_run
 
     extra = SCRIPTED + "[plugins.llm_budget]\nmax_calls = 9\n"
     path = write_scenario(scenario_text(rounds=4, count=6, policy="scripted_feed", llm=True, extra=extra))
@@ -226,7 +226,7 @@ def ga_text(rounds: int = 4, count: int = 4, extra: str = "") -> str:
 def ga_reference(tmp_path_factory):
     """The generative agents' scenario (4 rounds) and its run in one process: the log, journal
     and agents' state every Ray run of it must give."""
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     folder = tmp_path_factory.mktemp("ga")
     path = folder / "ga.toml"
@@ -286,7 +286,7 @@ def test_killed_shard_resumes_with_its_memories_from_the_shards_checkpoint(ray_c
     """A shard killed mid-round: the run stops at its last checkpoint; resumed, each shard reads
     its agents' memories back from the files the shards wrote, and the log equals one process's."""
     from townsquare.engine import Simulation
-    from townsquare.runner import resume_run
+    from townsquare.launch.runner import resume_run
 
     class KillsAShard(Simulation):
         async def take_turns(self, r, present, now):
@@ -308,7 +308,7 @@ def test_resume_with_another_number_of_shards_rebalances_the_agents(ray_cluster,
     """A run stopped on 2 shards goes on on 3 (each new shard takes its agents from the two
     shards' files), and one stopped in one process goes on on 2 shards: both logs equal the
     uninterrupted single process's."""
-    from townsquare.runner import resume_run
+    from townsquare.launch.runner import resume_run
 
     _, one = ga_reference
     path = write_scenario(ga_text(extra="[plugins.llm_budget]\nmax_calls = 100\n"), "budget.toml")

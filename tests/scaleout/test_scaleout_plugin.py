@@ -10,7 +10,7 @@ import pytest
 
 from townsquare.errors import UsageError
 from townsquare.plugin_manager import make_plugin_manager
-from townsquare.runner import engine_backend
+from townsquare.launch.runner import engine_backend
 
 
 def test_the_scaleout_plugin_offers_ray_and_nothing_else():

@@ -25,13 +25,13 @@ def test_the_check_finds_a_forbidden_import(tmp_path, monkeypatch):
     (tmp_path / "core").mkdir()
     (tmp_path / "plugins" / "thing" / "__init__.py").write_text("")
     (tmp_path / "plugins" / "thing" / "bad.py").write_text(
-        "from townsquare.api import hookimpl\nfrom . import good\n\ndef f():\n    from townsquare.runner import start_run\n")
+        "from townsquare.api import hookimpl\nfrom . import good\n\ndef f():\n    from townsquare.launch.runner import start_run\n")
     (tmp_path / "plugins" / "thing" / "good.py").write_text("from townsquare.testing import scripted\n")
     (tmp_path / "plugins" / "other.py").write_text("from townsquare.plugins.thing import good\n")
     monkeypatch.setattr(import_graph, "ROOT", tmp_path)
     assert import_graph.forbidden_imports() == [
         "plugins/other.py:1: imports townsquare.plugins.thing.good (plugins import townsquare.api, townsquare.testing and their own package only)",
-        "plugins/thing/bad.py:5: imports townsquare.runner (plugins import townsquare.api, townsquare.testing and their own package only)",
+        "plugins/thing/bad.py:5: imports townsquare.launch.runner (plugins import townsquare.api, townsquare.testing and their own package only)",
     ]
 
 

@@ -58,17 +58,17 @@ async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, 
         raise UsageError(f"{run_path}: the run has no [llm]: nothing to interview with")
     last, state = checkpoint
     provider = dry_run.stand_in("agents", scenario) if dry_run is not None else None
-    world = EvalSimulation(scenario, plugins, folder, llm_provider=provider, dry_run=dry_run is not None)
+    evaluation = EvalSimulation(scenario, plugins, folder, llm_provider=provider, dry_run=dry_run is not None)
     evaluator = None
     calls: dict[str, int] = {}
     try:
-        sim = await world.build(state, last + 1, resume)
-        chosen = sim.agents[:agents] if agents else sim.agents
-        contexts = [world.context(a) for a in chosen]
+        opened = await evaluation.build(state, last + 1, resume)
+        chosen = opened.agents[:agents] if agents else opened.agents
+        contexts = [evaluation.context(a) for a in chosen]
         # the judges behind the run's own middleware (cache, budget, retries), journaled with the agents;
         # a name of its own per judge, so the cache never gives one judge's answers to another
         evaluator = EvalLLMs(scenario, lambda more: load_run(run_path, plugins, overrides=list(more))[1], folder, resume=resume,
-                             dry_run=dry_run, simulation=None if dry_run is not None else sim, round=last + 1)
+                             dry_run=dry_run, world=None if dry_run is not None else opened, round=last + 1)
         clients = [evaluator.client(spec, "judge" if spec is None else f"judge:{spec}") for spec in judges or (None,)]
         prompts = load_prompts("evaluation", {**REQUIRED, **SOCIAL})
         social = await interview_town(contexts, prompts, topic, evidence) if topic else None
@@ -79,7 +79,7 @@ async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, 
     finally:
         if evaluator is not None:
             await evaluator.aclose()
-        calls.update(await world.aclose())
+        calls.update(await evaluation.aclose())
 
 
 def estimate_lines(run_dir: str, judges: tuple[str, ...], agents: int | None, questions: int, seed: int, topic: str | None,

@@ -58,7 +58,7 @@ def quickstart_run(out: Path, rounds: int = 12) -> Path:
     """The quickstart scenario (11 agents; follows come with the 2-day reflection) on the
     scripted test model: seconds, not the offline model's minutes."""
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     run_dir, summary = start_run(QUICKSTART, out=out, plugin_options=[SCRIPTED], plugins=make_plugin_manager(enable=[SCRIPTED]),
                                  overrides=["llm.name=scripted", COMMENT_RULE, f"rounds={rounds}"])

@@ -145,7 +145,7 @@ def runs(tmp_path_factory):
     of 37 hourly rounds (a few seconds each; 20 s together on a machine shared with others): the
     proof needs the days to pass, and the tests below share them."""
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     folder = tmp_path_factory.mktemp("party")
     path = folder / "party.toml"

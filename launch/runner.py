@@ -11,18 +11,19 @@ from typing import Any, Iterable, Mapping
 
 import structlog
 
-from . import __version__
-from .engine import Progress, Simulation, run_collector
-from .errors import RunStopped, UsageError
+from townsquare import __version__
+from townsquare.engine import Progress, Simulation, run_collector
+from townsquare.errors import RunStopped, UsageError
 from .input_fingerprints import check_inputs, input_fingerprints, recorded_inputs
-from .lifecycle import RunSummary
-from .plugin_manager import COMMAND_LINE_PLUGINS, Plugins, canonical_name, make_plugin_manager, parse_plugin_options
-from .rundir import RunDir, environment
-from .scenario import ResolvedScenario, apply_overrides, load_scenario, resolve
-from .secrets import is_secret_key
+from townsquare.lifecycle import RunSummary
+from townsquare.plugin_manager import COMMAND_LINE_PLUGINS, Plugins, canonical_name, make_plugin_manager, parse_plugin_options
+from townsquare.rundir import RunDir, environment
+from townsquare.scenario import ResolvedScenario, apply_overrides, load_scenario, resolve
+from townsquare.secrets import is_secret_key
+from townsquare.turns import TurnsBackend
 from .settings_kinds import check_resume_overrides
 
-log = structlog.get_logger("townsquare.runner")
+log = structlog.get_logger("townsquare.launch.runner")
 
 def redact(value: Any) -> Any:
     """A copy of scenario data with secret values (``api_key = "..."`` written inline, against
@@ -79,7 +80,6 @@ def start_run(
     plugins: Plugins | None = None,
     progress: Progress | None = None,
     on_ready: Any = None,
-    simulation_class: type[Simulation] = Simulation,
     **simulation_options: Any,
 ) -> tuple[RunDir, RunSummary]:
     """Run a scenario file (or its content as a dict: :func:`~townsquare.scenario.load_scenario`)
@@ -96,12 +96,11 @@ def start_run(
     scenario = load_scenario(scenario_path, overrides, plugins, seed=seed)
     with RunDir.claim(out, scenario.model.name) as run_dir:
         run_dir.write_manifest(new_manifest(scenario, plugins, overrides, plugin_options))
-        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options, simulation_class=simulation_class)
+        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options)
 
 
 def play_scenario(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_ready: Any, progress: Progress | None,
-                  simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None,
-                  simulation_class: type[Simulation] = Simulation) -> RunSummary:
+                  simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None) -> RunSummary:
     """Build and run the simulation; the run counts as started once it is built."""
 
     def built() -> None:
@@ -113,7 +112,7 @@ def play_scenario(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir,
 
     if scenario.model.engine.backend != "local":
         simulation_options = {"backend": engine_backend(plugins, scenario.model.engine.backend), **simulation_options}
-    simulation = simulation_class(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
+    simulation = Simulation(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
     try:
         with run_collector():
             return asyncio.run(simulation.run(resume=resume))
@@ -124,8 +123,8 @@ def play_scenario(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir,
         raise
 
 
-def engine_backend(plugins: Plugins, name: str) -> Any:
-    """The class a plugin offers for ``[engine] backend = NAME`` (``townsquare_engine_backend``)."""
+def engine_backend(plugins: Plugins, name: str) -> TurnsBackend:
+    """The backend a plugin offers for ``[engine] backend = NAME`` (``townsquare_engine_backend``)."""
     backend = plugins.hook.townsquare_engine_backend(name=name)
     if backend is None:
         raise UsageError(f"[engine] backend = {name!r}: no loaded plugin offers it (the built-in 'scaleout' offers 'ray';"
@@ -220,8 +219,8 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
     """Continue a run from its newest checkpoint (after a crash, a kill or a budget stop), as it
     was recorded. ``overrides`` may change settings that steer the machinery (a raised budget, a
     new endpoint) and extend ``rounds``; one that changes what agents do is refused
-    (:mod:`townsquare.settings_kinds`), and so is an input file changed since it was recorded,
-    unless ``accept_changed_inputs`` (:mod:`townsquare.input_fingerprints`). The manifest keeps
+    (:mod:`townsquare.launch.settings_kinds`), and so is an input file changed since it was recorded,
+    unless ``accept_changed_inputs`` (:mod:`townsquare.launch.input_fingerprints`). The manifest keeps
     each resume's changes with the round they took effect from. The run directory is locked
     first and left untouched until every input has been checked."""
     overrides = listed(overrides)

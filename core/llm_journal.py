@@ -1,0 +1,158 @@
+"""The LLM journal: every LLM call of a world counted, kept as an ``llm_calls`` row, and heard.
+
+The LLM layer's innermost link (:class:`~townsquare.llm.Accounting`) and the client's parse
+failures hand each :class:`~townsquare.llm.LLMCallRecord` to :meth:`LLMJournal.record`, which
+
+* counts it in the world's running totals (:func:`count_llm_call`; a fallback answer is a
+  warning with the counts so far);
+* keeps its ``llm_calls`` row (unless the journal is not ``recording``: a resumed run builds
+  again without recording the calls its first build made);
+* tells its ``listeners`` (the round loop's ``townsquare_on_llm_call``; an evaluation has none).
+
+Rows are written in issue order, never in completion order: by agent (the agent's index; ids
+that are no agent's, a persona being enriched say, by id, each numbering its calls from 0), then
+by the call's issue number and part in the round (a request, its retries and its repair with it),
+then by arrival (:func:`row_place`). Each answered row gets ``cached_prefix_tokens`` from the
+run's :class:`~townsquare.prompt_cache.PrefixIndex`, added to in that order; a failed attempt or
+a parse failure gets None and leaves the index as it was (a replay, which has no failed attempts,
+counts the same). The round loop takes a round's rows at its end (:meth:`take`); an evaluation,
+whose world never plays a round, writes what it kept when it is done (:meth:`write`).
+
+``round`` is the journal's clock: the round each call is recorded in (-1 while a run is built),
+read by the accounting link and by the clients' issue numbers through :meth:`current_round`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import structlog
+
+from .llm import LLMCallRecord
+from .llm_modes import TOTAL_KEYS, count_answer
+from .prompt_cache import PrefixIndex, cached_tokens
+from .secrets import redact_text
+
+log = structlog.get_logger("townsquare.llm_journal")
+
+#: Totals the journal keeps about LLM calls (besides the world's rounds, actions, posts, active agents).
+LLM_TOTALS = ("llm_calls", "cached", "prompt_tokens", "completion_tokens", "cost", "llm_errors", "repairs",
+              "parse_failures", *TOTAL_KEYS.values())
+
+#: a kept row: (agent order, (issue, part, arrival), row, (prompt block keys, prompt characters))
+Kept = tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]
+
+
+def new_totals() -> dict[str, float]:
+    """A world's running totals before anything happened."""
+    return {"rounds": 0, "actions": 0, "posts": 0, "active": 0, **{key: 0 for key in LLM_TOTALS}}
+
+
+def count_llm_call(totals: dict[str, float], call: Any) -> None:
+    """Add one ``llm_calls`` record (:class:`townsquare.llm.LLMCallRecord`) to ``totals``.
+
+    ``llm_calls``: requests answered or failed (status ok, cached or error; a ``parse_failure``
+    row records an unusable answer, not a request); ``cached``: answered from the response
+    cache; tokens and ``cost`` as recorded (a failed attempt that was paid for counts);
+    ``llm_errors``: failed attempts (``llm_retry`` retries each until its attempts run out);
+    ``repairs``: requests that asked again after a malformed answer (purpose ``*.repair``);
+    ``parse_failures``: answers that stayed unusable after the repair (a safe default was used);
+    ``answers_<outcome>``: structured answers by how they came out
+    (:func:`townsquare.llm_modes.count_answer`).
+    """
+    count_answer(totals, call.purpose, getattr(call, "mode", None), call.status, keys=TOTAL_KEYS)
+    if call.status == "parse_failure":
+        totals["parse_failures"] = totals.get("parse_failures", 0) + 1
+        return
+    totals["llm_calls"] = totals.get("llm_calls", 0) + 1
+    totals["prompt_tokens"] = totals.get("prompt_tokens", 0) + (call.prompt_tokens or 0)
+    totals["completion_tokens"] = totals.get("completion_tokens", 0) + (call.completion_tokens or 0)
+    totals["cost"] = totals.get("cost", 0) + (call.cost or 0.0)
+    if call.status == "cached":
+        totals["cached"] = totals.get("cached", 0) + 1
+    elif call.status == "error":
+        totals["llm_errors"] = totals.get("llm_errors", 0) + 1
+    if (call.purpose or "").endswith(".repair"):
+        totals["repairs"] = totals.get("repairs", 0) + 1
+
+
+class LLMJournal:
+    """The ``llm_calls`` rows of one world (see the module docstring). ``totals``: the world's
+    running totals, which every call is counted in; ``listeners``: ``listener(call)`` for each.
+    ``counting=False``: the calls are only handed to the listeners, neither counted nor kept (a
+    backend's worker, whose calls the run's own journal takes in: ``World.take_in_calls``)."""
+
+    def __init__(self, totals: dict[str, float] | None = None, listeners: Iterable[Callable[[LLMCallRecord], None]] = (),
+                 *, counting: bool = True):
+        self.totals = new_totals() if totals is None else totals
+        self.listeners = list(listeners)
+        self.counting = counting
+        #: the round calls are recorded in (-1: while the world is built)
+        self.round = -1
+        #: whether rows are kept (False while a resumed run builds again: its first build recorded them)
+        self.recording = True
+        #: agent id -> its index: the rows' order (a call before the agents exist is ordered by id)
+        self.order: dict[str, int] = {}
+        #: every prompt prefix of the answered calls so far, in issue order (``cached_prefix_tokens``)
+        self.prefix_index = PrefixIndex()
+        self._kept: list[Kept] = []
+
+    def current_round(self) -> int:
+        return self.round
+
+    def record(self, call: LLMCallRecord) -> None:
+        """Count ``call``, keep its row and tell the listeners."""
+        if not self.counting:
+            for listener in self.listeners:
+                listener(call)
+            return
+        count_llm_call(self.totals, call)
+        if call.status == "parse_failure":
+            answers = {outcome: int(self.totals.get(key, 0)) for outcome, key in TOTAL_KEYS.items()}
+            log.warning("llm.fallback", purpose=call.purpose, agent=call.agent_id, mode=call.mode or "-", kind=call.kind,
+                        fallbacks=answers["fallback"], answers=sum(answers.values()))
+        if self.recording:
+            row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
+                   call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost,
+                   call.error and redact_text(call.error), call.kind, call.mode)
+            self._kept.append((self.order.get(call.agent_id or "", -1), (*(call.issue or (-1, 0)), len(self._kept)), row,
+                               (call.prompt_blocks, call.prompt_chars)))
+        for listener in self.listeners:
+            listener(call)
+
+    def take(self) -> list[tuple]:
+        """The rows kept since the last take, in issue order, each with its ``cached_prefix_tokens``."""
+        kept, self._kept = self._kept, []
+        return self._ordered(kept)
+
+    def take_failed(self) -> list[tuple]:
+        """A stopped round's rows: only its failed attempts (they happened; the replayed round
+        gets its answers from the response cache and does not repeat them); the rest is dropped."""
+        kept, self._kept = self._kept, []
+        return self._ordered([item for item in kept if item[2][5] == "error"])
+
+    def write(self, store: Any, rows: list[tuple] | None = None) -> list[tuple]:
+        """Write ``rows`` (default: :meth:`take`) into ``store``'s ``llm_calls`` now; returns them."""
+        rows = self.take() if rows is None else rows
+        if rows and self.recording:
+            store.write_now("llm_calls", rows)
+        return rows
+
+    def discard(self) -> None:
+        """Forget the rows kept so far (a resumed run's build, which its first build recorded)."""
+        self._kept.clear()
+
+    def _ordered(self, kept: list[Kept]) -> list[tuple]:
+        rows = []
+        for _, _, row, (blocks, chars) in sorted(kept, key=row_place):
+            cached = None
+            if row[5] in ("ok", "cached"):
+                cached = cached_tokens(self.prefix_index.add_blocks(blocks), chars, row[6])
+            rows.append((*row, cached))
+        return rows
+
+
+def row_place(item: Kept) -> tuple[int, str, tuple[int, int, int]]:
+    """An ``llm_calls`` row's place: agent order (ids that are no agent's by id: each numbers its
+    calls from 0), then issue, part and arrival (unique)."""
+    return item[0], item[2][1] or "", item[1]
