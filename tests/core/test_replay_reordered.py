@@ -220,12 +220,15 @@ def test_a_kept_cut_off_answer_replays_as_it_was_kept(tmp_path):
 def test_calls_of_ids_that_are_no_agent_keep_their_own_order():
     """Persona enrichment asks for ``persona:POP:K`` ids, none an agent's: each numbers its calls
     from 0, so their rows are grouped by id, not interleaved as they happened to come back."""
-    from townsquare.engine import _row_order
+    from townsquare.llm import LLMCallRecord
+    from townsquare.llm_journal import LLMJournal
 
-    arrived = [(-1, (0, 0, 0), (-1, "persona:users:1", "enrich"), (b"", 0)),
-               (-1, (0, 0, 1), (-1, "persona:users:0", "enrich"), (b"", 0)),
-               (-1, (1, 0, 2), (-1, "persona:users:0", "enrich"), (b"", 0)),
-               (-1, (1, 0, 3), (-1, "persona:users:1", "enrich"), (b"", 0))]
+    def call(agent: str, issue: int) -> LLMCallRecord:
+        return LLMCallRecord(round=-1, agent_id=agent, purpose="enrich", provider="p", model="m", status="ok", issue=(issue, 0))
+
+    arrived = [call("persona:users:1", 0), call("persona:users:0", 0), call("persona:users:0", 1), call("persona:users:1", 1)]
     for order in (arrived, arrived[::-1], arrived[1::2] + arrived[::2]):
-        assert [(item[2][1], item[1][0]) for item in sorted(order, key=_row_order)] == [
-            ("persona:users:0", 0), ("persona:users:0", 1), ("persona:users:1", 0), ("persona:users:1", 1)]
+        journal = LLMJournal()
+        for record in order:
+            journal.record(record)
+        assert [row[1] for row in journal.take()] == ["persona:users:0", "persona:users:0", "persona:users:1", "persona:users:1"]

@@ -146,21 +146,29 @@ def test_embedding_baseline_same_log_as_one_process(ray_cluster, write_scenario,
     assert {row[4] for row in log["actions"]} >= {"post", "like"}
 
 
-def test_killed_shard_stops_at_checkpoint_and_resume_gives_the_same_log(ray_cluster, write_scenario, run_scenario, make_plugins):
-    from townsquare.engine import Simulation
+def kill_a_shard(monkeypatch, ray_cluster, shard: int) -> None:
+    """Kill ``shard`` while round 2's turns are in flight."""
+    from townsquare.scaleout.ray_backend import RayBackend
+
+    take_turns = RayBackend.take_turns
+
+    async def killing(self, r, present, now):
+        if r == 2:
+            ray_cluster.kill(self.shards[shard])
+        return await take_turns(self, r, present, now)
+
+    monkeypatch.setattr(RayBackend, "take_turns", killing)
+
+
+def test_killed_shard_stops_at_checkpoint_and_resume_gives_the_same_log(ray_cluster, write_scenario, run_scenario, make_plugins,
+                                                                       monkeypatch):
     from townsquare.launch.runner import resume_run
-
-    class KillsAShard(Simulation):
-        """Kills shard 0 while round 2's turns are in flight."""
-
-        async def take_turns(self, r, present, now):
-            if r == 2:
-                ray_cluster.kill(self.backend.shards[0])
-            return await super().take_turns(r, present, now)
 
     path = write_scenario(scenario_text(rounds=4, count=6, policy="scripted_feed", llm=True, extra=SCRIPTED))
     one, _ = run_scenario(path)
-    killed, summary = run_scenario(path, overrides=RAY, simulation_class=KillsAShard)
+    kill_a_shard(monkeypatch, ray_cluster, 0)
+    killed, summary = run_scenario(path, overrides=RAY)
+    monkeypatch.undo()
     assert summary.stopped is not None and "Ray shard 0" in summary.stopped
     assert summary.rounds_completed == 2
     manifest = killed.read_manifest()
@@ -236,28 +244,24 @@ def ga_reference(tmp_path_factory):
     return path, one
 
 
-class DriverAgents:
-    """What the driver held of its agents during a run (a Simulation built by the runner)."""
-
-    components: list[int] = []
-
-
-def test_generative_agents_same_log_and_state_as_one_process(ray_cluster, ga_reference, run_scenario):
+def test_generative_agents_same_log_and_state_as_one_process(ray_cluster, ga_reference, run_scenario, monkeypatch):
     """Agents whose memories grow every round: the same event log, LLM journal and agents'
     state on two shards as in one process; the driver holds no agent's components, each shard
     writes its agents' part of every checkpoint, and the manifest lists each process's memory."""
     from townsquare.engine import Simulation
 
-    class Counting(Simulation):
-        async def build(self):
-            await super().build()
-            DriverAgents.components.append(sum(len(a.components) for a in self.agents))
+    driver_components: list[int] = []
+    build = Simulation.build
 
+    async def counting(self):
+        await build(self)
+        driver_components.append(sum(len(a.components) for a in self.world.agents))
+
+    monkeypatch.setattr(Simulation, "build", counting)
     path, one = ga_reference
-    DriverAgents.components = []
-    sharded, summary = run_scenario(path, overrides=RAY, simulation_class=Counting)
+    sharded, summary = run_scenario(path, overrides=RAY)
     assert summary.stopped is None
-    assert DriverAgents.components == [0]
+    assert driver_components == [0]
     assert event_log(sharded.path) == event_log(one.path)
     assert {"observation", "reflection"} <= {r["kind"] for s in agents_state(one).values() for r in s["memory.stream"]["records"]}
     assert event_log(one.path)["reflections"]  # recorded in the shards, written by the driver in the same order
@@ -276,26 +280,22 @@ def agents_state(run_dir) -> dict:
     """Every agent's components' state in the newest checkpoint (arrays as their encoding, so two compare whole)."""
     import json
 
-    from townsquare import state as state_codec
+    from townsquare import state
 
-    _, state = run_dir.latest_checkpoint()
-    return json.loads(state_codec.dumps({agent: saved["components"] for agent, saved in state["agents"].items()}))
+    _, saved = run_dir.latest_checkpoint()
+    return json.loads(state.dumps({agent: entry["components"] for agent, entry in saved["agents"].items()}))
 
 
-def test_killed_shard_resumes_with_its_memories_from_the_shards_checkpoint(ray_cluster, ga_reference, run_scenario, make_plugins):
+def test_killed_shard_resumes_with_its_memories_from_the_shards_checkpoint(ray_cluster, ga_reference, run_scenario, make_plugins,
+                                                                          monkeypatch):
     """A shard killed mid-round: the run stops at its last checkpoint; resumed, each shard reads
     its agents' memories back from the files the shards wrote, and the log equals one process's."""
-    from townsquare.engine import Simulation
     from townsquare.launch.runner import resume_run
 
-    class KillsAShard(Simulation):
-        async def take_turns(self, r, present, now):
-            if r == 2:
-                ray_cluster.kill(self.backend.shards[1])
-            return await super().take_turns(r, present, now)
-
     path, one = ga_reference
-    killed, summary = run_scenario(path, overrides=RAY, simulation_class=KillsAShard)
+    kill_a_shard(monkeypatch, ray_cluster, 1)
+    killed, summary = run_scenario(path, overrides=RAY)
+    monkeypatch.undo()
     assert summary.stopped is not None and "Ray shard 1" in summary.stopped and summary.rounds_completed == 2
     _, resumed = resume_run(killed.path, plugins=make_plugins(enable=[SCRIPTED_PLUGIN]))
     assert resumed.stopped is None and resumed.rounds_completed == 4
@@ -356,7 +356,7 @@ def test_a_round_hands_over_a_fixed_number_of_times_and_each_call_reaches_the_dr
     gather = ray_backend.RayBackend._gather
 
     async def counting(self, calls):
-        waits.append(self.sim.round)
+        waits.append(self.world.journal.round)
         return await gather(self, calls)
 
     monkeypatch.setattr(ray_backend.RayBackend, "_gather", counting)
@@ -530,7 +530,8 @@ def test_a_shard_copy_that_answers_otherwise_stops_the_round_naming_the_write():
     errors = types.SimpleNamespace(RayActorError=type("RayActorError", (Exception,), {}),
                                    RayTaskError=type("RayTaskError", (Exception,), {}))
     backend.ray, backend.shards, backend._journal = types.SimpleNamespace(exceptions=errors), [], None
-    backend.sim, backend._agents, backend._reflections = types.SimpleNamespace(), {}, []
+    backend.world = types.SimpleNamespace(changed=lambda named: None, take_in_calls=lambda records: None)
+    backend._agents, backend._reflections = {}, []
     post, like = Action("a0", "post", text="hi"), Action("a1", "like", target_post="p1")
 
     async def replayed(answers):
@@ -539,7 +540,7 @@ def test_a_shard_copy_that_answers_otherwise_stops_the_round_naming_the_write():
     async def round_applied(*answers):
         backend._applied = [("a0", [(post, ActionResult(created_id="p1"))]), ("a1", [(like, ActionResult())])]
         backend._replays = [asyncio.ensure_future(replayed(a)) for a in answers]
-        await backend.round_applied(3)
+        await backend.round_applied(3, [])
 
     agreed = [(True, "p1"), (True, None)]
     asyncio.run(round_applied(agreed, agreed))
