@@ -18,13 +18,9 @@ from ..components import (
     Agent, BuildContext, Component, DuplicateCheck, EngagementLog, ObservesResults, ObservesRounds, PersonaContext, PersonaKnowledge, Planner, Policy,
     Reflector, Services, StepContext,
 )
-from .data_paths import MARKER as DATASET_MARKER
-from .data_paths import DatasetMissing, data_home, data_path, dataset_folder, installed_dataset
 from ..engine import COLLECTOR_THRESHOLDS
 from ..embedding import Embedder, EmbeddingCache, normalize_rows
 from ..errors import ComponentError, PluginError, RunStopped, ScenarioError, TownsquareError, UsageError
-from .files import parse_json_list, read_user_csv, read_user_text
-from .items import Item, ItemInteractions, ItemRecommender
 from ..knowledge import KnowledgeItem, KnowledgeSource
 from ..lifecycle import RunInfo, RunSummary
 from ..llm import (
@@ -34,30 +30,19 @@ from ..llm_journal import LLMJournal
 from ..llm_answers import AnswerFormat, match_label, match_prefix
 from ..llm_modes import MODES, answers_in_db, choose_modes, is_constrained, mode_for, provider_capabilities, request_kind, structured_modes
 from ..llm_faults import LLMFatal, LLMFault, classify
-from .backoff import backoff_delay
 from ..markers import hookimpl
-from .memory_export import memory_rows
-from .movielens import MovieLens, Rating, genres_of, load_movielens_data, movielens_layout
 from ..memory import MEMORY_TIERS, Memory, MemoryChain, MemoryRecord, MemoryRetrieval, agent_memory, retrieval_of
 from ..interventions import Intervention, RunSeams
 from ..metrics import Metric, RoundView
 from ..persona import Persona, PersonaSource, name_problem
-from .persona_pool import cycle_personas
 from ..process_usage import process_usage
 from ..platform import AccountView, Platform, PostView, platform_actions
-from .cache_share import DEFAULT_CACHED_PRICE_RATIO, cache_line
-from .prompt_files import fill_prompt, load_answers, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
 from ..secrets import redact_text
-from .secret_files import read_secret_file, resolve_secrets
-from .endpoint import EndpointConfig
-from .similarity_rule import SimilarityRule, SimilarityRuleConfig
-from .stats import Interval, TTest, holm, t_quantile, kendall_tau, mean_interval, paired_test, two_stage_bootstrap
 from ..slots import SLOT_PROTOCOLS
 from ..turns import Turns, TurnsBackend
 from ..world import World
-from .follow_graph import follow_edges
 from ..specs import (
     AGENT_SLOTS, ALL_SETTINGS, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
     MetricSpec, PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec,
@@ -66,21 +51,21 @@ from ..specs import (
 
 __all__ = [
     "AgentHost", "COLLECTOR_THRESHOLDS", "LLMJournal", "Turns", "TurnsBackend", "World", "process_usage", "restore_agent", "stop_reason",
-    "AGENT_SLOTS", "ALL_SETTINGS", "KEPT", "DATASET_MARKER", "DEFAULT_CACHED_PRICE_RATIO", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
+    "AGENT_SLOTS", "ALL_SETTINGS", "KEPT", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
     "AccountView", "Action", "Answer", "AnswerFormat", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
-    "DatasetMissing",
-    "DuplicateCheck", "Embedder", "EmbedderSpec", "EndpointConfig", "EngagementLog", "EmbeddingCache", "Handler", "Item", "ItemInteractions", "LLMFatal", "LLMFault", "LimitsConfig",
-    "Intervention", "InterventionSpec", "ItemRecommender", "KnowledgeItem", "KnowledgeSource",
+    
+    "DuplicateCheck", "Embedder", "EmbedderSpec", "EngagementLog", "EmbeddingCache", "Handler", "LLMFatal", "LLMFault", "LimitsConfig",
+    "Intervention", "InterventionSpec", "KnowledgeItem", "KnowledgeSource",
     "KnowledgeSourceSpec", "LLMCallRecord", "LLMClient", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec",
     "LLMRequest", "LLMResponse", "Memory", "MemoryChain", "MemoryRecord", "MemoryRetrieval", "MemorySpec", "Message",
-    "Metric", "MetricSpec", "MovieLens", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
+    "Metric", "MetricSpec", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
-    "PluginError", "Policy", "PolicySpec", "PostView", "Rating", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView", "RunSeams",
-    "Interval", "TTest", "holm", "t_quantile", "kendall_tau", "mean_interval", "paired_test", "two_stage_bootstrap",
-    "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes", "classify", "current_issue", "cycle_personas", "data_home", "data_path",
-    "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "installed_dataset", "is_constrained", "memory_rows", "limits_of",
-    "load_answers", "load_movielens_data", "machinery_fields", "load_prompts", "match_label", "match_prefix", "mode_for", "movielens_layout", "name_problem",
-    "normalize_rows", "not_text", "parse_json_list", "provider_capabilities", "request_kind", "structured_modes",
-    "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
+    "PluginError", "Policy", "PolicySpec", "PostView", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView", "RunSeams",
+    
+    "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "StepContext", "TownsquareError",
+    "UsageError", "agent_memory", "answers_in_db", "choose_modes", "classify", "current_issue", 
+    "hookimpl", "is_constrained", "limits_of",
+    "machinery_fields", "match_label", "match_prefix", "mode_for", "name_problem",
+    "normalize_rows", "not_text", "provider_capabilities", "request_kind", "structured_modes",
+    "platform_actions", "redact_text", "retrieval_of",
 ]

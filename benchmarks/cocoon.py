@@ -71,7 +71,7 @@ def find_movielens(data: str | None, name: str = DATASET) -> Path | None:
     ``movielens/``, or ``data:NAME``), else the installed dataset ``movielens-latest-small``
     of the data home (``townsquare data fetch movielens-latest-small``); None when absent.
     The one place that knows where the data lives."""
-    from townsquare.api import data_path, dataset_folder, installed_dataset
+    from townsquare.lib.data_paths import data_path, dataset_folder, installed_dataset
 
     if data:
         if data.startswith("data:"):
@@ -117,7 +117,7 @@ def entropy_curves(overrides: list[str], seed: int, out: Path, plugin_options: l
 
 
 def interval(values: list[float]) -> tuple[float, list[float]]:
-    from townsquare.api.stats import mean_interval
+    from townsquare.lib.stats import mean_interval
 
     found = mean_interval(values)
     return round(found.mean, 4), [round(found.low, 4), round(found.high, 4)]
@@ -203,7 +203,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     args.seed_list = list(range(1, args.seeds + 1))
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(json_lines=False, level="warning")
     results: dict[str, Any] = {"settings": {"rounds": args.rounds, "seeds": args.seed_list, "end_rounds": args.end_rounds,

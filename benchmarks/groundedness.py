@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--keep", type=Path, default=None, help="keep the run directories here")
     args = parser.parse_args(argv)
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(json_lines=False, level="warning")
 

@@ -157,7 +157,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--dim", type=int, default=256, help="embedding size (the hash embedder's default: 256)")
     args = parser.parse_args()
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(level="warning")
 

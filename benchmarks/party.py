@@ -84,7 +84,7 @@ def main() -> int:
     parser.add_argument("--seeds", default="7", help="comma-separated seeds (default 7, the scenario's)")
     parser.add_argument("--conditions", default=",".join(CONDITIONS), help="comma-separated, of: " + ", ".join(CONDITIONS))
     args = parser.parse_args()
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(json_lines=False, level="error")
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]

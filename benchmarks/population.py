@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> dict:
         result = compare(rest)
         print(json.dumps(result) if args.json else json.dumps(result["ratios"], indent=2), flush=True)
         return result
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(level="error")
     result = measure(args.agents, args.rounds, design=args.design, batch=not args.no_batch, out=args.keep,

@@ -28,9 +28,9 @@ ROUTINE = re.compile(r"\b(enters|entered|leaves|left|is recommended|looks at the
 
 
 def measure(run_dir: Path) -> dict[str, float]:
-    from townsquare.rundir import RunDir
+    from townsquare.launch.run_lock import open_run
 
-    _, state = RunDir.open(str(run_dir)).latest_checkpoint()
+    _, state = open_run(str(run_dir)).latest_checkpoint()
     db = sqlite3.connect(run_dir / "events.sqlite")
     try:
         watches = db.execute("SELECT agent_id, json_extract(detail, '$.title') FROM actions WHERE kind = 'watch' AND ok = 1").fetchall()
@@ -60,7 +60,7 @@ def main() -> int:
     parser.add_argument("--mode", choices=["power", "reference"], default="power")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    from townsquare.api import logs
+    from townsquare.lib import logs
     from townsquare.launch.runner import start_run
 
     logs.configure(json_lines=False, level="error")

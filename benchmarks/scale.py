@@ -311,7 +311,7 @@ def main() -> None:
     args.sets = [f'llm.transport="{args.transport}"', *args.set]
     if not (args.p1 or args.p2 or args.p5 or args.floor):
         args.p1 = args.p2 = True
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(level="error")
     started = time.perf_counter()

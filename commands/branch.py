@@ -52,12 +52,14 @@ from townsquare.cli.options import backend_options, backend_overrides, common_op
 from townsquare.cli.run_output import RunLines, report_run
 from townsquare.errors import UsageError
 from townsquare.launch.input_fingerprints import input_changes, input_fingerprints, recorded_inputs
-from townsquare.api.files import read_user_text
+from townsquare.lib.files import read_user_text
 from townsquare.lifecycle import RunSummary
 from townsquare.memory import MEMORY_TIERS, MemoryRecord, agent_memory
 from townsquare.persona import Persona
 from townsquare.plugin_manager import canonical_name, make_plugin_manager, parse_plugin_options
-from townsquare.rundir import RunDir, environment
+from townsquare.launch.run_lock import claim, locked, open_run
+from townsquare.launch.runner import environment
+from townsquare.rundir import RunDir
 from townsquare.launch.runner import play_scenario, recorded_plugin_options, recorded_plugins, redact, redact_override
 from townsquare.scenario import apply_overrides, resolve
 from townsquare.specs import InterventionSpec
@@ -209,7 +211,7 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
                on_ready: Any = None, label: str | None = None) -> tuple[RunDir, RunSummary]:
     """Branch ``parent_path`` at round ``at`` into ``out`` (default ``runs/<name>-branch-r<at>``)."""
     overrides, plugin_options, interventions = list(overrides), list(plugin_options), list(interventions)
-    parent = RunDir.open(parent_path)
+    parent = open_run(parent_path)
     manifest = parent.read_manifest()
     scenario, plugins, combined_options, plugin_changes = _branch_scenario(parent, manifest, overrides, plugin_options)
     data = scenario.data
@@ -227,8 +229,8 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
         data = {**data, "interventions": listed, "plugins": settings}
         scenario = resolve(data, str(parent.manifest_path), manifest.get("base_dir", "."), plugins)
     name = f"{manifest.get('name', 'run')}-{label or 'branch'}-r{at}"
-    with RunDir.claim(out, name) as run_dir:
-        with parent.lock():  # held while the parent's files are copied, not while the branch plays
+    with claim(out, name) as run_dir:
+        with locked(parent):  # held while the parent's files are copied, not while the branch plays
             state = None
             if at > 0:
                 state = parent.checkpoint_at(at - 1)

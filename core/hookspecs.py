@@ -400,7 +400,7 @@ def townsquare_resolve_data_references(data: "dict[str, Any]", source: str) -> A
     """Scenario ``data`` with every ``data:NAME/sub/path`` string replaced by that path in the
     installed dataset NAME, and the datasets it names (NAME -> what their install recorded) for
     the run's manifest: a pair, or None. Stops at first non-None result. The built-in plugin
-    ``data`` answers (:func:`townsquare.api.data_paths.resolve_data_references`); with no
+    ``data`` answers (:func:`townsquare.lib.data_paths.resolve_data_references`); with no
     answer, a scenario that names a ``data:`` path is a one-line error.
 
     Example::

@@ -6,6 +6,8 @@ The CLI and the Python API (tests, benchmarks, notebooks) both go through here.
 from __future__ import annotations
 
 import asyncio
+import platform as _platform
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -14,10 +16,11 @@ import structlog
 from townsquare import __version__
 from townsquare.engine import Progress, Simulation, run_collector
 from townsquare.errors import RunStopped, UsageError
+from .run_lock import claim, locked, open_run
 from .input_fingerprints import check_inputs, input_fingerprints, recorded_inputs
 from townsquare.lifecycle import RunSummary
 from townsquare.plugin_manager import COMMAND_LINE_PLUGINS, Plugins, canonical_name, make_plugin_manager, parse_plugin_options
-from townsquare.rundir import RunDir, environment
+from townsquare.rundir import RunDir
 from townsquare.scenario import ResolvedScenario, apply_overrides, load_scenario, resolve
 from townsquare.secrets import is_secret_key
 from townsquare.turns import TurnsBackend
@@ -65,6 +68,15 @@ def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[s
     }
 
 
+def environment() -> dict[str, str]:
+    """Where a run was made, for its manifest: the Python version, the platform, the time."""
+    return {
+        "python": _platform.python_version(),
+        "platform": _platform.platform(),
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
 def listed(options: str | Iterable[str]) -> list[str]:
     """``--set`` lines or ``-p`` options as a list: one given as a string is one (``"no:x"``), not its letters."""
     return [options] if isinstance(options, str) else list(options)
@@ -88,13 +100,13 @@ def start_run(
 
     The scenario is validated before the directory is made; files the components read (persona,
     knowledge, prompts and key files) are read while the run is built, and a problem found there
-    removes the directory again (:meth:`RunDir.claim`), so a bad input never leaves one behind."""
+    removes the directory again (:func:`townsquare.launch.run_lock.claim`), so a bad input never leaves one behind."""
     overrides, plugin_options = listed(overrides), listed(plugin_options)
     if plugins is None:
         enable, disable = parse_plugin_options(plugin_options)
         plugins = make_plugin_manager(enable=enable, disable=disable)
     scenario = load_scenario(scenario_path, overrides, plugins, seed=seed)
-    with RunDir.claim(out, scenario.model.name) as run_dir:
+    with claim(out, scenario.model.name) as run_dir:
         run_dir.write_manifest(new_manifest(scenario, plugins, overrides, plugin_options))
         return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options)
 
@@ -123,6 +135,12 @@ def play_scenario(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir,
         raise
 
 
+def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()) -> Plugins:
+    """The plugin set ``-p`` options (``plugin_options``) ask for, less ``disable``."""
+    enable, disabled = parse_plugin_options(plugin_options)
+    return make_plugin_manager(enable=enable, disable=[*disabled, *disable])
+
+
 def engine_backend(plugins: Plugins, name: str) -> TurnsBackend:
     """The backend a plugin offers for ``[engine] backend = NAME`` (``townsquare_engine_backend``)."""
     backend = plugins.hook.townsquare_engine_backend(name=name)
@@ -138,7 +156,7 @@ def load_run(path: str | Path, plugins: Plugins | None = None, extra_plugin_opti
     (:func:`run_plugins`) and ``overrides`` applied on top (:func:`resume_run` records them in
     the manifest). ``continuing``: the command goes on with the run (resume, replay), so the
     ``-p`` options given now may not add a plugin either."""
-    run_dir = RunDir.open(path)
+    run_dir = open_run(path)
     manifest = run_dir.read_manifest()
     overrides = list(overrides)
     if overrides:
@@ -224,9 +242,9 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
     each resume's changes with the round they took effect from. The run directory is locked
     first and left untouched until every input has been checked."""
     overrides = listed(overrides)
-    run_dir = RunDir.open(path)
+    run_dir = open_run(path)
     run_dir.read_manifest()  # a broken manifest is reported before anything is locked
-    with run_dir.lock():
+    with locked(run_dir):
         run_dir, scenario, plugins = load_run(path, plugins, overrides=overrides, continuing=True)
         recorded = run_dir.read_manifest()
         done = int(recorded.get("rounds_completed", 0))
@@ -253,10 +271,10 @@ def rerun(path: str | Path, out: str | Path, *, plugins: Plugins | None = None, 
     """Run a finished run's scenario again, from its manifest, into a new directory ``out``
     (``townsquare replay`` passes a provider that answers from the old run's cache). The old
     run is locked too, so it cannot be resumed while it is read."""
-    with RunDir.open(path).lock():
+    with locked(open_run(path)):
         source_dir, scenario, plugins = load_run(path, plugins, continuing=True)
         manifest = source_dir.read_manifest()
         check_inputs(manifest, scenario, plugins, int(manifest.get("rounds_completed", 0)), accept=None)
-        with RunDir.claim(out, scenario.model.name) as run_dir:
+        with claim(out, scenario.model.name) as run_dir:
             run_dir.write_manifest({**manifest, "replay_of": str(source_dir.path), "status": "running", "rounds_completed": 0})
             return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options)

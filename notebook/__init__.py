@@ -8,7 +8,7 @@
 
 Each call is the command line's own function (:func:`~townsquare.launch.runner.start_run`,
 :func:`~townsquare.commands.branch.branch_run`, :func:`~townsquare.launch.runner.resume_run`,
-:func:`~townsquare.commands.interview.interview`, :func:`~townsquare.commands.export.read_tables`), so a run made
+:func:`~townsquare.launch.interviews.interview`, :func:`~townsquare.commands.export.read_tables`), so a run made
 here is the run the CLI makes and a reopened run gets the plugins it recorded. Those functions
 play a run with ``asyncio.run``; inside a running event loop (Jupyter) the plain forms
 (``start``, ``run.branch``...) play it in a worker thread and wait for it, and the ``a`` forms
@@ -32,10 +32,11 @@ from typing import Any, Callable, Iterable, Mapping
 
 import structlog
 
-from townsquare.api import logs
+from townsquare.lib import logs
 from townsquare.errors import UsageError
-from townsquare.api.memory_export import MEMORY_TABLE
+from townsquare.lib.memory_export import MEMORY_TABLE
 from townsquare.cli.progress import RunProgress, notebook_display, progress_mode
+from townsquare.launch.run_lock import open_run
 from townsquare.rundir import RunDir
 from townsquare.scenario import override_lines
 from townsquare.store import ROUND_TABLES
@@ -83,7 +84,7 @@ start, astart = _forms(_start)
 
 def open_run(path: str | Path) -> "Run":
     """A run directory made before (finished, stopped or still playing)."""
-    return Run(RunDir.open(path).path)
+    return Run(open_run(path).path)
 
 
 class Run:
@@ -158,8 +159,8 @@ class Run:
                    round: int | None = None, memories: int = 8):
         """Ask ``agents`` (an id, several, or None: every agent of ``population``, or every agent)
         ``question`` at ``round`` (default: the newest checkpoint), as ``townsquare interview``
-        does; returns :class:`~townsquare.commands.interview.Answer` records."""
-        from townsquare.commands.interview import interview
+        does; returns :class:`~townsquare.launch.interviews.Answer` records."""
+        from townsquare.launch.interviews import interview
 
         wanted = [agents] if isinstance(agents, str) else list(agents or ())
         return lambda: interview(self.path, question, agents=wanted, population=population, all_agents=agents is None,

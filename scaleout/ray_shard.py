@@ -74,7 +74,7 @@ class Shard:
         #: set when a round's turns end (a drain waiting for a quiet moment stops waiting)
         self._turns_ended = asyncio.Event()
         self._ran: list[Any] = []
-        from townsquare.api import logs
+        from townsquare.lib import logs
 
         logs.configure(level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning"))  # a worker's own logging
         gc.set_threshold(*COLLECTOR_THRESHOLDS)  # the worker plays this run only

@@ -28,7 +28,7 @@ SCRIPTED_MODULE = "townsquare.testing.scripted"
 
 def pytest_configure(config):
     """Keep component debug logs out of test output (warnings still show)."""
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(level="warning")
 

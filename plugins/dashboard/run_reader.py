@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from townsquare.api import follow_edges, memory_rows
+from townsquare.lib.follow_graph import follow_edges
+from townsquare.lib.memory_export import memory_rows
 from townsquare.api.commands import open_run
 
 #: what the ``.lock`` file is called (townsquare.rundir): its text names the writing process

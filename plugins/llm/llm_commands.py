@@ -24,7 +24,8 @@ from typing import Any
 
 import click
 
-from townsquare.api import cache_line, hookimpl
+from townsquare.api import hookimpl
+from townsquare.lib.cache_share import cache_line
 
 #: the tables a replay must reproduce row for row
 SAME_TABLES = ("agents", "posts", "actions", "follows", "reflections", "metrics")

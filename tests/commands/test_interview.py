@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from townsquare.errors import UsageError
-from townsquare.commands.interview import interview
+from townsquare.launch.interviews import interview
 from townsquare.launch.runner import start_run
 
 from test_sa_policy_e2e import scenario as zhou_scenario
@@ -150,3 +150,20 @@ def test_a_refused_interview_leaves_nothing_and_asks_nothing(fresh_run, tmp_path
     [answer] = interview(fresh_run, "hi", agents=["users-0001"])
     assert answer.answer and asked == ["interview"]
     assert (fresh_run / "interviews").is_dir() and (fresh_run / "interviews.jsonl").is_file()
+
+
+def test_without_the_interview_plugin_nothing_imports_the_interview_command():
+    """``-p no:interview`` removes the command and leaves its module unimported, though the
+    report and the dashboard (which import the commands' API) are loaded: the interview itself
+    lives in townsquare.launch.interviews."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom townsquare.cli import build_cli\nfrom townsquare.plugin_manager import make_plugin_manager\n"
+            "cli = build_cli(make_plugin_manager(disable=[{}]))\n"
+            "import townsquare.api.commands\n"
+            "print('interview' in cli.commands, 'report' in cli.commands, 'townsquare.commands.interview' in sys.modules)\n")
+    without = subprocess.run([sys.executable, "-c", code.format("'interview'")], capture_output=True, text=True, check=True)
+    assert without.stdout.split() == ["False", "True", "False"]
+    with_it = subprocess.run([sys.executable, "-c", code.format("")], capture_output=True, text=True, check=True)
+    assert with_it.stdout.split() == ["True", "True", "True"]

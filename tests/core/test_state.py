@@ -49,7 +49,7 @@ def test_manifest_redacts_secret_values_but_keeps_references():
 
 
 def test_logs_redact_secret_fields_only():
-    from townsquare.api.logs import redact_secrets
+    from townsquare.lib.logs import redact_secrets
 
     out = redact_secrets(None, None, {"event": "x", "api_key": "sk-1", "prompt_tokens": 12, "token": "t", "tokens_file": "f"})
     assert out == {"event": "x", "api_key": "***", "prompt_tokens": 12, "token": "***", "tokens_file": "f"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from townsquare.api import Item, ItemInteractions
+from townsquare.lib.items import Item, ItemInteractions
 from townsquare.recommenders.item_mf import ItemMF, ItemMFConfig
 from townsquare.recommenders.rec_strategy import RecStrategy, RecStrategyConfig, perturb
 

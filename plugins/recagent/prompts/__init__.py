@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Mapping
 
 from townsquare import api
-from townsquare.api import fill_prompt as fill
+from townsquare.lib.prompt_files import fill_prompt as fill
 
 HERE = Path(__file__).resolve().parent
 

@@ -25,7 +25,8 @@ from typing import Any
 
 import click
 
-from townsquare.api import UsageError, data_path, hookimpl
+from townsquare.api import UsageError, hookimpl
+from townsquare.lib.data_paths import data_path
 
 
 def _grid(values: tuple[str, ...]) -> list[tuple[int, int]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from townsquare import api
 from townsquare.api import AnswerFormat, UsageError
-from townsquare.api import fill_prompt as fill
+from townsquare.lib.prompt_files import fill_prompt as fill
 
 from ..prompts import HERE
 

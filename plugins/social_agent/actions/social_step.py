@@ -41,7 +41,8 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import Action, AnswerFormat, DuplicateCheck, EngagementLog, SimilarityRule, SimilarityRuleConfig, agent_memory
+from townsquare.api import Action, AnswerFormat, DuplicateCheck, EngagementLog, agent_memory
+from townsquare.lib.similarity_rule import SimilarityRule, SimilarityRuleConfig
 
 from .action_prompts import action_answers, action_prompts
 from ..memory.action_memory import observation_of

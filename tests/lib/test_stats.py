@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from townsquare.api.stats import incomplete_beta, mean_interval, paired_test, t_quantile, two_sided_p, welch_test
+from townsquare.lib.stats import incomplete_beta, mean_interval, paired_test, t_quantile, two_sided_p, welch_test
 
 
 @pytest.mark.parametrize("df,expected", [(1, 12.706205), (4, 2.776445), (9, 2.262157), (10, 2.228139), (30, 2.042272)])
