@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..actions import SOCIAL_ACTIONS, WRITE_ACTIONS, Action, ActionResult
 from ..agent_host import AgentHost, restore_agent, stop_reason
 from ..components import (
-    Agent, BuildContext, Component, DuplicateCheck, EngagementLog, ObservesResults, ObservesRounds, PersonaContext, PersonaKnowledge, Planner, Policy,
+    Agent, BuildContext, Component, ObservesResults, ObservesRounds, PersonaContext, PersonaKnowledge, Planner, Policy,
     Reflector, Services, StepContext,
 )
 from ..engine import COLLECTOR_THRESHOLDS
@@ -54,7 +54,7 @@ __all__ = [
     "AGENT_SLOTS", "ALL_SETTINGS", "KEPT", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
     "AccountView", "Action", "Answer", "AnswerFormat", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
     
-    "DuplicateCheck", "Embedder", "EmbedderSpec", "EngagementLog", "EmbeddingCache", "Handler", "LLMFatal", "LLMFault", "LimitsConfig",
+    "Embedder", "EmbedderSpec", "EmbeddingCache", "Handler", "LLMFatal", "LLMFault", "LimitsConfig",
     "Intervention", "InterventionSpec", "KnowledgeItem", "KnowledgeSource",
     "KnowledgeSourceSpec", "LLMCallRecord", "LLMClient", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec",
     "LLMRequest", "LLMResponse", "Memory", "MemoryChain", "MemoryRecord", "MemoryRetrieval", "MemorySpec", "Message",

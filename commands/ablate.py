@@ -39,7 +39,7 @@ from townsquare.cli.options import common_options, log_json
 from townsquare.cli.progress import AblateProgress, progress_mode
 from townsquare.commands.compare import number_text, read_series, signed_text
 from townsquare.errors import UsageError
-from townsquare.scenario import read_scenario
+from townsquare.launch.scenario_files import read_scenario
 from townsquare.lib.stats import NO_TEST, Interval, TTest, mean_interval, paired_test, welch_test
 
 log = structlog.get_logger("townsquare.commands.ablate")
@@ -115,7 +115,7 @@ def check_variants(scenario: str | Path, variants: Sequence[Variant], common: Se
     """Resolve the scenario as each variant changes it, so a misspelt key or plugin stops the
     command (one line naming the variant) before any run starts."""
     from townsquare.plugin_manager import make_plugin_manager, parse_plugin_options
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     for variant in variants:
         enable, disable = parse_plugin_options([*common, *variant.plugin_options])

@@ -61,7 +61,8 @@ from townsquare.launch.run_lock import claim, locked, open_run
 from townsquare.launch.runner import environment
 from townsquare.rundir import RunDir
 from townsquare.launch.runner import play_scenario, recorded_plugin_options, recorded_plugins, redact, redact_override
-from townsquare.scenario import apply_overrides, resolve
+from townsquare.scenario import resolve
+from townsquare.launch.scenario_files import apply_overrides
 from townsquare.specs import InterventionSpec
 from townsquare.store import ROUND_TABLES, EventStore
 

@@ -81,34 +81,9 @@ class PersonaKnowledge(Component, Protocol):
 
 # Memory slots (memory.sensory, memory.short_term, memory.long_term, memory.stream) and the
 # retrieval scorer (memory.retrieval) share one contract, kept in townsquare.memory (which
-# names Agent and StepContext from here: this module imports nothing of it).
-
-
-class DuplicateCheck(Component, Protocol):
-    """What a policy that avoids repeating itself needs of ``memory.short_term`` (Zhou et al.
-    §3.1.4: a new post too similar to the agent's earlier ones is regenerated, at most
-    ``max_attempts`` times, then skipped)."""
-
-    @property
-    def max_attempts(self) -> int: ...
-
-    def post_similarity(self, text: str, extra: Sequence[str] = ()) -> float:
-        """The highest similarity of ``text`` to the agent's earlier posts and ``extra``."""
-
-    def is_duplicate(self, similarity: float) -> bool: ...
-
-    def record_skipped(self, round: int, topic: str, similarity: float, attempts: int) -> None:
-        """Remember that a post on ``topic`` was given up after ``attempts`` drafts."""
-
-
-class EngagementLog(Component, Protocol):
-    """What the follow reflection needs of ``memory.short_term`` (Zhou et al. §3.1.5): the
-    posts the agent engaged with since a round (the browsed posts reach the tier as
-    observations through ``remember``, like any memory's)."""
-
-    def engaged_posts(self, since_round: int = 0) -> list[dict[str, Any]]:
-        """Posts the agent liked, reblogged or commented on since ``since_round``, oldest
-        first, as dicts with at least ``post_id``, ``author_id`` and ``text``."""
+# names Agent and StepContext from here: this module imports nothing of it). What a design
+# needs of a slot beyond its protocol it declares itself (ComponentSpec.requires: Zhou et al.'s
+# duplicate check, townsquare.plugins.social_agent.memory.short_term_needs).
 
 
 class ObservesResults(Protocol):

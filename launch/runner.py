@@ -21,7 +21,8 @@ from .input_fingerprints import check_inputs, input_fingerprints, recorded_input
 from townsquare.lifecycle import RunSummary
 from townsquare.plugin_manager import COMMAND_LINE_PLUGINS, Plugins, canonical_name, make_plugin_manager, parse_plugin_options
 from townsquare.rundir import RunDir
-from townsquare.scenario import ResolvedScenario, apply_overrides, load_scenario, resolve
+from townsquare.scenario import ResolvedScenario, resolve
+from townsquare.launch.scenario_files import apply_overrides, load_scenario
 from townsquare.secrets import is_secret_key
 from townsquare.turns import TurnsBackend
 from .settings_kinds import check_resume_overrides
@@ -94,7 +95,7 @@ def start_run(
     on_ready: Any = None,
     **simulation_options: Any,
 ) -> tuple[RunDir, RunSummary]:
-    """Run a scenario file (or its content as a dict: :func:`~townsquare.scenario.load_scenario`)
+    """Run a scenario file (or its content as a dict: :func:`~townsquare.launch.scenario_files.load_scenario`)
     into a new run directory. ``on_ready(scenario, run_dir)`` is called
     once every input is read and checked (the CLI prints the slot table then).
 

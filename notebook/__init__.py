@@ -38,7 +38,7 @@ from townsquare.lib.memory_export import MEMORY_TABLE
 from townsquare.cli.progress import RunProgress, notebook_display, progress_mode
 from townsquare.launch.run_lock import open_run
 from townsquare.rundir import RunDir
-from townsquare.scenario import override_lines
+from townsquare.launch.scenario_files import override_lines
 from townsquare.store import ROUND_TABLES
 
 __all__ = ["TABLES", "Run", "astart", "open_run", "start"]

@@ -42,7 +42,8 @@ from townsquare.launch.runner import load_plugins, load_run, rerun, start_run
 from townsquare.llm import Accounting, compose
 from townsquare.plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
 from townsquare.rundir import RunDir
-from townsquare.scenario import ResolvedScenario, load_scenario, validate_scenario
+from townsquare.scenario import ResolvedScenario, validate_scenario
+from townsquare.launch.scenario_files import load_scenario
 from townsquare.scenario import resolve as resolve_scenario
 from townsquare.store import EventStore
 from townsquare.world import close_each

@@ -121,7 +121,7 @@ def test_no_unclosed_or_never_awaited_warnings_on_any_exit(scenario, make_plugin
     as asyncio.run does on Ctrl-C)."""
     from townsquare.engine import Simulation
     from townsquare.rundir import RunDir
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     def interrupted(out):
         plugins = make_plugins(enable=[SCRIPTED])

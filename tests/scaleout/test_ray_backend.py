@@ -464,7 +464,7 @@ def test_missing_ray_is_a_one_line_install_hint(monkeypatch, write_scenario, tmp
 
 def test_shards_get_equal_shares_of_the_concurrency_limits(make_plugins, write_scenario):
     from townsquare.scaleout.ray_backend import shard_scenario
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     extra = SCRIPTED + "[engine]\nconcurrency = 100\n[plugins.llm_concurrency]\nlimit = 30\n"
     path = write_scenario(scenario_text(policy="scripted_feed", llm=True, extra=extra))

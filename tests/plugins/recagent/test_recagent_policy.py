@@ -119,7 +119,7 @@ def test_each_memory_tier_ablated(plugin, empty, make_plugins, write_scenario, r
 
 
 def test_social_policy_never_gets_a_recagent_tier(make_plugins, write_scenario):
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     from helpers import scenario_text
 
