@@ -168,8 +168,7 @@ class Row:
 
 def summarise(jobs: list[Job], baseline: str, summary: str = "mean", test: str = "paired") -> list[Row]:
     """One row per metric x variant, over the finished runs."""
-    if summary not in SUMMARIES:
-        raise UsageError(f"--summary {summary}: choose one of {', '.join(SUMMARIES)}")
+    end_rounds(summary)
     if test not in TESTS:
         raise UsageError(f"--test {test}: choose one of {', '.join(TESTS)}")
     per_variant: dict[str, dict[str, dict[int, float]]] = {}
@@ -181,9 +180,7 @@ def summarise(jobs: list[Job], baseline: str, summary: str = "mean", test: str =
             continue
         for metric, values in read_series(job.path).series.items():
             if values:
-                rounds = sorted(values)
-                value = values[rounds[-1]] if summary == "last" else sum(values.values()) / len(values)
-                per_variant.setdefault(job.variant.name, {}).setdefault(metric, {})[job.seed] = value
+                per_variant.setdefault(job.variant.name, {}).setdefault(metric, {})[job.seed] = summary_value(values, summary)
     if baseline not in order:
         raise UsageError(f"--baseline {baseline}: no such variant (variants: {', '.join(order)})")
     metrics = sorted({m for by_metric in per_variant.values() for m in by_metric})
@@ -198,6 +195,27 @@ def summarise(jobs: list[Job], baseline: str, summary: str = "mean", test: str =
             rows.append(Row(metric, name, values, interval, interval.mean - base_mean,
                             None if name == baseline else against(runs, base, test), list(runs)))
     return rows
+
+
+def summary_value(values: dict[int, float], summary: str) -> float:
+    """A run's value of a metric from its series (round -> value): ``last`` (the last round's),
+    ``mean`` (over rounds) or ``end:K`` (the mean of the last K rounds)."""
+    rounds = sorted(values)
+    if summary == "last":
+        return values[rounds[-1]]
+    if summary.startswith("end:"):
+        rounds = rounds[-end_rounds(summary):]
+    return sum(values[r] for r in rounds) / len(rounds)
+
+
+def end_rounds(summary: str) -> int:
+    """K of ``end:K``; a one-line error for anything but ``mean``, ``last`` and ``end:K`` (K ≥ 1)."""
+    if summary in SUMMARIES:
+        return 0
+    head, _, count = summary.partition(":")
+    if head != "end" or not count.isdigit() or int(count) < 1:
+        raise UsageError(f"--summary {summary}: choose mean, last or end:K (the mean of the last K rounds)")
+    return int(count)
 
 
 def against(runs: dict[int, float], base: dict[int, float], test: str) -> TTest:
