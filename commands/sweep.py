@@ -42,7 +42,7 @@ from townsquare.api import hookimpl
 from townsquare.api.stats import Interval, mean_interval
 from townsquare.cli.options import common_options, llm_overrides, log_json
 from townsquare.cli.progress import AblateProgress, progress_mode
-from townsquare.commands.ablate import Job, Variant, check_variants, end_rounds, run_jobs, summary_value
+from townsquare.commands.study_runs import Job, Variant, check_variants, end_rounds, run_jobs, summary_value
 from townsquare.commands.compare import number_text, read_series
 from townsquare.errors import UsageError
 from townsquare.scenario import override_value, read_scenario
@@ -516,7 +516,7 @@ def townsquare_register_commands(cli: click.Group) -> None:
         points = list({p.name: p for p in design.rows}.values()) if design else grid(settings)
         common = [*llm_overrides(llm_spec), *overrides]
         variants = [point.variant(common) for point in points]
-        check_variants(scenario, variants, plugin_options)
+        check_variants(scenario, variants, plugin_options, what="--vary: point")
         if estimate:
             for line in estimate_lines(scenario, points, seed_list, common, plugin_options):
                 click.echo(line)

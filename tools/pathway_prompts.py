@@ -9,8 +9,10 @@ Each study's scenario is run with the oracle test model at its default dispositi
 chosen from them by what the prompt holds, read as the oracle reads it:
 
 - party (``examples/valentines.toml``; ``townsquare data fetch smallville-n25`` first):
-  ``llm.news_importance``: the importance prompts whose memory holds news of an event with a
-  date or a clock time, planning notes left out (the oracle rates those one higher);
+  ``llm.news_importance``: the importance prompts whose memory holds news of the party (the
+  scenario's topic pattern, ``valentine|party``) with a date or a clock time: the invitation as
+  it is seeded, told, heard and reflected on; planning notes are left out (the oracle rates
+  those one higher);
   ``llm.relay_fidelity``: the dialogue turns where the speaker passes on someone else's news of
   an event with a day, a time and a place (``reference``: the event and its details).
 - conformity (``examples/conformity.toml``, seeds 1-3): ``llm.conformity_weight``: the rating
@@ -103,6 +105,10 @@ def unique(found: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- party
 
 
+#: what the party's news is about (examples/valentines.toml's ``plugins.town_metrics.topics.party.pattern``)
+PARTY = re.compile(r"valentine|party", re.I)
+
+
 def party_points(seen: list[tuple[Any, str, int]], most: int) -> list[dict[str, Any]]:
     from townsquare.testing.oracle.park import CLOCK, DATE, event_clause, news_in, without_details
 
@@ -113,7 +119,7 @@ def party_points(seen: list[tuple[Any, str, int]], most: int) -> list[dict[str, 
             match = re.search(r"Memory \((\w+)\): (.*)", text, re.S)
             memory = match.group(2).split("\n\n")[0] if match else ""
             if memory and not (memory.startswith("For ") and "'s planning:" in memory) and \
-                    any(DATE.search(s) or CLOCK.search(s) for s in news_in(memory)):
+                    any((DATE.search(s) or CLOCK.search(s)) and PARTY.search(s) for s in news_in(memory)):
                 importance.append((memory, point("llm.news_importance", request, answer, round_, {"memory": memory})))
         elif request.purpose == "dialogue.turn":
             utterance = str(json.loads(answer).get("utterance", "")) if answer.strip().startswith("{") else ""
@@ -123,7 +129,7 @@ def party_points(seen: list[tuple[Any, str, int]], most: int) -> list[dict[str, 
             what, _ = event_clause(news, "")
             date, time = DATE.search(news), CLOCK.search(news)
             place = re.search(r"\b(?:at|in)\s+(?:the\s+)?([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)", what)
-            if date and time and place:
+            if date and time and place and PARTY.search(news):
                 event = without_details(what).rstrip(".")
                 relays.append((text, point("llm.relay_fidelity", request, answer, round_,
                                            {"news": news, "event": event, "day": date.group(0), "time": time.group(0),

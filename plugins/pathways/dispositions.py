@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from townsquare.api import AnswerFormat, Interval, Message, mean_interval, share_interval
-from townsquare.api.stats import t_quantile
 
 _MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|jun(?:e)?|jul(?:y)?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
 #: a day: a date (February 14th, 14 Feb, the 14th), a weekday, or a day named relative to today
@@ -201,8 +200,9 @@ def rounded_slope(own: Sequence[float], recalled: Sequence[float], scores: Seque
                   grid: Any = None) -> Interval:
     """w of "the model holds own + w (recalled - own) + N(0, sigma^2) and answers the whole score
     it rounds to" (see the module docstring), with its 95 % profile-likelihood interval, over
-    ``grid`` (default -1 to 2 in steps of 0.005; sigma from 1e-8 to 10 in steps of 10^0.2). On a plateau of the likelihood (a rater
-    without noise) the value is the plateau's middle."""
+    ``grid`` (default -2 to 3 in steps of 0.005: an interval that ends at -2 or 3 is not bounded
+    on that side by the answers; sigma from 1e-8 to 10 in steps of 10^0.2). On a plateau of the
+    likelihood (a rater without noise) the value is the plateau's middle; ``sd`` is sigma."""
     import numpy as np
 
     n = len(scores)
@@ -211,7 +211,7 @@ def rounded_slope(own: Sequence[float], recalled: Sequence[float], scores: Seque
     o, d, s = (np.asarray(v, dtype=float) for v in (own, np.subtract(recalled, own), scores))
     low = np.where(s <= lowest, -np.inf, s - 0.5 - TIE)
     high = np.where(s >= highest, np.inf, s + 0.5 + TIE)
-    ws = np.linspace(-1, 2, 601) if grid is None else np.asarray(grid, dtype=float)
+    ws = np.linspace(-2, 3, 1001) if grid is None else np.asarray(grid, dtype=float)
     sigmas = np.logspace(-8, 1, 46)
 
     def loglik(w: Any) -> Any:

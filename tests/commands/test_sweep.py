@@ -11,7 +11,7 @@ import pytest
 
 from helpers import cli_in_process, scenario_text
 from townsquare.api.stats import mean_interval
-from townsquare.commands.ablate import Job, Variant
+from townsquare.commands.study_runs import Job, Variant
 from townsquare.commands.sweep import (
     METRIC_SETS, Cell, Measure, Point, grid, measures, missing_metrics, morris_levels, parse_vary, salib, split_values,
 )
@@ -116,7 +116,7 @@ def test_sweep_stops_before_any_run_on_a_bad_setting(tmp_path, capsys):
     scenario.write_text(scenario_text(rounds=2))
     code, _, err = cli_in_process(capsys, "sweep", str(scenario), "--vary", "recommender.name=random,nonesuch", "--seeds", "2",
                                   "--metric", "posts.count", "--out", str(tmp_path / "a"))
-    assert code == 2 and err.startswith("error: --variant name=nonesuch") and "nonesuch" in err and not (tmp_path / "a").exists()
+    assert code == 2 and err.startswith("error: --vary: point name=nonesuch:") and "nonesuch" in err and not (tmp_path / "a").exists()
     code, _, err = cli_in_process(capsys, "sweep", str(scenario), "--vary", "rounds=1,2", "--seeds", "1", "--metric", "posts.count")
     assert code == 2 and "--seeds" in err
     code, _, err = cli_in_process(capsys, "sweep", str(scenario), "--vary", "rounds=1,2", "--vary", "rounds=3", "--metric", "posts.count")
@@ -161,3 +161,20 @@ def test_morris_and_sobol_report_each_settings_influence(tmp_path, capsys, metho
         # the metric is the setting itself: it explains all of the variance
         assert found["ST"] == pytest.approx(1.0, abs=0.35) and "S1" in stdout
     assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_estimate_prices_each_point_once_per_seed_and_runs_nothing(tmp_path, capsys):
+    from townsquare.commands.dry_run import estimate_scenario
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(scenario_text(rounds=2, count=3, policy="social_agent", llm=True))
+    code, out, err = cli_in_process(capsys, "sweep", str(scenario), "--llm", "scripted", "--vary", "populations.0.count=2,3", "--seeds", "2",
+                                    "--metric", "posts.count", "--estimate", "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    calls = {count: estimate_scenario(scenario, overrides=[f"populations.0.count={count}"], seed=11,
+                                      plugin_options=["townsquare.testing.scripted"]).totals()[0] for count in (2, 3)}
+    assert calls[2] < calls[3]
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("count=", "total"))}
+    assert rows["count=2"][1:3] == ["2", f"{2 * calls[2]:,}"] and rows["count=3"][1:3] == ["2", f"{2 * calls[3]:,}"]
+    assert rows["total"][2] == f"{2 * (calls[2] + calls[3]):,}"
+    assert not (tmp_path / "o").exists()
