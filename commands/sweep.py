@@ -32,6 +32,7 @@ import json
 import math
 import os
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -45,7 +46,7 @@ from townsquare.cli.progress import AblateProgress, progress_mode
 from townsquare.commands.study_runs import Job, Variant, check_variants, end_rounds, run_jobs, summary_value
 from townsquare.commands.compare import number_text, read_series
 from townsquare.errors import UsageError
-from townsquare.scenario import override_value, read_scenario
+from townsquare.scenario import override_lines, override_value, read_scenario
 
 METHODS = ("grid", "morris", "sobol")
 
@@ -96,11 +97,14 @@ def measures(names: Sequence[str], summary: str) -> list[Measure]:
 
 @dataclass(frozen=True)
 class Setting:
-    """One ``--vary KEY=V1,V2,...``: the key and its values, as typed (``--set`` reads them) and as written."""
+    """One ``--vary KEY=V1,V2,...``: the key and its values, as ``--set`` reads them."""
 
     key: str
     values: tuple[Any, ...]
-    texts: tuple[str, ...]
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        return tuple(label(v) for v in self.values)
 
     def numeric(self) -> bool:
         return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.values)
@@ -112,54 +116,40 @@ class Setting:
         return float(min(self.values)), float(max(self.values))
 
 
-def split_values(text: str) -> list[str]:
-    """``4,8`` -> ``['4', '8']``; commas inside brackets or quotes do not split (``[1, 2],[3]``)."""
-    parts, depth, quote, current = [], 0, "", ""
-    for ch in text:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-            continue
-        current += ch
-    parts.append(current.strip())
-    return parts
+def label(value: Any) -> str:
+    """A value as a table, a folder name and a plot show it: a string as it is, else its TOML."""
+    return value if isinstance(value, str) else override_lines({"v": value})[0][2:]
 
 
 def parse_vary(spec: str) -> Setting:
+    """``KEY=V1,V2,...``: the values as a TOML array (``4, 6``, ``0.5``, ``true``, ``"x"``,
+    ``[1, 2]``), else, as ``--set`` takes text that is no TOML, comma-separated words."""
     key, sep, rest = spec.partition("=")
     key = key.strip()
     if not sep or not key or not rest.strip():
         raise UsageError(f"--vary {spec!r}: expected KEY=V1,V2,... (e.g. llm.news_importance=4,6,8)")
-    texts = split_values(rest)
-    if any(not t for t in texts):
-        raise UsageError(f"--vary {key}: an empty value in {rest!r}")
-    if len(set(texts)) < len(texts):
+    try:
+        values = tomllib.loads(f"v = [{rest}]")["v"]
+    except tomllib.TOMLDecodeError:
+        words = [w.strip() for w in rest.split(",")]
+        if not all(words):
+            raise UsageError(f"--vary {key}: an empty value in {rest!r}") from None
+        values = [override_value(w) for w in words]
+    labels = [label(v) for v in values]
+    if len(set(labels)) < len(labels):
         raise UsageError(f"--vary {key}: a value repeats in {rest!r}")
-    return Setting(key, tuple(override_value(t) for t in texts), tuple(texts))
-
-
-def value_text(value: Any) -> str:
-    """A value as ``--set`` writes it (strings quoted)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return json.dumps(value)
+    return Setting(key, tuple(values))
 
 
 @dataclass(frozen=True)
 class Point:
-    """A combination of settings: (key, value, text as passed to ``--set``)."""
+    """A combination of settings: (key, value, its label)."""
 
     settings: tuple[tuple[str, Any, str], ...]
+
+    @classmethod
+    def of(cls, pairs: Sequence[tuple[str, Any]]) -> "Point":
+        return cls(tuple((key, value, label(value)) for key, value in pairs))
 
     @property
     def name(self) -> str:
@@ -175,13 +165,12 @@ class Point:
         return next(raw for k, _, raw in self.settings if k == key)
 
     def variant(self, common: Sequence[str]) -> Variant:
-        return Variant(self.name, [*common, *(f"{key}={raw}" for key, _, raw in self.settings)])
+        return Variant(self.name, [*common, *override_lines({key: value for key, value, _ in self.settings})])
 
 
 def grid(settings: Sequence[Setting]) -> list[Point]:
     """Every combination, the first setting varying slowest."""
-    return [Point(tuple((s.key, v, t) for s, (v, t) in zip(settings, combo)))
-            for combo in itertools.product(*(list(zip(s.values, s.texts)) for s in settings))]
+    return [Point.of(list(zip((s.key for s in settings), combo))) for combo in itertools.product(*(s.values for s in settings))]
 
 
 def salib() -> Any:
@@ -241,13 +230,7 @@ def sampled(settings: Sequence[Setting], method: str, samples: int, levels: int,
             X[:, j] = np.round(X[:, j])
     if method == "sobol" and any(s.integer() for s in settings):
         notes.append("integer settings are rounded: the indices are those of the rounded inputs")
-    rows = []
-    for x in X:
-        row = []
-        for s, v in zip(settings, x):
-            value: Any = int(v) if s.integer() else float(v)
-            row.append((s.key, value, value_text(value)))
-        rows.append(Point(tuple(row)))
+    rows = [Point.of([(s.key, int(v) if s.integer() else float(v)) for s, v in zip(settings, x)]) for x in X]
     return Design(method, problem, X, rows, p, notes)
 
 

@@ -39,7 +39,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from townsquare.api import AnswerFormat, Interval, Message, mean_interval, share_interval
+from townsquare.api import AnswerFormat, Interval, LLMRequest, Message, mean_interval, share_interval
 
 _MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|jun(?:e)?|jul(?:y)?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
 #: a day: a date (February 14th, 14 Feb, the 14th), a weekday, or a day named relative to today
@@ -52,44 +52,35 @@ STOP = frozenset("a an the and or of to in on at for with from by is are be his 
 
 @dataclass(frozen=True)
 class DecisionPoint:
-    """One recorded prompt at a decision point of a study's pathway."""
+    """One recorded prompt at a decision point of a study's pathway: the request as the study's
+    agent sent it, and what the recording knew about it (``reference``)."""
 
     study: str
     disposition: str
-    purpose: str
-    messages: tuple[Message, ...]
-    labels: tuple[str, ...] | None = None
-    json_schema: dict[str, Any] | None = None
-    answer_prefixes: tuple[str, ...] | None = None
-    max_tokens: int = 256
-    temperature: float = 0.7
+    request: LLMRequest
     reference: dict[str, Any] = field(default_factory=dict)
     agent: str = ""
     round: int = 0
 
     @classmethod
     def from_json(cls, study: str, data: dict[str, Any]) -> "DecisionPoint":
-        return cls(study=study, disposition=data["disposition"], purpose=data["purpose"],
-                   messages=tuple(Message(m["role"], m["content"]) for m in data["messages"]),
-                   labels=tuple(data["labels"]) if data.get("labels") else None, json_schema=data.get("json_schema"),
-                   answer_prefixes=tuple(data["answer_prefixes"]) if data.get("answer_prefixes") else None,
-                   max_tokens=int(data.get("max_tokens", 256)), temperature=float(data.get("temperature", 0.7)),
-                   reference=dict(data.get("reference") or {}), agent=str(data.get("agent", "")), round=int(data.get("round", 0)))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"disposition": self.disposition, "purpose": self.purpose, "agent": self.agent, "round": self.round,
-                "messages": [{"role": m.role, "content": m.content} for m in self.messages], "labels": list(self.labels or []) or None,
-                "json_schema": self.json_schema, "answer_prefixes": list(self.answer_prefixes or []) or None,
-                "max_tokens": self.max_tokens, "temperature": self.temperature, "reference": self.reference}
+        request = LLMRequest(messages=tuple(Message(m["role"], m["content"]) for m in data["messages"]),
+                             labels=tuple(data["labels"]) if data.get("labels") else None, json_schema=data.get("json_schema"),
+                             answer_prefixes=tuple(data["answer_prefixes"]) if data.get("answer_prefixes") else None,
+                             max_tokens=int(data.get("max_tokens", 256)), temperature=float(data.get("temperature", 0.7)),
+                             purpose=data["purpose"])
+        return cls(study=study, disposition=data["disposition"], request=request, reference=dict(data.get("reference") or {}),
+                   agent=str(data.get("agent", "")), round=int(data.get("round", 0)))
 
     def answer_format(self) -> AnswerFormat | None:
         """How the answer is held to its format, as the study asks it (None: free text)."""
-        if self.labels:
-            return AnswerFormat(self.purpose, labels=self.labels)
-        if self.json_schema is not None:
-            return AnswerFormat(self.purpose, schema=self.json_schema)
-        if self.answer_prefixes:
-            return AnswerFormat(self.purpose, prefixes=self.answer_prefixes)
+        r = self.request
+        if r.labels:
+            return AnswerFormat(r.purpose, labels=r.labels)
+        if r.json_schema is not None:
+            return AnswerFormat(r.purpose, schema=r.json_schema)
+        if r.answer_prefixes:
+            return AnswerFormat(r.purpose, prefixes=r.answer_prefixes)
         return None
 
 

@@ -53,11 +53,10 @@ async def ask_all(client: Any, points: Sequence[DecisionPoint]) -> list[Any]:
     """Each point's answer as the study parses it (None where it fell back unparsed)."""
 
     async def one(point: DecisionPoint) -> Any:
-        shape = point.answer_format()
+        shape, r = point.answer_format(), point.request
         if shape is None:
-            text = await client.text(point.messages, purpose=point.purpose, max_tokens=point.max_tokens, temperature=point.temperature)
-            return text or None
-        answer = await client.ask(point.messages, shape, max_tokens=point.max_tokens, temperature=point.temperature)
+            return await client.text(r.messages, purpose=r.purpose, max_tokens=r.max_tokens, temperature=r.temperature) or None
+        answer = await client.ask(r.messages, shape, max_tokens=r.max_tokens, temperature=r.temperature)
         return None if answer.fallback else answer.value
 
     return list(await asyncio.gather(*(one(p) for p in points)))

@@ -13,14 +13,14 @@ from helpers import cli_in_process, scenario_text
 from townsquare.api.stats import mean_interval
 from townsquare.commands.study_runs import Job, Variant
 from townsquare.commands.sweep import (
-    METRIC_SETS, Cell, Measure, Point, grid, measures, missing_metrics, morris_levels, parse_vary, salib, split_values,
+    METRIC_SETS, Cell, Measure, Point, grid, measures, missing_metrics, morris_levels, parse_vary, salib,
 )
 from townsquare.errors import UsageError
 
 
 def test_vary_values_are_read_as_set_reads_them():
-    assert split_values("4,8") == ["4", "8"]
-    assert split_values('[1, 2],[3],"a,b"') == ["[1, 2]", "[3]", '"a,b"']
+    assert parse_vary('k=[1, 2],[3],"a,b"').values == ([1, 2], [3], "a,b")
+    assert parse_vary('k=[1, 2],[3],"a,b"').texts == ("[1, 2]", "[3]", "a,b")
     setting = parse_vary("llm.news_importance=4, 6,8")
     assert setting.values == (4, 6, 8) and setting.integer() and setting.bounds() == (4.0, 8.0)
     assert parse_vary("recommender.name=random,chronological").values == ("random", "chronological")
@@ -36,8 +36,8 @@ def test_grid_points_and_their_folders():
         {"llm.news_importance": 4, "recommender.name": "random"}, {"llm.news_importance": 4, "recommender.name": "chronological"},
         {"llm.news_importance": 8, "recommender.name": "random"}, {"llm.news_importance": 8, "recommender.name": "chronological"}]
     assert points[0].name == "news_importance=4,name=random"
-    assert points[0].variant(["llm.name=oracle"]).overrides == ["llm.name=oracle", "llm.news_importance=4", "recommender.name=random"]
-    odd = Point((("a.b", "x/y z", '"x/y z"'),))
+    assert points[0].variant(["llm.name=oracle"]).overrides == ["llm.name=oracle", "llm.news_importance=4", 'recommender.name="random"']
+    odd = Point.of([("a.b", "x/y z")])
     assert "/" not in odd.name and " " not in odd.name
 
 
@@ -127,7 +127,7 @@ def test_a_metric_no_run_recorded_is_named(tmp_path):
     job = Job(Variant("p"), 1, tmp_path / "p" / "seed-1")
     job.path.mkdir(parents=True)
     (job.path / "manifest.json").write_text(json.dumps({"status": "finished"}))
-    point = Point((("rounds", 2, "2"),))
+    point = Point.of([("rounds", 2)])
     found = mean_interval([3.0])
     cells = [Cell(point, Measure("heard", "town_metrics.party.heard"), [], [], mean_interval([])),
              Cell(point, Measure("posts.count", "posts.count"), [3.0], [1], found)]

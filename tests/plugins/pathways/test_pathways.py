@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import cli_in_process
-from townsquare.api import Message
+from townsquare.api import LLMRequest, Message
 from townsquare.plugins.pathways.dispositions import (
     DISPOSITIONS, DecisionPoint, keeps_details, measure, normal_cdf, read_relay, read_watch, rounded_slope,
 )
@@ -55,11 +55,10 @@ def test_news_importance_as_set(capsys, tmp_path, importance):
 def realized(study, disposition, what, share):
     """The share of the study's prompts on which the oracle's own draw (a hash of the prompt,
     testing/oracle/dispositions.py) falls below ``share``: what it does on exactly these prompts."""
-    from townsquare.api import LLMRequest
     from townsquare.testing.oracle.prompt_view import PromptView
 
     _, points = load_points(study)
-    draws = [PromptView.of(LLMRequest(messages=p.messages, purpose=p.purpose)).draw(what) for p in points if p.disposition == disposition]
+    draws = [PromptView.of(p.request).draw(what) for p in points if p.disposition == disposition]
     return sum(d < share for d in draws) / len(draws)
 
 
@@ -138,17 +137,17 @@ def test_every_shipped_prompt_is_its_designs_template_filled_in(study):
     assert meta["made_by"].startswith("python tools/pathway_prompts.py")
     assert {p.disposition for p in points} == set(STUDIES[study])
     for point in points:
-        asked = point.messages[-1].content
-        assert pattern(template(point.purpose)).fullmatch(asked), \
-            f"{study}: a {point.purpose} prompt is not the current template: regenerate with python tools/pathway_prompts.py --study {study}"
-    assert len({p.messages for p in points}) == len(points)  # no prompt twice
+        asked = point.request.messages[-1].content
+        assert pattern(template(point.request.purpose)).fullmatch(asked), \
+            f"{study}: a {point.request.purpose} prompt is not the current template: regenerate with python tools/pathway_prompts.py --study {study}"
+    assert len({p.request.messages for p in points}) == len(points)  # no prompt twice
 
 
 def test_relay_prompts_hold_the_news_they_could_pass_on():
     _, points = load_points("party")
     for point in (p for p in points if p.disposition == "llm.relay_fidelity"):
         ref = point.reference
-        said = point.messages[-1].content
+        said = point.request.messages[-1].content
         assert ref["place"] in said and ref["day"] in said and ref["time"] in said
         speaker = re.search(r"What would (.+?) say next to", said).group(1)
         assert not ref["news"].startswith(speaker)  # someone else's news
@@ -158,7 +157,7 @@ def test_relay_prompts_hold_the_news_they_could_pass_on():
 
 
 def party_point(**reference):
-    return DecisionPoint("party", "llm.relay_fidelity", "dialogue.turn", (Message("user", "x"),),
+    return DecisionPoint("party", "llm.relay_fidelity", LLMRequest((Message("user", "x"),), purpose="dialogue.turn"),
                          reference={"event": "a Valentine's Day party", "place": "Hobbs Cafe", **reference})
 
 
@@ -181,7 +180,7 @@ def test_details_one_by_one():
 
 
 def test_a_watch_is_from_the_page_or_from_the_interests():
-    point = DecisionPoint("cocoon", "llm.follow_page", "recagent.page", (Message("user", "x"),), reference={"top": 1, "interests": [3, 4]})
+    point = DecisionPoint("cocoon", "llm.follow_page", LLMRequest((Message("user", "x"),), purpose="recagent.page"), reference={"top": 1, "interests": [3, 4]})
     assert read_watch(point, "watch 1") is True and read_watch(point, "watch 4") is False
     assert read_watch(point, "watch 2") is None and read_watch(point, "leave") is None
 
@@ -204,7 +203,7 @@ def test_conformity_weight_of_rounded_scores():
     assert noisy.low <= 0.4 <= noisy.high and abs(noisy.mean - 0.4) < 0.1 and 0.5 < noisy.sd < 1.2
     # answered at the ends of the scale: 10 means "10 or more", not 10
     assert rounded_slope([5.0, 5.0], [9.0, 9.0], [10, 10]).high >= 1.0
-    points = [DecisionPoint("conformity", "llm.conformity_weight", "recagent.conformity", (Message("user", str(i)),),
+    points = [DecisionPoint("conformity", "llm.conformity_weight", LLMRequest((Message("user", str(i)),), purpose="recagent.conformity"),
                             reference={"own": 4, "recalled": r}) for i, r in enumerate([8, 2, 6])]
     measured = measure("llm.conformity_weight", points, ["6", "3", None])
     assert measured.unreadable == 1 and measured.used == 2 and measured.interval.low <= 0.5 <= measured.interval.high
