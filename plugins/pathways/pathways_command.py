@@ -62,13 +62,16 @@ async def ask_all(client: Any, points: Sequence[DecisionPoint]) -> list[Any]:
     return list(await asyncio.gather(*(one(p) for p in points)))
 
 
-async def evaluate(evaluator: Any, points: Sequence[DecisionPoint]) -> list[Measured]:
+async def evaluate(evaluator: Any, points: Sequence[DecisionPoint]) -> tuple[list[Measured], dict[str, int]]:
+    """The dispositions measured, and the journal's rows by status."""
     try:
         answers = await ask_all(evaluator.client(None, "pathways"), points)
+        calls = evaluator.write_journal()
     finally:
         await evaluator.aclose()
-    return [measure(name, [p for p in points if p.disposition == name], [a for p, a in zip(points, answers) if p.disposition == name])
-            for name in dict.fromkeys(p.disposition for p in points)]
+    found = [measure(name, [p for p in points if p.disposition == name], [a for p, a in zip(points, answers) if p.disposition == name])
+             for name in dict.fromkeys(p.disposition for p in points)]
+    return found, calls
 
 
 def table_lines(found: Sequence[Measured]) -> list[str]:
@@ -110,7 +113,8 @@ def townsquare_register_commands(cli):
         """A model's dispositions at STUDY's decision points, on the oracle's scales, and where the sweep puts it."""
         from townsquare.api import LLMFault, RunStopped
         from townsquare.api.commands import (
-            DryRun, EvalLLMs, clear_earlier_answers, command_line, llm_overrides, load_plugins, load_scenario, without_middleware,
+            DryRun, EvalLLMs, cached_answers, calls_line, clear_earlier_answers, command_line, llm_overrides, load_plugins, load_scenario,
+            without_middleware,
         )
 
         from .sweep_map import place, placement_lines, read_sweep
@@ -130,12 +134,11 @@ def townsquare_register_commands(cli):
             dry = DryRun()
             with tempfile.TemporaryDirectory(prefix="townsquare-pathways-") as tmp:
                 asyncio.run(evaluate(EvalLLMs(without_middleware(scenario), resolve, Path(tmp), dry_run=dry), points))
-            click.echo(f"ESTIMATE: {dry.calls():,} LLM calls for {len(points)} decision points of the {study} study "
-                       "(a stand-in model answered; repairs of malformed answers not counted); no model was called.")
-            for line in dry.table(lambda purpose: purpose):
+            for line in dry.report(f"for {len(points)} decision points of the {study} study",
+                                   "prompt tokens ~ characters / 4; completion tokens as expected per call (decisions 2, JSON 60, "
+                                   "text 80, at most the request's max_tokens); repairs of malformed answers not counted.",
+                                   stage_of=lambda purpose: purpose):
                 click.echo(line)
-            if any(row[5] is None for row in dry.rows(lambda p: p)):
-                click.echo("no price: set llm.price_prompt_per_1k and llm.price_completion_per_1k for a cost.")
             return
         from townsquare.api.commands import model_identity
 
@@ -145,8 +148,9 @@ def townsquare_register_commands(cli):
         clear_earlier_answers(folder / "llm_calls.sqlite")
         resume = command_line(click.get_current_context())
         evaluator = EvalLLMs(scenario, resolve, folder, journal=folder / "llm_calls.sqlite", resume=resume)
+        known = cached_answers(folder)
         try:
-            found = asyncio.run(evaluate(evaluator, points))
+            found, calls = asyncio.run(evaluate(evaluator, points))
         except LLMFault as exc:
             raise RunStopped(f"eval pathways stopped: LLM call failed: {exc.describe()}; the answers so far are cached: "
                              f"resume with {resume}") from None
@@ -167,4 +171,4 @@ def townsquare_register_commands(cli):
         else:
             for line in lines:
                 click.echo(line)
-            click.echo(f"written: {folder / 'pathways.json'}", err=True)
+            click.echo(f"{calls_line(calls, cached_answers(folder) - known)}; written: {folder / 'pathways.json'}", err=True)
