@@ -264,6 +264,14 @@ def tabulate(points: Sequence[Point], jobs: Sequence[Job], chosen: Sequence[Meas
     return cells
 
 
+def unmeasured(chosen: Sequence[Measure], scenario: Any) -> list[str]:
+    """Measures whose metric the scenario does not run (``town_metrics.party.heard`` needs the
+    metric ``town_metrics``); compare's counts (``rounds.*``, ``posts.count``) are always there."""
+    running = {choice.spec.name for choice in scenario.metrics}
+    return [f"{m.name} needs the metric {m.source.split('.')[0]}" for m in chosen
+            if m.source.split(".")[0] not in ("rounds", "posts") and m.source.split(".")[0] not in running]
+
+
 def missing_metrics(cells: Sequence[Cell], jobs: Sequence[Job]) -> list[str]:
     """Measures no finished run recorded (a misspelt name, or a metric the scenario does not run)."""
     finished = any(job.status() == "finished" for job in jobs)
@@ -507,7 +515,12 @@ def townsquare_register_commands(cli: click.Group) -> None:
         folder = Path(out) if out else Path("runs") / f"sweep-{Path(scenario).stem}"
         planned = [Job(variant, seed, folder / variant.name / f"seed-{seed}") for variant in variants for seed in seed_list]
         enable, disable = parse_plugin_options(plugin_options)
-        workers = jobs or default_jobs(load_scenario(scenario, variants[0].overrides, make_plugin_manager(enable=enable, disable=disable)))
+        first = load_scenario(scenario, variants[0].overrides, make_plugin_manager(enable=enable, disable=disable))
+        absent = unmeasured(chosen, first)
+        if absent:
+            raise UsageError(f"--metric: {'; '.join(absent)}, which {scenario} does not run "
+                             f"(its metrics: {', '.join(c.spec.name for c in first.metrics) or 'none'})")
+        workers = jobs or default_jobs(first)
         if design is not None:
             for note in design.notes:
                 click.echo(f"note: {note}", err=True)

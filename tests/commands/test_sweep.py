@@ -121,6 +121,9 @@ def test_sweep_stops_before_any_run_on_a_bad_setting(tmp_path, capsys):
     assert code == 2 and "--seeds" in err
     code, _, err = cli_in_process(capsys, "sweep", str(scenario), "--vary", "rounds=1,2", "--vary", "rounds=3", "--metric", "posts.count")
     assert code == 2 and "a key repeats" in err
+    # a study's measures need its metric: one line before any run, naming what the scenario runs
+    code, _, err = cli_in_process(capsys, "sweep", str(scenario), "--vary", "rounds=1,2", "--metric", "party", "--out", str(tmp_path / "p"))
+    assert code == 2 and "heard needs the metric town_metrics" in err and not (tmp_path / "p").exists()
 
 
 def test_a_metric_no_run_recorded_is_named(tmp_path):
