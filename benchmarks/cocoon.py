@@ -38,7 +38,9 @@ per seed against that seed's own highest value (``below_max``, with its interval
 strategy its effect: the paired difference of end values against ``mf`` run with the same seed,
 with its interval. The reference code's measure, the entropy of everything recommended to a
 user so far, is reported beside it (``cumulative_end``, ``cumulative_effect``), and, where the
-personas name interests, ``off_interest``: the share of the movies watched from round 20 on whose
+personas name interests, ``in_interest_first`` / ``in_interest_end``: the share of MF's page items
+that meet the user's interests in the first round and at the end (has MF learnt?), and
+``off_interest``: the share of the movies watched from round 20 on whose
 genres meet none of the watcher's interests (what the agents did, beside what MF showed them).
 
 MF's training is ``item_mf``'s (BPR with sampled negatives by default; ``--set
@@ -134,7 +136,8 @@ def entropy_curves(overrides: list[str], seed: int, out: Path, plugin_options: l
     run_dir, _ = start_run(SCENARIO, overrides=overrides, seed=seed, out=out, plugin_options=list(plugin_options))
     db = sqlite3.connect(run_dir.events_path)
     try:
-        series = {**MEASURES, "cumulative": "cocoon_entropy.entropy_cumulative", "random_page": "cocoon_entropy.random_page",
+        series = {**MEASURES, "cumulative": "cocoon_entropy.entropy_cumulative", "in_interest": "cocoon_entropy.in_interest",
+                  "random_page": "cocoon_entropy.random_page",
                   "random_page_first_genre": "cocoon_entropy.random_page_first_genre"}
         found = {key: [v for _, v in db.execute("SELECT round, value FROM metrics WHERE name = ? ORDER BY round", (name,))]
                  for key, name in series.items()}
@@ -213,6 +216,10 @@ def run_catalogue(catalogue: str, folder: Path | None, args: argparse.Namespace,
         for key in ("cumulative_end", "cumulative_end_ci", "cumulative_effect", "cumulative_effect_ci"):
             if key in entry["every_genre"]:
                 entry[key] = entry["every_genre"].pop(key)
+        learnt = [r["in_interest"] for r in runs[condition].values() if r["in_interest"]]
+        if len(learnt) == len(runs[condition]):  # MF's pages: the share of items that meet the user's interests, first round and end
+            entry["in_interest_first"], entry["in_interest_first_ci"] = interval([c[0] for c in learnt])
+            entry["in_interest_end"], entry["in_interest_end_ci"] = interval([sum(c[-args.end_rounds:]) / len(c[-args.end_rounds:]) for c in learnt])
         shares = [r["off_interest"] for r in runs[condition].values()]
         if all(v is not None for v in shares):
             entry["off_interest"], entry["off_interest_ci"] = interval(shares)

@@ -5,15 +5,15 @@ phenomenon") serves five items at a time with matrix factorisation (MF) that "is
 trained after each round of execution" on the agents' interactions. The paper names neither
 the loss nor the solver. Three trainings, the setting ``loss``:
 
-- ``"bpr"`` (default): Bayesian personalised ranking (Rendle et al., "BPR: Bayesian
-  Personalized Ranking from Implicit Feedback", 2009), the usual way implicit-feedback MF is
-  trained: for each observed (user u, item i) and ``negatives`` items j sampled for it,
-  maximise ln sigmoid(x_u . y_i - x_u . y_j) - ``weight_decay`` * |params|^2 by stochastic
-  gradient ascent, ``epochs`` passes over the positives per refit, in mini-batches of
-  ``batch_size``, learning rate ``learning_rate``;
-- ``"bce"``: binary cross-entropy on sigmoid(x_u . y_i), label 1 for each observed pair and 0
-  for its ``negatives`` sampled items (the reference code's loss, ``BCEWithLogitsLoss``, which
-  it feeds 1 for the watched item of a page and 0 for the others; NCF's sampled training);
+- ``"bce"`` (default): binary cross-entropy on sigmoid(x_u . y_i), label 1 for each observed
+  pair and 0 for each of its ``negatives`` sampled items (the reference code's loss,
+  ``BCEWithLogitsLoss``, which it feeds 1 for the watched item of a page and 0 for the others;
+  NCF's sampled training), by stochastic gradient descent: ``epochs`` passes over the positives
+  per refit (the reference code's 10), mini-batches of ``batch_size``, learning rate
+  ``learning_rate``, L2 ``weight_decay``;
+- ``"bpr"``: Bayesian personalised ranking (Rendle et al., "BPR: Bayesian Personalized
+  Ranking from Implicit Feedback", 2009): for each observed (user u, item i) and each sampled j,
+  maximise ln sigmoid(x_u . y_i - x_u . y_j) - ``weight_decay`` * |params|^2, the same way;
 - ``"als"``: implicit-feedback weighted least squares solved exactly by alternating least squares
   (Hu, Koren & Volinsky, 2008): min sum_{u,i} c_ui (p_ui - x_u . y_i)^2 + lambda (|X|^2 + |Y|^2),
   p_ui = 1 for observed pairs, else 0, confidence c_ui = 1 + ``alpha`` * n_ui; every unobserved
@@ -66,7 +66,7 @@ class ItemMFConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    loss: Literal["bpr", "bce", "als"] = Field("bpr", description="bpr or bce with sampled negatives (SGD), or als (weighted least squares)")
+    loss: Literal["bce", "bpr", "als"] = Field("bce", description="bce (the reference code's) or bpr with sampled negatives (SGD), or als")
     factors: int = Field(16, gt=0, description="latent dimensions")
     retrain_every: int = Field(1, ge=1, description="refit at most every this many rounds (1: after every round with activity)")
     epochs: int = Field(10, ge=1, description="bpr/bce: passes over the observed pairs per refit (the reference code: 10)")

@@ -34,6 +34,11 @@ is the level a page of random items sits at: a recommender whose pages lie above
 diverse pages than chance, and replacing one of its items by a random one (Rec-Strategy) then
 *lowers* E on average; only pages below it have a cocoon that random items open.
 
+``in_interest`` (with ``users = "everyone"``): the share of the items on the measured pages one
+of whose genres is among the user's profile interests (persona field ``interests``; users
+without interests are left out), so a reader sees whether the recommender has learnt what users
+like, beside how narrow their pages are.
+
 ``entropy_cumulative`` is the reference code's variant: E over everything recommended to each
 user on its pages so far, over the users with at least one page. ``users`` stores how many
 agents the round's E averages.
@@ -98,6 +103,23 @@ def random_page_entropy(genres: Sequence[Sequence[str]], page_size: int, pages: 
                           for _ in range(pages)]))
 
 
+def interest_share(pages: Mapping[str, Sequence[Sequence[str]]], interests: Mapping[str, Any]) -> float | None:
+    """The share of the items on the pages of users with interests that meet one of them
+    (genres and interests compared in lower case, without a trailing "movies"/"films")."""
+    def key(text: str) -> str:
+        return str(text).strip().lower().removesuffix(" movies").removesuffix(" films").replace("-", "")
+
+    hits = total = 0
+    for user, items in pages.items():
+        wanted = {key(i) for i in interests.get(user) or ()}
+        if not wanted:
+            continue
+        for genres in items:
+            total += 1
+            hits += any(key(g) in wanted for g in genres)
+    return hits / total if total else None
+
+
 def cocoon_entropy(recommended: Mapping[str, Sequence[Sequence[str]]], first_genre: bool = False) -> float | None:
     """E over the users with at least one recommended item (None when there are none)."""
     users = [items for items in recommended.values() if items]
@@ -152,11 +174,15 @@ class CocoonEntropy:
         for user, ids in log.items():
             genres[user] = [platform.item(i).genres for i in ids if platform.item(i) is not None]
             self.seen.setdefault(user, Counter()).update(g for item in genres[user] for g in (item or (NO_CATEGORY,)))
+        in_interest = None
         if self.config.users == "everyone":
             genres = {user: [platform.item(i).genres for i in ids if platform.item(i) is not None]
                       for user, ids in self.probe_pages(view).items()}
+            in_interest = interest_share(genres, {a.id: a.persona.fields.get("interests") for a in view.agents})
         value = cocoon_entropy(genres)
         out = {"users": float(sum(1 for items in genres.values() if items))}
+        if in_interest is not None:
+            out["in_interest"] = in_interest
         if value is not None:
             out["entropy"] = value
             out["entropy_first_genre"] = cocoon_entropy(genres, first_genre=True)
