@@ -104,3 +104,24 @@ def test_oracle_agents_hear_of_other_movies_only_from_the_friends_soc_strategy_g
     befriended = cocoon.entropy_curves([*base, "plugins.soc_strategy.enabled=true"], 1, tmp_path / "soc", options, strategies_from=1)
     assert heard  # the new friends' posts name movies, and the agents' pages list them as heard of
     assert befriended["off_interest"] > 0  # and some of them, outside the watcher's interests, are watched
+
+
+def test_the_papers_catalogue_runs_from_an_ml_1m_folder(tmp_path):
+    """ML-1M's movies.dat (a fixture of its layout) with the cocoon personas: both readings, the
+    random-page level of that catalogue, and MF's pages' share of items meeting the interests."""
+    import argparse
+
+    from helpers import ROOT as root
+
+    folder = root / "tests" / "data" / "recsys" / "ml-1m-mini"
+    assert cocoon.find_movielens(str(folder), "ml-1m") == folder
+    args = argparse.Namespace(agents="embedding", rounds=2, recommender="item_mf", reshow=True, strategies_from=1, end_rounds=1,
+                              overrides=["populations.0.count=6", "plugins.rec_strategy.from_round=1"], seed_list=[1, 2],
+                              conditions=["mf", "rec"], json=True)
+    out = cocoon.run_catalogue("ml-1m", folder, args, tmp_path)
+    assert set(out) == {"random_page", "mf", "rec"}
+    # 5 of the fixture's 8 movies: a random page's E is positive under either reading
+    assert out["random_page"]["every_genre"] > out["random_page"]["first_genre"] > 0
+    for reading in ("every_genre", "first_genre"):
+        assert len(out["mf"][reading]["curve"]) == 2 and "effect_ci" in out["rec"][reading]
+    assert 0 <= out["mf"]["in_interest_end"] <= 1
