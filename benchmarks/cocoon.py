@@ -134,7 +134,12 @@ def entropy_curves(overrides: list[str], seed: int, out: Path, plugin_options: l
     from townsquare.runner import start_run
 
     run_dir, _ = start_run(SCENARIO, overrides=overrides, seed=seed, out=out, plugin_options=list(plugin_options))
-    db = sqlite3.connect(run_dir.events_path)
+    return read_curves(run_dir.events_path, strategies_from)
+
+
+def read_curves(events: Path, strategies_from: int = 20) -> dict[str, Any]:
+    """What :func:`entropy_curves` returns, read from a run's ``events.sqlite``."""
+    db = sqlite3.connect(events)
     try:
         series = {**MEASURES, "cumulative": "cocoon_entropy.entropy_cumulative", "in_interest": "cocoon_entropy.in_interest",
                   "random_page": "cocoon_entropy.random_page",
