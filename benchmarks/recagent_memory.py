@@ -139,7 +139,7 @@ def main() -> int:
         report.update(measure(run_dir), rounds_table=per_round(run_dir))
         if args.ablate:
             ablated = run_once(scenario, args, Path(tmp) / "ablated", ablate=True)
-            report["without_long_term"] = {**measure(ablated), **tier_counts(RunDirOpen(ablated))}
+            report["without_long_term"] = {**measure(ablated), **tier_counts(latest_state(ablated))}
     if args.json:
         print(json.dumps(report))
         return 0
@@ -162,7 +162,8 @@ def main() -> int:
     return 0
 
 
-def RunDirOpen(path: Path) -> dict:
+def latest_state(path: Path) -> dict:
+    """The agents' state in the run's newest checkpoint."""
     from townsquare.rundir import RunDir
 
     return RunDir.open(str(path)).latest_checkpoint()[1]

@@ -394,3 +394,25 @@ def test_in_a_run_long_term_memory_fills_forgets_is_read_and_reflects(run_scenar
     ablated, _ = run_scenario(examples / "conformity.toml", plugins=make_plugins(enable=["townsquare.testing.oracle"],
                                                                                   disable=["long_term_memory"]), **options)
     assert long_term_counts(ablated) == (0, 0, 0, 0)
+
+
+def test_the_memory_benchmark_prints_the_tiers_round_by_round(tmp_path):
+    """benchmarks/recagent_memory.py: per round the promotions (by route), long-term records,
+    forgettings and reflections; with -p no:long_term_memory none of them."""
+    import argparse
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    spec = importlib.util.spec_from_file_location("recagent_memory_benchmark", root / "benchmarks" / "recagent_memory.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    args = argparse.Namespace(rounds=5, mode="power", threshold="calibrated", embedder="hash", seed=7)
+    scenario = root / "examples" / "conformity.toml"
+    rows = bench.per_round(bench.run_once(scenario, args, tmp_path / "full"))
+    assert [r["round"] for r in rows] == [0, 1, 2, 3, 4]  # every round's checkpoint is kept
+    assert all(a[k] <= b[k] for a, b in zip(rows, rows[1:]) for k in ("promoted", "by_observation", "by_retrieval", "reflections"))
+    assert rows[-1]["promoted"] == sum(r["new_promoted"] for r in rows) > 0
+    assert rows[-1]["long_term_records"] > 0 and rows[-1]["by_retrieval"] > 0 and rows[-1]["reflections"] > 0
+    ablated = bench.tier_counts(bench.latest_state(bench.run_once(scenario, args, tmp_path / "ablated", ablate=True)))
+    assert (ablated["promoted"], ablated["long_term_records"], ablated["reflections"], ablated["forgotten"]) == (0, 0, 0, 0)
