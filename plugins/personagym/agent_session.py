@@ -66,21 +66,15 @@ def open_target(path: str, overrides: Sequence[str], plugin_options: Sequence[st
     return Target(path, scenario, plugins, None, None, lambda more: load_scenario(path, [*overrides, *more], plugins, seed=seed))
 
 
-#: the scenario behind ``--answers`` alone: no agent answers, it carries the LLM settings (``--set``:
-#: ``llm.*`` for every judge, the middleware's ``plugins.*``) the judges and generator start from
-SETTINGS_SCENARIO = {"name": "personagym-answers", "rounds": 1, "populations": [
-    {"name": "answers", "count": 1, "personas": {"name": "inline", "items": [{"name": "answers", "sentences": ["none"]}]}}]}
-
-
 def settings_target(path: str, overrides: Sequence[str], plugin_options: Sequence[str]) -> Target:
     """The target of an evaluation of answers produced elsewhere (``path``: the first answer
-    file): :data:`SETTINGS_SCENARIO` with ``overrides``, no ``[llm]`` of its own (every LLM is a
-    ``--judge`` or ``--generator`` spec)."""
-    from townsquare.api.commands import load_plugins, load_scenario
+    file): a scenario of LLM settings only (:func:`townsquare.api.commands.settings_scenario`),
+    no ``[llm]`` of its own (every LLM is a ``--judge`` or ``--generator`` spec)."""
+    from townsquare.api.commands import load_plugins, settings_scenario
 
     plugins = load_plugins(plugin_options)
-    scenario = load_scenario(SETTINGS_SCENARIO, list(overrides), plugins)
-    return Target(path, scenario, plugins, resolve_with=lambda more: load_scenario(SETTINGS_SCENARIO, [*overrides, *more], plugins))
+    scenario, resolve = settings_scenario(overrides, plugins)
+    return Target(path, scenario, plugins, resolve_with=resolve)
 
 
 def population_index(target: Target, population: str | None) -> int:
