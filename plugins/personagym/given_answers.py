@@ -21,24 +21,23 @@ answer the same questions.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from townsquare.api import UsageError
+from townsquare.api import UsageError, read_json_lines
 
 from .benchmark_data import TASK_NAMES, TASKS, static_questions_for, task_key
 
 
 @dataclass(frozen=True)
 class Given:
-    """One answer of a file: its task, question and answer, and the line it came from."""
+    """One answer of a file: its task, question and answer, and where it came from (``FILE:LINE``)."""
 
     task: str
     question: str
     answer: str
-    line: int
+    where: str
 
 
 @dataclass
@@ -74,11 +73,7 @@ def _text(text: str) -> str:
     return " ".join(text.split())
 
 
-def _row(line: str, where: str) -> dict[str, Any]:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{where}: not JSON ({exc.msg})") from None
+def _row(row: Any, where: str) -> dict[str, Any]:
     if not isinstance(row, dict):
         raise UsageError(f'{where}: expected a JSON object with "persona", "question" and "answer"')
     for key in ("persona", "question"):
@@ -129,32 +124,24 @@ def _task_of(row: dict[str, Any], persona: str, question: str, index: dict[str, 
 def read_answers(path: str, label: str, bank: dict[str, dict[str, list[str]]] | None) -> AnswerFile:
     """One file, every row checked (module docstring); ``bank``: the released static questions
     (persona -> task -> questions), or None without ``--data``."""
-    where = Path(path)
-    if not where.is_file():
+    if not Path(path).is_file():
         raise UsageError(f"--answers {path}: no such file")
-    try:
-        text = where.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read the answers ({exc})") from None
     personas: dict[str, list[Given]] = {}
     indexes: dict[str, dict[str, list[str]] | None] = {}
-    lines: dict[tuple[str, str, str], int] = {}
+    lines: dict[tuple[str, str, str], str] = {}
     released = bank is not None
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        at = f"{path}:{number}"
-        row = _row(line, at)
+    for at, value in read_json_lines(path, "answers file"):
+        row = _row(value, at)
         persona, question = _text(row["persona"]), _text(row["question"])
         if persona not in indexes:
             indexes[persona] = question_index(bank, persona) if bank is not None else None
         index = indexes[persona]
         task = _task_of(row, persona, question, index, bank is not None, at)
-        earlier = lines.setdefault((persona, task, question), number)
-        if earlier != number:
-            raise UsageError(f"{at}: the same persona, task and question as line {earlier}")
+        earlier = lines.setdefault((persona, task, question), at)
+        if earlier != at:
+            raise UsageError(f"{at}: the same persona, task and question as {earlier}")
         released = released and index is not None and task in index.get(question, [])
-        personas.setdefault(persona, []).append(Given(task, question, _text(row["answer"]), number))
+        personas.setdefault(persona, []).append(Given(task, question, _text(row["answer"]), at))
     if not personas:
         raise UsageError(f"{path}: no answers (expected JSON Lines of persona, question, answer)")
     return AnswerFile(str(path), label, personas, released)
@@ -180,7 +167,7 @@ def combine(files: Sequence[AnswerFile], count: int, per_task: int) -> GivenAnsw
             for g in ordered:
                 found = theirs.get((g.task, g.question))
                 if found is None:
-                    raise UsageError(f"{other.path}: no answer to {first.path}:{g.line} (persona {description[:50]!r}, "
+                    raise UsageError(f"{other.path}: no answer to {g.where} (persona {description[:50]!r}, "
                                      f"question {g.question[:50]!r}): several answer files are graded on the same questions")
                 mine.append(found)
             out.answers[other.label].append(mine)

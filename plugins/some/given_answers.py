@@ -22,13 +22,13 @@ A row or key that cannot be read or matched to a query is one line naming the fi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from townsquare.api import UsageError
+from townsquare.api import UsageError, read_json_lines
 
+from .corpus import read_json
 from .tasks import TASKS, Query, TaskType, task_type
 
 #: what the released test scripts write for a query whose five attempts all failed
@@ -56,16 +56,9 @@ def _task(name: Any, where: str) -> TaskType:
         raise UsageError(f"{where}: {str(exc).removeprefix('--tasks: ')}") from None
 
 
-def _read_lines(path: Path, text: str) -> list[GivenAnswer]:
+def _read_lines(path: Path) -> list[GivenAnswer]:
     out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{where}: not JSON ({exc.msg})") from None
+    for where, row in read_json_lines(path, "answers file"):
         if not isinstance(row, dict):
             raise UsageError(f'{where}: expected a JSON object with "task", "id" and "answer"')
         task = _task(row.get("task"), where)
@@ -77,14 +70,11 @@ def _read_lines(path: Path, text: str) -> list[GivenAnswer]:
     return out
 
 
-def _read_released(path: Path, text: str) -> list[GivenAnswer]:
+def _read_released(path: Path) -> list[GivenAnswer]:
     """A released results file: ``{key: answer}`` nested as its task's ground truth is."""
     task = _task(path.parent.name, f"{path}: a released results file lives in its task's folder (results/<task>/<model>.json); "
                                    f"its folder {path.parent.name!r}")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    data = read_json(path)
     depth = {"UBP": 3, "MCR": 2, "UCS": 2, "UEA": 2}.get(task.short, 1)
     out: list[GivenAnswer] = []
 
@@ -113,11 +103,7 @@ def read_answers(paths: Sequence[str]) -> list[GivenAnswer]:
         path = Path(name)
         if not path.is_file():
             raise UsageError(f"--answers {name}: no such file")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{name}: cannot read the answers ({exc})") from None
-        found = _read_released(path, text) if path.suffix == ".json" else _read_lines(path, text)
+        found = _read_released(path) if path.suffix == ".json" else _read_lines(path)
         if not found:
             raise UsageError(f"{name}: no answers")
         out += found

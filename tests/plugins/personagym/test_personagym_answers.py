@@ -142,7 +142,7 @@ def test_a_design_answers_the_files_questions_beside_it(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("line, message", [
-    ("not json", ":2: not JSON"),
+    ("not json", ":2: invalid JSON"),
     ('["a list"]', ':2: expected a JSON object with "persona", "question" and "answer"'),
     (json.dumps({"persona": NURSE, "question": "Where?", "answer": 3}), ':2: no "answer" (a string)'),
     (json.dumps({"persona": " ", "question": "Where?", "answer": "x"}), ':2: no "persona"'),
@@ -152,14 +152,14 @@ def test_a_design_answers_the_files_questions_beside_it(tmp_path, capsys):
     (json.dumps({"persona": "A 19-year-old student from Lima", "question": "Where?", "answer": "x"}),
      ":2: no \"task\", and the persona 'A 19-year-old student from Lima' has no released questions"),
     (json.dumps({"persona": NURSE, "question": released(NURSE, "Toxicity", 1), "answer": "x", "task": "toxicity_control"}),
-     ":2: the same persona, task and question as line 1"),
+     ":2: the same persona, task and question as {path}:1"),
 ])
 def test_a_bad_row_is_one_line_naming_the_file_and_line(tmp_path, capsys, line, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps({"persona": NURSE, "question": released(NURSE, "Toxicity", 1), "answer": "fine"}) + "\n" + line + "\n")
     code, printed, err = cli_in_process(capsys, "eval", "personagym", "--answers", str(path), "--data", str(FIXTURES),
                                         "--out", str(tmp_path / "out"), *ORACLE)
-    assert code == 2 and f"{path}{message}" in err, err
+    assert code == 2 and f"{path}{message.format(path=path)}" in err, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "out").exists()
 

@@ -371,7 +371,7 @@ def test_somes_queries_answered_elsewhere_in_both_formats_need_no_run(tmp_path, 
 
 
 @pytest.mark.parametrize("content, message", [
-    ("not json\n", "answers.jsonl:1: not JSON"),
+    ("not json\n", "answers.jsonl:1: invalid JSON"),
     ('{"task": "XYZ", "id": "a", "answer": "yes"}\n', "answers.jsonl:1: unknown task 'XYZ'"),
     ('{"task": "MID", "answer": "yes"}\n', 'answers.jsonl:1: no "id"'),
     ('{"task": "MID", "id": "11972.json", "answer": null}\n', 'answers.jsonl:1: no "answer" (a string)'),
