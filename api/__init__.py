@@ -21,7 +21,7 @@ from .data_paths import MARKER as DATASET_MARKER
 from .data_paths import DatasetMissing, data_home, data_path, dataset_folder, installed_dataset
 from ..embedding import Embedder, EmbeddingCache, normalize_rows
 from ..errors import ComponentError, PluginError, RunStopped, ScenarioError, TownsquareError, UsageError
-from .files import parse_json_list, read_user_csv, read_user_text
+from .files import parse_json_list, read_json_lines, read_user_csv, read_user_text
 from .items import Item, ItemInteractions, ItemRecommender
 from ..knowledge import KnowledgeItem, KnowledgeSource
 from ..lifecycle import RunInfo, RunSummary
@@ -75,5 +75,5 @@ __all__ = [
     "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "installed_dataset", "is_constrained", "memory_rows", "limits_of",
     "load_answers", "load_movielens_data", "machinery_fields", "load_prompts", "match_label", "match_prefix", "mode_for", "movielens_layout", "name_problem",
     "normalize_rows", "not_text", "parse_json_list", "provider_capabilities", "request_kind", "structured_modes",
-    "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
+    "platform_actions", "read_json_lines", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
 ]
