@@ -78,6 +78,7 @@ METRIC_SETS: dict[str, tuple[Measure, ...]] = {
     ),
     "conformity": (
         Measure("rho", "conformity.rho", "last", "Spearman's rho of friends and each agent's attitude change"),
+        Measure("rho_others", "conformity.rho_others", "last", "the same over the agents who had not rated it before the run"),
     ),
 }
 

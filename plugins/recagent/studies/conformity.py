@@ -30,7 +30,9 @@ fewer rounds have passed, the divisor is the number of changes seen, not 10), an
 Spearman's rank correlation, over the agents, between each agent's number of friends and its
 own attitude change AC_u (its score changes in those rounds), the single number of whether AC
 rises with friends (0 while no agent has changed its score, or all have the same friends: the
-correlation is then undefined).
+correlation is then undefined), and ``rho_others``, the same over the agents who had not rated
+the movie before the run (whose persona ``history`` does not hold it): the first watchers'
+own rating anchors them, and where they are also the best connected it hides the relation.
 
 ``rater = "embedding"`` is an offline rule for agents without an LLM (``embedding_items``): the
 first score is ``clip(round(5 + 10 cos(persona, item)), 1, 10)``; afterwards, with probability
@@ -88,6 +90,14 @@ def own_changes(scores: Mapping[str, Sequence[int]], rounds_counted: int = 10) -
     round-to-round steps (AC_u times the steps)."""
     return {user: sum(1 for r in range(1, min(rounds_counted, len(series) - 1) + 1) if series[r] != series[r - 1])
             for user, series in scores.items() if len(series) > 1}
+
+
+def first_watchers(agents: Sequence[Any], item: Any) -> set[str]:
+    """The agents whose persona ``history`` holds ``item`` (by id or title): they rated it before the run."""
+    def holds(entry: Any) -> bool:
+        return isinstance(entry, Mapping) and (entry.get("id") == item.id or entry.get("title") == item.title)
+
+    return {a.id for a in agents if any(holds(h) for h in (a.persona.fields.get("history") or ()))}
 
 
 def details(item: Any) -> str:
@@ -173,8 +183,9 @@ class Conformity:
         friends = {a.id: len(platform.friends(a.id)) for a in view.agents}
         out.update({f"ac.{i}": v for i, v in attitude_change(self.scores, friends, self.config.rounds_counted).items()})
         changes = own_changes(self.scores, self.config.rounds_counted)
-        agents = [a for a in friends if a in changes]
-        out["rho"] = spearman([friends[a] for a in agents], [changes[a] for a in agents]) or 0.0
+        first = first_watchers(view.agents, item)
+        for key, agents in (("rho", [a for a in friends if a in changes]), ("rho_others", [a for a in friends if a in changes and a not in first])):
+            out[key] = spearman([friends[a] for a in agents], [changes[a] for a in agents]) or 0.0
         return out
 
     def get_state(self) -> dict[str, Any]:
