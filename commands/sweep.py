@@ -20,8 +20,9 @@ from Saltelli's scheme) and report each setting's influence on each metric: mu*,
 bootstrap interval and sigma for Morris; S1 and ST with their 95 % intervals for Sobol. SALib is
 the ``sweep`` extra (included in ``test``).
 
-Metric names (:data:`METRIC_SETS`): ``party`` (heard, came), ``cocoon`` (entropy), ``conformity``
-(rho), or any ``metrics`` row of a run (and ``compare``'s counts) with ``--summary``.
+Metric names (:data:`METRIC_SETS`): ``party`` (heard, came), ``cocoon`` (entropy, every genre and
+first genre), ``conformity`` (rho, over all agents and over those who had not rated the movie
+first), or any ``metrics`` row of a run (and ``compare``'s counts) with ``--summary``.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ METRIC_SETS: dict[str, tuple[Measure, ...]] = {
         Measure("came", "town_metrics.party.attended_guests", "last", "guests at the place during the party, there for it"),
     ),
     "cocoon": (
-        Measure("entropy", "cocoon_entropy.entropy", "end:5", "entropy of the recommended genres"),
+        Measure("entropy", "cocoon_entropy.entropy", "end:5", "entropy of the recommended genres, every genre of an item"),
+        Measure("entropy_first_genre", "cocoon_entropy.entropy_first_genre", "end:5", "the same, each item by its first genre"),
     ),
     "conformity": (
         Measure("rho", "conformity.rho", "last", "Spearman's rho of friends and each agent's attitude change"),

@@ -110,8 +110,8 @@ class Measured:
     scale: str
 
     def to_json(self) -> dict[str, Any]:
-        def number(x: float) -> float | None:
-            return None if math.isnan(x) else round(x, 6)
+        def number(x: float) -> float | None:  # None: undefined, or not bounded by the answers (an infinite end)
+            return None if not math.isfinite(x) else round(x, 6)
 
         return {"name": self.name, "value": number(self.value), "interval": [number(self.interval.low), number(self.interval.high)],
                 "prompts": self.prompts, "used": self.used, "aside": self.aside, "unreadable": self.unreadable,
@@ -191,9 +191,10 @@ def rounded_slope(own: Sequence[float], recalled: Sequence[float], scores: Seque
                   grid: Any = None) -> Interval:
     """w of "the model holds own + w (recalled - own) + N(0, sigma^2) and answers the whole score
     it rounds to" (see the module docstring), with its 95 % profile-likelihood interval, over
-    ``grid`` (default -2 to 3 in steps of 0.005: an interval that ends at -2 or 3 is not bounded
-    on that side by the answers; sigma from 1e-8 to 10 in steps of 10^0.2). On a plateau of the
-    likelihood (a rater without noise) the value is the plateau's middle; ``sd`` is sigma."""
+    ``grid`` (default -2 to 3 in steps of 0.005; sigma from 1e-8 to 10 in steps of 10^0.2). On a
+    plateau of the likelihood (a rater without noise) the value is the plateau's middle; where the
+    likelihood is highest, or still within the interval, at an end of the grid, the answers do not
+    bound w on that side: the value or the interval's end is -inf or inf. ``sd`` is sigma."""
     import numpy as np
 
     n = len(scores)
@@ -216,9 +217,13 @@ def rounded_slope(own: Sequence[float], recalled: Sequence[float], scores: Seque
     best = profile.max()
     top = ws[profile >= best - 1e-9]
     inside = ws[2 * (best - profile) <= 3.841459]
-    value = round(float((top.min() + top.max()) / 2), 9)
-    sigma = float(sigmas[int(np.argmax(loglik([value])[0]))])
-    return Interval(value, float(inside.min()), float(inside.max()), sigma, n)
+    middle = round(float((top.min() + top.max()) / 2), 9)
+    sigma = float(sigmas[int(np.argmax(loglik([middle])[0]))])
+    # where the likelihood still rises at the end of the grid, the answers do not bound w there
+    value = -math.inf if top.min() <= ws[0] else math.inf if top.max() >= ws[-1] else middle
+    low = -math.inf if inside.min() <= ws[0] else float(inside.min())
+    high = math.inf if inside.max() >= ws[-1] else float(inside.max())
+    return Interval(value, low, high, sigma, n)
 
 
 def conformity_of(points: Sequence[DecisionPoint], readings: Sequence[Reading]) -> Interval:

@@ -5,6 +5,7 @@ designs' real prompts, and a model placed on a sweep's map."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -203,6 +204,10 @@ def test_conformity_weight_of_rounded_scores():
     assert noisy.low <= 0.4 <= noisy.high and abs(noisy.mean - 0.4) < 0.1 and 0.5 < noisy.sd < 1.2
     # answered at the ends of the scale: 10 means "10 or more", not 10
     assert rounded_slope([5.0, 5.0], [9.0, 9.0], [10, 10]).high >= 1.0
+    # a rater that answers 1 whatever it recalls above its own score: the further w goes below 0,
+    # the better it fits, so the answers bound w on neither side of the grid's low end
+    away = rounded_slope([5.0, 6.0, 4.0], [8.0, 9.0, 7.0], [1, 1, 1])
+    assert away.mean == -math.inf and away.low == -math.inf and away.high < 0
     points = [DecisionPoint("conformity", "llm.conformity_weight", LLMRequest((Message("user", str(i)),), purpose="recagent.conformity"),
                             reference={"own": 4, "recalled": r}) for i, r in enumerate([8, 2, 6])]
     measured = measure("llm.conformity_weight", points, ["6", "3", None])
