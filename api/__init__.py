@@ -4,18 +4,22 @@ Plugins (built-in and third-party) import from here, never from the kernel's oth
 
     from townsquare.api import hookimpl, PolicySpec, Action, StepContext, MemoryRecord
 
-The kernel's inside may change between versions; the names below keep their meaning.
-Plugins that add commands (``townsquare_register_commands``) also use
-:mod:`townsquare.api.commands`: the command-line options every command shares, and reading,
-running and replaying run directories. ``townsquare.testing`` is the kit for plugin tests.
+The kernel's inside may change between versions; the names below keep their meaning. This
+module only declares: it re-exports the kernel's records, protocols and ports (the slots'
+protocols, the LLM port, the :class:`World` a run is assembled into and the :class:`Turns`
+contract a backend implements) and holds no helper. Helpers that designs share are in
+:mod:`townsquare.lib`; plugins that add commands (``townsquare_register_commands``) also use
+:mod:`townsquare.api.commands`; ``townsquare.testing`` is the kit for plugin tests.
 """
+
+from __future__ import annotations
 
 from __future__ import annotations
 
 from ..actions import SOCIAL_ACTIONS, WRITE_ACTIONS, Action, ActionResult
 from ..agent_host import AgentHost, restore_agent, stop_reason
 from ..components import (
-    Agent, BuildContext, Component, ObservesResults, ObservesRounds, PersonaContext, PersonaKnowledge, Planner, Policy,
+    Agent, BuildContext, Component, ObservesResults, ObservesRounds, PersonaContext, PersonaKnowledge, PlannedTurn, Planner, Policy,
     Reflector, Services, StepContext,
 )
 from ..engine import COLLECTOR_THRESHOLDS
@@ -50,22 +54,19 @@ from ..specs import (
 )
 
 __all__ = [
-    "AgentHost", "COLLECTOR_THRESHOLDS", "LLMJournal", "Turns", "TurnsBackend", "World", "process_usage", "restore_agent", "stop_reason",
-    "AGENT_SLOTS", "ALL_SETTINGS", "KEPT", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
-    "AccountView", "Action", "Answer", "AnswerFormat", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
-    
-    "Embedder", "EmbedderSpec", "EmbeddingCache", "Handler", "LLMFatal", "LLMFault", "LimitsConfig",
-    "Intervention", "InterventionSpec", "KnowledgeItem", "KnowledgeSource",
-    "KnowledgeSourceSpec", "LLMCallRecord", "LLMClient", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec",
-    "LLMRequest", "LLMResponse", "Memory", "MemoryChain", "MemoryRecord", "MemoryRetrieval", "MemorySpec", "Message",
-    "Metric", "MetricSpec", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
-    "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
-    "PluginError", "Policy", "PolicySpec", "PostView", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView", "RunSeams",
-    
-    "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "answers_in_db", "choose_modes", "classify", "current_issue", 
-    "hookimpl", "is_constrained", "limits_of",
-    "machinery_fields", "match_label", "match_prefix", "mode_for", "name_problem",
-    "normalize_rows", "not_text", "provider_capabilities", "request_kind", "structured_modes",
-    "platform_actions", "redact_text", "retrieval_of",
+    "AGENT_SLOTS", "ALL_SETTINGS", "COLLECTOR_THRESHOLDS", "KEPT", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS",
+    "WRITE_ACTIONS", "AccountView", "Action", "ActionResult", "Agent", "agent_memory", "AgentHost", "Answer", "AnswerFormat",
+    "answers_in_db", "BuildContext", "choose_modes", "classify", "Component", "ComponentError", "ComponentSpec",
+    "current_issue", "Embedder", "EmbedderSpec", "EmbeddingCache", "Handler", "hookimpl", "Intervention", "InterventionSpec",
+    "is_constrained", "KnowledgeItem", "KnowledgeSource", "KnowledgeSourceSpec", "limits_of", "LimitsConfig", "LLMCallRecord",
+    "LLMClient", "LLMFatal", "LLMFault", "LLMJournal", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec", "LLMRequest",
+    "LLMResponse", "machinery_fields", "match_label", "match_prefix", "Memory", "MemoryChain", "MemoryRecord",
+    "MemoryRetrieval", "MemorySpec", "Message", "Metric", "MetricSpec", "mode_for", "name_problem", "normalize_rows",
+    "not_text", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
+    "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "PlannedTurn", "Planner", "PlannerSpec", "Platform",
+    "platform_actions", "PlatformSpec", "PluginError", "Policy", "PolicySpec", "PostView", "process_usage",
+    "provider_capabilities", "Recommender", "RecommenderSpec", "redact_text", "Reflector", "ReflectorSpec", "request_kind",
+    "restore_agent", "retrieval_of", "RoundView", "RunInfo", "RunSeams", "RunStopped", "RunSummary", "ScenarioError",
+    "Services", "StepContext", "stop_reason", "structured_modes", "TownsquareError", "Turns", "TurnsBackend", "UsageError",
+    "World",
 ]

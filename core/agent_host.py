@@ -112,7 +112,14 @@ class AgentHost:
             ctx = self.context(agent, r, now)
             drawn = bool(drawn_by_index[agent.index])
             planner = agent.components.get("planner")
-            verdict = await planner.is_active(ctx) if planner is not None else None
+            verdict = None
+            if planner is not None:
+                plan_turn = getattr(planner, "plan_turn", None)
+                if plan_turn is not None:  # the verdict and what the planner read, for the policy
+                    planned = await plan_turn(ctx)
+                    verdict, ctx.plan = planned.active, planned.plan
+                else:
+                    verdict = await planner.is_active(ctx)
             active = drawn if verdict is None else bool(verdict)
             actions: list[Action] = []
             if active:

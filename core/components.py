@@ -50,11 +50,22 @@ class Planner(Component, Protocol):
     """Slot ``planner``: asked every round whether the agent is active.
 
     Return True or False to decide, or None to leave it to the activity model. A planner may
-    (re)build its plan inside this call (an LLM call is fine: planners run concurrently) and
-    leave what it read for the turn in ``ctx.plan``: the same context goes to the policy.
+    (re)build its plan inside this call (an LLM call is fine: planners run concurrently).
+    Optional: ``async plan_turn(ctx) -> PlannedTurn``, asked instead of ``is_active`` when a
+    planner offers it: the verdict and what the planner read for the turn (Zhou's session),
+    which the turn's context hands the policy as ``ctx.plan`` (the plan is read once a turn).
     """
 
     async def is_active(self, ctx: "StepContext") -> bool | None: ...
+
+
+@dataclass(frozen=True)
+class PlannedTurn:
+    """A planner's answer for one turn (:meth:`Planner.plan_turn`): whether the agent is active
+    (None: the activity model decides) and the plan it read, for the policy (``ctx.plan``)."""
+
+    active: bool | None
+    plan: Any = None
 
 
 class Reflector(Component, Protocol):
@@ -174,8 +185,8 @@ class StepContext:
     feed_authors: "frozenset[str] | None" = None
     #: the simulated time of round 0
     start: datetime | None = None
-    #: what the agent's planner read for this turn, left here by its ``is_active`` (Zhou's
-    #: session) so the policy reads the plan once per turn; None: no planner left one
+    #: what the agent's planner read for this turn (its :class:`PlannedTurn`'s ``plan``: Zhou's
+    #: session), so the policy reads the plan once per turn; None: no planner gave one
     plan: Any = None
     #: where :meth:`record_reflection` puts its rows (the agent host's; None: not recorded, as
     #: in an interview or an evaluation)

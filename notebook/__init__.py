@@ -36,7 +36,7 @@ from townsquare.lib import logs
 from townsquare.errors import UsageError
 from townsquare.lib.memory_export import MEMORY_TABLE
 from townsquare.cli.progress import RunProgress, notebook_display, progress_mode
-from townsquare.launch.run_lock import open_run
+from townsquare.launch import run_lock
 from townsquare.rundir import RunDir
 from townsquare.launch.scenario_files import override_lines
 from townsquare.store import ROUND_TABLES
@@ -84,7 +84,7 @@ start, astart = _forms(_start)
 
 def open_run(path: str | Path) -> "Run":
     """A run directory made before (finished, stopped or still playing)."""
-    return Run(open_run(path).path)
+    return Run(run_lock.open_run(path).path)
 
 
 class Run:

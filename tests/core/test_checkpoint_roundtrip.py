@@ -10,6 +10,7 @@ import pytest
 
 from helpers import scenario_text
 from townsquare import state
+from townsquare.launch.run_lock import create
 from townsquare.rundir import RunDir
 from townsquare.launch.runner import load_run
 from townsquare.world import World
@@ -28,7 +29,7 @@ def test_restored_checkpoint_equals_saved(name, make_plugins, write_scenario, ru
     assert round_ == 2
 
     _, scenario, _ = load_run(run_dir.path, plugins)
-    fresh = World(scenario, RunDir.create(tmp_path / "fresh", "fresh"))
+    fresh = World(scenario, create(tmp_path / "fresh", "fresh"))
 
     async def restore():
         await fresh.build()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from townsquare import state
+from townsquare.launch.run_lock import create
 from townsquare.rundir import RunDir
 from townsquare.store import EventStore
 
@@ -22,7 +23,7 @@ def test_numpy_and_rng_state_round_trip():
 
 
 def test_checkpoints_are_pruned_and_damage_falls_back(tmp_path):
-    run = RunDir.create(tmp_path / "r", "r")
+    run = create(tmp_path / "r", "r")
     for r in range(5):
         run.write_checkpoint(r, {"round": r}, keep=2)
     assert [r for r, _ in run.checkpoints()] == [3, 4]
