@@ -313,7 +313,8 @@ def townsquare_on_round_start(run: "RunInfo", round: int, now: str) -> None:
 @hookspec
 def townsquare_on_llm_call(run: "RunInfo", call: "LLMCallRecord") -> None:
     """A provider call finished (successfully or not). Fires during agent steps, in completion
-    order. Collects; returns nothing.
+    order, for a run's calls only (the run's LLM journal tells it; the world an interview or an
+    evaluation opens tells no hook). Collects; returns nothing.
 
     Example::
 

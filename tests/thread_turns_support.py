@@ -1,6 +1,6 @@
 """A third place for agents' turns, written against ``townsquare.api`` alone: worker threads.
 
-``[engine] backend = "threads"`` (this module as a plugin): ``workers`` threads, each with its
+``[engine] backend = "threads"`` (this module as a plugin, ``-p thread_turns_support``): ``workers`` threads, each with its
 own event loop and its own part of the run (a :class:`~townsquare.api.World` built from the
 scenario with the personas the driver loaded for its agents, ``index % workers == k``; its own
 LLM client and platform copy). Each round every worker takes its agents' turns on its platform
@@ -187,14 +187,12 @@ class _NoConnection:
         """Threads need nothing joined or started before the world is built."""
 
 
-class ThreadsPlugin:
-    """The backend as a plugin (``make_plugins(ThreadsPlugin())``)."""
+#: the backend this module offers as a plugin (``-p thread_turns_support``, as a run records it,
+#: so a resume or a branch loads it again); tests set its ``workers`` and read ``connected``
+BACKEND = ThreadBackend(workers=2)
+PLUGIN = "thread_turns_support"
 
-    plugin_name = "thread_turns"
 
-    def __init__(self, workers: int = 2):
-        self.backend = ThreadBackend(workers)
-
-    @hookimpl
-    def townsquare_engine_backend(self, name: str) -> TurnsBackend | None:
-        return self.backend if name == "threads" else None
+@hookimpl
+def townsquare_engine_backend(name: str) -> TurnsBackend | None:
+    return BACKEND if name == "threads" else None

@@ -217,12 +217,12 @@ def test_hook_townsquare_engine_backend(make_plugins, write_scenario, run_scenar
     """A plugin's backend is asked to play the run named ``[engine] backend`` (here the thread
     workers of tests/thread_turns_support.py): it connects before the world is built, plays the
     turns, and the run finishes as usual."""
-    from thread_turns_support import ThreadsPlugin
+    from thread_turns_support import BACKEND, PLUGIN
 
-    plugin = ThreadsPlugin(workers=2)
+    BACKEND.connected.clear()
     path = write_scenario(scenario_text(rounds=2, extra='[engine]\nbackend = "threads"\n'))
-    _, summary = run_scenario(path, plugins=make_plugins(plugin))
-    assert plugin.backend.connected == ["threads"] and summary.rounds_completed == 2 and summary.actions > 0
+    _, summary = run_scenario(path, plugins=make_plugins(enable=[PLUGIN]))
+    assert BACKEND.connected == ["threads"] and summary.rounds_completed == 2 and summary.actions > 0
 
 
 def test_hook_townsquare_resolve_data_references(make_plugins, write_scenario, run_scenario):

@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from helpers import ROOT
-from thread_turns_support import ThreadsPlugin
+from thread_turns_support import BACKEND, PLUGIN
 from townsquare.launch.runner import resume_run, start_run
 
 QUICKSTART = ROOT / "examples" / "quickstart.toml"
@@ -41,12 +41,13 @@ def test_the_thread_backend_imports_only_the_declared_api():
 
 
 def test_a_backend_written_against_the_api_gives_the_local_event_log(tmp_path, make_plugins):
-    plugins = make_plugins(ThreadsPlugin(workers=2), enable=["townsquare.testing.scripted"])
+    plugins = make_plugins(enable=["townsquare.testing.scripted", PLUGIN])
+    BACKEND.connected.clear()
     local, summary = start_run(QUICKSTART, overrides=SETTINGS, out=tmp_path / "local", plugins=plugins)
     assert summary.stopped is None
     threads, summary = start_run(QUICKSTART, overrides=[*SETTINGS, *THREADS], out=tmp_path / "threads", plugins=plugins)
     assert summary.stopped is None
-    assert plugins.hook.townsquare_engine_backend(name="threads").connected == ["threads"]
+    assert BACKEND.connected == ["threads"]
     log = event_log(local.path)
     assert event_log(threads.path) == log
     assert {row[4] for row in log["actions"]} >= {"post", "like"} and len(log["llm_calls"]) > 20
@@ -54,9 +55,10 @@ def test_a_backend_written_against_the_api_gives_the_local_event_log(tmp_path, m
     assert threads.latest_checkpoint()[1]["agents"] == local.latest_checkpoint()[1]["agents"]
 
 
-def test_a_run_stopped_in_one_process_resumes_on_the_thread_backend_to_the_same_log(tmp_path, make_plugins):
-    """The workers read their agents back from the checkpoint the local turns wrote."""
-    plugins = make_plugins(ThreadsPlugin(workers=3), enable=["townsquare.testing.scripted"])
+def test_a_run_stopped_in_one_process_resumes_on_the_thread_backend_to_the_same_log(tmp_path, make_plugins, monkeypatch):
+    """The workers (three of them) read their agents back from the checkpoint the local turns wrote."""
+    monkeypatch.setattr(BACKEND, "workers", 3)
+    plugins = make_plugins(enable=["townsquare.testing.scripted", PLUGIN])
     local, _ = start_run(QUICKSTART, overrides=SETTINGS, out=tmp_path / "local", plugins=plugins)
     budget = ["plugins.llm_budget.max_calls=40"]
     stopped, summary = start_run(QUICKSTART, overrides=[*SETTINGS, *budget], out=tmp_path / "stopped", plugins=plugins)
@@ -64,3 +66,22 @@ def test_a_run_stopped_in_one_process_resumes_on_the_thread_backend_to_the_same_
     _, resumed = resume_run(stopped.path, overrides=["plugins.llm_budget.max_calls=100000", *THREADS], plugins=plugins)
     assert resumed.rounds_completed == 4
     assert event_log(stopped.path) == event_log(local.path)
+
+
+def test_a_branch_on_the_thread_backend_changes_agents_in_their_workers(tmp_path, make_plugins):
+    """A branch's persona and memory changes reach the agent in the worker that holds it: the
+    branch's log equals the local branch's."""
+    from townsquare.commands.branch import branch_run, parse_interventions
+
+    plugins = make_plugins(enable=["townsquare.testing.scripted", PLUGIN])
+    persona = tmp_path / "persona.txt"
+    persona.write_text("I only talk about trains.\nSteam engines are my life.\n")
+    logs = []
+    for name, sets in (("local", []), ("threads", THREADS)):
+        parent, _ = start_run(QUICKSTART, overrides=[*SETTINGS, *sets], out=tmp_path / f"parent-{name}", plugins=plugins)
+        changes = parse_interventions([("persona", f"regular-0002={persona}"), ("memory", "regular-0003=The bakery burned down.")])
+        branch, summary = branch_run(parent.path, 2, tmp_path / f"branch-{name}", overrides=sets, interventions=changes)
+        assert summary.stopped is None
+        logs.append(event_log(branch.path))
+    assert logs[0] == logs[1]
+    assert "trains" in dict((row[0], row[4]) for row in logs[0]["agents"])["regular-0002"]
