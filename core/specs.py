@@ -98,7 +98,7 @@ class PlatformSpec(ComponentSpec):
 class RecommenderSpec(ComponentSpec):
     """Ranks candidate posts or items into a feed. ``protocol``: what its components implement
     instead of :class:`townsquare.recommender.Recommender` (an item recommender of the
-    ``recsys`` platform: :class:`townsquare.api.ItemRecommender`)."""
+    ``recsys`` platform: :class:`townsquare.lib.items.ItemRecommender`)."""
 
     protocol: type | None = None
     kind: ClassVar[str] = "recommender"
