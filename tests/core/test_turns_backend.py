@@ -5,10 +5,8 @@ the local turns, and resumes and branches as one process does."""
 from __future__ import annotations
 
 import ast
-import sqlite3
-from pathlib import Path
 
-from helpers import ROOT
+from helpers import ROOT, event_log
 from thread_turns_support import BACKEND, PLUGIN
 from townsquare.launch.runner import resume_run, start_run
 
@@ -17,20 +15,6 @@ QUICKSTART = ROOT / "examples" / "quickstart.toml"
 #: by the similarity rule, decisions by the model); checkpoints kept for the resume below
 SETTINGS = ['llm={ name = "scripted" }', "rounds=4", "clock.minutes_per_round=720", "engine.keep_checkpoints=0"]
 THREADS = ['engine.backend="threads"']
-WALL_CLOCK = {"latency_ms", "wall_seconds"}
-
-
-def event_log(run_dir: Path) -> dict[str, list[tuple]]:
-    db = sqlite3.connect(f"file:{run_dir}/events.sqlite?mode=ro", uri=True)
-    try:
-        tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        log = {}
-        for table in tables:
-            columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})") if row[1] not in WALL_CLOCK]
-            log[table] = db.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid").fetchall()
-        return log
-    finally:
-        db.close()
 
 
 def test_the_thread_backend_imports_only_the_declared_api():

@@ -10,10 +10,8 @@ import sqlite3
 
 import pytest
 
-from helpers import PERSONAS, ROOT, scenario_text
+from helpers import PERSONAS, ROOT, event_log, scenario_text
 
-#: columns that hold wall-clock times: the only ones allowed to differ
-WALL_CLOCK = {"latency_ms", "wall_seconds"}
 RAY = ["engine.backend=ray", "engine.shards=2"]
 SCRIPTED_PLUGIN = "townsquare.testing.scripted"
 SCRIPTED = '[recommender]\nname = "random"\n[plugins.scripted]\nlatency_ms = 1.0\n'
@@ -25,20 +23,6 @@ def ray_cluster():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()
-
-
-def event_log(run_dir) -> dict[str, list[tuple]]:
-    """Every table of ``events.sqlite`` in row order, without the wall-clock columns."""
-    db = sqlite3.connect(f"{run_dir}/events.sqlite")
-    try:
-        tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
-        log = {}
-        for table in tables:
-            columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})") if row[1] not in WALL_CLOCK]
-            log[table] = db.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid").fetchall()
-        return log
-    finally:
-        db.close()
 
 
 def journal(run_dir) -> list[tuple]:
