@@ -88,8 +88,8 @@ class Simulation:
     from ``townsquare_engine_backend``; None: the world's own agents, :class:`~townsquare.agent_host.AgentHost`).
     ``seat(world)``: changes the built world before the run starts (``run --play`` seats a person
     in an agent's policy); a run with a seat or a provider object of its own (a replay's, an
-    estimate's) plays in this process whatever the backend. ``on_built()``: the runner's cue that
-    every input was read and checked."""
+    estimate's) plays in this process whatever the backend. ``on_built(world)``: the runner's cue
+    that every input was read and checked (it describes the run's answers in the manifest)."""
 
     def __init__(
         self,
@@ -100,7 +100,7 @@ class Simulation:
         progress: Progress | None = None,
         llm_middleware: list[Any] | None = None,
         llm_provider: Any | None = None,
-        on_built: Callable[[], None] | None = None,
+        on_built: Callable[[World], None] | None = None,
         backend: TurnsBackend | None = None,
         seat: Callable[[World], None] | None = None,
     ):
@@ -185,11 +185,8 @@ class Simulation:
             if isinstance(exc, RunStopped):
                 raise
             raise LLMFatal(stop_reason(exc)) from exc
-        described = world.answer_modes()
-        if described and self.run_dir.manifest_path.is_file():
-            self.run_dir.update_manifest(**described)
         if self.on_built is not None:
-            self.on_built()
+            self.on_built(world)
         try:
             world.record_agents()
             if resume:

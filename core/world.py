@@ -22,7 +22,6 @@ from .agent_host import AgentHost
 from .assembly import agent_rows, assemble
 from .components import Agent, StepContext
 from .llm_journal import LLMJournal
-from .llm_modes import provider_capabilities
 from .process_usage import rss_bytes
 from .rundir import RunDir
 from .scenario import ResolvedScenario
@@ -172,28 +171,6 @@ class World:
         """Write the ``llm_calls`` rows kept since the last write (calls that no round writes:
         an evaluation's, a build's); returns them."""
         return self.journal.write(self.store)
-
-    def answer_modes(self) -> dict[str, Any]:
-        """How structured answers are held to their format, for the manifest: the provider's
-        capabilities and the mode per kind (``llm``), and the slot table where each component
-        that declares its answers (an ``answers`` mapping of purpose -> AnswerFormat) says the
-        mode each of its purposes runs in (``slot_table``). Empty without an LLM."""
-        llm = getattr(self.services, "llm", None)
-        if llm is None:
-            return {}
-        modes = llm.modes
-        declared: dict[tuple[str, str], str] = {}
-        for agent in self.agents:
-            for slot, component in agent.components.items():
-                answers = getattr(component, "answers", None)
-                if answers and (agent.population, slot) not in declared:
-                    declared[(agent.population, slot)] = ", ".join(
-                        f"{purpose}: {modes.get(answer.kind, 'prompt')}" for purpose, answer in answers.items())
-        rows = [{**row, "answers": declared[(row["scope"], row["slot"])]} if (row["scope"], row["slot"]) in declared else row
-                for row in self.scenario.slot_table()]
-        return {"slot_table": rows, "llm": {
-            "provider": self.provider.name, "model": self.provider.model,
-            "capabilities": {kind: list(m) for kind, m in provider_capabilities(self.provider).items()}, "modes": modes}}
 
     # ------------------------------------------------------------------ state
 

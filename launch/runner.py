@@ -24,7 +24,9 @@ from townsquare.rundir import RunDir
 from townsquare.scenario import ResolvedScenario, resolve
 from townsquare.launch.scenario_files import apply_overrides, load_scenario
 from townsquare.secrets import is_secret_key
+from townsquare.llm_modes import provider_capabilities
 from townsquare.turns import TurnsBackend
+from townsquare.world import World
 from .settings_kinds import check_resume_overrides
 
 log = structlog.get_logger("townsquare.launch.runner")
@@ -116,7 +118,10 @@ def play_scenario(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir,
                   simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None) -> RunSummary:
     """Build and run the simulation; the run counts as started once it is built."""
 
-    def built() -> None:
+    def built(world: World) -> None:
+        described = answer_modes(world)
+        if described and run_dir.manifest_path.is_file():
+            run_dir.update_manifest(**described)
         run_dir.started = True
         if on_built is not None:
             on_built()
@@ -140,6 +145,30 @@ def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()
     """The plugin set ``-p`` options (``plugin_options``) ask for, less ``disable``."""
     enable, disabled = parse_plugin_options(plugin_options)
     return make_plugin_manager(enable=enable, disable=[*disabled, *disable])
+
+
+def answer_modes(world: World) -> dict[str, Any]:
+    """How structured answers are held to their format, for the run's manifest (written once the
+    world is built; the CLI prints it at start, the run's end adds the counts): the provider's
+    capabilities and the mode per kind (``llm``), and the slot table where each component that
+    declares its answers (an ``answers`` mapping of purpose -> AnswerFormat) says the mode each
+    of its purposes runs in (``slot_table``). Empty without an LLM."""
+    llm = getattr(world.services, "llm", None)
+    if llm is None:
+        return {}
+    modes = llm.modes
+    declared: dict[tuple[str, str], str] = {}
+    for agent in world.agents:
+        for slot, component in agent.components.items():
+            answers = getattr(component, "answers", None)
+            if answers and (agent.population, slot) not in declared:
+                declared[(agent.population, slot)] = ", ".join(
+                    f"{purpose}: {modes.get(answer.kind, 'prompt')}" for purpose, answer in answers.items())
+    rows = [{**row, "answers": declared[(row["scope"], row["slot"])]} if (row["scope"], row["slot"]) in declared else row
+            for row in world.scenario.slot_table()]
+    return {"slot_table": rows, "llm": {
+        "provider": world.provider.name, "model": world.provider.model,
+        "capabilities": {kind: list(m) for kind, m in provider_capabilities(world.provider).items()}, "modes": modes}}
 
 
 def engine_backend(plugins: Plugins, name: str) -> TurnsBackend:
