@@ -19,9 +19,11 @@ each simulated day:
 * and at the end: the guests (heard; not host, not staff), those who **came** for it (at Hobbs
   Cafe between 5 and 7 pm on the 14th doing something about the party), the candidacy's spread.
 
-Conditions (``--cells``): the whole design with the oracle rating dated news 4, 5, 6 and 8
-(``llm.news_importance``; a planning note about it one more), the two ablations (``-p
-no:conversation_memory``, ``-p no:agent_summary``) at the default rating, and the whole design
+Cells (``--list``): the whole design with the oracle rating dated news 4, 5, 6 and 8
+(``llm.news_importance``; a planning note about it one more); the ablations at the default
+rating: ``-p no:conversation_memory``, ``-p no:agent_summary`` (yesterday's news no longer
+reaches today's plan), and that with ``plugins.day_plan.replan_after_conversation=false`` too
+(news heard today no longer reaches today's plan either); and the whole design
 under the reference code's recall (MiniLM embeddings, relevance weighted 3:
 ``RECALL_PRESETS["reference_code"]``) at ratings 5 and 8. Each over ``--seeds`` (default 1, 2,
 3), with the mean and the 95 % t-interval over seeds. Under the oracle every seed gives the same
@@ -52,8 +54,14 @@ from pathlib import Path
 
 SCENARIO = Path(__file__).resolve().parent.parent / "examples" / "valentines.toml"
 ORACLE = "townsquare.testing.oracle"
-#: condition -> the plugins it disables
-CONDITIONS = {"whole": [], "no conversation memory": ["conversation_memory"], "no memory-written summary": ["agent_summary"]}
+#: condition -> (the plugins it disables, the settings it changes)
+CONDITIONS: dict[str, tuple[list[str], list[str]]] = {
+    "whole": ([], []),
+    "no conversation memory": (["conversation_memory"], []),
+    "no memory-written summary": (["agent_summary"], []),
+    # and no re-plan after a conversation either: news heard today cannot reach today's plan
+    "no summary, no same-day re-plan": (["agent_summary"], ["plugins.day_plan.replan_after_conversation=false"]),
+}
 #: Park et al. §7.1, per measure
 PAPER = {"heard": "1 -> 13 of 25", "candidacy": "1 -> 8 of 25", "density": "0.167 -> 0.74", "came": "5 of 12 invited"}
 
@@ -66,13 +74,17 @@ class Cell:
 
     @property
     def name(self) -> str:
-        label = self.condition.replace(" ", "-")
+        label = self.condition.replace(",", "").replace(" ", "-")
         return f"{label}@{self.rating if self.rating is not None else 'model'}" + \
             ("" if self.recall == "ours" else f"+{self.recall}")
 
     def overrides(self, presets: dict[str, tuple[str, ...]]) -> list[str]:
         rating = [f"llm.news_importance={self.rating}"] if self.rating is not None else []
-        return [*rating, *presets[self.recall]]
+        return [*rating, *CONDITIONS[self.condition][1], *presets[self.recall]]
+
+    def flags(self) -> str:
+        disabled, settings = CONDITIONS[self.condition]
+        return " ".join([*(f"-p no:{p}" for p in disabled), *(f"--set {s}" for s in settings)]) or "all of Park's components"
 
 
 def default_cells(oracle: bool) -> list[Cell]:
@@ -134,9 +146,10 @@ def measure(run_dir: Path) -> dict:
 
 def run_cell(cell: Cell, llm: str, seed: int, out: Path, presets: dict[str, tuple[str, ...]]) -> dict:
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import llm_overrides, start_run
+    from townsquare.cli.options import llm_overrides
+    from townsquare.runner import start_run
 
-    plugins = make_plugin_manager(enable=[ORACLE] if llm == "oracle" else [], disable=CONDITIONS[cell.condition])
+    plugins = make_plugin_manager(enable=[ORACLE] if llm == "oracle" else [], disable=CONDITIONS[cell.condition][0])
     began = time.monotonic()
     run_dir, _ = start_run(SCENARIO, overrides=[*llm_overrides(llm), *cell.overrides(presets)], seed=seed, out=out,
                            plugins=plugins)
@@ -162,7 +175,7 @@ def table(cells: list[Cell], results: dict[str, list[dict]]) -> str:
         runs = results.get(cell.name, [])
         if not runs:
             continue
-        flags = " ".join(f"-p no:{p}" for p in CONDITIONS[cell.condition]) or "all of Park's components"
+        flags = cell.flags()
         rating = f"news rated {cell.rating}" if cell.rating is not None else "the model's own ratings"
         lines.append(f"\n{cell.name}: {flags}, {rating}, recall {cell.recall}; {len(runs)} seed(s)")
         lines.append(f"  {'moment':<11} {'heard (interview)':>18} {'heard (text)':>13} {'density (interview)':>20} "

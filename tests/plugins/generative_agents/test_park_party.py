@@ -326,6 +326,23 @@ def test_rated_only_5_the_invitation_reaches_the_next_days_plan_of_everyone_who_
     assert values["party.attended_guests"] >= len(heard - {"ville-0001"})
 
 
+def test_the_reference_codes_recall_is_a_named_preset(write_scenario):
+    from townsquare.plugin_manager import make_plugin_manager
+    from townsquare.plugins.generative_agents.memory.park_retrieval import RECALL_PRESETS
+    from townsquare.scenario import load_scenario
+
+    path = party_scenario(write_scenario)
+    plugins = make_plugin_manager(enable=[ORACLE])
+    ours = load_scenario(path, list(RECALL_PRESETS["ours"]), plugins)
+    reference = load_scenario(path, list(RECALL_PRESETS["reference_code"]), plugins)
+    assert ours.embedder.spec.name == "hash" and ours.populations[0].slots["memory.retrieval"].config.mode == "paper"
+    # sentence embeddings, and relevance weighted 3 (importance 2, recency 0.5) as the reference code's retrieve does
+    assert reference.embedder.spec.name == "minilm"
+    retrieval = reference.populations[0].slots["memory.retrieval"]
+    assert retrieval.config.mode == "reference_code"
+    assert retrieval.spec.factory(retrieval.config, None).weights == (0.5, 2.0, 3.0)
+
+
 def test_estimate_prints_calls_and_tokens_per_simulated_day(write_scenario):
     import subprocess
     import sys
