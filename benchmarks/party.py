@@ -125,7 +125,7 @@ def measure(run_dir: Path) -> dict:
     ends, missing = day_ends(start, minutes, last, kept)
     if missing:
         raise SystemExit(f"{run_dir}: no checkpoint of {missing[0]}: the scenario must keep its checkpoints")
-    asked = asyncio.run(interview_run(str(run_dir), [None, *ends], ["party", "candidacy"]))
+    asked = asyncio.run(interview_run(str(run_dir), [None, *ends], ["party", "candidacy"], run_dir / "interviews"))
     moments = []
     for round, (party, candidacy) in asked:
         text = rows[0 if round is None else round]

@@ -42,6 +42,7 @@ RULE_MODULES: tuple[str, ...] = (
     "townsquare.testing.oracle.generic",
     "townsquare.testing.oracle.park",
     "townsquare.testing.oracle.recagent",
+    "townsquare.testing.oracle.personagym",
 )
 
 

@@ -3,12 +3,18 @@
 interviewed under the four architectures with the run's LLM; the judges (``--judge``, repeatable,
 as ``--llm`` is written: ``openai:gpt-4o-mini``; default the run's LLM) rank the answers; the
 command prints the Bradley–Terry table and writes every answer and ordering to
-``RUN/evaluation.json`` (or ``--out``). Nothing in the run's tables changes.
+``RUN/evaluation.json`` (or ``--out``). Nothing in the run's tables changes: the agents are
+rebuilt in the folder beside that file (``RUN/evaluation/``), where every call of theirs and of
+the judges is an ``llm_calls`` row (``events.sqlite``) and every answer is cached
+(``llm_cache.sqlite``), so the same command again replays the evaluation and says that the
+model answered nothing; a budget stop names the command that resumes it. ``--estimate`` plays
+the evaluation on stand-in models and prints its calls, tokens and cost per stage.
 
 ``--topic`` adds §7.1's social interviews (:mod:`.social_interviews`); a topic the run's
 ``town_metrics`` measures (``--topic party``) is asked about in its own words (``about``) and a
 yes is backed by the same evidence the metric counts. ``--each-day`` interviews from the
-checkpoint that ends each simulated day (the run must keep them: ``[engine] keep_checkpoints``).
+checkpoint that ends each simulated day (the run must keep them: ``[engine] keep_checkpoints``),
+and the JSON holds every agent's answers for each (``social_by_day``).
 """
 
 from __future__ import annotations
@@ -23,78 +29,84 @@ import click
 from townsquare.api import hookimpl
 
 
+#: completion tokens an estimate assumes per call (our guesses; the output says so)
+EXPECTED_TOKENS = {"eval.answer": 80, "eval.judge": 20, "eval.knows_topic": 2, "eval.knows_person": 2}
+
+
+def evaluation_folder(target: Path) -> Path:
+    """Where an evaluation written to ``target`` (``RUN/evaluation.json``) keeps its agents'
+    simulation: its response cache and its ``llm_calls`` journal (``RUN/evaluation/``)."""
+    return target.with_suffix("") if target.suffix else target.with_name(target.name + "-calls")
+
+
 async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, questions: int, seed: int,
-                    bootstrap: int, topic: str | None = None, evidence: str | None = None,
-                    each_day: bool = False) -> tuple[list[Any], list[Any], list[tuple[int | None, Any]]]:
+                    bootstrap: int, topic: str | None = None, evidence: str | None = None, *, folder: Path,
+                    resume: str | None = None, dry_run: Any = None, each_day: bool = False,
+                    ) -> tuple[list[Any], list[Any], list[tuple[int | None, Any]], dict[str, int]]:
+    """(judgements, ranking, the social interviews after each round asked, the calls written by
+    status). The run's agents are rebuilt from its newest checkpoint in ``folder``
+    (:class:`~townsquare.api.commands.EvalSimulation`), where every call of theirs and of the
+    judges is journaled and cached; with ``dry_run`` they and the judges are stand-ins."""
     import numpy as np
 
-    from townsquare.api import BuildContext, LLMClient
-    from townsquare.api.commands import Accounting, close_each, compose, llm_overrides, load_run
+    from townsquare.api.commands import EvalLLMs
 
     from ..prompt_files import load_prompts
     from .controlled_eval import ARCHITECTURES, REQUIRED, evaluate
     from .ranking import rank_conditions
 
-    town = await TownAtCheckpoints.open(run_path, agents)
-    providers: list[Any] = []
+    town = TownAtCheckpoints(run_path, folder, dry_run=dry_run)
+    evaluator = None
+    calls: dict[str, int] = {}
     try:
-        social = []
+        social: list[tuple[int | None, Any]] = []
         if topic:
             rounds = town.day_ends() if each_day else [town.last]
-            social = [(round, results[0]) for round, results in await town.interviews(rounds, [topic], evidence)]
-        contexts = town.contexts_at(town.last)
-        clients = []
-        for spec in judges or (None,):
-            if spec is None:
-                clients.append(town.sim.services.llm.for_agent("judge"))
-                continue
-            # the judge's provider behind the run's own middleware (retries, cache, budget)
-            _, judge_scenario, _ = load_run(run_path, town.plugins, overrides=llm_overrides(spec))
-            build = BuildContext(services=town.sim.services, seed=town.scenario.model.seed, base_dir=town.scenario.base_dir,
-                                 scenario=judge_scenario.model)
-            provider = judge_scenario.llm.spec.factory(judge_scenario.llm.config, build)
-            providers.append(provider)
-            accounting = Accounting(provider, lambda call: None, lambda: town.last + 1, price=getattr(provider, "cost", None))
-            llm = LLMClient(compose(provider, [*town.sim.llm_middleware, accounting]), model=provider.model)
-            clients.append(llm.for_agent("judge"))
+            social = [(round, results[0]) for round, results in await town.interviews(rounds, [topic], evidence, resume, agents)]
+        sim = await town.at(town.last, resume)
+        contexts = town.contexts(agents)
+        # the judges behind the run's own middleware (cache, budget, retries), journaled with the agents;
+        # a name of its own per judge, so the cache never gives one judge's answers to another
+        evaluator = EvalLLMs(town.scenario, lambda more: town.load(more)[1], folder, resume=resume,
+                             dry_run=dry_run, simulation=None if dry_run is not None else sim, round=town.last + 1)
+        clients = [evaluator.client(spec, "judge" if spec is None else f"judge:{spec}") for spec in judges or (None,)]
         prompts = load_prompts("evaluation", REQUIRED)
         judged = await evaluate(contexts, clients, np.random.default_rng(seed), per_category=questions, prompts=prompts) \
             if questions else []
         orderings = [o for item in judged for o in item.orderings]
-        return judged, rank_conditions(orderings, list(ARCHITECTURES), rounds=bootstrap, seed=seed), social
+        return judged, rank_conditions(orderings, list(ARCHITECTURES), rounds=bootstrap, seed=seed), social, calls
     finally:
-        await close_each(providers)
-        await town.aclose()
+        if evaluator is not None:
+            await evaluator.aclose()
+        calls.update(await town.aclose())
 
 
 class TownAtCheckpoints:
-    """A finished run's agents, rebuilt with the run's LLM and set to any checkpoint it kept (or
-    to the start: round None, nothing restored), to be interviewed there."""
+    """A finished run's agents rebuilt for an evaluation in ``folder`` (an
+    :class:`~townsquare.api.commands.EvalSimulation`: its own journal and cache) and set to any
+    checkpoint the run kept, or to the start (round None: the agents as built, before the first
+    round), to be interviewed there."""
 
-    def __init__(self, run_path: str, run_dir: Any, scenario: Any, plugins: Any, sim: Any, agents: int | None):
-        self.run_path, self.run_dir, self.scenario, self.plugins, self.sim, self.agents = \
-            run_path, run_dir, scenario, plugins, sim, agents
-        self.last, self.state = run_dir.latest_checkpoint()
-        self.restored: int | None = None
-
-    @classmethod
-    async def open(cls, run_path: str, agents: int | None = None) -> "TownAtCheckpoints":
+    def __init__(self, run_path: str, folder: Path, dry_run: Any = None):
         from townsquare.api import UsageError
-        from townsquare.api.commands import Simulation, load_run
+        from townsquare.api.commands import EvalSimulation, load_run
 
-        run_dir, scenario, plugins = load_run(run_path)
-        if run_dir.latest_checkpoint() is None:
+        self.run_path = run_path
+        self.run_dir, self.scenario, self.plugins = load_run(run_path)
+        checkpoint = self.run_dir.latest_checkpoint()
+        if checkpoint is None:
             raise UsageError(f"{run_path}: the run has no checkpoint to interview its agents from")
-        sim = Simulation(scenario, plugins, run_dir)
-        town = cls(run_path, run_dir, scenario, plugins, sim, agents)
-        try:
-            await sim.build()
-            if sim.services.llm is None:
-                raise UsageError(f"{run_path}: the run has no [llm]: nothing to interview with")
-        except BaseException:
-            await sim.aclose()
-            raise
-        return town
+        if self.scenario.llm is None:
+            raise UsageError(f"{run_path}: the run has no [llm]: nothing to interview with")
+        self.last, self.state = checkpoint
+        provider = dry_run.stand_in("agents", self.scenario) if dry_run is not None else None
+        self.world = EvalSimulation(self.scenario, self.plugins, folder, llm_provider=provider, dry_run=dry_run is not None)
+        self.restored: tuple[int | None] | None = None
+
+    def load(self, overrides: Any) -> Any:
+        from townsquare.api.commands import load_run
+
+        return load_run(self.run_path, self.plugins, overrides=list(overrides))
 
     def day_ends(self) -> list[int]:
         """The checkpoint that ends each simulated day (a one-line error names a day without one)."""
@@ -106,28 +118,29 @@ class TownAtCheckpoints:
         kept = [r for r, _ in self.run_dir.checkpoints()]
         rounds, missing = day_ends(clock.start, clock.minutes_per_round, self.last, kept)
         if missing:
-            raise UsageError(f"{self.run_path}: no checkpoint of {missing[0]} was kept (the run kept rounds "
-                             f"{', '.join(map(str, kept))}): run it with --set engine.keep_checkpoints=0")
+            raise UsageError(f"{self.run_path}: --each-day: no checkpoint of {missing[0]} was kept (the run kept rounds "
+                             f"{', '.join(map(str, kept))}); run it with --set engine.keep_checkpoints=0")
         return rounds
 
-    def contexts_at(self, round: int | None) -> list[Any]:
-        """The agents' step contexts after ``round`` (None: before the first round)."""
-        from datetime import timedelta
+    async def at(self, round: int | None, resume: str | None = None) -> Any:
+        """The simulation set to the state after ``round`` (None: as built), its clock after it."""
+        if self.restored == (round,):
+            return self.world.sim
+        if self.world.sim is None:
+            await self.world.build(None, 0, resume)
+        if round is not None:
+            state = self.state if round == self.last else self.run_dir.checkpoint_at(round)
+            self.world.sim.set_state({**state, "llm": {}})
+        self.world.round = self.world.sim.round = 0 if round is None else round + 1
+        self.restored = (round,)
+        return self.world.sim
 
-        from townsquare.api import StepContext
+    def contexts(self, agents: int | None = None) -> list[Any]:
+        chosen = self.world.sim.agents[:agents] if agents else self.world.sim.agents
+        return [self.world.context(a) for a in chosen]
 
-        if round is not None and self.restored != round:
-            self.sim.set_state(self.state if round == self.last else self.run_dir.checkpoint_at(round))
-            self.restored = round
-        clock = self.scenario.model.clock
-        after = 0 if round is None else round + 1
-        now = clock.start + timedelta(minutes=after * clock.minutes_per_round)
-        chosen = self.sim.agents[:self.agents] if self.agents else self.sim.agents
-        return [StepContext(agent=a, round=after, now=now, minutes_per_round=clock.minutes_per_round,
-                            services=self.sim.services, llm=self.sim.services.llm.for_agent(a.id), start=clock.start)
-                for a in chosen]
-
-    async def interviews(self, rounds: list[int | None], topics: list[str], evidence: str | None = None) -> list[tuple[int | None, list[Any]]]:
+    async def interviews(self, rounds: list[int | None], topics: list[str], evidence: str | None = None,
+                         resume: str | None = None, agents: int | None = None) -> list[tuple[int | None, list[Any]]]:
         """Park §7.1's interviews after each of ``rounds`` (None, the start, must come first): every
         agent about each topic (``evidence`` backs a yes to the first; the others by their own
         measures), and about every other agent once."""
@@ -137,7 +150,8 @@ class TownAtCheckpoints:
         prompts = load_prompts("evaluation", REQUIRED)
         out = []
         for round in rounds:
-            contexts = self.contexts_at(round)
+            await self.at(round, resume)
+            contexts = self.contexts(agents)
             results = []
             for i, topic in enumerate(topics):
                 question, pattern, kinds = topic_question(self.scenario.model, topic, evidence if i == 0 else None)
@@ -145,17 +159,33 @@ class TownAtCheckpoints:
             out.append((round, results))
         return out
 
-    async def aclose(self) -> None:
-        await self.sim.aclose()
+    async def aclose(self) -> dict[str, int]:
+        return await self.world.aclose()
 
 
-async def interview_run(run_path: str, rounds: list[int | None], topics: list[str]) -> list[tuple[int | None, list[Any]]]:
-    """:meth:`TownAtCheckpoints.interviews` of a run (what ``benchmarks/party.py`` asks)."""
-    town = await TownAtCheckpoints.open(run_path)
+async def interview_run(run_path: str, rounds: list[int | None], topics: list[str], folder: Path) -> list[tuple[int | None, list[Any]]]:
+    """:meth:`TownAtCheckpoints.interviews` of a run, journaled in ``folder`` (what
+    ``benchmarks/party.py`` asks)."""
+    town = TownAtCheckpoints(run_path, folder)
     try:
         return await town.interviews(rounds, topics)
     finally:
         await town.aclose()
+
+
+def estimate_lines(run_dir: str, judges: tuple[str, ...], agents: int | None, questions: int, seed: int, topic: str | None,
+                   evidence: str | None, each_day: bool = False) -> list[str]:
+    """A dry run of the evaluation on stand-in models, priced per stage and model."""
+    import tempfile
+
+    from townsquare.api.commands import DryRun
+
+    dry = DryRun(EXPECTED_TOKENS)
+    with tempfile.TemporaryDirectory(prefix="townsquare-park-estimate-") as tmp:
+        asyncio.run(_evaluate(run_dir, judges, agents, questions, seed, 0, topic, evidence, folder=Path(tmp), dry_run=dry,
+                              each_day=each_day))
+    return dry.report(f"to interview {run_dir}'s agents", "prompt tokens ~ characters / 4; completion tokens assumed per call: "
+                      "answers 80, orderings 20, yes/no 2; repairs of malformed answers not included.")
 
 
 @hookimpl
@@ -177,29 +207,43 @@ def townsquare_register_commands(cli):
                   "last checkpoint), not only at the run's end.")
     @click.option("--seed", type=int, default=0, help="Seeds the answer order shown to judges and the bootstrap.")
     @click.option("--bootstrap", type=click.IntRange(min=0), default=1000, help="Bootstrap resamples for the intervals.")
-    @click.option("--out", type=click.Path(dir_okay=False), default=None, help="JSON file to write (default RUN/evaluation.json).")
+    @click.option("--out", type=click.Path(dir_okay=False), default=None,
+                  help="JSON file to write (default RUN/evaluation.json); the calls' journal and cache go in the folder beside it (RUN/evaluation/).")
+    @click.option("--estimate", is_flag=True, help="Print the calls, tokens and cost per stage of this evaluation; call no model.")
     @common_options
     def evaluate_cmd(run_dir: str, judges: tuple[str, ...], agents: int | None, questions: int, topic: str | None,
-                     evidence: str | None, each_day: bool, seed: int, bootstrap: int, out: str | None, **_: Any) -> None:
+                     evidence: str | None, each_day: bool, seed: int, bootstrap: int, out: str | None, estimate: bool,
+                     **_: Any) -> None:
         """Park et al.'s controlled evaluation: interview RUN's agents under four architectures, rank them."""
         from dataclasses import asdict
 
         from .ranking import table
 
-        from townsquare.api import RunStopped
-        from townsquare.api import LLMFault
+        import re
+
+        from townsquare.api import LLMFault, RunStopped
+        from townsquare.api.commands import cached_answers, calls_line, clear_earlier_answers, command_line, open_run
 
         try:
-            import re
-
             re.compile(evidence or "")
-            judged, ranked, social = asyncio.run(_evaluate(run_dir, judges, agents, questions, seed, bootstrap, topic, evidence,
-                                                           each_day))
         except re.error as exc:
             raise click.BadParameter(f"not a regular expression: {exc}", param_hint="--evidence") from None
-        except LLMFault as exc:  # retries are the middleware's; what is left stops the evaluation cleanly
-            raise RunStopped(f"evaluation stopped: LLM call failed: {exc.describe()}") from None
+        open_run(run_dir)
+        if estimate:
+            for line in estimate_lines(run_dir, judges, agents, questions, seed, topic, evidence, each_day):
+                click.echo(line)
+            return
         target = Path(out) if out else Path(run_dir) / "evaluation.json"
+        folder = evaluation_folder(target)
+        clear_earlier_answers(folder / "events.sqlite")
+        known = cached_answers(folder)
+        resume = command_line(click.get_current_context())
+        try:
+            judged, ranked, social, calls = asyncio.run(_evaluate(run_dir, judges, agents, questions, seed, bootstrap, topic, evidence,
+                                                                  folder=folder, resume=resume, each_day=each_day))
+        except LLMFault as exc:  # retries are the middleware's; what is left stops the evaluation cleanly
+            raise RunStopped(f"evaluation stopped: LLM call failed: {exc.describe()}; the answers so far are cached: "
+                             f"resume with {resume}") from None
         saved: dict[str, Any] = {"ranking": [asdict(r) for r in ranked], "judgements": [asdict(j) for j in judged]}
         if social:
             days = [{"round": round, **asdict(result), "knows_share": result.knows_share, "density": result.density}
@@ -219,4 +263,5 @@ def townsquare_register_commands(cli):
             click.echo(f"{when}know about {result.topic}: {len(result.informed)} of {result.agents} ({result.knows_share:.0%}); "
                        f"{len(result.hallucinated)} said yes without a memory of it")
             click.echo(f"{when}relationship density (both say they know each other): {result.density:.3f}")
+        click.echo(f"{calls_line(calls, cached_answers(folder) - known)}; journal {folder / 'events.sqlite'}")
         click.echo(f"written to {target}")
