@@ -39,7 +39,7 @@ reader would and answers in the shape the request asks for; none reads the run. 
   insight for each statement that holds news, citing it.
 * **Interviews** (§7.1): "do you know about X?" yes when a piece of news its description or
   the memories shown tell is X (most of X's words); "do you know <person>?" yes when its
-  description names them or a memory shown is a conversation with them.
+  description or a memory shown says something of them other than where they were seen.
 """
 
 from __future__ import annotations
@@ -716,13 +716,13 @@ def knows_topic(view: PromptView) -> str:
 
 
 def knows_person(view: PromptView) -> str:
-    """Yes when the agent's description names the person, or a memory shown is a conversation
-    with them (seeing someone is not knowing them)."""
+    """Yes when the agent's description names the person, or a memory shown says something of
+    them other than where they were seen ("<person> is at <place>": seeing someone is not knowing
+    them)."""
     other = name_before(view, r'Do you know (.+?)\?"')
-    memories = view.section(f"What you remember about {other}")
-    described = other in _interview_text(view, "(no such heading)")
-    talked = any(other in line and re.search(r" said to | talked with | talking with ", line) for line in memories.splitlines())
-    return "yes" if other and (described or talked) else "no"
+    memories = _interview_text(view, f"What you remember about {other}").splitlines()
+    seen = re.compile(rf"^{re.escape(other)} is at ")
+    return "yes" if other and any(other in line and not seen.match(line) for line in memories) else "no"
 
 
 RULES = {

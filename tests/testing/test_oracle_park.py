@@ -174,6 +174,7 @@ def test_interviews_say_yes_to_what_the_prompt_tells():
     assert acquainted("- Maria Lopez talked with Klaus Mueller: a conversation catching up") == "yes"
     assert acquainted("(nothing)", persona="Maria Lopez lives in the dorm with Klaus Mueller.") == "yes"
     assert acquainted("- Klaus Mueller is at Oak Hill College, library, reading") == "no"  # seen is not known
+    assert acquainted("- Maria Lopez lives in Dorm for Oak Hill College with Klaus Mueller.") == "yes"  # a seed memory
 
 
 def test_the_oracle_reads_only_its_request():

@@ -9,6 +9,10 @@ asked of the agents themselves, as the paper measures them.
 * Relationships: each agent is asked, for every other agent, whether it knows them; an edge
   needs a yes from both (the paper's mutual knowledge), density eta = 2|E| / (|V|(|V|-1)).
 
+Each answer comes from the agent's persona and the 50 memories it recalls for the question (at
+most 6,000 characters: ``k``, ``chars``), as the reference code's interviews retrieve 50 for each
+line of the interviewer.
+
 Every answer is kept per agent (:attr:`SocialInterviews.answers`). ``townsquare eval park RUN
 --topic party`` runs them on a run's agents (a topic the run's ``town_metrics`` measures gives
 the question and the evidence; ``--each-day``: from the checkpoint at the end of each simulated
@@ -53,25 +57,34 @@ class SocialInterviews:
         return density({a: set(known) for a, known in self.acquaintances.items()})
 
 
-async def _yes(ctx: Any, prompts: dict[str, str], name: str, query: str, purpose: str, k: int, **values: str) -> bool:
+#: memories an interview recalls per question: the reference code's interview (``open_convo_session``,
+#: "analysis" mode) retrieves 50 for each line the interviewer says; at most this many characters of them
+INTERVIEW_RECALL = 50
+INTERVIEW_CHARS = 6000
+
+
+async def _yes(ctx: Any, prompts: dict[str, str], name: str, query: str, purpose: str, k: int, chars: int,
+               **values: str) -> bool:
     memory = agent_memory(ctx.agent)
     records = await memory.recall(ctx, query, k) if memory else []
     persona = ctx.agent.persona
-    prompt = fill(prompts[name], name=persona.name, persona=cut(persona.text, 600), memories=memory_lines(records, k, 1200),
+    prompt = fill(prompts[name], name=persona.name, persona=cut(persona.text, 600), memories=memory_lines(records, k, chars),
                   **values)
     return await ctx.require_llm("social_interviews").choose(prompt, ["yes", "no"], purpose=purpose, default="no") == "yes"
 
 
 async def interview_town(contexts: Sequence[Any], prompts: dict[str, str], topic: str, evidence: str, *,
-                         k: int = 5, people: bool = True, evidence_kinds: Collection[str] | None = None) -> SocialInterviews:
-    """Ask every agent of ``contexts`` about ``topic`` and (``people``) about each other agent.
-    ``evidence_kinds``: the record kinds (besides seed records) that back a yes; None: any."""
+                         k: int = INTERVIEW_RECALL, chars: int = INTERVIEW_CHARS, people: bool = True,
+                         evidence_kinds: Collection[str] | None = None) -> SocialInterviews:
+    """Ask every agent of ``contexts`` about ``topic`` and (``people``) about each other agent,
+    each answer from the ``k`` memories (at most ``chars`` characters) its memory recalls for the
+    question. ``evidence_kinds``: the record kinds (besides seed records) that back a yes; None: any."""
     pattern = re.compile(evidence, re.I)
     result = SocialInterviews(topic, agents=len(contexts))
     names = {ctx.agent.id: ctx.agent.persona.name for ctx in contexts}
     for ctx in contexts:
         me = ctx.agent.id
-        said = await _yes(ctx, prompts, "knows_topic", topic, "eval.knows_topic", k, topic=topic)
+        said = await _yes(ctx, prompts, "knows_topic", topic, "eval.knows_topic", k, chars, topic=topic)
         backed = _backed(ctx.agent, pattern, evidence_kinds)
         if said:
             result.said_yes.append(me)
@@ -82,7 +95,7 @@ async def interview_town(contexts: Sequence[Any], prompts: dict[str, str], topic
                 if other != me:
                     knows[other] = "yes" if await _yes(ctx, prompts, "knows_person",
                                                        f"What is {names[me]}'s relationship with {name}?",
-                                                       "eval.knows_person", k, other=name) else "no"
+                                                       "eval.knows_person", k, chars, other=name) else "no"
             result.acquaintances[me] = [other for other, answer in knows.items() if answer == "yes"]
         result.answers.append({"agent": me, "name": names[me], "knows_topic": "yes" if said else "no", "evidence": backed,
                                "knows": knows})
