@@ -191,7 +191,7 @@ def table(cells: list[Cell], results: dict[str, list[dict]]) -> str:
                      f"there at all {interval_text([r['present'] for r in runs], 1)}; "
                      f"hallucinated yeses at the end {interval_text([r['moments'][-1]['hallucinated'] for r in runs], 1)}; "
                      f"LLM calls {interval_text([r['llm_calls'] for r in runs], 0)}, "
-                     f"run {interval_text([r['run_seconds'] for r in runs], 0)} s")
+                     f"run {min(r['run_seconds'] for r in runs):.0f}-{max(r['run_seconds'] for r in runs):.0f} s")
     lines.append(f"\nPark et al. §7.1: heard {PAPER['heard']}, candidacy {PAPER['candidacy']}, density {PAPER['density']}, "
                  f"came {PAPER['came']} (by interview; density from mutual 'do you know' answers)")
     return "\n".join(lines)
