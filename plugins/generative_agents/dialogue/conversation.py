@@ -43,7 +43,7 @@ from townsquare.api import StepContext
 from ..planning.agent_summary import memory_of, statements, summary_description
 from ..planning.schedule import clock_text
 from ..prompt_files import fill, load_prompts
-from .conversation_memory import conversation_memory_of, conversation_minutes
+from .conversation_memory import conversation_memory_of, conversation_minutes, planning_note
 
 log = structlog.get_logger("townsquare.plugins.generative_agents.dialogue")
 
@@ -188,9 +188,7 @@ class Dialogue:
         keeper = conversation_memory_of(ctx.agent)
         if keeper is None or not transcript.turns:
             return ""
-        records = await keeper.keep(ctx, other_id, other, transcript)
-        prefix = f"For {ctx.agent.persona.name}'s planning: "
-        return next((r.text.removeprefix(prefix) for r in records if r.meta.get("thought") == "planning"), "")
+        return planning_note(await keeper.keep(ctx, other_id, other, transcript), ctx.agent.persona.name)
 
     async def into_schedule(self, ctx: StepContext, other: str, transcript: Transcript, notes: str = "") -> None:
         """The conversation becomes what the agent is doing for the time it took (the planner's

@@ -56,7 +56,18 @@ PLANNING_SCHEMA: dict[str, Any] = {
 }
 
 
-def planning_notes(value: Any) -> list[str]:
+#: how a planning thought's record begins (the reference code's "For <name>'s planning: ...")
+PLANNING_PREFIX = "For {name}'s planning: "
+
+
+def planning_note(records: Sequence[MemoryRecord], name: str) -> str:
+    """The note for planning among a conversation's ``records`` (what :meth:`ConversationMemory.keep`
+    returned), without its prefix; "" when the conversation left none."""
+    prefix = PLANNING_PREFIX.format(name=name)
+    return next((r.text.removeprefix(prefix) for r in records if r.meta.get("thought") == "planning"), "")
+
+
+def read_notes(value: Any) -> list[str]:
     """The notes of a planning-thought answer that say something, each on one line."""
     if not isinstance(value, dict) or not isinstance(value.get("notes"), list):
         raise ValueError('expected {"notes": ["...", ...]} (an empty list when there is nothing to plan for)')
@@ -151,7 +162,7 @@ class ConversationMemory:
                 if says_nothing(thought):
                     self.empty_thoughts += 1
                     continue
-                prefix = f"For {name}'s planning: " if purpose == "planning" else f"{name} "
+                prefix = PLANNING_PREFIX.format(name=name) if purpose == "planning" else f"{name} "
                 records.append(MemoryRecord(prefix + thought, kind="reflection", created=ctx.now, last_access=ctx.now,
                                             evidence=(key,), meta={"with": other_id, "conversation": key, "thought": purpose},
                                             id=f"{key}.{purpose}"))
@@ -164,7 +175,7 @@ class ConversationMemory:
         if not self.config.planning_thought:
             return None
         notes = await llm.json(fill(self.prompts["planning"], **values), PLANNING_SCHEMA, purpose="conversation.planning",
-                               default=[], validate=planning_notes, max_tokens=self.config.max_tokens)
+                               default=[], validate=read_notes, max_tokens=self.config.max_tokens)
         return " ".join(notes)
 
     async def _memo(self, llm: Any, values: dict[str, str]) -> str | None:
