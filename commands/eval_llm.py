@@ -363,6 +363,12 @@ class EvalSimulation:
                                       llm_middleware=extra, resume_command=resume)
         return self.world
 
+    def restore(self, state: dict[str, Any] | None, round: int) -> None:
+        """The built world set to a checkpoint's ``state`` (None: as it is), its clock at ``round``
+        (:meth:`townsquare.world.World.question_at`)."""
+        self.round = round
+        self.world.question_at(round, state)
+
     def context(self, agent: Any) -> Any:
         """The step context of ``agent`` at the evaluation's round."""
         return self.world.context(agent, self.round)

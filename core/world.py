@@ -112,14 +112,19 @@ class World:
         world = cls(scenario, folder, llm_provider=llm_provider, llm_middleware=llm_middleware)
         try:
             await world.build()
-            if state is not None:
-                world.set_state({key: value for key, value in state.items() if key != "llm"})
-            world.journal.round = round
+            world.question_at(round, state)
             world.services.resume_command = resume_command
         except BaseException:
             await world.aclose()
             raise
         return world
+
+    def question_at(self, round: int, state: dict[str, Any] | None = None) -> None:
+        """Set a world opened to be questioned to a checkpoint's ``state`` (None: as it is; its
+        ``llm`` part left out) with its clock at ``round``: the calls after are recorded there."""
+        if state is not None:
+            self.set_state({key: value for key, value in state.items() if key != "llm"})
+        self.journal.round = round
 
     # ------------------------------------------------------------------ time
 
