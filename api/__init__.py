@@ -14,8 +14,6 @@ contract a backend implements) and holds no helper. Helpers that designs share a
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 from ..actions import SOCIAL_ACTIONS, WRITE_ACTIONS, Action, ActionResult
 from ..agent_host import AgentHost, restore_agent, stop_reason
 from ..components import (
