@@ -16,7 +16,7 @@ reader would and answers in the shape the request asks for; none reads the run. 
   from it (its own status, what it remembers) or when it knows the person (named in its
   description or in a conversation it remembers); in a conversation it says its first news item
   the dialogue has not had, acknowledges the other's, then says goodbye (end). A relay (news
-  about someone else) keeps the event's date, time and place in a share ``relay_fidelity`` of
+  about someone else; not its own plans nor its status line, :func:`own_news`) keeps the event's date, time and place in a share ``relay_fidelity`` of
   conversations (a disposition, default all) and is passed on bare in the rest.
 * **Remembering a conversation**: what it was about (the news in it), a planning thought that
   copies the scheduled events it heard with their date, time and place (none when it heard
