@@ -91,6 +91,9 @@ class LLMJournal:
         self.round = -1
         #: whether rows are kept (False while a resumed run builds again: its first build recorded them)
         self.recording = True
+        #: whether an answer that fell back to its caller's default is a warning (False when the
+        #: provider is a stand-in, ``stand_in = True``: an estimate's answers are no model's)
+        self.warn_fallbacks = True
         #: agent id -> its index: the rows' order (a call before the agents exist is ordered by id)
         self.order: dict[str, int] = {}
         #: every prompt prefix of the answered calls so far, in issue order (``cached_prefix_tokens``)
@@ -107,7 +110,7 @@ class LLMJournal:
                 listener(call)
             return
         count_llm_call(self.totals, call)
-        if call.status == "parse_failure":
+        if call.status == "parse_failure" and self.warn_fallbacks:
             answers = {outcome: int(self.totals.get(key, 0)) for outcome, key in TOTAL_KEYS.items()}
             log.warning("llm.fallback", purpose=call.purpose, agent=call.agent_id, mode=call.mode or "-", kind=call.kind,
                         fallbacks=answers["fallback"], answers=sum(answers.values()))

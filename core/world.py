@@ -36,10 +36,12 @@ log = structlog.get_logger("townsquare.world")
 class World:
     """A scenario assembled into ``run_dir`` (see the module docstring).
 
-    ``run_dir``: the folder (or its :class:`~townsquare.rundir.RunDir`); ``journal``: where its LLM calls go (default: a new :class:`LLMJournal`); ``llm_provider``
-    replaces the scenario's provider (a replay's, an estimate's stand-in); ``llm_middleware``
-    links go inside the configured ones; ``events``: whether it keeps an event store
-    (``events.sqlite`` in ``run_dir``: its ``agents``, actions and ``llm_calls``)."""
+    ``run_dir``: the folder (or its :class:`~townsquare.rundir.RunDir`); ``journal``: where its
+    LLM calls go (default: a new :class:`LLMJournal`); ``llm_provider`` replaces the scenario's
+    provider (a replay's, an estimate's stand-in, whose fallbacks are recorded without a
+    warning); ``llm_middleware`` links go inside the configured ones; ``events``: whether it
+    keeps an event store (``events.sqlite`` in ``run_dir``: its ``agents``, actions and
+    ``llm_calls``)."""
 
     def __init__(self, scenario: ResolvedScenario, run_dir: RunDir | str, *, journal: LLMJournal | None = None,
                  llm_provider: Any = None, llm_middleware: list[Any] | None = None, events: bool = True):
@@ -47,6 +49,7 @@ class World:
         self.model = scenario.model
         self.run_dir = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
         self.journal = journal if journal is not None else LLMJournal()
+        self.journal.warn_fallbacks = not getattr(llm_provider, "stand_in", False)
         #: the running totals (rounds, actions, posts, LLM calls...: :func:`townsquare.llm_journal.new_totals`)
         self.totals = self.journal.totals
         self.llm_provider = llm_provider

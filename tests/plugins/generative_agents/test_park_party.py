@@ -343,6 +343,33 @@ def test_the_reference_codes_recall_is_a_named_preset(write_scenario):
     assert retrieval.spec.factory(retrieval.config, None).weights == (0.5, 2.0, 3.0)
 
 
+def test_the_estimates_stand_in_answers_fall_back_without_a_warning(write_scenario, monkeypatch):
+    import sqlite3
+
+    from structlog.testing import capture_logs
+
+    from townsquare.commands.dry_run import StandInModel, estimate_scenario
+
+    text = party_scenario(write_scenario).read_text().replace('[llm]\nname = "oracle"\n', "").replace("rounds = 37", "rounds = 4")
+    path = write_scenario(text, "estimate.toml")
+
+    def fallbacks(events_path):
+        with sqlite3.connect(events_path) as db:
+            return db.execute("SELECT COUNT(*) FROM llm_calls WHERE status = 'parse_failure'").fetchone()[0]
+
+    def dry_run():
+        with capture_logs() as logs:
+            estimate = estimate_scenario(path, read=fallbacks)
+        return estimate, [e for e in logs if e["event"] == "llm.fallback"]
+
+    estimate, warned = dry_run()
+    # the stand-in's schedule times are no clock times and its actions do not fill an hour: the
+    # plans fall back to their defaults, recorded in the dry run, and the estimate warns about none
+    assert estimate.read > 0 and estimate.model.rows["plan.actions"][0] > 0 and warned == []
+    monkeypatch.setattr(StandInModel, "stand_in", False)
+    assert len(dry_run()[1]) == estimate.read  # from a provider that is no stand-in, each is a warning
+
+
 def test_estimate_prints_calls_and_tokens_per_simulated_day(write_scenario):
     import subprocess
     import sys
