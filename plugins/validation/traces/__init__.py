@@ -1,0 +1,1 @@
+"""Runs and datasets as :class:`townsquare.api.validation.Trace`\ s."""
