@@ -163,14 +163,14 @@ class Trace:
         return self._events(np.isin(self.kinds, list(kinds)))
 
     def of_users(self, users: Iterable[str]) -> "Trace":
-        """These users' events, the follows and interactions that touch them, and the cascades
-        they started; ``population`` becomes ``users``."""
+        """These users' events, the follows that touch them, the comments and reposts they
+        received, and the cascades they started; ``population`` becomes ``users``."""
         chosen = {str(u) for u in users}
         names, codes = self.user_index
         keep = np.fromiter((name in chosen for name in names.tolist()), dtype=bool, count=len(names))
         return replace(self._events(keep[codes] if len(codes) else np.zeros(0, dtype=bool)), population=tuple(sorted(chosen)),
                        follows=[e for e in self.follows if e[0] in chosen or e[1] in chosen],
-                       interactions=[e for e in self.interactions if e[0] in chosen],
+                       interactions=[e for e in self.interactions if e[1] in chosen],
                        cascades=[c for c in self.cascades if c.users and c.users[0] in chosen])
 
     def of_cascades(self, indices: Iterable[int]) -> "Trace":

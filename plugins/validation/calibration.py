@@ -18,8 +18,8 @@ Two parts of the activity model (:mod:`townsquare.activity`) are fitted:
   profile (``draws`` times, with the same random numbers at every grid point), each session
   is given a number of events drawn from what sessions yielded in the runs before (events per
   agent and round among the agents active then; 1 without runs), and the distance to the
-  trace is the one ``validate``'s ``activity_per_user`` reports: the two-sample KS statistic of
-  log events per user less their median, users without events left out. The grid point with
+  trace is the one ``validate``'s ``activity_per_user`` reports (the two-sample KS statistic of
+  the shape of events per user, users without events left out). The grid point with
   the smallest mean distance is refined once on a grid ten times finer around it.
 """
 
@@ -39,6 +39,7 @@ import numpy as np
 from townsquare.api import UsageError, active_probabilities, hour_weight, pareto_inverse_cdf
 from townsquare.api.validation import Trace
 
+from .dimensions.activity_per_user import shape_sample
 from .distances import ks_statistic
 
 ALPHAS = np.round(np.arange(0.2, 4.0001, 0.1), 3)
@@ -130,11 +131,7 @@ class ActivityModel:
         found = []
         for draw in range(len(self.level_uniforms)):
             counts = self.events(alpha, x_min, draw)
-            if len(counts) < 2:
-                found.append(1.0)
-                continue
-            logs = np.log(counts)
-            found.append(ks_statistic(target, logs - np.median(logs)))
+            found.append(ks_statistic(target, shape_sample(counts)) if len(counts) >= 2 else 1.0)
         return float(np.mean(found))
 
 
@@ -143,8 +140,7 @@ def fit_activity(real: Trace, clock: Clock, sizes: np.ndarray, before: tuple[flo
     counts = real.events_per_user().astype(np.float64)
     if len(counts) < 10:
         raise UsageError(f"{real.name}: {len(counts)} users with events: too few to fit an activity distribution to")
-    logs = np.log(counts)
-    target = logs - np.median(logs)
+    target = shape_sample(counts)
     hourly = hourly_profile(real) or hourly_before
     model = ActivityModel(clock, hourly, sizes, draws, seed)
     best = min((model.distance(target, a, x), a, x) for a in ALPHAS for x in X_MINS)

@@ -30,17 +30,17 @@ def grid_of(trace: Trace) -> np.ndarray:
     return np.arange(int(span // step) + 1) * step
 
 
-def growth(cascade: Cascade, grid: np.ndarray, measure: str) -> np.ndarray:
+def growth(cascade: Cascade, grid: np.ndarray, quantity: str) -> np.ndarray:
     """The measure at each point of ``grid`` (seconds since the post), over the nodes joined by then."""
     since = cascade.times - cascade.times[0]
     order = np.argsort(since, kind="stable")
     depth = cascade.depths()[order]
-    if measure == "scale":
+    if quantity == "scale":
         first: dict[str, float] = {}
         for node in order:
             first.setdefault(cascade.users[node], float(since[node]))
         return np.searchsorted(np.sort(list(first.values())), grid, side="right").astype(np.float64)
-    if measure == "depth":
+    if quantity == "depth":
         running = np.maximum.accumulate(depth)
     else:
         counts: dict[int, int] = {}
@@ -57,17 +57,17 @@ def growth(cascade: Cascade, grid: np.ndarray, measure: str) -> np.ndarray:
 class CascadeGrowth:
     unit, distance = "cascade", "nrmse"
 
-    def __init__(self, measure: str):
-        self.measure = measure
+    def __init__(self, quantity: str):
+        self.quantity = quantity
         self.label = {"scale": "mean users reached at the end of the grid", "depth": "mean depth at the end of the grid",
-                      "max_breadth": "mean maximum breadth at the end of the grid"}[measure]
+                      "max_breadth": "mean maximum breadth at the end of the grid"}[quantity]
 
     def applies(self, trace: Trace) -> str | None:
         return None if trace.cascades else "no cascades"
 
     def measure(self, trace: Trace, reference: Trace) -> Measurement:
         grid = grid_of(trace)
-        curve = np.mean([growth(c, grid, self.measure) for c in trace.cascades], axis=0)
+        curve = np.mean([growth(c, grid, self.quantity) for c in trace.cascades], axis=0)
         return Measurement(value=float(curve[-1]), curve=curve, grid=grid / 3600.0)
 
 
