@@ -1,1 +1,1 @@
-"""Runs and datasets as :class:`townsquare.api.validation.Trace`\ s."""
+"""Runs and datasets as traces (:class:`townsquare.api.validation.Trace`)."""
