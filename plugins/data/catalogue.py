@@ -97,8 +97,6 @@ class Release:
             return f"no checksum published: checked by its layout ({', '.join(self.layout)}), every file's SHA-256 recorded"
         if self.archive is not None:
             return f"from {self.archive.url.rsplit('/', 1)[-1]}, checked by its SHA-256"
-        if self.inputs:
-            return f"from {', '.join(i.path for i in self.inputs)}, each file checked by its SHA-256"
         return "each file checked by its SHA-256"
 
     @property

@@ -1,6 +1,6 @@
 """``--against DATASET``: an installed dataset by name (``townsquare data fetch NAME``) or a path,
-read by the layout its files have: MovieLens (any layout), Twitter15/16 propagation trees, or
-MADOC-style Parquet."""
+read by the layout its files have: MovieLens (any layout), Twitter15/16 propagation trees,
+MADOC-style Parquet, or another run's directory (one design scored against another)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .madoc_parquet import madoc_trace, parquet_files
 from .movielens_trace import looks_like_movielens, movielens_trace
 from .twitter_trees import looks_like_twitter_trees, twitter_trace
 
-LAYOUTS = "a MovieLens folder, Twitter15/16's label.txt with tree/, or MADOC's .parquet files"
+LAYOUTS = "a MovieLens folder, Twitter15/16's label.txt with tree/, MADOC's .parquet files, or a run directory"
 
 
 def locate(dataset: str) -> tuple[Path, str]:
@@ -31,7 +31,11 @@ def read_trace(dataset: str, utc_offset: float = 0.0) -> Trace:
     """The real trace ``dataset`` names; ``utc_offset`` hours move its Unix times onto the local
     clock the simulation's clock stands for."""
     path, name = locate(dataset)
-    if path.is_dir() and looks_like_movielens(path):
+    if path.is_dir() and (path / "manifest.json").is_file() and (path / "events.sqlite").is_file():
+        from .run_trace import run_trace
+
+        trace = run_trace(path)
+    elif path.is_dir() and looks_like_movielens(path):
         trace = movielens_trace(path, name)
     elif path.is_dir() and looks_like_twitter_trees(path):
         trace = twitter_trace(path, name)
