@@ -75,3 +75,50 @@ def _tree(rng: np.random.Generator, users: int, name: str, offspring: float, k: 
             parent.append(node)
             frontier.append(len(people) - 1)
     return Cascade(id=f"{name}-c{k}", users=people, times=np.asarray(times), parent=np.asarray(parent))
+
+
+def write_movielens(trace: Trace, folder) -> None:
+    """``trace`` as a MovieLens folder in the "latest" CSV layout (movies.csv, ratings.csv)."""
+    import csv
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "movies.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["movieId", "title", "genres"])
+        for item in trace.catalogue:
+            writer.writerow([item, f"Film {item} (1990)", "|".join(trace.genres.get(item, ()))])
+    with open(folder / "ratings.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["userId", "movieId", "rating", "timestamp"])
+        for user, item, rating, time in zip(trace.users.tolist(), trace.items.tolist(), trace.ratings.tolist(), trace.times.tolist()):
+            writer.writerow([user.rsplit("-u", 1)[-1], item, rating, int(time)])
+
+
+RECSYS_SCENARIO = """name = "rs"
+seed = 1
+rounds = {rounds}
+[clock]
+start = 1998-01-05T08:00:00
+minutes_per_round = 300
+[activity]
+alpha = 2.0
+x_min = 2.0
+[platform]
+name = "recsys"
+catalogue = "movielens"
+path = "{folder}"
+page_size = 5
+[recommender]
+name = "item_popularity"
+[llm]
+name = "oracle"
+[[populations]]
+name = "users"
+count = {count}
+slots = {{ policy = "recagent_policy" }}
+[populations.personas]
+name = "movielens_history"
+path = "{folder}"
+"""

@@ -27,6 +27,8 @@ import click
 
 from townsquare.api import UsageError, hookimpl, mean_interval
 
+from .table import cell, span
+
 
 def calibrate(scenario: Path, against: str, write: Path, *, seeds: int, out: Path | None, runs: bool, force: bool,
               overrides: tuple[str, ...], plugin_options: tuple[str, ...], utc_offset: float, splits: int) -> dict[str, Any]:
@@ -72,15 +74,13 @@ def paired_change(report: dict[str, Any], name: str) -> tuple[float, float, floa
 
 
 def format_report(report: dict[str, Any]) -> str:
-    from .validate import _cell, _range
-
     fit = report["fit"]
     lines = [f"calibrated {report['scenario']} to {report['against']}: wrote {report['written']}",
              f"  activity: alpha {fit['alpha']}, x_min {fit['x_min']} sessions a day (the trace's own Pareto alpha from its "
-             f"smallest count: {_cell(fit['trace_alpha'])}, {fit['trace_users']} users); "
+             f"smallest count: {cell(fit['trace_alpha'])}, {fit['trace_users']} users); "
              f"{'an hour-of-day profile from the trace' if fit['hourly'] else 'no hour-of-day profile (the trace has no clock)'}",
-             f"  expected activity_per_user KS under the activity model: {_cell(fit['expected_ks_before'])} before, "
-             f"{_cell(fit['expected_ks'])} after ({fit['sessions_seen']} sessions seen, {_cell(fit['session_mean'])} events each on average)"]
+             f"  expected activity_per_user KS under the activity model: {cell(fit['expected_ks_before'])} before, "
+             f"{cell(fit['expected_ks'])} after ({fit['sessions_seen']} sessions seen, {cell(fit['session_mean'])} events each on average)"]
     if report["planners"]:
         lines.append(f"  note: planner {', '.join(report['planners'])} decides when agents act where it answers; "
                      "the activity model applies only where it does not")
@@ -91,13 +91,13 @@ def format_report(report: dict[str, Any]) -> str:
     rows = []
     for result in before.scored:
         later = next((r for r in after.scored if r.name == result.name), None)
-        rows.append([result.name, result.metric, _cell(result.distance) + _range(result.distance_interval),
-                     _cell(later.distance) + _range(later.distance_interval) if later else "-", _cell(result.floor)])
+        rows.append([result.name, result.metric, cell(result.distance) + span(result.distance_interval),
+                     cell(later.distance) + span(later.distance_interval) if later else "-", cell(result.floor)])
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     lines += ["", "  ".join(h.ljust(w) for h, w in zip(headers, widths)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     mean, low, high = paired_change(report, "activity_per_user")
-    lines.append(f"activity_per_user KS after - before, paired by seed: {_cell(mean)}{_range((low, high))} "
+    lines.append(f"activity_per_user KS after - before, paired by seed: {cell(mean)}{span((low, high))} "
                  f"over {len(before.runs)} seed{'s' * (len(before.runs) != 1)}")
     return "\n".join(lines)
 

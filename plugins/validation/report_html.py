@@ -15,6 +15,8 @@ import numpy as np
 
 from townsquare.api import UsageError
 
+from .table import format_table
+
 REAL = "#222222"
 RUNS = ("#d1495b", "#00798c", "#edae49", "#66a182", "#2e4057", "#8d96a3")
 
@@ -72,8 +74,6 @@ def plot(result: Any, runs: list[str]) -> str:
 
 
 def write_report(validation: Any, path: Path) -> Path:
-    from .validate import format_table
-
     names = [r.name for r in validation.runs]
     parts = [f"<h1>townsquare validate: {html.escape(', '.join(names))} against {html.escape(validation.against)}</h1>",
              f"<pre>{html.escape(format_table(validation))}</pre>"]

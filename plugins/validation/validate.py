@@ -19,7 +19,6 @@ floor for that distance and the ratio of simulated to real variance across users
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -30,6 +29,7 @@ from townsquare.api import UsageError, hookimpl
 from townsquare.api.validation import Trace
 
 from .scoring import DimensionResult, comparison_grid, score, shared_kinds
+from .table import format_table
 
 
 @dataclass
@@ -97,38 +97,6 @@ def validate_runs(runs: list[Path], against: str, plugins: Any, *, dimensions: I
     if len(empty) == len(sims):
         raise UsageError(f"{empty[0]}: no event to compare (no watch, post, comment, reblog or like in any run)")
     return Validation(against=against, real=real, runs=sims, results=score(real, sims, chosen, splits=splits))
-
-
-def _cell(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}g}"
-
-
-def _range(pair: tuple[float, float] | None) -> str:
-    return "" if pair is None or any(math.isnan(v) for v in pair) else f" [{_cell(pair[0])}, {_cell(pair[1])}]"
-
-
-def format_table(validation: Validation) -> str:
-    real = validation.real
-    grain, _ = comparison_grid(validation.runs)
-    lines = [f"{len(validation.runs)} run{'s' * (len(validation.runs) != 1)} against {validation.against} "
-             f"({len(real.user_index[0]):,} users, {len(real):,} events; kinds compared: "
-             f"{', '.join(shared_kinds(real, validation.runs))}; time grain {grain / 3600:g} h)"]
-    headers = ["dimension", "distance", "real", "simulated [95% CI]", "distance [95% CI]", "floor [2.5-97.5%]", "var ratio"]
-    rows = []
-    for r in validation.scored:
-        verdict = {True: " ok", False: " >", None: ""}[r.within_floor]
-        rows.append([r.name, r.metric, _cell(r.real), _cell(r.simulated) + _range(r.interval),
-                     _cell(r.distance) + _range(r.distance_interval) + verdict, _cell(r.floor) + _range(r.floor_range),
-                     _cell(r.variance_ratio) if r.variance_ratio is not None else "-"])
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines += ["  ".join(h.ljust(w) for h, w in zip(headers, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
-    lines.append("ok: the distance lies within the trace's own split-half range; >: beyond it")
-    lines += [f"  {r.name}: {r.label}" for r in validation.scored]
-    skipped = [r for r in validation.results if r.skipped is not None]
-    if skipped:
-        lines.append("not shared: " + "; ".join(f"{r.name} ({r.skipped})" for r in skipped))
-    return "\n".join(lines)
 
 
 def default_out(runs: list[Path]) -> Path:

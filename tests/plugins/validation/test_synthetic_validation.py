@@ -4,7 +4,6 @@ drawn from different distributions lands far above it on every dimension."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 
