@@ -122,3 +122,12 @@ slots = {{ policy = "recagent_policy" }}
 name = "movielens_history"
 path = "{folder}"
 """
+
+
+def recsys_study(root, rounds: int, count: int):
+    """A MovieLens-shaped trace of 80 people drawn from :class:`Population` in ``root/trace``, and
+    a RecAgent scenario on its movies and users (the oracle test model) in ``root/rs.toml``."""
+    write_movielens(draw("real", Population(), users=80, seed=1), root / "trace")
+    scenario = root / "rs.toml"
+    scenario.write_text(RECSYS_SCENARIO.format(rounds=rounds, count=count, folder=root / "trace"))
+    return scenario

@@ -36,11 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from townsquare.api import UsageError, active_probabilities, hour_weight, pareto_inverse_cdf
+from townsquare.api import UsageError, active_probabilities, hour_weight, pareto_inverse_cdf, read_user_text
 from townsquare.api.validation import Trace
 
 from .dimensions.activity_per_user import shape_sample
 from .distances import ks_statistic
+from .table import write_text
 
 ALPHAS = np.round(np.arange(0.2, 4.0001, 0.1), 3)
 X_MINS = np.geomspace(0.005, 50.0, 41)
@@ -191,19 +192,10 @@ def write_scenario(scenario: Path, fit: ActivityFit, against: str, out: Path, fo
 
     if out.exists() and not force:
         raise UsageError(f"--write {out}: exists already (add --force to replace it)")
-    try:
-        text = scenario.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{scenario}: cannot read: {exc}") from None
-    result = with_activity(text, activity_table(fit, against), str(scenario))
+    result = with_activity(read_user_text(scenario, "scenario"), activity_table(fit, against), str(scenario))
     written = tomllib.loads(result).get("activity", {})
     assert written.get("alpha") == fit.alpha, "the calibrated [activity] table did not come out as written"
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(result, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--write {out}: cannot write: {exc.strerror}") from None
-    return out
+    return write_text(out, result, "--write")
 
 
 def population_activity(data: dict[str, Any], source: str) -> None:

@@ -13,9 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from townsquare.api import UsageError
-
-from .table import format_table
+from .table import format_table, write_text
 
 REAL = "#222222"
 RUNS = ("#d1495b", "#00798c", "#edae49", "#66a182", "#2e4057", "#8d96a3")
@@ -85,9 +83,4 @@ def write_report(validation: Any, path: Path) -> Path:
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>townsquare validate</title>"
             "<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}pre{font-size:12px;overflow-x:auto}</style>"
             f"</head><body>{''.join(parts)}</body></html>")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write the report: {exc.strerror}") from None
-    return path
+    return write_text(path, page, "the report")

@@ -1,9 +1,13 @@
-"""The text table ``validate`` prints (and the HTML report shows above its plots)."""
+"""The text table ``validate`` prints (and the HTML report shows above its plots), and writing
+what the commands write."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
+
+from townsquare.api import UsageError
 
 from .scoring import comparison_grid, shared_kinds
 
@@ -38,3 +42,13 @@ def format_table(validation: Any) -> str:
     if skipped:
         lines.append("not shared: " + "; ".join(f"{r.name} ({r.skipped})" for r in skipped))
     return "\n".join(lines)
+
+
+def write_text(path: Path, text: str, what: str) -> Path:
+    """Write ``text`` to ``path`` (its folder made); one line naming ``what`` if that fails."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{what} {path}: cannot write: {exc.strerror}") from None
+    return path

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from townsquare.api import UsageError
+from townsquare.api import UsageError, follow_edges
 from townsquare.api.validation import Cascade, Trace
 
 KINDS = {"watch": "rate", "post": "post", "comment": "comment", "reblog": "repost", "like": "like"}
@@ -52,6 +52,7 @@ def run_trace(path: str | Path) -> Trace:
                              "WHERE ok = 1 AND kind IN ('watch', 'post', 'comment', 'reblog', 'like') ORDER BY seq").fetchall()
         posts = db.execute("SELECT post_id, author_id, created_at, reply_to FROM posts ORDER BY round, rowid").fetchall()
         follows = db.execute("SELECT follower, followee, kind, created_at FROM follows ORDER BY seq").fetchall()
+        graph = sorted(follow_edges(db))
         population = tuple(a for (a,) in db.execute("SELECT agent_id FROM agents ORDER BY idx"))
     finally:
         db.close()
@@ -68,19 +69,9 @@ def run_trace(path: str | Path) -> Trace:
                     if kind in ("comment", "reblog") and target in authors and authors[target] != agent]
     return Trace.from_events(
         run.path.name, events, rating_scale=(1.0, 10.0) if any(k == "watch" for _, _, k, *_ in actions) else None,
-        genres=genres, follows=_final_graph(follows), interactions=interactions,
+        genres=genres, follows=graph, interactions=interactions,
         cascades=_cascades(posts, actions, follows), resolution=minutes * 60, span=rounds * minutes * 60, population=population,
         source=str(run.path))
-
-
-def _final_graph(rows: list[tuple]) -> list[tuple[str, str]]:
-    edges: dict[tuple[str, str], None] = {}
-    for follower, followee, kind, _ in rows:
-        if kind == "follow":
-            edges[(follower, followee)] = None
-        else:
-            edges.pop((follower, followee), None)
-    return list(edges)
 
 
 def _cascades(posts: list[tuple], actions: list[tuple], follows: list[tuple]) -> list[Cascade]:

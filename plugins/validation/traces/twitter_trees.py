@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from townsquare.api import UsageError
+from townsquare.api import UsageError, read_user_text
 from townsquare.api.validation import Cascade, Trace
 
 ROOT = ("ROOT", "ROOT", "0.0")
@@ -37,13 +37,7 @@ def read_tree(path: Path) -> Cascade:
     users: list[str] = []
     minutes: list[float] = []
     parent: list[int] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read the propagation tree ({exc})") from None
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for n, line in _lines(path, "propagation tree"):
         up, down = _edge(path, n, line)
         if not nodes and up != ROOT:  # a tree without its ROOT line: the first parent is the source
             nodes[up] = 0
@@ -61,6 +55,11 @@ def read_tree(path: Path) -> Cascade:
         raise UsageError(f"{path}: an empty propagation tree")
     times = np.asarray(minutes, dtype=np.float64) * 60.0
     return Cascade(id=path.stem, users=users, times=times - times[0], parent=np.asarray(parent, dtype=np.int64))
+
+
+def _lines(path: Path, what: str) -> list[tuple[int, str]]:
+    """The non-blank lines of ``path``, numbered from 1."""
+    return [(n, line) for n, line in enumerate(read_user_text(path, what).splitlines(), start=1) if line.strip()]
 
 
 def _edge(path: Path, n: int, line: str) -> tuple[tuple[str, str, str], tuple[str, str, str]]:
@@ -99,13 +98,7 @@ def twitter_trace(folder: Path, name: str) -> Trace:
 
 def _labels(path: Path) -> list[str]:
     tweets = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read ({exc})") from None
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for n, line in _lines(path, "label file"):
         label, sep, tweet = line.strip().rpartition(":")
         if not sep or not label or not tweet.isdigit():
             raise UsageError(f"{path}: line {n}: expected LABEL:TWEET_ID, found {line.strip()[:60]!r}")

@@ -14,7 +14,7 @@ import pytest
 from helpers import cli_in_process
 from townsquare.api import UsageError
 from townsquare.plugins.validation.calibration import ActivityFit, Clock, fit_activity, hourly_profile, session_sizes, with_activity
-from validation_support import RECSYS_SCENARIO, Population, draw, write_movielens
+from validation_support import Population, draw, recsys_study
 
 pytest.importorskip("powerlaw")
 ORACLE = "townsquare.testing.oracle"
@@ -62,10 +62,7 @@ def test_the_scenario_keeps_every_line_but_its_activity_table():
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("calibrate")
-    write_movielens(draw("real", Population(), users=80, seed=1), root / "trace")
-    scenario = root / "rs.toml"
-    scenario.write_text(RECSYS_SCENARIO.format(rounds=6, count=12, folder=root / "trace"))
-    return root, scenario
+    return root, recsys_study(root, rounds=6, count=12)
 
 
 def test_calibrate_writes_the_scenario_and_shows_distances_before_and_after(setup, capsys):

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from helpers import cli_in_process
-from validation_support import RECSYS_SCENARIO, Population, draw, write_movielens
+from validation_support import recsys_study
 
 pytest.importorskip("powerlaw")
 ORACLE = "townsquare.testing.oracle"
@@ -20,9 +20,7 @@ def setup(tmp_path_factory):
     from townsquare.runner import start_run
 
     root = tmp_path_factory.mktemp("validate")
-    write_movielens(draw("real", Population(), users=80, seed=1), root / "trace")
-    scenario = root / "rs.toml"
-    scenario.write_text(RECSYS_SCENARIO.format(rounds=4, count=8, folder=root / "trace"))
+    scenario = recsys_study(root, rounds=4, count=8)
     runs = [start_run(scenario, seed=s, out=root / f"run{s}", plugin_options=[ORACLE])[0].path for s in (1, 2)]
     return root, scenario, runs
 
