@@ -46,9 +46,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the whole result here")
     args = parser.parse_args()
 
-    from townsquare.api import installed_dataset
+    from townsquare.api import installed_dataset, logs
     from townsquare.plugins.validation.calibrate import calibrate, format_report, report_json
     from townsquare.plugins.validation.table import format_table
+
+    logs.configure(json_lines=False, level="warning")
 
     if installed_dataset("movielens-100k") is None:
         sys.exit("movielens-100k is not installed: townsquare data fetch movielens-100k "
