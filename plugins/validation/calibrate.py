@@ -125,15 +125,19 @@ def townsquare_register_commands(cli: click.Group) -> None:
     @click.option("--no-runs", "no_runs", is_flag=True, help="Fit and write only: no runs, no before-and-after table.")
     @click.option("--force", is_flag=True, help="Replace OUT.toml if it exists.")
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key in every run.")
+    @click.option("--llm", "llm_spec", metavar="PROVIDER[:MODEL]", default=None, help="The LLM every run uses, e.g. openai:gpt-4o-mini.")
     @click.option("--utc-offset", type=float, default=0.0, show_default=True, metavar="HOURS",
                   help="Hours added to the trace's Unix times to put them on the simulation's local clock.")
     @click.option("--splits", type=click.IntRange(1, 1000), default=20, show_default=True, help="Random splits for the trace's floor.")
     @click.option("--json", "as_json", is_flag=True, help="Print the fit and both validations as JSON.")
     @common_options
     def calibrate_command(scenario: str, against: str, write: str, seeds: int, out: str | None, no_runs: bool, force: bool,
-                          overrides: tuple[str, ...], utc_offset: float, splits: int, as_json: bool,
+                          overrides: tuple[str, ...], llm_spec: str | None, utc_offset: float, splits: int, as_json: bool,
                           plugin_options: tuple[str, ...], **_: Any) -> None:
         """Fit when agents act (Pareto activity levels, hour-of-day profile) to a trace; write OUT.toml; validate before and after."""
+        from townsquare.api.commands import llm_overrides
+
         report = calibrate(Path(scenario), against, Path(write), seeds=seeds, out=Path(out) if out else None, runs=not no_runs,
-                           force=force, overrides=overrides, plugin_options=plugin_options, utc_offset=utc_offset, splits=splits)
+                           force=force, overrides=(*llm_overrides(llm_spec), *overrides), plugin_options=plugin_options,
+                           utc_offset=utc_offset, splits=splits)
         click.echo(json.dumps(report_json(report), indent=1) if as_json else format_report(report))

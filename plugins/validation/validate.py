@@ -113,6 +113,7 @@ def townsquare_register_commands(cli: click.Group) -> None:
     @click.option("--seeds", type=int, default=None, metavar="N",
                   help="RUN is a scenario file: run it N times (seeds from the scenario's own) and score those runs.")
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="With --seeds: override a scenario key.")
+    @click.option("--llm", "llm_spec", metavar="PROVIDER[:MODEL]", default=None, help="With --seeds: the LLM the runs use, e.g. openai:gpt-4o-mini.")
     @click.option("--out", type=click.Path(file_okay=False), default=None,
                   help="Folder for the --seeds runs (default runs/<name>-validate) and the HTML report (default: beside the runs).")
     @click.option("--dimension", "dimensions", multiple=True, metavar="NAME", help="Only these dimensions (default: all).")
@@ -123,14 +124,14 @@ def townsquare_register_commands(cli: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (a list `dimensions`).")
     @click.option("--html", "html", is_flag=True, help="Also write an HTML report with real-against-simulated plots.")
     @common_options
-    def validate(runs: tuple[str, ...], against: str, seeds: int | None, overrides: tuple[str, ...], out: str | None,
-                 dimensions: tuple[str, ...], splits: int, utc_offset: float, as_json: bool, html: bool,
+    def validate(runs: tuple[str, ...], against: str, seeds: int | None, overrides: tuple[str, ...], llm_spec: str | None,
+                 out: str | None, dimensions: tuple[str, ...], splits: int, utc_offset: float, as_json: bool, html: bool,
                  plugin_options: tuple[str, ...], **_: Any) -> None:
         """Score runs (replicates of one scenario) against a trace of real people, dimension by dimension."""
-        from townsquare.api.commands import load_plugins
+        from townsquare.api.commands import llm_overrides, load_plugins
 
         check_extra()
-        paths = scenario_runs(runs, seeds, overrides, out, plugin_options)
+        paths = scenario_runs(runs, seeds, (*llm_overrides(llm_spec), *overrides), out, plugin_options)
         validation = validate_runs(paths, against, load_plugins(plugin_options), dimensions=dimensions, splits=splits,
                                    utc_offset=utc_offset)
         if as_json:
