@@ -76,8 +76,8 @@ def paired_change(report: dict[str, Any], name: str) -> tuple[float, float, floa
 def format_report(report: dict[str, Any]) -> str:
     fit = report["fit"]
     lines = [f"calibrated {report['scenario']} to {report['against']}: wrote {report['written']}",
-             f"  activity: alpha {fit['alpha']}, x_min {fit['x_min']} sessions a day (the trace's own Pareto alpha from its "
-             f"smallest count: {cell(fit['trace_alpha'])}, {fit['trace_users']} users); "
+             f"  activity: alpha {fit['alpha']}, x_min {fit['x_min']} sessions a day (the trace's own Pareto alpha: "
+             f"{cell(fit['trace_alpha'])}, {fit['trace_users']} users); "
              f"{'an hour-of-day profile from the trace' if fit['hourly'] else 'no hour-of-day profile (the trace has no clock)'}",
              f"  expected activity_per_user KS under the activity model: {cell(fit['expected_ks_before'])} before, "
              f"{cell(fit['expected_ks'])} after ({fit['sessions_seen']} sessions seen, {cell(fit['session_mean'])} events each on average)"]

@@ -8,7 +8,7 @@ Two parts of the activity model (:mod:`townsquare.activity`) are fitted:
   without clock times (Twitter15/16) keep the scenario's profile.
 - the **Pareto activity levels** (``alpha``, ``x_min``; RecAgent eq. 1). RecAgent fits p(x) to
   datasets with the users' interaction counts as their activity levels (Supp. A.5); the
-  trace's own Pareto alpha by maximum likelihood from its smallest count is reported as
+  trace's own Pareto alpha, as ``validate``'s ``activity_per_user`` fits it, is reported as
   ``trace_alpha``. A level is sessions per simulated day, and a run sees a level only through
   what it makes of it: a Bernoulli draw each round with probability 1 - exp(-x * w * m / 1440)
   (capped at one session a round, where a high level saturates), over the scenario's rounds,
@@ -26,7 +26,6 @@ Two parts of the activity model (:mod:`townsquare.activity`) are fitted:
 from __future__ import annotations
 
 import json
-import math
 import re
 import sqlite3
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ import numpy as np
 from townsquare.api import UsageError, active_probabilities, hour_weight, pareto_inverse_cdf, read_user_text
 from townsquare.api.validation import Trace
 
-from .dimensions.activity_per_user import shape_sample
+from .dimensions.activity_per_user import pareto_fit, shape_sample
 from .distances import ks_statistic
 from .table import write_text
 
@@ -55,7 +54,7 @@ class ActivityFit:
     #: the model's mean KS distance from the trace at the fit, and at the scenario's own settings
     expected_ks: float
     expected_ks_before: float
-    #: the trace's Pareto alpha (maximum likelihood from its smallest count) and its users
+    #: the trace's Pareto alpha (as ``activity_per_user`` fits it) and its users
     trace_alpha: float
     trace_users: int
     #: events per session the fit assumed: their mean, and how many sessions they came from
@@ -83,10 +82,6 @@ def hourly_profile(real: Trace) -> list[float] | None:
     return [round(float(w), 4) for w in counts * 24 / counts.sum()]
 
 
-def trace_pareto_alpha(counts: np.ndarray) -> float:
-    """Maximum-likelihood Pareto alpha from the smallest count: n / sum(ln(x / x_min))."""
-    spread = np.log(counts / counts.min()).sum()
-    return float(len(counts) / spread) if spread > 0 else math.nan
 
 
 def session_sizes(runs: list[Path]) -> np.ndarray:
@@ -151,7 +146,7 @@ def fit_activity(real: Trace, clock: Clock, sizes: np.ndarray, before: tuple[flo
     distance, alpha, x_min = min(best, finer)
     before_model = ActivityModel(clock, hourly_before, sizes, draws, seed)
     return ActivityFit(alpha=round(float(alpha), 3), x_min=float(f"{x_min:.4g}"), hourly=hourly, expected_ks=distance,
-                       expected_ks_before=before_model.distance(target, before[0], before[1]), trace_alpha=trace_pareto_alpha(counts),
+                       expected_ks_before=before_model.distance(target, before[0], before[1]), trace_alpha=pareto_fit(counts)[0],
                        trace_users=len(counts), session_mean=float(model.sizes.mean()), sessions_seen=len(sizes))
 
 

@@ -53,11 +53,12 @@ def test_burstiness_is_minus_one_for_a_clock_and_near_zero_for_poisson():
 
 def test_the_pareto_fit_recovers_alpha_and_the_shape_ignores_scale():
     u = np.random.default_rng(2).random(4000)
-    alpha, fit_ks = pareto_fit(10 * (1 - u) ** (-1 / 1.5))
-    assert alpha == pytest.approx(1.5, abs=0.08) and fit_ks < 0.05
+    alpha, fit_ks, x_min = pareto_fit(10 * (1 - u) ** (-1 / 1.5))
+    assert alpha == pytest.approx(1.5, abs=0.08) and fit_ks < 0.05 and x_min == pytest.approx(10 * 0.95 ** (-1 / 1.5), rel=0.02)
     counts = np.floor(50 * (1 - u[:500]) ** (-1 / 1.5))
     assert ks_statistic(shape_sample(counts), shape_sample(counts * 10)) < 0.05  # ten times the volume, the same shape
     assert math.isnan(pareto_fit(np.array([3.0, 3.0, 3.0]))[0])
+    assert pareto_fit(np.r_[1.0, np.full(99, 40.0) + np.arange(99)])[2] > 1  # one user with one event does not set x_min
 
 
 def test_ratings_go_onto_the_traces_scale_by_equal_bins():
