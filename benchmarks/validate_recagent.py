@@ -18,7 +18,8 @@ oracle is a test instrument: these numbers say what the pathway makes of the act
 the personas, not what a language model's users would do.
 
 Usage: ``python benchmarks/validate_recagent.py [--seeds 3] [--agents 943] [--rounds 34]
-[--utc-offset -6] [--out DIR] [--json FILE]``. Needs ``townsquare data fetch movielens-100k``
+[--utc-offset -6] [--out DIR] [--json FILE] [--reuse]`` (``--reuse`` scores the finished runs
+already in ``--out`` again). Needs ``townsquare data fetch movielens-100k``
 (or ``--from recbole-1.2.1-py3-none-any.whl``).
 """
 
@@ -44,6 +45,7 @@ def main() -> None:
     parser.add_argument("--splits", type=int, default=20)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "validate-recagent")
     parser.add_argument("--json", type=Path, default=None, help="also write the whole result here")
+    parser.add_argument("--reuse", action="store_true", help="keep finished runs already in --out (score them again)")
     args = parser.parse_args()
 
     from townsquare.api import installed_dataset, logs
@@ -58,7 +60,7 @@ def main() -> None:
     overrides = ("llm.name=oracle", f"populations.0.count={args.agents}", f"rounds={args.rounds}")
     started = time.perf_counter()
     report = calibrate(SCENARIO, "movielens-100k", args.out / "calibrated.toml", seeds=args.seeds, out=args.out, runs=True, force=True,
-                       overrides=overrides, plugin_options=(ORACLE,), utc_offset=args.utc_offset, splits=args.splits)
+                       overrides=overrides, plugin_options=(ORACLE,), utc_offset=args.utc_offset, splits=args.splits, reuse=args.reuse)
     elapsed = time.perf_counter() - started
     print(f"{args.agents} agents x {args.rounds} rounds x {args.seeds} seeds, before and after; {elapsed / 60:.1f} min")
     print("\nbefore calibration:\n" + format_table(report["before"]))

@@ -31,7 +31,10 @@ from .table import cell, span
 
 
 def calibrate(scenario: Path, against: str, write: Path, *, seeds: int, out: Path | None, runs: bool, force: bool,
-              overrides: tuple[str, ...], plugin_options: tuple[str, ...], utc_offset: float, splits: int) -> dict[str, Any]:
+              overrides: tuple[str, ...], plugin_options: tuple[str, ...], utc_offset: float, splits: int,
+              reuse: bool = False) -> dict[str, Any]:
+    """Fit, write and score (module docstring). ``reuse``: finished runs already in the run folders
+    are kept (``after/`` ones only if they ran the fit just written)."""
     from townsquare.api.commands import load_plugins, load_scenario
 
     from .calibration import Clock, fit_activity, planners_of, population_activity, session_sizes, write_scenario
@@ -48,7 +51,8 @@ def calibrate(scenario: Path, against: str, write: Path, *, seeds: int, out: Pat
     model = resolved.model
     real = read_trace(against, utc_offset)
     folder = out or Path("runs") / f"{model.name}-calibrate"
-    before_runs = run_replicates(scenario, seeds, folder / "before", overrides=overrides, plugin_options=plugin_options) if runs else []
+    before_runs = run_replicates(scenario, seeds, folder / "before", overrides=overrides, plugin_options=plugin_options,
+                                 reuse=reuse) if runs else []
     clock = Clock(agents=sum(p.count for p in model.populations), rounds=model.rounds, minutes=model.clock.minutes_per_round,
                   start=model.clock.start)
     before = (model.activity.alpha, model.activity.x_min)
@@ -60,10 +64,18 @@ def calibrate(scenario: Path, against: str, write: Path, *, seeds: int, out: Pat
                               "planners": planners_of(before_runs)}
     if not runs:
         return report
-    after_runs = run_replicates(write, seeds, folder / "after", overrides=overrides, plugin_options=plugin_options)
+    after_runs = run_replicates(write, seeds, folder / "after", overrides=overrides, plugin_options=plugin_options, reuse=reuse)
+    stale = [run for run in after_runs if _activity_of(run) != (fit.alpha, fit.x_min)]
+    if stale:
+        raise UsageError(f"{stale[0]}: ran alpha, x_min = {_activity_of(stale[0])}, not the fit's {fit.alpha}, {fit.x_min}: remove it")
     report["before"] = validate_runs(before_runs, against, plugins, splits=splits, real=real)
     report["after"] = validate_runs(after_runs, against, plugins, splits=splits, real=real)
     return report
+
+
+def _activity_of(run: Path) -> tuple[Any, Any]:
+    activity = (json.loads((Path(run) / "manifest.json").read_text(encoding="utf-8")).get("scenario") or {}).get("activity") or {}
+    return activity.get("alpha"), activity.get("x_min")
 
 
 def paired_change(report: dict[str, Any], name: str) -> tuple[float, float, float]:
@@ -124,6 +136,7 @@ def townsquare_register_commands(cli: click.Group) -> None:
     @click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder for the runs (default runs/<name>-calibrate).")
     @click.option("--no-runs", "no_runs", is_flag=True, help="Fit and write only: no runs, no before-and-after table.")
     @click.option("--force", is_flag=True, help="Replace OUT.toml if it exists.")
+    @click.option("--reuse-runs", "reuse", is_flag=True, help="Keep the finished runs already in --out (score them again).")
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key in every run.")
     @click.option("--llm", "llm_spec", metavar="PROVIDER[:MODEL]", default=None, help="The LLM every run uses, e.g. openai:gpt-4o-mini.")
     @click.option("--utc-offset", type=float, default=0.0, show_default=True, metavar="HOURS",
@@ -131,7 +144,7 @@ def townsquare_register_commands(cli: click.Group) -> None:
     @click.option("--splits", type=click.IntRange(1, 1000), default=20, show_default=True, help="Random splits for the trace's floor.")
     @click.option("--json", "as_json", is_flag=True, help="Print the fit and both validations as JSON.")
     @common_options
-    def calibrate_command(scenario: str, against: str, write: str, seeds: int, out: str | None, no_runs: bool, force: bool,
+    def calibrate_command(scenario: str, against: str, write: str, seeds: int, out: str | None, no_runs: bool, force: bool, reuse: bool,
                           overrides: tuple[str, ...], llm_spec: str | None, utc_offset: float, splits: int, as_json: bool,
                           plugin_options: tuple[str, ...], **_: Any) -> None:
         """Fit when agents act (Pareto activity levels, hour-of-day profile) to a trace; write OUT.toml; validate before and after."""
@@ -139,5 +152,5 @@ def townsquare_register_commands(cli: click.Group) -> None:
 
         report = calibrate(Path(scenario), against, Path(write), seeds=seeds, out=Path(out) if out else None, runs=not no_runs,
                            force=force, overrides=(*llm_overrides(llm_spec), *overrides), plugin_options=plugin_options,
-                           utc_offset=utc_offset, splits=splits)
+                           utc_offset=utc_offset, splits=splits, reuse=reuse)
         click.echo(json.dumps(report_json(report), indent=1) if as_json else format_report(report))

@@ -22,15 +22,20 @@ def replicate_seeds(scenario: str | Path, seeds: int, overrides: Iterable[str] =
 
 
 def run_replicates(scenario: str | Path, seeds: int, out: Path, *, overrides: Iterable[str] = (),
-                   plugin_options: Iterable[str] = ()) -> list[Path]:
+                   plugin_options: Iterable[str] = (), reuse: bool = False) -> list[Path]:
     """Run ``scenario`` ``seeds`` times into ``out/seed-S``; the run directories. ``out`` must
-    not hold runs already (score those directly)."""
+    not hold runs already (score those directly), unless ``reuse``: then a finished run of the
+    same scenario file, seed and overrides there is kept."""
     from townsquare.api.commands import open_run, start_run
 
     overrides, plugin_options = list(overrides), list(plugin_options)
     runs = []
     for seed in replicate_seeds(scenario, seeds, overrides, plugin_options):
         target = out / f"seed-{seed}"
+        if reuse and _finished(target, scenario, seed, overrides):
+            click.echo(f"seed {seed}: {target} (finished before: reused)", err=True)
+            runs.append(target)
+            continue
         if target.exists() and any(target.iterdir()):
             raise UsageError(f"{target}: exists already: remove it, choose another --out, or score the runs there "
                              f"(townsquare validate {out}/seed-* --against ...)")
@@ -41,3 +46,14 @@ def run_replicates(scenario: str | Path, seeds: int, out: Path, *, overrides: It
     sys.stderr.flush()
     return runs
 
+
+
+def _finished(target: Path, scenario: str | Path, seed: int, overrides: list[str]) -> bool:
+    import json
+
+    try:
+        manifest = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (manifest.get("status") == "finished" and manifest.get("seed") == seed and manifest.get("overrides") == overrides
+            and Path(str(manifest.get("source"))).resolve() == Path(scenario).resolve())

@@ -84,6 +84,9 @@ def test_calibrate_writes_the_scenario_and_shows_distances_before_and_after(setu
     change = report["activity_ks_change"]
     assert change["mean"] == pytest.approx(np.mean(after["activity_per_user"]["distances"]) - np.mean(before["activity_per_user"]["distances"]))
     assert session_sizes(sorted((root / "runs" / "before").iterdir())).tolist() == [1] * report["fit"]["sessions_seen"]
+    code, again, err = cli_in_process(capsys, "calibrate", str(scenario), "--against", str(root / "trace"), "--write", str(out), "--force",
+                                      "--reuse-runs", "--seeds", "2", "--out", str(root / "runs"), "--splits", "3", "--json", "-p", ORACLE)
+    assert code == 0 and err.count("finished before: reused") == 4 and json.loads(again)["after"] == report["after"]
 
 
 def test_calibrate_without_runs_and_its_refusals(setup, capsys):
