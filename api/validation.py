@@ -16,7 +16,7 @@ split-half floor, the ratio of variances across users, the plots)::
             return None if trace.absolute_times else "the trace has no clock times"
 
         def measure(self, trace, reference):
-            hours = [len(set(h)) for h in trace.per_user(trace.hours()).values()]
+            hours = [len(set(h.astype(int))) for h in trace.per_user(trace.hours()).values()]
             return Measurement(value=float(np.median(hours)), sample=np.asarray(hours, float),
                                per_user=np.asarray(hours, float))
 
