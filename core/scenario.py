@@ -18,11 +18,7 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from pathlib import Path
-<<<<<<< HEAD
-from typing import Annotated, Any, Literal, Mapping
-=======
-from typing import Any, ClassVar, Literal, Mapping
->>>>>>> main
+from typing import Annotated, Any, ClassVar, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
