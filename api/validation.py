@@ -209,7 +209,8 @@ class Dimension(Protocol):
     unit: str
     #: ``ks``, ``js``, ``relative_error`` or ``nrmse`` (module docstring)
     distance: str
-    #: what ``Measurement.value`` is, for the table
+    #: what ``Measurement.value`` is, for the table (an optional ``axis`` says what the plotted
+    #: sample or histogram is)
     label: str
 
     def applies(self, trace: Trace) -> str | None:

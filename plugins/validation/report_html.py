@@ -66,6 +66,8 @@ def plot(result: Any, runs: list[str]) -> str:
         ax.axhline(result.real, color=REAL, linewidth=2.2, label="real")
         ax.scatter(range(len(sims)), result.replicates, color=[RUNS[k % len(RUNS)] for k in range(len(sims))], zorder=3, label="runs")
         ax.set_xticks(range(len(sims)), runs, fontsize=7)
+    if result.axis:
+        ax.set_xlabel(result.axis, fontsize=8)
     ax.set_title(f"{result.name}: {result.label}", fontsize=9)
     ax.legend(fontsize=7)
     return _png(fig)

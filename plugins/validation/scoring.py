@@ -40,6 +40,8 @@ class DimensionResult:
     metric: str
     unit: str
     plugin: str = ""
+    #: what the plotted values are (a dimension's optional ``axis``)
+    axis: str = ""
     real: float = math.nan
     simulated: float = math.nan
     interval: tuple[float, float] = (math.nan, math.nan)
@@ -107,7 +109,8 @@ def comparison_grid(sims: list[Trace]) -> tuple[float, float]:
 
 
 def _score_one(spec: Any, dimension: Any, real: Trace, sims: list[Trace], splits: int, seed: int) -> DimensionResult:
-    result = DimensionResult(name=spec.name, plugin=spec.plugin, label=dimension.label, metric=dimension.distance, unit=dimension.unit)
+    result = DimensionResult(name=spec.name, plugin=spec.plugin, label=dimension.label, metric=dimension.distance, unit=dimension.unit,
+                             axis=getattr(dimension, "axis", ""))
     why = dimension.applies(real)
     if why is None:
         why = next((f"{s.name}: {w}" for s in sims if (w := dimension.applies(s)) is not None), None)

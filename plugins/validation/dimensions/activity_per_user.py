@@ -63,6 +63,7 @@ def pareto_fit(counts: np.ndarray) -> tuple[float, float, float]:
 class ActivityPerUser:
     unit, distance = "user", "ks"
     label = "Pareto alpha of events per user"
+    axis = "log events per user, less their mean"
 
     def applies(self, trace: Trace) -> str | None:
         return None if len(trace) else "no events"

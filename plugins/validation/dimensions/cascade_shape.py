@@ -51,6 +51,7 @@ class CascadeShape:
 
     def __init__(self, name: str):
         self.label, self.of = MEASURES[name]
+        self.axis = name.replace("_", " ") + " of a cascade"
 
     def applies(self, trace: Trace) -> str | None:
         return None if trace.cascades else "no cascades"

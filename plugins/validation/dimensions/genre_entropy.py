@@ -33,6 +33,7 @@ def user_entropies(trace: Trace, genres: dict[str, tuple[str, ...]]) -> np.ndarr
 class GenreEntropy:
     unit, distance = "user", "ks"
     label = "mean per-user genre entropy (bits)"
+    axis = "genre entropy of a user (bits)"
 
     def applies(self, trace: Trace) -> str | None:
         return None if any(trace.genres.get(i) for i in np.unique(trace.items).tolist()) else "no genres for its items"

@@ -36,6 +36,7 @@ def _needs_clock(trace: Trace) -> str | None:
 class InterEventTimes:
     unit, distance = "user", "ks"
     label = "median gap between a user's events (hours)"
+    axis = "seconds between a user's consecutive events"
 
     def applies(self, trace: Trace) -> str | None:
         return _needs_clock(trace)
@@ -57,6 +58,7 @@ def burstiness(gaps: np.ndarray) -> float:
 class Burstiness:
     unit, distance = "user", "ks"
     label = "mean burstiness B of users' gaps"
+    axis = "burstiness B of a user's gaps"
 
     def applies(self, trace: Trace) -> str | None:
         why = _needs_clock(trace)

@@ -34,6 +34,7 @@ def on_scale(ratings: np.ndarray, scale: tuple[float, float], target: tuple[floa
 class RatingDistribution:
     unit, distance = "user", "js"
     label = "mean rating (on the trace's scale)"
+    axis = "rating"
 
     def applies(self, trace: Trace) -> str | None:
         if trace.rating_scale is None or not np.isfinite(trace.ratings).any():

@@ -27,6 +27,7 @@ class Degree:
         self.which = which
         self.label = {"followers": "mean followers per user", "following": "mean followees per user",
                       "interaction": "mean distinct users who answered or reshared a user"}[which]
+        self.axis = {"followers": "followers", "following": "followees", "interaction": "distinct users answering or resharing"}[which]
 
     def applies(self, trace: Trace) -> str | None:
         if self.which == "interaction":

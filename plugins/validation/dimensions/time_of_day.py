@@ -43,6 +43,7 @@ class TimeOfDay:
     def __init__(self, period: str):
         self.period = period
         self.label = f"entropy of the {'hour-of-day' if period == 'hour' else 'day-of-week'} distribution (bits)"
+        self.axis = "hour of the day" if period == "hour" else "day of the week"
 
     def applies(self, trace: Trace) -> str | None:
         if not trace.absolute_times:
