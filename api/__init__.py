@@ -50,7 +50,7 @@ from ..secrets import redact_text
 from .secret_files import read_secret_file, resolve_secrets
 from .endpoint import EndpointConfig
 from .similarity_rule import SimilarityRule, SimilarityRuleConfig
-from .stats import Interval, TTest, holm, t_quantile, kendall_tau, mean_interval, paired_test, two_stage_bootstrap
+from .stats import Interval, TTest, holm, t_quantile, kendall_tau, mean_interval, paired_test, share_interval, spearman, two_stage_bootstrap
 from ..slots import SLOT_PROTOCOLS
 from .follow_graph import follow_edges
 from ..specs import (
@@ -70,7 +70,8 @@ __all__ = [
     "Metric", "MetricSpec", "MovieLens", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
     "PluginError", "Policy", "PolicySpec", "PostView", "Rating", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView", "RunSeams",
-    "Interval", "TTest", "holm", "t_quantile", "kendall_tau", "mean_interval", "paired_test", "two_stage_bootstrap",
+    "Interval", "TTest", "holm", "t_quantile", "kendall_tau", "mean_interval", "paired_test", "share_interval", "spearman",
+    "two_stage_bootstrap",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
     "UsageError", "ValidationDimensionSpec", "active_probabilities", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes",
     "classify", "current_issue", "cycle_personas", "data_home", "data_path",

@@ -56,6 +56,8 @@ from typing import Any
 
 import numpy as np
 
+from townsquare.api.stats import spearman
+
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "examples" / "conformity.toml"
 #: the movie every agent scores in that scenario (its ``plugins.conformity.item``, m1)
@@ -98,29 +100,6 @@ def personas_for(seed: int, graph: str, folder: Path) -> list[str]:
     path = folder / f"personas-{seed}.jsonl"
     path.write_text("".join(json.dumps(p) + "\n" for p in random_graph(personas, np.random.default_rng([seed, 17]))))
     return [f"populations.0.personas.path={path}"]
-
-
-def ranks(values: list[float]) -> np.ndarray:
-    """Ranks from 1, ties sharing their mean rank."""
-    order = np.argsort(values, kind="stable")
-    out = np.empty(len(values))
-    sorted_values = np.asarray(values, dtype=float)[order]
-    start = 0
-    while start < len(values):
-        end = start
-        while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
-            end += 1
-        out[order[start:end + 1]] = (start + end) / 2 + 1
-        start = end + 1
-    return out
-
-
-def spearman(x: list[float], y: list[float]) -> float | None:
-    """Spearman's rho (Pearson on ranks); None when either side is constant."""
-    rx, ry = ranks(x), ranks(y)
-    if rx.std() == 0 or ry.std() == 0:
-        return None
-    return float(np.corrcoef(rx, ry)[0, 1])
 
 
 class Voices:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from townsquare.plugins.recagent.studies.conformity import attitude_change
+from townsquare.api.stats import spearman
+from townsquare.plugins.recagent.studies.conformity import attitude_change, own_changes
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -25,6 +27,25 @@ def test_attitude_change_on_a_hand_made_rating_log():
     # fewer rounds than 10 so far: divided by the steps seen
     assert attitude_change({"a": [5, 6, 6]}, {"a": 2}) == {2: pytest.approx(0.5)}
     assert attitude_change({"a": [5]}, {"a": 2}) == {}
+    assert own_changes(scores) == {"a": 2, "b": 10, "c": 0, "d": 10}
+
+
+def test_rho_is_spearman_of_friends_and_each_agents_changes(run_scenario, make_plugins):
+    run_dir, scores = oracle_run(run_scenario, make_plugins)
+    db = sqlite3.connect(run_dir.events_path)
+    last, rho = db.execute("SELECT round, value FROM metrics WHERE name = 'conformity.rho' ORDER BY round DESC LIMIT 1").fetchone()
+    friends = {a: len(json.loads(p)["fields"].get("friends") or ()) for a, p in db.execute("SELECT agent_id, persona FROM agents")}
+    changes = own_changes(scores)
+    assert sum(changes.values()) > 0  # the oracle's raters do move toward what they recall
+    agents = sorted(changes)
+    assert rho == pytest.approx(spearman([friends[a] for a in agents], [changes[a] for a in agents]))
+    # and over the agents who had not rated it before the run (the five first watchers left out)
+    first = {a for a, p in db.execute("SELECT agent_id, persona FROM agents")
+             if any(h.get("id") == "m1" for h in json.loads(p)["fields"].get("history") or ())}
+    assert len(first) == 5
+    others = [a for a in agents if a not in first]
+    found = db.execute("SELECT value FROM metrics WHERE name = 'conformity.rho_others' AND round = ?", (last,)).fetchone()[0]
+    assert found == pytest.approx(spearman([friends[a] for a in others], [changes[a] for a in others]) or 0.0)
 
 
 def test_conformity_example_runs_offline(run_scenario, make_plugins):
@@ -125,6 +146,8 @@ def test_without_memory_no_opinion_reaches_the_rater(run_scenario, make_plugins,
     db = sqlite3.connect(run_dir.events_path)
     ac = dict(db.execute("SELECT name, value FROM metrics WHERE round = 5 AND name LIKE 'conformity.ac.%'").fetchall())
     assert set(ac.values()) == {0.0}
+    # nobody changed: the rank correlation is undefined and stored as 0
+    assert db.execute("SELECT value FROM metrics WHERE round = 5 AND name = 'conformity.rho'").fetchone()[0] == 0.0
 
 
 SCENARIO = """
