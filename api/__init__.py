@@ -15,6 +15,7 @@ contract a backend implements) and holds no helper. Helpers that designs share a
 from __future__ import annotations
 
 from ..actions import SOCIAL_ACTIONS, WRITE_ACTIONS, Action, ActionResult
+from ..activity import active_probabilities, hour_weight, pareto_inverse_cdf
 from ..agent_host import AgentHost, restore_agent, stop_reason
 from ..components import (
     Agent, BuildContext, Component, ObservesResults, ObservesRounds, PersonaContext, PersonaKnowledge, PlannedTurn, Planner, Policy,
@@ -48,23 +49,24 @@ from ..world import World
 from ..specs import (
     AGENT_SLOTS, ALL_SETTINGS, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
     MetricSpec, PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec,
-    ReflectorSpec, machinery_fields,
+    ReflectorSpec, ValidationDimensionSpec, machinery_fields,
 )
 
 __all__ = [
-    "AGENT_SLOTS", "ALL_SETTINGS", "COLLECTOR_THRESHOLDS", "KEPT", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS",
-    "WRITE_ACTIONS", "AccountView", "Action", "ActionResult", "Agent", "agent_memory", "AgentHost", "Answer", "AnswerFormat",
-    "answers_in_db", "BuildContext", "choose_modes", "classify", "Component", "ComponentError", "ComponentSpec",
-    "current_issue", "Embedder", "EmbedderSpec", "EmbeddingCache", "Handler", "hookimpl", "Intervention", "InterventionSpec",
-    "is_constrained", "KnowledgeItem", "KnowledgeSource", "KnowledgeSourceSpec", "limits_of", "LimitsConfig", "LLMCallRecord",
-    "LLMClient", "LLMFatal", "LLMFault", "LLMJournal", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec", "LLMRequest",
-    "LLMResponse", "machinery_fields", "match_label", "match_prefix", "Memory", "MemoryChain", "MemoryRecord",
-    "MemoryRetrieval", "MemorySpec", "Message", "Metric", "MetricSpec", "mode_for", "name_problem", "normalize_rows",
-    "not_text", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
-    "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "PlannedTurn", "Planner", "PlannerSpec", "Platform",
-    "platform_actions", "PlatformSpec", "PluginError", "Policy", "PolicySpec", "PostView", "process_usage",
+    "AGENT_SLOTS", "ALL_SETTINGS", "COLLECTOR_THRESHOLDS", "KEPT", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS",
+    "SOCIAL_ACTIONS", "WRITE_ACTIONS", "AccountView", "Action", "ActionResult", "active_probabilities", "Agent",
+    "agent_memory", "AgentHost", "Answer", "AnswerFormat", "answers_in_db", "BuildContext", "choose_modes", "classify",
+    "Component", "ComponentError", "ComponentSpec", "current_issue", "Embedder", "EmbedderSpec", "EmbeddingCache",
+    "Handler", "hookimpl", "hour_weight", "Intervention", "InterventionSpec", "is_constrained", "KnowledgeItem",
+    "KnowledgeSource", "KnowledgeSourceSpec", "limits_of", "LimitsConfig", "LLMCallRecord", "LLMClient", "LLMFatal",
+    "LLMFault", "LLMJournal", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec", "LLMRequest", "LLMResponse",
+    "machinery_fields", "match_label", "match_prefix", "Memory", "MemoryChain", "MemoryRecord", "MemoryRetrieval",
+    "MemorySpec", "Message", "Metric", "MetricSpec", "mode_for", "name_problem", "normalize_rows", "not_text",
+    "ObservesResults", "ObservesRounds", "pareto_inverse_cdf", "ParseFailure", "Persona", "PersonaComponentSpec",
+    "PersonaContext", "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "PlannedTurn", "Planner", "PlannerSpec",
+    "Platform", "platform_actions", "PlatformSpec", "PluginError", "Policy", "PolicySpec", "PostView", "process_usage",
     "provider_capabilities", "Recommender", "RecommenderSpec", "redact_text", "Reflector", "ReflectorSpec", "request_kind",
     "restore_agent", "retrieval_of", "RoundView", "RunInfo", "RunSeams", "RunStopped", "RunSummary", "ScenarioError",
     "Services", "StepContext", "stop_reason", "structured_modes", "TownsquareError", "Turns", "TurnsBackend", "UsageError",
-    "World",
+    "ValidationDimensionSpec", "World",
 ]

@@ -10,5 +10,6 @@ OpenAI-compatible endpoint's settings (:mod:`.endpoint`), retries' waits (:mod:`
 run's cacheable prompt share (:mod:`.cache_share`), memory and follow-graph exports
 (:mod:`.memory_export`, :mod:`.follow_graph`), persona lists reused for larger populations
 (:mod:`.persona_pool`), the persona-post similarity rule (:mod:`.similarity_rule`) and
-structlog's set-up (:mod:`.logs`).
+structlog's set-up (:mod:`.logs`). :mod:`.validation` is a hook's contract rather than a helper:
+the records a ``townsquare validate`` dimension plugin measures and returns.
 """

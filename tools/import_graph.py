@@ -52,6 +52,10 @@ SURFACE_ONLY = ("scaleout",)
 FRONT_ENDS = ("commands", "notebook")
 #: folders whose modules only declare (re-exports, ``__all__``, protocols)
 DECLARING = ("api", "api/commands")
+#: lib/ modules that are a hook's contract: the records a plugin of that hook writes against
+#: (``townsquare_register_validation_dimensions``: a dimension measures a ``Trace`` into a
+#: ``Measurement``). Third-party plugins are their other users, so one user here is enough.
+CONTRACTS = ("townsquare.lib.validation",)
 #: (importer, imported) pairs allowed across plugin packages, each with the reason; to fold, not to grow
 KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 #: the folders each part of the project may not import from (besides plugins, checked apart)
@@ -210,7 +214,8 @@ def api_declarations() -> list[str]:
 
 def single_user_helpers(edges: dict[str, set[str]] | None = None) -> list[str]:
     """lib/ modules used by one package only (or by none): they belong with that user. A
-    package is a plugin package, a source folder's package otherwise; lib/ itself does not count."""
+    package is a plugin package, a source folder's package otherwise; lib/ itself does not count,
+    nor does a hook's contract (:data:`CONTRACTS`)."""
     edges = graph() if edges is None else edges
     users: dict[str, set[str]] = {}
     for importer, targets in edges.items():
@@ -218,7 +223,8 @@ def single_user_helpers(edges: dict[str, set[str]] | None = None) -> list[str]:
             if target.startswith("townsquare.lib.") and not importer.startswith("townsquare.lib"):
                 users.setdefault(target, set()).add(box(importer))
     return [f"{target}: used by {', '.join(sorted(users.get(target, set()))) or 'nothing'} only; move it next to its user"
-            for target in sorted(t for t in edges if t.startswith("townsquare.lib.")) if len(users.get(target, set())) < 2]
+            for target in sorted(t for t in edges if t.startswith("townsquare.lib.") and t not in CONTRACTS)
+            if len(users.get(target, set())) < 2]
 
 
 def repeated_names() -> list[str]:
