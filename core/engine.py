@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
+import operator
 import time
 from datetime import timedelta
 from typing import Any, Callable, Iterator
@@ -52,6 +52,7 @@ from .rundir import RunDir
 from .scenario import ResolvedScenario
 from .secrets import redact_text
 from .slots import notify_round_start, round_observers
+from .state import json_encoder
 from .store import EventStore, dumps_detail
 
 log = structlog.get_logger("townsquare.engine")
@@ -401,16 +402,17 @@ class Simulation:
         return rows
 
     def _ordered_rows(self, items: list[tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]]) -> list[tuple]:
-        """``items``' rows in issue order (:func:`_row_order`), each with its ``cached_prefix_tokens``:
+        """``items``' rows in issue order (:data:`_ROW_ORDER`), each with its ``cached_prefix_tokens``:
         an answered call's prompt prefix shared with an earlier answered call of the run (in the
         provider's tokens, :func:`townsquare.prompt_cache.cached_tokens`); None for a failed
         attempt or a parse failure (their prompts are left out of the index, so a replay, which
         has no failed attempts, counts the same)."""
         rows = []
-        for _, _, row, (blocks, chars) in sorted(items, key=_row_order):
+        add_blocks = self.prefix_index.add_blocks
+        for _, _, row, (blocks, chars) in sorted(items, key=_ROW_ORDER):
             cached = None
-            if row[5] in ("ok", "cached"):
-                cached = cached_tokens(self.prefix_index.add_blocks(blocks), chars, row[6])
+            if row[5] in ("ok", "cached"):  # a prompt shorter than a block shares nothing
+                cached = cached_tokens(add_blocks(blocks), chars, row[6]) if blocks else 0
             rows.append((*row, cached))
         return rows
 
@@ -558,9 +560,8 @@ class Simulation:
             self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
 
 
-def _row_order(item: tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]) -> tuple[int, tuple[int, int, int]]:
-    """An ``llm_calls`` row's place: agent order, then issue, part and arrival (unique)."""
-    return item[0], item[1]
+#: an ``llm_calls`` row's place: agent order, then issue, part and arrival (unique)
+_ROW_ORDER = operator.itemgetter(0, 1)
 
 
 def _key(middleware: Any) -> str:
@@ -581,7 +582,7 @@ async def close_each(objects: Any) -> None:
 
 
 #: one kept encoder: ``json.dumps`` with options builds a new one per call (a call per action)
-_ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+_ENCODE = json_encoder(sort_keys=True, ensure_ascii=False)
 
 
 def _json(value: Any) -> str:

@@ -33,7 +33,10 @@ KEY_BYTES = 8
 
 def prompt_blocks(prompt: str, block_chars: int = BLOCK_TOKENS * CHARS_PER_TOKEN) -> bytes:
     """The keys of ``prompt``'s whole blocks, :data:`KEY_BYTES` each: block *k*'s key hashes the
-    prompt's text up to the end of block *k* (so equal keys mean equal prefixes)."""
+    prompt's text up to the end of block *k* (so equal keys mean equal prefixes). A prompt
+    shorter than a block has none: nothing of it could be served from a cache."""
+    if len(prompt) < block_chars:
+        return b""
     digest = hashlib.blake2b(digest_size=KEY_BYTES)
     keys = []
     for start in range(0, len(prompt) - block_chars + 1, block_chars):

@@ -37,7 +37,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from townsquare.api import Handler, LLMMiddlewareSpec, LLMRequest, LLMResponse, RunStopped, UsageError, hookimpl, provider_capabilities
+from townsquare.api import Handler, LLMMiddlewareSpec, LLMRequest, LLMResponse, RunStopped, UsageError, hookimpl, json_encoder, provider_capabilities
 
 log = structlog.get_logger("townsquare.plugins.llm.llm_cache")
 
@@ -48,7 +48,7 @@ GROUP_SECONDS = 0.1
 GROUP_ROWS = 256
 
 #: an answer's ``meta`` as stored (one kept encoder: ``json.dumps`` with options makes one per call)
-_META_JSON = json.JSONEncoder(default=str).encode
+_META_JSON = json_encoder(default=str)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
