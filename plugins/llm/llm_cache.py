@@ -256,18 +256,13 @@ class LLMCache:
         if self.replay:
             raise ReplayMiss(f"cache miss in replay: {request.purpose} for {agent or 'the run'} "
                              f"(call {n + 1} of this request; {self.store.path})")
-        response = await self._forward(request, call_next)
-        if self.store is not None:  # None: closed while this call was in flight (the run stopped)
-            self._used.append(self.store.put(agent, key, n, self._round(), request.purpose, response))
-        return response
-
-    async def _forward(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
-        """Call inward; on a stop, first wait until the other calls in flight have landed here."""
+        # call inward (here, not in a coroutine of its own: a call less per request); on a
+        # stop, first wait until the other calls in flight have landed here
         self._in_flight += 1
         self._idle.clear()
         stopped = False
         try:
-            return await call_next(request)
+            response = await call_next(request)
         except RunStopped:
             stopped = True
             raise
@@ -279,6 +274,9 @@ class LLMCache:
                 await self._idle.wait()
             if stopped and self.store is not None:
                 self.store.flush()  # the paid answers of the calls that landed are kept
+        if self.store is not None:  # None: closed while this call was in flight (the run stopped)
+            self._used.append(self.store.put(agent, key, n, self._round(), request.purpose, response))
+        return response
 
     def get_state(self) -> dict[str, Any]:
         """The checkpoint is the commit point: answers used so far count on resume."""
