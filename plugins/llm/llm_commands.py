@@ -70,13 +70,14 @@ def _as_replayed(columns: list[str], rows: list[tuple]) -> list[tuple]:
 
 def calls_per_day(events_path: Path) -> dict[str, tuple[int, int, int]]:
     """Simulated day (``2023-02-13``) -> (calls, prompt tokens, completion tokens) of a run's
-    answered LLM calls, by the day of each call's round."""
+    answered LLM calls, by the day of each call's round (repairs left out, as the stand-in model
+    leaves them out of its counts)."""
     import sqlite3
 
     db = sqlite3.connect(events_path)
     try:
         rows = db.execute("SELECT substr(r.sim_time, 1, 10), COUNT(*), SUM(c.prompt_tokens), SUM(c.completion_tokens) "
-                          "FROM llm_calls c JOIN rounds r ON r.round = c.round WHERE c.status IN ('ok', 'cached') "
+                          "FROM llm_calls c JOIN rounds r ON r.round = c.round WHERE c.status IN ('ok', 'cached') AND c.purpose NOT LIKE '%.repair' "
                           "GROUP BY 1 ORDER BY 1").fetchall()
     finally:
         db.close()
