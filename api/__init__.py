@@ -25,7 +25,9 @@ from .files import parse_json_list, read_user_csv, read_user_text
 from .items import Item, ItemInteractions, ItemRecommender
 from ..knowledge import KnowledgeItem, KnowledgeSource
 from ..lifecycle import RunInfo, RunSummary
-from ..llm import Answer, Handler, LLMCallRecord, LLMClient, LLMProvider, LLMRequest, LLMResponse, Message, ParseFailure, not_text
+from ..llm import (
+    KEPT, Answer, Handler, LLMCallRecord, LLMClient, LLMProvider, LLMRequest, LLMResponse, Message, ParseFailure, current_issue, not_text,
+)
 from ..llm_answers import AnswerFormat, match_label, match_prefix
 from ..llm_modes import MODES, answers_in_db, choose_modes, is_constrained, mode_for, provider_capabilities, request_kind, structured_modes
 from ..llm_faults import LLMFatal, LLMFault, classify
@@ -52,13 +54,13 @@ from .stats import Interval, TTest, holm, t_quantile, kendall_tau, mean_interval
 from ..slots import SLOT_PROTOCOLS
 from .follow_graph import follow_edges
 from ..specs import (
-    AGENT_SLOTS, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
+    AGENT_SLOTS, ALL_SETTINGS, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
     MetricSpec, PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec,
-    ReflectorSpec,
+    ReflectorSpec, machinery_fields,
 )
 
 __all__ = [
-    "AGENT_SLOTS", "DATASET_MARKER", "DEFAULT_CACHED_PRICE_RATIO", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
+    "AGENT_SLOTS", "ALL_SETTINGS", "KEPT", "DATASET_MARKER", "DEFAULT_CACHED_PRICE_RATIO", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
     "AccountView", "Action", "Answer", "AnswerFormat", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
     "DatasetMissing",
     "DuplicateCheck", "Embedder", "EmbedderSpec", "EndpointConfig", "EngagementLog", "EmbeddingCache", "Handler", "Item", "ItemInteractions", "LLMFatal", "LLMFault", "LimitsConfig",
@@ -70,9 +72,9 @@ __all__ = [
     "PluginError", "Policy", "PolicySpec", "PostView", "Rating", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView", "RunSeams",
     "Interval", "TTest", "holm", "t_quantile", "kendall_tau", "mean_interval", "paired_test", "two_stage_bootstrap",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes", "classify", "cycle_personas", "data_home", "data_path",
+    "UsageError", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes", "classify", "current_issue", "cycle_personas", "data_home", "data_path",
     "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "installed_dataset", "is_constrained", "json_encoder", "memory_rows", "limits_of",
-    "load_answers", "load_movielens_data", "load_prompts", "match_label", "match_prefix", "mode_for", "movielens_layout", "name_problem",
+    "load_answers", "load_movielens_data", "machinery_fields", "load_prompts", "match_label", "match_prefix", "mode_for", "movielens_layout", "name_problem",
     "normalize_rows", "not_text", "parse_json_list", "provider_capabilities", "request_kind", "structured_modes",
     "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
 ]

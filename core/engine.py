@@ -127,7 +127,7 @@ class Simulation:
         self.agents: list[Agent] = []
         self.totals = new_totals()
         #: (agent order, (issue, part, arrival), row, (prompt block keys, prompt characters)) per call
-        self._llm_rows: list[tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]] = []
+        self._llm_rows: list[tuple[tuple[int, str, int, int, int], tuple, tuple[bytes, int]]] = []
         self._record_llm = True
         #: every prompt prefix of the run's answered calls so far, in issue order (``cached_prefix_tokens``)
         self.prefix_index = PrefixIndex()
@@ -201,8 +201,13 @@ class Simulation:
                    call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost,
                    call.error and redact_text(call.error), call.kind, call.mode)
             # by agent, then in the order the agent's client issued the calls (a call's retries
-            # and repair with it, in arrival order): never in completion order, which latency decides
-            self._llm_rows.append((order, (*(call.issue or (-1, 0)), len(self._llm_rows)), row, (call.prompt_blocks, call.prompt_chars)))
+            # and repair with it, in arrival order): never in completion order, which latency
+            # decides. Ids that are no agent's (a persona being enriched, say) go by id: each
+            # numbers its calls from 0. The place is one flat tuple, made here, so that the
+            # round's sort compares plain values (a key function per row was 2 % of a round)
+            issue = call.issue or (-1, 0)
+            place = (order, "" if order >= 0 else call.agent_id or "", issue[0], issue[1], len(self._llm_rows))
+            self._llm_rows.append((place, row, (call.prompt_blocks, call.prompt_chars)))
         if self.fire_llm_call_hook:
             self.hook.townsquare_on_llm_call(run=self.info, call=call)
 
@@ -346,7 +351,7 @@ class Simulation:
             self.store.discard_pending()
             # Failed attempts of the discarded round happened: they keep their rows (the
             # replayed round gets its answers from the cache and does not repeat them).
-            self._write_llm_rows([item for item in self._llm_rows if item[2][5] == "error"])
+            self._write_llm_rows([item for item in self._llm_rows if item[1][5] == "error"])
             self._llm_rows.clear()
             log.warning("run.stopped", reason=stopped, last_round=last_done)
         summary = RunSummary(
@@ -395,21 +400,21 @@ class Simulation:
         items, self._llm_rows = self._llm_rows, []
         return self._write_llm_rows(items)
 
-    def _write_llm_rows(self, items: list[tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]]) -> list[tuple]:
+    def _write_llm_rows(self, items: list[tuple[tuple[int, str, int, int, int], tuple, tuple[bytes, int]]]) -> list[tuple]:
         rows = self._ordered_rows(items) if items else []
         if rows and self._record_llm:
             self.store.write_now("llm_calls", rows)
         return rows
 
-    def _ordered_rows(self, items: list[tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]]) -> list[tuple]:
-        """``items``' rows in issue order (:data:`_ROW_ORDER`), each with its ``cached_prefix_tokens``:
+    def _ordered_rows(self, items: list[tuple[tuple[int, str, int, int, int], tuple, tuple[bytes, int]]]) -> list[tuple]:
+        """``items``' rows in issue order (their places, :meth:`record_llm_call`), each with its ``cached_prefix_tokens``:
         an answered call's prompt prefix shared with an earlier answered call of the run (in the
         provider's tokens, :func:`townsquare.prompt_cache.cached_tokens`); None for a failed
         attempt or a parse failure (their prompts are left out of the index, so a replay, which
         has no failed attempts, counts the same)."""
         rows = []
         add_blocks = self.prefix_index.add_blocks
-        for _, _, row, (blocks, chars) in sorted(items, key=_ROW_ORDER):
+        for _, row, (blocks, chars) in sorted(items, key=_PLACE):
             cached = None
             if row[5] in ("ok", "cached"):  # a prompt shorter than a block shares nothing
                 cached = cached_tokens(add_blocks(blocks), chars, row[6]) if blocks else 0
@@ -560,8 +565,8 @@ class Simulation:
             self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
 
 
-#: an ``llm_calls`` row's place: agent order, then issue, part and arrival (unique)
-_ROW_ORDER = operator.itemgetter(0, 1)
+#: a kept ``llm_calls`` row's place (:meth:`Simulation.record_llm_call`)
+_PLACE = operator.itemgetter(0)
 
 
 def _key(middleware: Any) -> str:

@@ -217,3 +217,15 @@ def test_progress_in_a_notebook_is_one_line_updated_in_place(tmp_path, monkeypat
     assert [text.split("  ")[0] for _, text in shown] == ["round 1/3", "round 2/3", "round 3/3"]
     err = capsys.readouterr().err
     assert f"run directory: {tmp_path / 'run'}" in err and "embedding_baseline" in err and "round 1/3" not in err
+
+
+def test_one_option_given_as_a_string_is_one_option_and_bad_counts_are_refused(scripted_run, tmp_path):
+    """``plugins="no:x"`` is the option ``-p no:x``, not four letters; ``interview(memories=-1)``
+    is refused as the CLI refuses ``--memories -1``."""
+    (tmp_path / "s.toml").write_text(scenario_text(rounds=1, count=2))
+    run = ts.start(tmp_path / "s.toml", out=tmp_path / "run", plugins="no:dashboard", overrides="rounds=2", progress=False)
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    assert manifest["plugin_options"] == ["no:dashboard"] and "dashboard" in manifest["disabled_plugins"]
+    assert manifest["rounds"] == 2
+    with pytest.raises(UsageError, match="memories = -1"):
+        scripted_run.interview("Hi?", "users-0001", memories=-1)

@@ -167,3 +167,23 @@ def test_satisfaction_without_an_llm_is_a_clear_error(write_scenario, run_scenar
     text = SCENARIO.format(rec="false", soc="false", users="paged", cocoon="satisfaction = true", personas=EXAMPLES / "cocoon_personas.jsonl")
     with pytest.raises(TownsquareError, match="satisfaction needs an LLM"):
         run_scenario(write_scenario(text))
+
+
+@pytest.mark.parametrize("override,message", [
+    ("plugins.rec_strategy.n=99", "plugins.rec_strategy.n = 99: a page has 5 items; at most 5 can be replaced"),
+    ("plugins.rec_strategy.from_round=1000", "plugins.rec_strategy.from_round = 1000: the run has rounds 0..5, so it would never act"),
+    ("plugins.soc_strategy.n=1000000000", "plugins.soc_strategy.n = 1000000000: the run has 8 agents, so each can get at most 7"),
+    ("plugins.soc_strategy.from_round=6", "plugins.soc_strategy.from_round = 6: the run has rounds 0..5, so it would never act"),
+])
+def test_strategy_settings_that_cannot_act_are_one_line_errors(write_scenario, tmp_path, capsys, override, message):
+    from helpers import cli_in_process
+
+    path = write_scenario(SCENARIO.format(rec="true", soc="true", users="paged", cocoon="", personas=EXAMPLES / "cocoon_personas.jsonl"))
+    code, _, err = cli_in_process(capsys, "run", str(path), "--set", override, "--out", str(tmp_path / "r"), "--quiet")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "r").exists()
+    # a switched-off strategy is a control run: its from_round may lie past the end
+    code, _, err = cli_in_process(capsys, "run", str(path), "--set", "plugins.rec_strategy.enabled=false", "--set",
+                                  "plugins.soc_strategy.enabled=false", "--set", "plugins.rec_strategy.from_round=1000",
+                                  "--set", "rounds=1", "--out", str(tmp_path / "off"), "--quiet")
+    assert code == 0, err
