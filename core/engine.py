@@ -200,13 +200,7 @@ class Simulation:
             row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
                    call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost,
                    call.error and redact_text(call.error), call.kind, call.mode)
-            # by agent, then in the order the agent's client issued the calls (a call's retries
-            # and repair with it, in arrival order): never in completion order, which latency
-            # decides. Ids that are no agent's (a persona being enriched, say) go by id: each
-            # numbers its calls from 0. The place is one flat tuple, made here, so that the
-            # round's sort compares plain values (a key function per row was 2 % of a round)
-            issue = call.issue or (-1, 0)
-            place = (order, "" if order >= 0 else call.agent_id or "", issue[0], issue[1], len(self._llm_rows))
+            place = _row_place(order, call.agent_id, call.issue or (-1, 0), len(self._llm_rows))
             self._llm_rows.append((place, row, (call.prompt_blocks, call.prompt_chars)))
         if self.fire_llm_call_hook:
             self.hook.townsquare_on_llm_call(run=self.info, call=call)
@@ -407,7 +401,7 @@ class Simulation:
         return rows
 
     def _ordered_rows(self, items: list[tuple[tuple[int, str, int, int, int], tuple, tuple[bytes, int]]]) -> list[tuple]:
-        """``items``' rows in issue order (their places, :meth:`record_llm_call`), each with its ``cached_prefix_tokens``:
+        """``items``' rows in issue order (:func:`_row_place`), each with its ``cached_prefix_tokens``:
         an answered call's prompt prefix shared with an earlier answered call of the run (in the
         provider's tokens, :func:`townsquare.prompt_cache.cached_tokens`); None for a failed
         attempt or a parse failure (their prompts are left out of the index, so a replay, which
@@ -565,7 +559,17 @@ class Simulation:
             self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
 
 
-#: a kept ``llm_calls`` row's place (:meth:`Simulation.record_llm_call`)
+def _row_place(order: int, agent_id: str | None, issue: tuple[int, ...], arrival: int) -> tuple[int, str, int, int, int]:
+    """An ``llm_calls`` row's place: by agent (``order``), then in the order the agent's client
+    issued the calls (a call's retries and repair with it, in ``arrival`` order): never in
+    completion order, which latency decides. Ids that are no agent's (``order`` -1: a persona
+    being enriched, say) go by id: each numbers its calls from 0. One flat tuple, made as the
+    row is kept, so that the round's sort compares plain values (a key function per row, over
+    nested tuples, was 2 % of a scripted round)."""
+    return order, "" if order >= 0 else agent_id or "", issue[0], issue[1], arrival
+
+
+#: sorts kept ``llm_calls`` rows (place, row, prompt) by :func:`_row_place`
 _PLACE = operator.itemgetter(0)
 
 

@@ -4,7 +4,7 @@ The hot path keys a request by hashing its shape once (:func:`townsquare.llm._ke
 encodes JSON with kept C encoders (:func:`townsquare.state.json_encoder`), builds an answer's
 record positionally and hashes no prompt shorter than a cache block. Each is checked against
 the plain computation, and whole offline runs of the examples against digests of their tables
-made with the code before these shortcuts (commit 951897a): the event log, ``llm_calls``
+made with the code before these shortcuts (commit 7aa1f38): the event log, ``llm_calls``
 (``latency_ms`` aside) and the response journal must be byte for byte what they were. A
 change that means to alter what runs write updates :data:`DIGESTS` (the failure prints the
 new ones).
@@ -27,27 +27,27 @@ from townsquare.prompt_cache import BLOCK_TOKENS, CHARS_PER_TOKEN, prompt_blocks
 from townsquare.state import json_encoder
 
 EXAMPLES = ROOT / "examples"
-#: sha256 of each table's rows (``latency_ms`` and ``wall_seconds`` left out), written by 951897a
+#: sha256 of each table's rows (``latency_ms`` and ``wall_seconds`` left out), written by 7aa1f38
 DIGESTS = {
     "quickstart-scripted": {
         "actions": "92d5fba5e776fa4b", "agents": "f2d7e7bf22853ac9", "follows": "4f53cda18c2baa0c", "llm_calls": "ef396605932c6a10",
         "metrics": "b5625ba4ead20995", "posts": "4ca9cf45052fecca", "reflections": "4f53cda18c2baa0c", "rounds": "5f5ca22930754a9d",
-        "journal.meta": "6bbcbad5ebad50c1", "journal.responses": "0b34d1cbd303554b",
+        "journal.meta": "4a24050f5617adbe", "journal.responses": "fc2ddb7a49c7352f",
     },
     "quickstart-oracle": {
         "actions": "1c85edc6be30b216", "agents": "f2d7e7bf22853ac9", "follows": "4f53cda18c2baa0c", "llm_calls": "bde90d271b582e1a",
         "metrics": "2dd9d2fe25455753", "posts": "669bd025f2adaa7e", "reflections": "4f53cda18c2baa0c", "rounds": "14514ab83e022a57",
-        "journal.meta": "6939e3c41111fc0f", "journal.responses": "f7dad0eed2b26179",
+        "journal.meta": "3c33de929ac6dfca", "journal.responses": "1a6cc6dfad9e957b",
     },
     "conformity-oracle": {
         "actions": "29faac216ef4ba80", "agents": "0822bfcd68cd740a", "follows": "4f53cda18c2baa0c", "llm_calls": "27af66ad21370172",
         "metrics": "bc3b0829b649fe3c", "posts": "4f53cda18c2baa0c", "reflections": "4f53cda18c2baa0c", "rounds": "c96129e06260e45d",
-        "journal.meta": "6939e3c41111fc0f", "journal.responses": "b1b4b78dfc18a2e9",
+        "journal.meta": "3c33de929ac6dfca", "journal.responses": "d248f780d30fa490",
     },
     "generative_agents_social-oracle": {
         "actions": "4c6839b5d44434b1", "agents": "a30000168657a09c", "follows": "4f53cda18c2baa0c", "llm_calls": "c49cad7d81c40b0a",
         "metrics": "403264138ce7d502", "posts": "47b4658fc56f3766", "reflections": "4f53cda18c2baa0c", "rounds": "f7beb8b8ee9308fe",
-        "journal.meta": "6939e3c41111fc0f", "journal.responses": "5d52f8a49f0a35bb",
+        "journal.meta": "3c33de929ac6dfca", "journal.responses": "b25de0355ca9cc8d",
     },
 }
 RUNS = {

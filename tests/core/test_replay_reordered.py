@@ -220,12 +220,16 @@ def test_a_kept_cut_off_answer_replays_as_it_was_kept(tmp_path):
 def test_calls_of_ids_that_are_no_agent_keep_their_own_order():
     """Persona enrichment asks for ``persona:POP:K`` ids, none an agent's: each numbers its calls
     from 0, so their rows are grouped by id, not interleaved as they happened to come back."""
-    from townsquare.engine import _row_order
+    from townsquare.engine import _PLACE, _row_place
 
-    arrived = [(-1, (0, 0, 0), (-1, "persona:users:1", "enrich"), (b"", 0)),
-               (-1, (0, 0, 1), (-1, "persona:users:0", "enrich"), (b"", 0)),
-               (-1, (1, 0, 2), (-1, "persona:users:0", "enrich"), (b"", 0)),
-               (-1, (1, 0, 3), (-1, "persona:users:1", "enrich"), (b"", 0))]
+    def kept(agent_id, issue, arrival):  # as the engine keeps a row: (place, row, prompt)
+        return _row_place(-1, agent_id, (issue, 0), arrival), (-1, agent_id, "enrich"), (b"", 0)
+
+    arrived = [kept("persona:users:1", 0, 0), kept("persona:users:0", 0, 1), kept("persona:users:0", 1, 2),
+               kept("persona:users:1", 1, 3)]
     for order in (arrived, arrived[::-1], arrived[1::2] + arrived[::2]):
-        assert [(item[2][1], item[1][0]) for item in sorted(order, key=_row_order)] == [
+        assert [(item[1][1], item[0][2]) for item in sorted(order, key=_PLACE)] == [
             ("persona:users:0", 0), ("persona:users:0", 1), ("persona:users:1", 0), ("persona:users:1", 1)]
+    # an agent's rows go by its order, whatever its id
+    assert sorted([_row_place(2, "b", (0, 0), 0), _row_place(1, "z", (5, 1), 1)]) == [_row_place(1, "z", (5, 1), 1),
+                                                                                  _row_place(2, "b", (0, 0), 0)]
