@@ -6,14 +6,14 @@ load moves within minutes)::
 
     python benchmarks/engine.py --agents 1000 --against 2a6d005 [--pairs 3]
 
-:class:`Reference` makes a temporary ``git worktree`` of REF and installs it into a temporary
-virtual environment (``pip install -e``; pip's cache makes it quick after the first time), or
-reuses a folder given with ``--ref-env``; :func:`side_by_side` then runs the measurement (a
+:class:`Reference` exports REF's tree into a temporary folder (``git archive``: no checkout of
+the repository changes) and installs it into a temporary virtual environment (``pip install -e``;
+pip's cache makes it quick after the first time), or reuses a folder given with ``--ref-env``; :func:`side_by_side` then runs the measurement (a
 child process per run, each side with its own Python: this checkout's environment and REF's)
 in alternating pairs, the order flipped every pair (this, REF; REF, this; ...) so that a drift
 in the load weighs on both sides alike. It prints each pair, its ratio (this / REF, higher is
 faster here), the median ratio and its spread, and the load average before each pair. The
-temporary worktree and environment are removed at the end.
+temporary tree and environment are removed at the end.
 
 The measurement is this checkout's benchmark file run by REF's interpreter, so both sides run
 the same scenario and the same timing code; only the townsquare they import differs.
@@ -27,6 +27,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import venv
 from pathlib import Path
@@ -40,10 +41,11 @@ def git(*args: str) -> str:
 
 
 class Reference:
-    """REF checked out and installed in a folder of its own: ``python`` is its interpreter.
+    """REF's tree and an environment it is installed in, in a folder of their own: ``python``
+    is its interpreter.
 
-    ``folder``: where to keep the worktree and the environment (kept afterwards, and reused
-    when it already holds REF); None: a temporary folder, removed on exit."""
+    ``folder``: where to keep the tree and the environment (kept afterwards, and reused when it
+    already holds REF); None: a temporary folder, removed on exit."""
 
     def __init__(self, ref: str, folder: Path | None = None):
         self.ref = ref
@@ -58,11 +60,10 @@ class Reference:
         if self.keep and marker.is_file() and marker.read_text().strip() == self.commit:
             return self
         try:
-            if self.tree.exists():
-                self._remove_tree()
-            self.folder.mkdir(parents=True, exist_ok=True)
-            say(f"checking out {self.ref} ({self.commit[:9]}) into {self.tree}")
-            git("worktree", "add", "--detach", str(self.tree), self.commit)
+            shutil.rmtree(self.tree, ignore_errors=True)
+            self.tree.mkdir(parents=True)
+            say(f"exporting {self.ref} ({self.commit[:9]}) into {self.tree}")
+            export(self.commit, self.tree)
             say(f"installing it into {self.env} (pip install -e; cached wheels make this quick)")
             venv.create(self.env, with_pip=True, clear=True)
             subprocess.run([str(self.python), "-m", "pip", "install", "-q", "-e", str(self.tree)], check=True)
@@ -73,16 +74,17 @@ class Reference:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.keep:
-            return
-        self._remove_tree()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if not self.keep:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
-    def _remove_tree(self) -> None:
-        if self.tree.exists():
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(self.tree)], capture_output=True)
-        shutil.rmtree(self.tree, ignore_errors=True)
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], capture_output=True)
+
+def export(commit: str, folder: Path) -> None:
+    """The files of ``commit`` written into ``folder`` (``git archive``)."""
+    archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", "--format=tar", commit], stdout=subprocess.PIPE)
+    with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
+        tar.extractall(folder, filter="data")
+    if archive.wait() != 0:
+        raise SystemExit(f"git archive {commit} failed ({archive.returncode})")
 
 
 def say(line: str) -> None:

@@ -11,7 +11,7 @@ Every agent is active every round; round 0 (everyone posts, feeds empty) is a wa
 not timed. Usage: ``python benchmarks/engine.py [--agents 1000 10000] [--rounds 3] [--policy scripted_feed]``.
 
 ``--against REF [--pairs 3]``: the same measurement on this checkout and on commit REF, side by
-side in alternating pairs (``benchmarks/against.py``: REF in a temporary worktree and virtual
+side in alternating pairs (``benchmarks/against.py``: REF in a temporary folder and virtual
 environment), with the ratio of each pair and their median and spread; ``--policy`` defaults
 to ``scripted_feed`` there (the LLM path).
 """
@@ -86,7 +86,7 @@ def main() -> int:
     parser.add_argument("--policy", nargs="+", choices=list(POLICIES), help="default: both (scripted_feed with --against)")
     parser.add_argument("--against", metavar="REF", help="measure this checkout and commit REF side by side")
     parser.add_argument("--pairs", type=int, default=3, help="with --against: alternating pairs (default 3)")
-    parser.add_argument("--ref-env", type=Path, help="with --against: keep REF's worktree and environment in this folder (reused)")
+    parser.add_argument("--ref-env", type=Path, help="with --against: keep REF's tree and environment in this folder (reused)")
     parser.add_argument("--one", action="store_true", help="one measurement (the first policy and agents) as a JSON line")
     args = parser.parse_args()
     policies = args.policy or (["scripted_feed"] if args.against or args.one else list(POLICIES))
