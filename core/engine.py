@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import operator
 import time
 from datetime import timedelta
 from typing import Any, Callable, Iterator
@@ -127,7 +126,7 @@ class Simulation:
         self.agents: list[Agent] = []
         self.totals = new_totals()
         #: (agent order, (issue, part, arrival), row, (prompt block keys, prompt characters)) per call
-        self._llm_rows: list[tuple[tuple[int, str, int, int, int], tuple, tuple[bytes, int]]] = []
+        self._llm_rows: list[tuple] = []  # kept rows (:func:`_kept_row`)
         self._record_llm = True
         #: every prompt prefix of the run's answered calls so far, in issue order (``cached_prefix_tokens``)
         self.prefix_index = PrefixIndex()
@@ -197,11 +196,7 @@ class Simulation:
                         fallbacks=answers["fallback"], answers=sum(answers.values()))
         if self._record_llm:
             order = self._order.get(call.agent_id or "", -1) if hasattr(self, "_order") else -1
-            row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
-                   call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost,
-                   call.error and redact_text(call.error), call.kind, call.mode)
-            place = _row_place(order, call.agent_id, call.issue or (-1, 0), len(self._llm_rows))
-            self._llm_rows.append((place, row, (call.prompt_blocks, call.prompt_chars)))
+            self._llm_rows.append(_kept_row(call, order, len(self._llm_rows)))
         if self.fire_llm_call_hook:
             self.hook.townsquare_on_llm_call(run=self.info, call=call)
 
@@ -345,7 +340,7 @@ class Simulation:
             self.store.discard_pending()
             # Failed attempts of the discarded round happened: they keep their rows (the
             # replayed round gets its answers from the cache and does not repeat them).
-            self._write_llm_rows([item for item in self._llm_rows if item[1][5] == "error"])
+            self._write_llm_rows([kept for kept in self._llm_rows if kept[_ROW + 5] == "error"])
             self._llm_rows.clear()
             log.warning("run.stopped", reason=stopped, last_round=last_done)
         summary = RunSummary(
@@ -394,24 +389,26 @@ class Simulation:
         items, self._llm_rows = self._llm_rows, []
         return self._write_llm_rows(items)
 
-    def _write_llm_rows(self, items: list[tuple[tuple[int, str, int, int, int], tuple, tuple[bytes, int]]]) -> list[tuple]:
+    def _write_llm_rows(self, items: list[tuple]) -> list[tuple]:
         rows = self._ordered_rows(items) if items else []
         if rows and self._record_llm:
             self.store.write_now("llm_calls", rows)
         return rows
 
-    def _ordered_rows(self, items: list[tuple[tuple[int, str, int, int, int], tuple, tuple[bytes, int]]]) -> list[tuple]:
-        """``items``' rows in issue order (:func:`_row_place`), each with its ``cached_prefix_tokens``:
+    def _ordered_rows(self, items: list[tuple]) -> list[tuple]:
+        """``items``' rows (:func:`_kept_row`) in issue order, each with its ``cached_prefix_tokens``:
         an answered call's prompt prefix shared with an earlier answered call of the run (in the
         provider's tokens, :func:`townsquare.prompt_cache.cached_tokens`); None for a failed
         attempt or a parse failure (their prompts are left out of the index, so a replay, which
         has no failed attempts, counts the same)."""
         rows = []
         add_blocks = self.prefix_index.add_blocks
-        for _, row, (blocks, chars) in sorted(items, key=_PLACE):
+        for kept in sorted(items):  # by place: its fields are unique, so no row is ever compared
+            row = kept[_ROW:]
             cached = None
             if row[5] in ("ok", "cached"):  # a prompt shorter than a block shares nothing
-                cached = cached_tokens(add_blocks(blocks), chars, row[6]) if blocks else 0
+                blocks = kept[5]
+                cached = cached_tokens(add_blocks(blocks), kept[6], row[6]) if blocks else 0
             rows.append((*row, cached))
         return rows
 
@@ -559,18 +556,25 @@ class Simulation:
             self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
 
 
-def _row_place(order: int, agent_id: str | None, issue: tuple[int, ...], arrival: int) -> tuple[int, str, int, int, int]:
-    """An ``llm_calls`` row's place: by agent (``order``), then in the order the agent's client
-    issued the calls (a call's retries and repair with it, in ``arrival`` order): never in
-    completion order, which latency decides. Ids that are no agent's (``order`` -1: a persona
-    being enriched, say) go by id: each numbers its calls from 0. One flat tuple, made as the
-    row is kept, so that the round's sort compares plain values (a key function per row, over
-    nested tuples, was 2 % of a scripted round)."""
-    return order, "" if order >= 0 else agent_id or "", issue[0], issue[1], arrival
+#: where a kept row's ``llm_calls`` columns start (:func:`_kept_row`)
+_ROW = 7
 
 
-#: sorts kept ``llm_calls`` rows (place, row, prompt) by :func:`_row_place`
-_PLACE = operator.itemgetter(0)
+def _kept_row(call: LLMCallRecord, order: int, arrival: int) -> tuple:
+    """How the engine keeps an ``llm_calls`` row until the round writes it: one flat tuple (a
+    tuple a call: every kept object is traversed by each young-generation collection until the
+    round ends), its place first, then the prompt's block keys and length, then the row.
+
+    The place: by agent (``order``), then in the order the agent's client issued the calls (a
+    call's retries and repair with it, in ``arrival`` order): never in completion order, which
+    latency decides. Ids that are no agent's (``order`` -1: a persona being enriched, say) go by
+    id: each numbers its calls from 0. Its five fields are unique (``arrival``), so sorting kept
+    rows compares places only, plain values, with no key function."""
+    issue = call.issue or (-1, 0)
+    return (order, "" if order >= 0 else call.agent_id or "", issue[0], issue[1], arrival, call.prompt_blocks, call.prompt_chars,
+            call.round, call.agent_id, call.purpose, call.provider, call.model, call.status, call.prompt_tokens,
+            call.completion_tokens, round(call.latency_ms, 3), call.cost, call.error and redact_text(call.error), call.kind,
+            call.mode)
 
 
 def _key(middleware: Any) -> str:

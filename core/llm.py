@@ -83,16 +83,6 @@ class LLMRequest:
     agent_id: str | None = None
     mode: str | None = None
 
-    def __init__(self, messages: tuple[Message, ...], labels: tuple[str, ...] | None = None,
-                 json_schema: dict[str, Any] | None = None, answer_prefixes: tuple[str, ...] | None = None,
-                 max_tokens: int = 256, temperature: float = 0.7, purpose: str = "text", agent_id: str | None = None,
-                 mode: str | None = None):
-        # the fields above, set in one step: the frozen dataclass's own ``__init__`` sets each
-        # through ``object.__setattr__`` (2 % of a scripted agent-step's instructions; a request
-        # is made per call). tests/core/test_llm_hot_path.py holds the two lists to each other.
-        self.__dict__.update(messages=messages, labels=labels, json_schema=json_schema, answer_prefixes=answer_prefixes,
-                             max_tokens=max_tokens, temperature=temperature, purpose=purpose, agent_id=agent_id, mode=mode)
-
     def cache_key(self, model: str) -> str:
         """A stable digest of the request content and the model that answers it: the SHA-256 of
         :meth:`key_payload`'s JSON. The part every request of one shape shares (the model, the
