@@ -194,6 +194,13 @@ class Issue(tuple):
         return self[0], self[1], self.round
 
 
+@functools.lru_cache(maxsize=4096)
+def _issue_of(number: int, part: int, round: int) -> Issue:
+    """The :class:`Issue` ``(number, part)`` of ``round``, made once: every agent's calls of a
+    round share the few there are (an :class:`Issue` is read, never changed)."""
+    return Issue(number, part, round)
+
+
 #: the issue of the :class:`LLMClient` call under way in this task (see the module docstring)
 _ISSUE: ContextVar[Issue | None] = ContextVar("townsquare_llm_issue", default=None)
 
@@ -422,7 +429,7 @@ class LLMClient:
         held = self._issued.get(self.agent_id or "")
         if held is None or held[0] != round:
             held = self._issued[self.agent_id or ""] = (round, itertools.count())
-        return _ISSUE.set(Issue(next(held[1]), 0, round))
+        return _ISSUE.set(_issue_of(next(held[1]), 0, round))
 
     def report_parse_failure(self, purpose: str, answer: str, kind: str = "unparsable") -> None:
         """Record that an answer in a format of the caller's own (a plan, a numbered list...)
@@ -457,7 +464,7 @@ class LLMClient:
         """The repair request of the call under way: its issue number, part 1."""
         issue = _ISSUE.get()
         if issue is not None:
-            _ISSUE.set(Issue(issue[0], 1, issue.round))  # undone with the call's own issue when it returns
+            _ISSUE.set(_issue_of(issue[0], 1, issue.round))  # undone with the call's own issue when it returns
         return await self.complete(request)
 
     async def text(self, prompt: str | Sequence[Message], *, purpose: str = "text", **options: Any) -> str:

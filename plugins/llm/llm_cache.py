@@ -271,7 +271,7 @@ class LLMCache:
         agent, key = request.agent_id or "", request.cache_key(self.model_id)
         issue = current_issue() if self.by_place else None
         n = call_position(issue.round, issue) if issue is not None else self.store.next_n(agent, key)
-        hit = self.store.get(agent, key, n)
+        hit = self.store.get(agent, key, n) if self.store.searchable else None  # a new journal holds none
         if hit is not None:
             rowid, response = hit
             if self.replay:  # free and instant; a journal hit keeps its original cost and latency
@@ -288,7 +288,8 @@ class LLMCache:
         # call inward (here, not in a coroutine of its own: a call less per request); on a
         # stop, first wait until the other calls in flight have landed here
         self._in_flight += 1
-        self._idle.clear()
+        if self._in_flight == 1:  # the first in flight: no longer idle (with more, it was not)
+            self._idle.clear()
         stopped = False
         try:
             response = await call_next(request)
