@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import time
 from datetime import timedelta
@@ -125,11 +126,13 @@ class Simulation:
         self.round = -1
         self.agents: list[Agent] = []
         self.totals = new_totals()
-        #: (agent order, (issue, part, arrival), row, (prompt block keys, prompt characters)) per call
-        self._llm_rows: list[tuple] = []  # kept rows (:func:`_kept_row`)
+        #: the round's ``llm_calls`` rows as kept until it writes them (:func:`_kept_row`)
+        self._llm_rows: list[tuple] = []
         self._record_llm = True
         #: every prompt prefix of the run's answered calls so far, in issue order (``cached_prefix_tokens``)
         self.prefix_index = PrefixIndex()
+        #: ``self.round`` as the LLM layer reads it several times a call: a C-level callable, no Python frame
+        self._current_round = functools.partial(getattr, self, "round")
         #: whether each LLM call fires ``townsquare_on_llm_call`` (False when no plugin listens,
         #: which skips pluggy's dispatch; an evaluation, which is no run, sets it False too)
         self.fire_llm_call_hook = bool(self.hook.townsquare_on_llm_call.get_hookimpls())
@@ -148,7 +151,7 @@ class Simulation:
         try:
             built = await assemble(
                 self.scenario, str(self.run_dir.path), llm_provider=self.llm_provider, llm_middleware=self.llm_middleware,
-                on_llm_call=self.record_llm_call, current_round=lambda: self.round, components=not remote,
+                on_llm_call=self.record_llm_call, current_round=self._current_round, components=not remote,
             )
         except BaseException:
             if cluster is not None:
@@ -180,7 +183,7 @@ class Simulation:
         need no agents (``townsquare eval discrimination``); :meth:`aclose` closes it."""
         built = Assembly(services=build_ctx.services, metrics=[], agents=[], stages={},
                          llm_middleware=list(self.llm_middleware))
-        client = build_llm(self.scenario, build_ctx, built, self.llm_provider, self.record_llm_call, lambda: self.round)
+        client = build_llm(self.scenario, build_ctx, built, self.llm_provider, self.record_llm_call, self._current_round)
         self.llm_middleware = built.llm_middleware
         self.provider, self.accounting = built.provider, built.accounting
         return client
@@ -407,8 +410,8 @@ class Simulation:
             row = kept[_ROW:]
             cached = None
             if row[5] in ("ok", "cached"):  # a prompt shorter than a block shares nothing
-                blocks = kept[5]
-                cached = cached_tokens(add_blocks(blocks), kept[6], row[6]) if blocks else 0
+                shared = add_blocks(kept[5]) if kept[5] else 0
+                cached = cached_tokens(shared, kept[6], row[6]) if shared else 0
             rows.append((*row, cached))
         return rows
 

@@ -293,7 +293,10 @@ class Accounting:
         response.latency_ms = response.latency_ms or (time.perf_counter() - start) * 1000
         if response.cached and response.meta.get(KEPT):
             return response  # a recorded answer kept after its retries: its error row was its record
-        if response.meta and not response.cached:  # a recorded answer is used as it was (a cut-off one too)
+        meta = response.meta
+        # a recorded answer is used as it was (a cut-off one too); only a cut-off answer can be
+        # a fault (:func:`~townsquare.llm_faults.answer_fault`), so the others skip the call
+        if meta and not response.cached and meta.get("finish_reason") == "length":
             fault = answer_fault(request, response)
             if fault is not None:
                 self._emit(LLMCallRecord(

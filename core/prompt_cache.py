@@ -59,6 +59,11 @@ class PrefixIndex:
 
     def add_blocks(self, blocks: bytes) -> int:
         """:meth:`add` of a prompt given by its :func:`prompt_blocks`."""
+        if len(blocks) == KEY_BYTES:  # one block (most prompts of a round of short decisions)
+            if blocks in self._seen:
+                return self.block_tokens
+            self._seen.add(blocks)
+            return 0
         shared, matching = 0, True
         for start in range(0, len(blocks), KEY_BYTES):
             key = blocks[start:start + KEY_BYTES]
