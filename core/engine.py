@@ -128,6 +128,8 @@ class Simulation:
         self.totals = new_totals()
         #: the round's ``llm_calls`` rows as kept until it writes them (:func:`_kept_row`)
         self._llm_rows: list[tuple] = []
+        #: each agent's index by id (set when the run is built; calls made before go first)
+        self._order: dict[str, int] = {}
         self._record_llm = True
         #: every prompt prefix of the run's answered calls so far, in issue order (``cached_prefix_tokens``)
         self.prefix_index = PrefixIndex()
@@ -198,7 +200,7 @@ class Simulation:
             log.warning("llm.fallback", purpose=call.purpose, agent=call.agent_id, mode=call.mode or "-", kind=call.kind,
                         fallbacks=answers["fallback"], answers=sum(answers.values()))
         if self._record_llm:
-            order = self._order.get(call.agent_id or "", -1) if hasattr(self, "_order") else -1
+            order = self._order.get(call.agent_id or "", -1)
             self._llm_rows.append(_kept_row(call, order, len(self._llm_rows)))
         if self.fire_llm_call_hook:
             self.hook.townsquare_on_llm_call(run=self.info, call=call)
