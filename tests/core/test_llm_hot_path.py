@@ -168,3 +168,31 @@ def test_an_answers_record_has_each_field_where_it_belongs():
         "mode": "logprob", "issue": None, "prompt_blocks": prompt_blocks(prompt), "prompt_chars": 70,
     }
 
+
+
+def test_a_bare_label_is_read_as_the_whole_search_reads_it():
+    """:func:`match_label` takes an answer that is exactly a label from a table before trying the
+    labels' openings; it reads every answer as the search over the openings alone does."""
+    import re
+
+    from townsquare.llm_answers import ParseFailure, match_label
+
+    def searched(text, labels):  # the reading without the table
+        cleaned = text.strip().strip("\"'`*").strip().lower()
+        whole = cleaned.rstrip(".!")
+        for low, label in sorted(((label.lower(), label) for label in labels), key=lambda pair: -len(pair[0])):
+            if whole == low or re.compile(rf"{re.escape(low)}\b(?![-'])").match(cleaned):
+                return label
+        return None
+
+    rng = random.Random(3)
+    words = ["like", "Like", "skip", "no operation", "no", "ok!", "ok", "like it", "u-12", "u-1", "do not follow"]
+    for _ in range(3000):
+        labels = tuple(rng.sample(words, rng.randint(1, 4)))
+        text = rng.choice([rng.choice(words), rng.choice(words).upper(), rng.choice(words) + ".", f'"{rng.choice(words)}"',
+                           rng.choice(words) + " " + rng.choice(words), "  " + rng.choice(words) + "! ", "nothing"])
+        try:
+            got = match_label(text, labels)
+        except ParseFailure:
+            got = None
+        assert got == searched(text, labels), (text, labels)
