@@ -9,10 +9,11 @@ measured is each framework's own cost per agent-step around one LLM call:
   provider and the whole middleware chain: cache journal, budget, retries, concurrency limit,
   accounting, the ``llm_calls`` table); round 2 is measured, agent-steps = readers.
 * **OASIS** (camel-oasis, Yang et al. 2024): ``OasisEnv.step`` with an ``LLMAction`` for every
-  agent on its Reddit platform (its Twitter recommender downloads a model), the agents' camel
+  agent on its Reddit platform (its Twitter recommender downloads a model) with OASIS's default
+  Reddit actions (``ActionType.get_default_reddit_actions()``, 13 tools), the agents' camel
   model an ``openai-compatible-model`` at the stub; a warm-up step, then a measured one. Each
-  agent-step is one chat completion with OASIS's action tools (the stub answers in text, so no
-  tool is called); the stub's request count says how many calls each step made.
+  agent-step is one chat completion with those tools (the stub answers in text, so no tool is
+  called); the stub's request count says how many calls each step made.
 
 Both sides get the same concurrency (``--concurrency``, 64 by default: at most that many calls
 in flight; OASIS's own default is 128) and are run ``--repeats`` times, alternating. The ratio
@@ -23,7 +24,7 @@ into a virtual environment of its own (Python 3.10 or 3.11) and name its interpr
 
     python3.11 -m venv /tmp/oasis-venv
     /tmp/oasis-venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu   # or a local CPU wheel
-    /tmp/oasis-venv/bin/pip install camel-oasis==0.2.5
+    /tmp/oasis-venv/bin/pip install camel-oasis==0.2.5 "mcp<2"   # camel-ai 0.2.78 imports mcp.server.FastMCP, gone in mcp 2
     python benchmarks/oasis_comparison.py --oasis-python /tmp/oasis-venv/bin/python [--agents 1000] [--repeats 2]
 
 (``camel-oasis`` pulls ``sentence-transformers`` and with it ``torch``; a CPU build is enough:
