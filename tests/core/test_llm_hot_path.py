@@ -49,6 +49,11 @@ DIGESTS = {
         "metrics": "403264138ce7d502", "posts": "47b4658fc56f3766", "reflections": "4f53cda18c2baa0c", "rounds": "f7beb8b8ee9308fe",
         "journal.meta": "3c33de929ac6dfca", "journal.responses": "b25de0355ca9cc8d",
     },
+    "quickstart-openai": {
+        "actions": "c449f7cbdcb798a9", "agents": "f2d7e7bf22853ac9", "follows": "4f53cda18c2baa0c", "llm_calls": "50b7f14921263545",
+        "metrics": "66d77da755b90671", "posts": "11c11c51e403830e", "reflections": "4f53cda18c2baa0c", "rounds": "251a00a610d09e4a",
+        "journal.meta": "3a09b2c19d7be392", "journal.responses": "808b13998637e8ed",
+    },
 }
 RUNS = {
     "quickstart-scripted": ("quickstart.toml", "scripted"),
@@ -59,8 +64,9 @@ RUNS = {
 VOLATILE = {"latency_ms", "wall_seconds"}
 
 
-def table_digests(run_dir) -> dict[str, str]:
-    """sha256 of every table of the run's event log and response journal, volatile columns aside."""
+def table_digests(run_dir, journal_as_set: bool = False) -> dict[str, str]:
+    """sha256 of every table of the run's event log and response journal, volatile columns aside
+    (``journal_as_set``: the journal's rows in sorted order)."""
     digests = {}
     for path, prefix in ((run_dir / "events.sqlite", ""), (run_dir / "llm_cache.sqlite", "journal.")):
         db = sqlite3.connect(path)
@@ -68,6 +74,8 @@ def table_digests(run_dir) -> dict[str, str]:
             for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
                 columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})") if row[1] not in VOLATILE]
                 rows = db.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid").fetchall()
+                if journal_as_set and prefix:
+                    rows.sort(key=repr)
                 digests[prefix + table] = hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
         finally:
             db.close()
@@ -82,6 +90,22 @@ def test_offline_runs_write_what_they_wrote_before_the_shortcuts(name, run_scena
     assert not summary.stopped
     got = table_digests(run_dir.path)
     assert got == DIGESTS[name], f"{name}: new digests {json.dumps(got, indent=1)}"
+
+
+def test_a_run_against_an_endpoint_sends_and_writes_what_it_did_before_the_shortcuts(run_scenario, make_plugins, monkeypatch):
+    """The ``openai`` provider's request bodies decide the test server's answers and faults (a
+    hash of each body): the same tables mean the same bytes were sent. The journal's rows are
+    compared as a set (their order is the order answers arrived in)."""
+    from townsquare.testing.fault_server import FaultServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with FaultServer(seed=5, rate_500=0.03, rate_garbage=0.03) as server:
+        run_dir, summary = run_scenario(EXAMPLES / "quickstart.toml", plugins=make_plugins(), overrides=[
+            'llm.name="openai"', 'llm.model="test-model"', f'llm.base_url="{server.base_url}"', 'llm.transport="http"',
+            "plugins.llm_retry.base_delay_s=0.01", "rounds=3"])
+    assert not summary.stopped
+    got = table_digests(run_dir.path, journal_as_set=True)
+    assert got == DIGESTS["quickstart-openai"], f"new digests {json.dumps(got, indent=1)}"
 
 
 # --------------------------------------------------------------------------- the pieces
