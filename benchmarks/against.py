@@ -105,13 +105,16 @@ def this_label() -> str:
     return git("rev-parse", "--short=9", "HEAD") + ("+changes" if dirty else "")
 
 
-def side_by_side(ref: Reference, pairs: int, argv: list[str], rate: Callable[[dict], float], title: str) -> list[float]:
+def side_by_side(ref: Reference, pairs: int, argv: list[str], rate: Callable[[dict], float], title: str,
+                 cpu_rate: Callable[[dict], float] | None = None) -> list[float]:
     """``pairs`` alternating pairs of ``python argv`` (this side, then REF's; flipped every
-    pair); prints each pair and the summary; the ratios (this / REF)."""
+    pair); prints each pair and the summary; the ratios (this / REF). ``cpu_rate``: a second
+    rate of each result (per CPU second), its ratio printed beside the first."""
     print(f"{title}: {this_label()} (this) against {ref.ref} ({ref.commit[:9]}, REF); {os.cpu_count()} cores, "
           f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
-    print(f"{'pair':>4}  {'order':<9}  {'this':>10}  {'REF':>10}  {'this/REF':>8}  {'load':>5}  notes")
-    ratios = []
+    cpu_head = f"  {'CPU this':>10}  {'CPU REF':>10}  {'CPU ratio':>9}" if cpu_rate else ""
+    print(f"{'pair':>4}  {'order':<9}  {'this':>10}  {'REF':>10}  {'this/REF':>8}{cpu_head}  {'load':>5}  notes")
+    ratios, cpu_ratios = [], []
     for k in range(pairs):
         load = os.getloadavg()[0]
         sides = [("this", sys.executable), ("REF", ref.python)]
@@ -120,10 +123,17 @@ def side_by_side(ref: Reference, pairs: int, argv: list[str], rate: Callable[[di
         results = {name: run_json(python, argv) for name, python in sides}
         ratio = rate(results["this"]) / rate(results["REF"])
         ratios.append(ratio)
+        cpu_cells = ""
+        if cpu_rate:
+            cpu_ratios.append(cpu_rate(results["this"]) / cpu_rate(results["REF"]))
+            cpu_cells = f"  {cpu_rate(results['this']):>10,.0f}  {cpu_rate(results['REF']):>10,.0f}  {cpu_ratios[-1]:>9.3f}"
         notes = "" if results["this"].get("work") == results["REF"].get("work") else \
             f"not the same work: {results['this'].get('work')} vs {results['REF'].get('work')}"
         print(f"{k + 1:>4}  {','.join(name for name, _ in sides):<9}  {rate(results['this']):>10,.0f}  "
-              f"{rate(results['REF']):>10,.0f}  {ratio:>8.3f}  {load:>5.1f}  {notes}", flush=True)
-    print(f"this/REF over {pairs} pairs: median {statistics.median(ratios):.3f}, spread {min(ratios):.3f}-{max(ratios):.3f}; "
-          f"load average now {os.getloadavg()[0]:.1f}")
+              f"{rate(results['REF']):>10,.0f}  {ratio:>8.3f}{cpu_cells}  {load:>5.1f}  {notes}", flush=True)
+    summary = f"this/REF over {pairs} pairs: median {statistics.median(ratios):.3f}, spread {min(ratios):.3f}-{max(ratios):.3f}"
+    if cpu_rate:
+        summary += (f"; per CPU second: median {statistics.median(cpu_ratios):.3f}, "
+                    f"spread {min(cpu_ratios):.3f}-{max(cpu_ratios):.3f}")
+    print(f"{summary}; load average now {os.getloadavg()[0]:.1f}")
     return ratios

@@ -9,11 +9,14 @@ measured is each framework's own cost per agent-step around one LLM call:
   provider and the whole middleware chain: cache journal, budget, retries, concurrency limit,
   accounting, the ``llm_calls`` table); round 2 is measured, agent-steps = readers.
 * **OASIS** (camel-oasis, Yang et al. 2024): ``OasisEnv.step`` with an ``LLMAction`` for every
-  agent on its Reddit platform (its Twitter recommender downloads a model) with OASIS's default
-  Reddit actions (``ActionType.get_default_reddit_actions()``, 13 tools), the agents' camel
+  agent on its Reddit platform (its Twitter recommender downloads a model), the agents' camel
   model an ``openai-compatible-model`` at the stub; a warm-up step, then a measured one. Each
-  agent-step is one chat completion with those tools (the stub answers in text, so no tool is
-  called); the stub's request count says how many calls each step made.
+  agent-step is one chat completion with the agent's actions as tools (the stub answers in
+  text, so no tool is called); the stub's request count says how many calls each step made.
+  ``--oasis-actions`` picks which actions an agent is offered, each measured as a side of its
+  own: ``all`` (``SocialAgent``'s default, every action), ``reddit`` (OASIS's default Reddit set,
+  ``ActionType.get_default_reddit_actions()``) and ``like`` (like a post or do nothing: the
+  decision townsquare's readers make).
 
 Both sides get the same concurrency (``--concurrency``, 64 by default: at most that many calls
 in flight; OASIS's own default is 128) and are run ``--repeats`` times, alternating. The ratio
@@ -51,7 +54,13 @@ HERE = Path(__file__).resolve()
 # --------------------------------------------------------------------------- the OASIS half
 
 
-def oasis_side(url: str, agents: int, concurrency: int) -> dict:
+#: the actions each OASIS agent is offered (``--oasis-actions``): ``all`` is ``SocialAgent``'s
+#: default (every action), ``reddit`` OASIS's default Reddit set, ``like`` a like/skip decision
+#: as townsquare's readers make (like, or do nothing)
+OASIS_ACTIONS = ("all", "reddit", "like")
+
+
+def oasis_side(url: str, agents: int, concurrency: int, actions: str = "all") -> dict:
     """One OASIS run in this process (OASIS's interpreter): a warm-up step of every agent, then
     a measured one; seconds of the measured step and the stub's requests during it."""
     import asyncio
@@ -77,6 +86,8 @@ def oasis_side(url: str, agents: int, concurrency: int) -> dict:
 
     model = ModelFactory.create(model_platform=ModelPlatformType.OPENAI_COMPATIBLE_MODEL, model_type="bench",
                                 url=url, api_key="bench", token_counter=ApproximateTokens())
+    offered = {"all": None, "reddit": ActionType.get_default_reddit_actions(),
+               "like": [ActionType.LIKE_POST, ActionType.DO_NOTHING]}[actions]
     graph = AgentGraph()
     names = ("Bo", "Cy", "Di")
     bios = ("I play jazz piano at night.", "I follow football every weekend.", "Mountains and hiking relax me.")
@@ -84,8 +95,7 @@ def oasis_side(url: str, agents: int, concurrency: int) -> dict:
         profile = {"nodes": [], "edges": [], "other_info": {"user_profile": bios[i % 3], "mbti": "INTJ",
                                                               "gender": "female", "age": 30, "country": "UK"}}
         info = UserInfo(name=f"{names[i % 3]}{i}", description=bios[i % 3], profile=profile, recsys_type="reddit")
-        graph.add_agent(SocialAgent(agent_id=i, user_info=info, agent_graph=graph, model=model,
-                                    available_actions=[ActionType.LIKE_POST, ActionType.CREATE_POST, ActionType.DO_NOTHING]))
+        graph.add_agent(SocialAgent(agent_id=i, user_info=info, agent_graph=graph, model=model, available_actions=offered))
 
     def requests() -> int:
         with urllib.request.urlopen(url.rsplit("/v1", 1)[0] + "/stats") as answer:
@@ -126,10 +136,12 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2, help="runs of each side, alternating")
+    parser.add_argument("--oasis-actions", nargs="+", choices=OASIS_ACTIONS, default=list(OASIS_ACTIONS),
+                        help="what each OASIS agent may do: all (its default), reddit (its Reddit set), like (like or nothing)")
     parser.add_argument("--oasis-side", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.oasis_side:
-        print(json.dumps(oasis_side(args.oasis_side, args.agents, args.concurrency)))
+        print(json.dumps(oasis_side(args.oasis_side, args.agents, args.concurrency, args.oasis_actions[0])))
         return
     if args.oasis_python is None or not args.oasis_python.is_file():
         raise SystemExit("benchmarks/oasis_comparison.py: --oasis-python must name the Python of an environment with camel-oasis "
@@ -142,31 +154,34 @@ def main() -> None:
     print(f"one LLM call per agent-step, {args.agents} agents, concurrency {args.concurrency}, zero-latency stub "
           f"(townsquare.testing.fault_server); {os.cpu_count()} cores, load average "
           f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}")
-    print(f"{'run':>3}  {'framework':<10}  {'agent-steps':>11}  {'LLM calls':>9}  {'wall s':>7}  {'steps/s':>8}  {'load':>5}")
-    rates: dict[str, list[float]] = {"townsquare": [], "OASIS": []}
+    print(f"{'run':>3}  {'framework':<17}  {'agent-steps':>11}  {'LLM calls':>9}  {'wall s':>7}  {'steps/s':>8}  {'load':>5}")
+    oasis = {f"OASIS ({actions})": actions for actions in args.oasis_actions}
+    rates: dict[str, list[float]] = {"townsquare": [], **{name: [] for name in oasis}}
     with scale.fault_servers(1, 0.0) as servers, tempfile.TemporaryDirectory() as folder:
         server = servers[0]
         for k in range(args.repeats):
-            sides = ["townsquare", "OASIS"] if k % 2 == 0 else ["OASIS", "townsquare"]
-            for side in sides:
+            sides = ["townsquare", *oasis]
+            for side in (sides if k % 2 == 0 else sides[::-1]):
                 load = os.getloadavg()[0]
                 if side == "townsquare":
                     result = townsquare_side(server, args.agents, args.concurrency)
                 else:
                     done = subprocess.run([str(args.oasis_python), str(HERE), "--oasis-side", server.url, "--agents",
-                                           str(args.agents), "--concurrency", str(args.concurrency)],
-                                          cwd=folder, capture_output=True, text=True)
+                                           str(args.agents), "--concurrency", str(args.concurrency), "--oasis-actions",
+                                           oasis[side]], cwd=folder, capture_output=True, text=True)
                     if done.returncode != 0:
                         raise SystemExit(f"the OASIS run failed ({done.returncode}):\n{done.stderr[-3000:]}")
                     result = json.loads(done.stdout.strip().splitlines()[-1])
                 rate = result["agents"] / result["wall"]
                 rates[side].append(rate)
-                print(f"{k + 1:>3}  {side:<10}  {result['agents']:>11}  {result['calls']:>9}  {result['wall']:>7.2f}  "
+                print(f"{k + 1:>3}  {side:<17}  {result['agents']:>11}  {result['calls']:>9}  {result['wall']:>7.2f}  "
                       f"{rate:>8.1f}  {load:>5.1f}", flush=True)
-    ts, oa = statistics.median(rates["townsquare"]), statistics.median(rates["OASIS"])
-    pairs = [t / o for t, o in zip(rates["townsquare"], rates["OASIS"])]
-    print(f"townsquare / OASIS: {ts / oa:.1f}x (medians {ts:,.0f} and {oa:,.1f} agent-steps/s; "
-          f"per run {', '.join(f'{p:.1f}x' for p in pairs)}); load average now {os.getloadavg()[0]:.1f}")
+    ts = statistics.median(rates["townsquare"])
+    for name in oasis:
+        oa = statistics.median(rates[name])
+        runs = ", ".join(f"{t / o:.1f}x" for t, o in zip(rates["townsquare"], rates[name]))
+        print(f"townsquare / {name}: {ts / oa:.1f}x (medians {ts:,.0f} and {oa:,.1f} agent-steps/s; per run {runs})")
+    print(f"load average now {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
