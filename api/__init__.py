@@ -21,7 +21,7 @@ from .data_paths import MARKER as DATASET_MARKER
 from .data_paths import DatasetMissing, data_home, data_path, dataset_folder, installed_dataset
 from ..embedding import Embedder, EmbeddingCache, normalize_rows
 from ..errors import ComponentError, PluginError, RunStopped, ScenarioError, TownsquareError, UsageError
-from .files import parse_json_list, read_user_csv, read_user_text
+from .files import parse_json_list, read_json_lines, read_user_csv, read_user_text
 from .items import Item, ItemInteractions, ItemRecommender
 from ..knowledge import KnowledgeItem, KnowledgeSource
 from ..lifecycle import RunInfo, RunSummary
@@ -50,7 +50,7 @@ from ..state import json_encoder
 from .secret_files import read_secret_file, resolve_secrets
 from .endpoint import EndpointConfig
 from .similarity_rule import SimilarityRule, SimilarityRuleConfig
-from .stats import Interval, TTest, holm, t_quantile, kendall_tau, mean_interval, paired_test, two_stage_bootstrap
+from .stats import Interval, TTest, holm, t_quantile, kendall_tau, mean_interval, paired_test, share_interval, spearman, two_stage_bootstrap
 from ..slots import SLOT_PROTOCOLS
 from .follow_graph import follow_edges
 from ..specs import (
@@ -70,11 +70,12 @@ __all__ = [
     "Metric", "MetricSpec", "MovieLens", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
     "PluginError", "Policy", "PolicySpec", "PostView", "Rating", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView", "RunSeams",
-    "Interval", "TTest", "holm", "t_quantile", "kendall_tau", "mean_interval", "paired_test", "two_stage_bootstrap",
+    "Interval", "TTest", "holm", "t_quantile", "kendall_tau", "mean_interval", "paired_test", "share_interval", "spearman",
+    "two_stage_bootstrap",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
     "UsageError", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes", "classify", "current_issue", "cycle_personas", "data_home", "data_path",
     "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "installed_dataset", "is_constrained", "json_encoder", "memory_rows", "limits_of",
     "load_answers", "load_movielens_data", "machinery_fields", "load_prompts", "match_label", "match_prefix", "mode_for", "movielens_layout", "name_problem",
     "normalize_rows", "not_text", "parse_json_list", "provider_capabilities", "request_kind", "structured_modes",
-    "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
+    "platform_actions", "read_json_lines", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
 ]

@@ -8,6 +8,10 @@ expects for that kind of request (:data:`DEFAULT_COMPLETION_TOKENS`, or per purp
 never more than the request's ``max_tokens`` or the model's own cap (the local model's
 ``[llm] max_tokens``: it answers no longer). A repair request (purpose ``X.repair``) is
 answered but not counted: an estimate prices the calls a well-formed answer needs.
+The stand-in's answers are the simplest a request allows, not what a design reads well: where a
+design's parser rejects one (a schedule time that is no clock time), the design falls back to its
+default as it would for any model and the dry run follows that path, recording the fallback in
+its ``llm_calls`` but warning about none (``StandInModel.stand_in``).
 Money is tokens times the ``[llm]`` table's ``price_prompt_per_1k`` / ``price_completion_per_1k``
 (the same prices a real call is charged in ``llm_calls``), shown only where they are set.
 """
@@ -17,13 +21,18 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import tempfile
 from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from townsquare.llm import LLMRequest, LLMResponse
 
 #: completion tokens expected per call, by kind of request, unless told per purpose
 DEFAULT_COMPLETION_TOKENS = {"labels": 2, "json": 60, "text": 80}
+#: the middleware plugins a dry run leaves out (no cache, no budget stop, no waits)
+DRY_RUN_DISABLED = ("llm_cache", "llm_budget", "llm_retry", "llm_concurrency")
 
 
 class StandInModel:
@@ -38,6 +47,10 @@ class StandInModel:
 
     name = "estimate"
     model = "stand-in"
+    #: its answers are no model's: a parser that rejects one (a schedule time that is no clock
+    #: time, a chunk's actions that do not fill it) falls back as for any model, and the dry run
+    #: follows that path, but warns about nothing (:meth:`townsquare.engine.Simulation.record_llm_call`)
+    stand_in = True
 
     def __init__(self, completion_tokens: dict[str, int] | None = None, cap: int | None = None,
                  script: Callable[[LLMRequest], str | None] | None = None):
@@ -140,3 +153,41 @@ def format_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[s
     lines = ["  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
+
+
+@dataclass
+class ScenarioEstimate:
+    """What a scenario's dry run asked (``model.rows``: purpose -> calls, prompt and completion
+    tokens), the scenario as resolved, and what ``read`` took from its event store."""
+
+    model: StandInModel
+    scenario: Any
+    read: Any = None
+
+    def totals(self) -> tuple[int, int, int]:
+        """(calls, prompt tokens, completion tokens) over every purpose."""
+        rows = list(self.model.rows.values())
+        return sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)
+
+    def prices(self) -> tuple[float, float] | None:
+        llm = self.scenario.llm
+        return prices_of(llm.config) if llm is not None else None
+
+
+def estimate_scenario(scenario: str | Path, *, overrides: Sequence[str] = (), seed: int | None = None, plugin_options: Sequence[str] = (),
+            completion_tokens: dict[str, int] | None = None, read: Callable[[Path], Any] | None = None) -> ScenarioEstimate:
+    """Play ``scenario`` (with ``overrides`` and ``seed``) on a :class:`StandInModel` without the
+    LLM middleware, in a scratch folder; ``read(events_path)`` is called on its event store
+    before the folder goes. What ``townsquare estimate`` and ``townsquare sweep --estimate`` price."""
+    from townsquare.plugin_manager import make_plugin_manager, parse_plugin_options
+    from townsquare.runner import start_run
+
+    enable, disable = parse_plugin_options(plugin_options)
+    plugins = make_plugin_manager(enable=enable, disable=[*disable, *DRY_RUN_DISABLED])
+    model = StandInModel(completion_tokens)
+    resolved: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="townsquare-estimate-") as tmp:
+        run, _ = start_run(scenario, overrides=list(overrides), seed=seed, out=Path(tmp) / "dry-run", plugins=plugins,
+                           on_ready=lambda s, _: resolved.update(scenario=s), llm_provider=model)
+        found = read(run.events_path) if read is not None else None
+    return ScenarioEstimate(model, resolved["scenario"], found)

@@ -197,10 +197,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
         key = key.strip()
         if not sep or not key:
             raise ScenarioError("--set", override, "expected dotted.key=value")
-        try:
-            value = tomllib.loads(f"v = {raw}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = raw
+        value = override_value(raw)
         node: Any = data
         parts = key.split(".")
         for i, part in enumerate(parts):
@@ -220,6 +217,15 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
             else:
                 raise ScenarioError(source, key, f"--set: {'.'.join(parts[:i])} is not a table")
     return data
+
+
+def override_value(raw: str) -> Any:
+    """An override's value as ``--set`` reads it: TOML (``5``, ``true``, ``"x"``, ``[1, 2]``), or
+    the text itself when it is not valid TOML."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
 
 
 def override_lines(values: Mapping[str, Any]) -> list[str]:

@@ -18,7 +18,6 @@ stand-in's answers, not a real model's, and the output says so.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,6 @@ from townsquare.api import cache_line, hookimpl
 
 #: the tables a replay must reproduce row for row
 SAME_TABLES = ("agents", "posts", "actions", "follows", "reflections", "metrics")
-
-#: the middleware plugins an estimate's dry run leaves out (no cache, no budget stop, no waits)
-_DRY_RUN_DISABLED = ("llm_cache", "llm_budget", "llm_retry", "llm_concurrency")
 
 
 def compare_runs(recorded: Path, replayed: Path) -> list[str]:
@@ -135,7 +131,7 @@ def townsquare_register_commands(cli):
     def estimate(scenario: str, overrides: tuple[str, ...], seed: int | None, completion: tuple[str, ...], plugin_options, **_: Any) -> None:
         """Forecast LLM calls, tokens and cost of SCENARIO with a dry run on a stand-in model."""
         from townsquare.api import UsageError
-        from townsquare.api.commands import DEFAULT_COMPLETION_TOKENS, StandInModel, cost_of, format_table, load_plugins, prices_of, start_run
+        from townsquare.api.commands import DEFAULT_COMPLETION_TOKENS, cost_of, estimate_scenario, format_table
 
         expected = {}
         for item in completion:
@@ -143,16 +139,11 @@ def townsquare_register_commands(cli):
             if not sep or not tokens.strip().isdigit():
                 raise UsageError(f"--completion-tokens {item}: expected PURPOSE=TOKENS, e.g. post=80")
             expected[purpose.strip()] = int(tokens)
-        plugins = load_plugins(plugin_options, disable=_DRY_RUN_DISABLED)
-        model = StandInModel(expected)
-        resolved: dict[str, Any] = {}
-        with tempfile.TemporaryDirectory(prefix="townsquare-estimate-") as tmp:
-            dry_run, _ = start_run(scenario, overrides=overrides, seed=seed, out=Path(tmp) / "dry-run", plugins=plugins,
-                                   on_ready=lambda s, _: resolved.update(scenario=s), llm_provider=model)
-            days = calls_per_day(dry_run.events_path)
-            prompt_tokens, cached_tokens = cached_prefix(dry_run.events_path)
-        llm = resolved["scenario"].llm
-        prices = prices_of(llm.config) if llm else None
+        estimate = estimate_scenario(scenario, overrides=overrides, seed=seed, plugin_options=plugin_options, completion_tokens=expected,
+                                     read=lambda events: (calls_per_day(events), cached_prefix(events)))
+        model, (days, (prompt_tokens, cached_tokens)) = estimate.model, estimate.read
+        llm = estimate.scenario.llm
+        prices = estimate.prices()
         priced = prices is not None
 
         def cost(pt: int, ct: int) -> float | None:
@@ -161,7 +152,7 @@ def townsquare_register_commands(cli):
         rows = [(p, c, pt, ct, cost(pt, ct)) for p, (c, pt, ct) in sorted(model.rows.items())]
         totals = [sum(r[i] for r in rows) for i in (1, 2, 3)]
         rows.append(("total", *totals, cost(totals[1], totals[2])))
-        model_rounds = resolved["scenario"].model.rounds
+        model_rounds = estimate.scenario.model.rounds
         click.echo(f"ESTIMATE for {scenario} ({model_rounds} rounds): a dry run with a stand-in model, not a language model; "
                    "a real model's answers change what agents do next, and so the counts.")
         for line in format_table(("purpose", "calls", "prompt tokens", "completion tokens", "cost"), rows):

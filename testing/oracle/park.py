@@ -16,17 +16,20 @@ reader would and answers in the shape the request asks for; none reads the run. 
   from it (its own status, what it remembers) or when it knows the person (named in its
   description or in a conversation it remembers); in a conversation it says its first news item
   the dialogue has not had, acknowledges the other's, then says goodbye (end). A relay (news
-  about someone else) keeps the event's date, time and place in a share ``relay_fidelity`` of
+  about someone else; not its own plans nor its status line, :func:`own_news`) keeps the event's date, time and place in a share ``relay_fidelity`` of
   conversations (a disposition, default all) and is passed on bare in the rest.
 * **Remembering a conversation**: what it was about (the news in it), a planning thought that
-  copies the scheduled events it heard with their date, time and place, a memo.
+  copies the scheduled events it heard with their date, time and place (none when it heard
+  none), a memo.
 * **A new day's status**: the plan note lists the events the statements schedule for today
   (their date is today's); the status is yesterday's status plus that note.
 * **Planning**: wake up, the daily plan requirement in order (each clause at its stated time, or
   after the previous one), the events that the prompt schedules for today at their time and
   place (then back to what came before, or home), dinner at the lifestyle's time, relaxing at
   home, bed at the lifestyle's time. The hourly schedule is the strokes at their times; a chunk
-  is cut into quarter-hour actions that keep its words (and so its place).
+  is cut into quarter-hour actions that keep its words (and so its place). The rest of a day
+  written again after a conversation is the schedule as it was, with the events the prompt
+  schedules for today put in at their time, as a new day's plan puts them.
 * **Where**: the known place whose name the activity states (the first one it names), else a
   place sharing a distinctive word with it, else home for home things (sleep, relax, dinner
   after work), else staying where the agent is; an area or object by the words of the activity,
@@ -34,6 +37,9 @@ reader would and answers in the shape the request asks for; none reads the run. 
 * **Reacting**: only to an emergency the observation states (fire, help...): the plan goes on.
 * **Reflection**: three questions about the agent's plans, conversations and concerns; an
   insight for each statement that holds news, citing it.
+* **Interviews** (§7.1): "do you know about X?" yes when a piece of news its description or
+  the memories shown tell is X (most of X's words); "do you know <person>?" yes when its
+  description or a memory shown says something of them other than where they were seen.
 """
 
 from __future__ import annotations
@@ -435,6 +441,34 @@ def replan(view: PromptView) -> dict[str, Any]:
     return {"schedule": entries}
 
 
+def replan_after_conversation(view: PromptView) -> dict[str, Any]:
+    """The rest of the day after a conversation: the schedule as it was from now on, with the
+    events the prompt schedules for today (what the conversation settled, the status) at their
+    time and place, then back to what was planned for that hour."""
+    me = name_before(view, r"Write (.+?)'s schedule for the rest of today")
+    now = minutes_of(name_before(view, r"it is now ([^.]*)")) or 0
+    listed = sorted((m, what) for t, what in re.findall(r"^(\d{1,2}:\d{2} [ap]m): (.*)$", view.text, re.M)
+                    if (m := minutes_of(t)) is not None)
+
+    def planned_at(minute: int) -> str | None:
+        before = [what for m, what in listed if m <= minute]
+        return before[-1] if before and any(m >= minute for m, _ in listed) else None
+
+    timed = {m: what for m, what in listed if m > now}
+    if planned_at(now):
+        timed[now] = planned_at(now)
+    for start, end, what in _events_today(view, me):
+        if end <= now:
+            continue
+        start = max(start, now)
+        after = planned_at(end)
+        timed = {m: w for m, w in timed.items() if not start <= m < end}
+        timed[start] = what
+        if after and end < 24 * 60:
+            timed.setdefault(end, after)
+    return {"schedule": [{"time": clock(m), "activity": what} for m, what in sorted(timed.items())]}
+
+
 def actions(view: PromptView) -> dict[str, Any]:
     match = re.search(r"\((\d+) minutes\), .+? plans to: (.*)", view.text)
     minutes, what = (int(match.group(1)), match.group(2).strip()) if match else (60, "go about the day")
@@ -510,10 +544,17 @@ def without_details(sentence: str) -> str:
     return sentence if sentence.endswith((".", "!")) else sentence + end
 
 
+def own_news(news: str, me: str) -> bool:
+    """Whether ``news`` is about ``me``: it starts with their name (``Tom Moreno is ...``) or
+    says whose it is (``Tom Moreno's status: ...``, the turn prompt's line about the speaker).
+    Any other news a speaker holds is someone else's, and passing it on is a relay."""
+    return bool(me) and re.match(rf"{re.escape(me)}(?: |'s\b)", news) is not None
+
+
 def relayed(view: PromptView, news: str, me: str) -> str:
     """``news`` as ``me`` passes it on: its own news whole; someone else's whole in a share
     ``relay_fidelity`` of conversations, else without date, time and place."""
-    if news.startswith(me + " ") or view.draw("relay_fidelity") < view.dispositions.relay_fidelity:
+    if own_news(news, me) or view.draw("relay_fidelity") < view.dispositions.relay_fidelity:
         return news
     return without_details(news)
 
@@ -526,18 +567,32 @@ def _first_person(sentence: str, me: str) -> str:
     return f"Have you heard? {sentence}"
 
 
-def turn(view: PromptView) -> dict[str, Any]:
+def _turn_parts(view: PromptView) -> tuple[str, str, str, list[str], list[str]]:
+    """A turn prompt's speaker, listener, dialogue so far, and the speaker's and listener's lines in it."""
     me = name_before(view, r"What would (.+?) say next to")
     other = _other(view, r"say next to (.+?)\?")
     history = view.section("Here is the dialogue so far")
     history = "" if history.startswith("(nothing") else history
     lines = [line for line in history.splitlines() if ": " in line]
-    mine = [line for line in lines if line.startswith(me + ":")]
-    theirs = [line for line in lines if line.startswith(other + ":")]
+    return me, other, history, [line for line in lines if line.startswith(me + ":")], \
+        [line for line in lines if line.startswith(other + ":")]
+
+
+def news_to_tell(view: PromptView) -> tuple[str, str | None]:
+    """(the speaker of a turn prompt, the news its turn passes on): its first news item that the
+    dialogue has not had and that it does not remember telling the listener, None when it has
+    none or has told news in this dialogue already (it says one piece of news a conversation)."""
+    me, other, history, mine, _ = _turn_parts(view)
     fresh = _unshared(view, me, other, history)
     told = any(news_in(f"{me} said to {other}: {line.split(': ', 1)[1]}") for line in mine)
-    if fresh and not told:
-        return {"utterance": _first_person(relayed(view, fresh[0], me), me), "end": False}
+    return me, (fresh[0] if fresh and not told else None)
+
+
+def turn(view: PromptView) -> dict[str, Any]:
+    me, other, _, mine, theirs = _turn_parts(view)
+    _, news = news_to_tell(view)
+    if news is not None:
+        return {"utterance": _first_person(relayed(view, news, me), me), "end": False}
     heard = [n for line in theirs[-1:] for n in news_in(f"{other} said to {me}: {line.split(': ', 1)[1]}")]
     if heard and not any(ACKNOWLEDGE in line for line in mine):
         what, _ = event_clause(heard[0], other)
@@ -565,9 +620,9 @@ def conversation_about(view: PromptView) -> str:
     return f"a conversation about: {found[0]}" if found else "a conversation catching up"
 
 
-def conversation_planning(view: PromptView) -> str:
+def conversation_planning(view: PromptView) -> dict[str, Any]:
     events = [n for n in _transcript_news(view) if DATE.search(n) or CLOCK.search(n)]
-    return " ".join(e if e.endswith(".") else e + "." for e in events) if events else "Nothing to plan for."
+    return {"notes": [e if e.endswith(".") else e + "." for e in events]}
 
 
 def conversation_memo(view: PromptView) -> str:
@@ -665,6 +720,32 @@ def insights(view: PromptView) -> dict[str, Any]:
     return {"insights": found[:count]}
 
 
+# --------------------------------------------------------------------------- interviews (§7.1)
+
+
+def _interview_text(view: PromptView, heading: str) -> str:
+    """What the agent has to go on in an interview: its description and the memories shown."""
+    memories = re.sub(r"^- ", "", view.section(heading), flags=re.M)
+    return name_before(view, r"^You are [^.]+\. About you: (.*)$") + "\n" + memories
+
+
+def knows_topic(view: PromptView) -> str:
+    """Yes when a piece of news the agent's description or memories tell is the topic asked of."""
+    topic = name_before(view, r'Do you know about (.+?)\?"')
+    told = news_in(_interview_text(view, "What you remember that bears on the question"))
+    return "yes" if topic and any(_same(topic, n) for n in told) else "no"
+
+
+def knows_person(view: PromptView) -> str:
+    """Yes when the agent's description names the person, or a memory shown says something of
+    them other than where they were seen ("<person> is at <place>": seeing someone is not knowing
+    them)."""
+    other = name_before(view, r'Do you know (.+?)\?"')
+    memories = _interview_text(view, f"What you remember about {other}").splitlines()
+    seen = re.compile(rf"^{re.escape(other)} is at ")
+    return "yes" if other and any(other in line and not seen.match(line) for line in memories) else "no"
+
+
 RULES = {
     "importance": importance,
     "summary": aspect,
@@ -674,6 +755,7 @@ RULES = {
     "plan.day": day_plan,
     "plan.hourly": schedule,
     "plan.replan": replan,
+    "plan.conversation": replan_after_conversation,
     "plan.actions": actions,
     "react": react,
     "react.context": lambda view: aspect(view),
@@ -689,6 +771,8 @@ RULES = {
     "town.object_state": object_state,
     "reflection.questions": questions,
     "reflection.insights": insights,
+    "eval.knows_topic": knows_topic,
+    "eval.knows_person": knows_person,
 }
 
-__all__ = ["RULES", "dates_in", "news_in", "window"]
+__all__ = ["RULES", "dates_in", "news_in", "news_to_tell", "own_news", "window"]

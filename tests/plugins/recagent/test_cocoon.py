@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from townsquare.plugins.recagent.studies.cocoon_entropy import category_entropy, cocoon_entropy
+from townsquare.plugins.recagent.studies.cocoon_entropy import category_entropy, cocoon_entropy, interest_share
 from townsquare.plugins.recagent.studies.soc_strategy import pick_different
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -31,6 +31,16 @@ def test_entropy_of_a_hand_made_recommendation_log():
     assert category_entropy(log["u3"]) == pytest.approx(math.log(2))
     assert cocoon_entropy(log) == pytest.approx((1.5 * math.log(2) + 0 + math.log(2)) / 3)
     assert cocoon_entropy({"u": []}) is None
+    # by first genre: u1 counts A, A, C -> f = 2/3, 1/3; u3: A and "(none)" -> ln 2
+    first = -(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3))
+    assert category_entropy(log["u1"], first_genre=True) == pytest.approx(first)
+    assert cocoon_entropy(log, first_genre=True) == pytest.approx((first + 0 + math.log(2)) / 3)
+    # the share of page items meeting the user's interests: u1 2 of 3 ("A"), u3 nothing; u4 has no interests
+    pages = {"u1": [("A",), ("B",), ("A", "C")], "u3": [("C",)], "u4": [("A",)]}
+    assert interest_share(pages, {"u1": ["a movies"], "u3": ["Sci-Fi"], "u4": []}) == pytest.approx(2 / 4)
+    assert interest_share(pages, {}) is None
+    # narrowing onto two-genre items: every genre keeps the entropy at ln 2, the first genre drops it to 0
+    assert category_entropy([("A", "B")] * 4) == pytest.approx(math.log(2)) and category_entropy([("A", "B")] * 4, first_genre=True) == 0.0
 
 
 def test_soc_strategy_picks_the_least_similar_agents():
