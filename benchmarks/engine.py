@@ -12,8 +12,9 @@ not timed. Usage: ``python benchmarks/engine.py [--agents 1000 10000] [--rounds 
 
 ``--against REF [--pairs 3]``: the same measurement on this checkout and on commit REF, side by
 side in alternating pairs (``benchmarks/against.py``: REF in a temporary folder and virtual
-environment), with the ratio of each pair and their median and spread; ``--policy`` defaults
-to ``scripted_feed`` there (the LLM path).
+environment), with the ratio of each pair and their median and spread, of the wall-clock rates
+and of the rates per CPU second (which a busy machine disturbs less); ``--policy`` defaults to
+``scripted_feed`` there (the LLM path).
 """
 
 from __future__ import annotations
