@@ -43,6 +43,7 @@ from ..platform import AccountView, Platform, PostView, platform_actions
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
 from ..secrets import redact_text
+from ..state import json_encoder
 from ..slots import SLOT_PROTOCOLS
 from ..turns import Turns, TurnsBackend
 from ..world import World
@@ -57,16 +58,16 @@ __all__ = [
     "SOCIAL_ACTIONS", "WRITE_ACTIONS", "AccountView", "Action", "ActionResult", "active_probabilities", "Agent",
     "agent_memory", "AgentHost", "Answer", "AnswerFormat", "answers_in_db", "BuildContext", "choose_modes", "classify",
     "Component", "ComponentError", "ComponentSpec", "current_issue", "Embedder", "EmbedderSpec", "EmbeddingCache",
-    "Handler", "hookimpl", "hour_weight", "Intervention", "InterventionSpec", "is_constrained", "KnowledgeItem",
-    "KnowledgeSource", "KnowledgeSourceSpec", "limits_of", "LimitsConfig", "LLMCallRecord", "LLMClient", "LLMFatal",
-    "LLMFault", "LLMJournal", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec", "LLMRequest", "LLMResponse",
-    "machinery_fields", "match_label", "match_prefix", "Memory", "MemoryChain", "MemoryRecord", "MemoryRetrieval",
-    "MemorySpec", "Message", "Metric", "MetricSpec", "mode_for", "name_problem", "normalize_rows", "not_text",
-    "ObservesResults", "ObservesRounds", "pareto_inverse_cdf", "ParseFailure", "Persona", "PersonaComponentSpec",
-    "PersonaContext", "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "PlannedTurn", "Planner", "PlannerSpec",
-    "Platform", "platform_actions", "PlatformSpec", "PluginError", "Policy", "PolicySpec", "PostView", "process_usage",
-    "provider_capabilities", "Recommender", "RecommenderSpec", "redact_text", "Reflector", "ReflectorSpec", "request_kind",
-    "restore_agent", "retrieval_of", "RoundView", "RunInfo", "RunSeams", "RunStopped", "RunSummary", "ScenarioError",
-    "Services", "StepContext", "stop_reason", "structured_modes", "TownsquareError", "Turns", "TurnsBackend", "UsageError",
-    "ValidationDimensionSpec", "World",
+    "Handler", "hookimpl", "hour_weight", "Intervention", "InterventionSpec", "is_constrained", "json_encoder",
+    "KnowledgeItem", "KnowledgeSource", "KnowledgeSourceSpec", "limits_of", "LimitsConfig", "LLMCallRecord", "LLMClient",
+    "LLMFatal", "LLMFault", "LLMJournal", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec", "LLMRequest",
+    "LLMResponse", "machinery_fields", "match_label", "match_prefix", "Memory", "MemoryChain", "MemoryRecord",
+    "MemoryRetrieval", "MemorySpec", "Message", "Metric", "MetricSpec", "mode_for", "name_problem", "normalize_rows",
+    "not_text", "ObservesResults", "ObservesRounds", "pareto_inverse_cdf", "ParseFailure", "Persona",
+    "PersonaComponentSpec", "PersonaContext", "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "PlannedTurn",
+    "Planner", "PlannerSpec", "Platform", "platform_actions", "PlatformSpec", "PluginError", "Policy", "PolicySpec",
+    "PostView", "process_usage", "provider_capabilities", "Recommender", "RecommenderSpec", "redact_text", "Reflector",
+    "ReflectorSpec", "request_kind", "restore_agent", "retrieval_of", "RoundView", "RunInfo", "RunSeams", "RunStopped",
+    "RunSummary", "ScenarioError", "Services", "StepContext", "stop_reason", "structured_modes", "TownsquareError", "Turns",
+    "TurnsBackend", "UsageError", "ValidationDimensionSpec", "World",
 ]

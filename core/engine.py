@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import time
 from typing import Any, Callable, Iterator
 
@@ -46,6 +45,7 @@ from .metrics import RoundView
 from .process_usage import process_usage
 from .rundir import RunDir
 from .scenario import ResolvedScenario
+from .state import json_encoder
 from .store import dumps_detail
 from .turns import Turns, TurnsBackend
 from .world import World
@@ -349,7 +349,7 @@ class Simulation:
 
 
 #: one kept encoder: ``json.dumps`` with options builds a new one per call (a call per action)
-_ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+_ENCODE = json_encoder(sort_keys=True, ensure_ascii=False)
 
 
 def _json(value: Any) -> str:

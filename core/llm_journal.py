@@ -12,7 +12,7 @@ failures hand each :class:`~townsquare.llm.LLMCallRecord` to :meth:`LLMJournal.r
 Rows are written in issue order, never in completion order: by agent (the agent's index; ids
 that are no agent's, a persona being enriched say, by id, each numbering its calls from 0), then
 by the call's issue number and part in the round (a request, its retries and its repair with it),
-then by arrival (:func:`row_place`). Each answered row gets ``cached_prefix_tokens`` from the
+then by arrival (:func:`kept_row`). Each answered row gets ``cached_prefix_tokens`` from the
 run's :class:`~townsquare.prompt_cache.PrefixIndex`, added to in that order; a failed attempt or
 a parse failure gets None and leaves the index as it was (a replay, which has no failed attempts,
 counts the same). The round loop takes a round's rows at its end (:meth:`take`); an evaluation,
@@ -24,6 +24,7 @@ read by the accounting link and by the clients' issue numbers through :meth:`cur
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Iterable
 
 import structlog
@@ -39,8 +40,8 @@ log = structlog.get_logger("townsquare.llm_journal")
 LLM_TOTALS = ("llm_calls", "cached", "prompt_tokens", "completion_tokens", "cost", "llm_errors", "repairs",
               "parse_failures", *TOTAL_KEYS.values())
 
-#: a kept row: (agent order, (issue, part, arrival), row, (prompt block keys, prompt characters))
-Kept = tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]
+#: where a kept row's ``llm_calls`` columns start (:func:`kept_row`)
+ROW = 7
 
 
 def new_totals() -> dict[str, float]:
@@ -98,10 +99,9 @@ class LLMJournal:
         self.order: dict[str, int] = {}
         #: every prompt prefix of the answered calls so far, in issue order (``cached_prefix_tokens``)
         self.prefix_index = PrefixIndex()
-        self._kept: list[Kept] = []
-
-    def current_round(self) -> int:
-        return self.round
+        self._kept: list[tuple] = []
+        #: ``round`` as the LLM layer reads it several times a call: a C-level callable, no Python frame
+        self.current_round = functools.partial(getattr, self, "round")
 
     def record(self, call: LLMCallRecord) -> None:
         """Count ``call``, keep its row and tell the listeners."""
@@ -115,11 +115,7 @@ class LLMJournal:
             log.warning("llm.fallback", purpose=call.purpose, agent=call.agent_id, mode=call.mode or "-", kind=call.kind,
                         fallbacks=answers["fallback"], answers=sum(answers.values()))
         if self.recording:
-            row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
-                   call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost,
-                   call.error and redact_text(call.error), call.kind, call.mode)
-            self._kept.append((self.order.get(call.agent_id or "", -1), (*(call.issue or (-1, 0)), len(self._kept)), row,
-                               (call.prompt_blocks, call.prompt_chars)))
+            self._kept.append(kept_row(call, self.order.get(call.agent_id or "", -1), len(self._kept)))
         for listener in self.listeners:
             listener(call)
 
@@ -132,7 +128,7 @@ class LLMJournal:
         """A stopped round's rows: only its failed attempts (they happened; the replayed round
         gets its answers from the response cache and does not repeat them); the rest is dropped."""
         kept, self._kept = self._kept, []
-        return self._ordered([item for item in kept if item[2][5] == "error"])
+        return self._ordered([item for item in kept if item[ROW + 5] == "error"])
 
     def write(self, store: Any, rows: list[tuple] | None = None) -> list[tuple]:
         """Write ``rows`` (default: :meth:`take`) into ``store``'s ``llm_calls`` now; returns them."""
@@ -145,17 +141,30 @@ class LLMJournal:
         """Forget the rows kept so far (a resumed run's build, which its first build recorded)."""
         self._kept.clear()
 
-    def _ordered(self, kept: list[Kept]) -> list[tuple]:
+    def _ordered(self, kept: list[tuple]) -> list[tuple]:
         rows = []
-        for _, _, row, (blocks, chars) in sorted(kept, key=row_place):
+        add_blocks = self.prefix_index.add_blocks
+        for item in sorted(kept):  # by place: its fields are unique, so no row is ever compared
+            row = item[ROW:]
             cached = None
-            if row[5] in ("ok", "cached"):
-                cached = cached_tokens(self.prefix_index.add_blocks(blocks), chars, row[6])
+            if row[5] in ("ok", "cached"):  # a prompt shorter than a block shares nothing
+                shared = add_blocks(item[5]) if item[5] else 0
+                cached = cached_tokens(shared, item[6], row[6]) if shared else 0
             rows.append((*row, cached))
         return rows
 
 
-def row_place(item: Kept) -> tuple[int, str, tuple[int, int, int]]:
-    """An ``llm_calls`` row's place: agent order (ids that are no agent's by id: each numbers its
-    calls from 0), then issue, part and arrival (unique)."""
-    return item[0], item[2][1] or "", item[1]
+def kept_row(call: LLMCallRecord, order: int, arrival: int) -> tuple:
+    """How the journal keeps an ``llm_calls`` row until it is written: one flat tuple (every kept
+    object is traversed by each young-generation collection until the round ends), its place
+    first, then the prompt's block keys and length, then the row (from :data:`ROW`).
+
+    The place: by agent (``order``), then in the order the agent's client issued the calls (a
+    call's retries and repair with it, in ``arrival`` order). Ids that are no agent's (``order``
+    -1: a persona being enriched, say) go by id: each numbers its calls from 0. Its five fields
+    are unique (``arrival``), so sorting kept rows compares places only, with no key function."""
+    issue = call.issue or (-1, 0)
+    return (order, "" if order >= 0 else call.agent_id or "", issue[0], issue[1], arrival, call.prompt_blocks, call.prompt_chars,
+            call.round, call.agent_id, call.purpose, call.provider, call.model, call.status, call.prompt_tokens,
+            call.completion_tokens, round(call.latency_ms, 3), call.cost, call.error and redact_text(call.error), call.kind,
+            call.mode)

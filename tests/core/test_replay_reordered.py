@@ -220,11 +220,11 @@ def test_a_kept_cut_off_answer_replays_as_it_was_kept(tmp_path):
 def test_calls_of_ids_that_are_no_agent_keep_their_own_order():
     """Persona enrichment asks for ``persona:POP:K`` ids, none an agent's: each numbers its calls
     from 0, so their rows are grouped by id, not interleaved as they happened to come back."""
-    from townsquare.llm import LLMCallRecord
-    from townsquare.llm_journal import LLMJournal
+    from townsquare.llm import Issue, LLMCallRecord
+    from townsquare.llm_journal import ROW, LLMJournal, kept_row
 
     def call(agent: str, issue: int) -> LLMCallRecord:
-        return LLMCallRecord(round=-1, agent_id=agent, purpose="enrich", provider="p", model="m", status="ok", issue=(issue, 0))
+        return LLMCallRecord(round=-1, agent_id=agent, purpose="enrich", provider="p", model="m", status="ok", issue=Issue(issue, 0))
 
     arrived = [call("persona:users:1", 0), call("persona:users:0", 0), call("persona:users:0", 1), call("persona:users:1", 1)]
     for order in (arrived, arrived[::-1], arrived[1::2] + arrived[::2]):
@@ -232,3 +232,5 @@ def test_calls_of_ids_that_are_no_agent_keep_their_own_order():
         for record in order:
             journal.record(record)
         assert [row[1] for row in journal.take()] == ["persona:users:0", "persona:users:0", "persona:users:1", "persona:users:1"]
+    # an agent's rows go by its order, whatever its id
+    assert [row[ROW + 1] for row in sorted([kept_row(call("b", 0), 2, 0), kept_row(call("z", 5), 1, 1)])] == ["z", "b"]
