@@ -50,15 +50,17 @@ from .similarity_rule import SimilarityRule, SimilarityRuleConfig
 from .stats import Interval, TTest, mean_interval, paired_test
 from ..slots import SLOT_PROTOCOLS
 from .follow_graph import follow_edges
+from .function_words import FUNCTION_WORDS
+from .llm_calls import NOT_A_CALL, llm_by_purpose, llm_totals
 from ..specs import (
-    AGENT_SLOTS, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
+    AGENT_SLOTS, AnswerPrior, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
     MetricSpec, PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec,
     ReflectorSpec,
 )
 
 __all__ = [
-    "AGENT_SLOTS", "DATASET_MARKER", "DEFAULT_CACHED_PRICE_RATIO", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
-    "AccountView", "Action", "Answer", "AnswerFormat", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
+    "AGENT_SLOTS", "DATASET_MARKER", "FUNCTION_WORDS", "NOT_A_CALL", "DEFAULT_CACHED_PRICE_RATIO", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
+    "AccountView", "Action", "Answer", "AnswerFormat", "AnswerPrior", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
     "DatasetMissing",
     "DuplicateCheck", "Embedder", "EmbedderSpec", "EndpointConfig", "EngagementLog", "EmbeddingCache", "Handler", "Item", "ItemInteractions", "LLMFatal", "LLMFault", "LimitsConfig",
     "Intervention", "InterventionSpec", "ItemRecommender", "KnowledgeItem", "KnowledgeSource",
@@ -71,7 +73,7 @@ __all__ = [
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
     "UsageError", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes", "classify", "cycle_personas", "data_home", "data_path",
     "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "installed_dataset", "is_constrained", "memory_rows", "limits_of",
-    "load_answers", "load_movielens_data", "load_prompts", "match_label", "match_prefix", "mode_for", "movielens_layout", "name_problem",
+    "llm_by_purpose", "llm_totals", "load_answers", "load_movielens_data", "load_prompts", "match_label", "match_prefix", "mode_for", "movielens_layout", "name_problem",
     "normalize_rows", "not_text", "parse_json_list", "provider_capabilities", "request_kind", "structured_modes",
     "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
 ]

@@ -53,6 +53,12 @@ class StandInModel:
         row[0] += 1
         row[1] += prompt_tokens
         row[2] += completion
+        text = self.answer_text(request, prompt, completion)
+        return LLMResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion, model=self.model, provider=self.name)
+
+    def answer_text(self, request: LLMRequest, prompt: str, completion: int) -> str:
+        """The answer to ``request`` (``prompt``: its messages' text; ``completion``: the tokens
+        expected): a subclass answers otherwise (:class:`townsquare.commands.typical_answers.TypicalModel`)."""
         if request.labels:
             digest = int.from_bytes(hashlib.blake2b(prompt.encode(), digest_size=8).digest(), "big")
             text = request.labels[digest % len(request.labels)]
@@ -61,7 +67,7 @@ class StandInModel:
             text = json.dumps(schema_example(request.json_schema, string_chars=completion * 4 // max(1, strings)))
         else:  # as long as the answer expected (~4 characters a token), so prompts that quote it are sized right
             text = ("abc " * completion).strip() or "abc"
-        return LLMResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion, model=self.model, provider=self.name)
+        return text
 
 
 def schema_example(schema: dict[str, Any], string_chars: int = 1) -> Any:

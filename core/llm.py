@@ -55,7 +55,10 @@ class LLMRequest:
     (:mod:`townsquare.llm_modes`: ``logprob``, ``grammar``, ``json_schema``, ``guided_choice``,
     ``prompt``...), set by the client from the provider's capabilities; None for free text.
     ``purpose`` names the decision (``like``, ``post``, ``plan``...) and, with ``agent_id``, is
-    used for accounting only: :meth:`cache_key` leaves both out.
+    used for accounting only: :meth:`cache_key` leaves both out. ``avoid``: text the answer
+    should not copy (a comment answers the post it is under, it does not repeat it); a provider
+    that decodes itself lowers the probability of that text's words (the offline model), the
+    others leave it to the prompt.
     """
 
     messages: tuple[Message, ...]
@@ -67,6 +70,7 @@ class LLMRequest:
     purpose: str = "text"
     agent_id: str | None = None
     mode: str | None = None
+    avoid: str | None = None
 
     def cache_key(self, model: str) -> str:
         """A stable digest of the request content and the model that answers it."""
@@ -81,6 +85,8 @@ class LLMRequest:
         }
         if self.mode is not None:  # the constraint is part of the request: a replay asks for the same
             payload["mode"] = self.mode
+        if self.avoid is not None:  # so is the text the answer must not copy
+            payload["avoid"] = self.avoid
         return hashlib.sha256(_KEY_JSON(payload).encode()).hexdigest()
 
 

@@ -34,6 +34,7 @@ from typing import Iterable
 
 from townsquare.cli.options import common_options, llm_overrides
 from townsquare.commands.dry_run import DEFAULT_COMPLETION_TOKENS, StandInModel, cost_of, format_table, prices_of, schema_example
+from townsquare.commands.typical_answers import TypicalModel
 from townsquare.engine import Simulation, close_each
 from townsquare.commands.eval_llm import (
     DryRun, EvalLLMs, check_spec, clear_earlier_answers, command_line, model_identity, spec_overrides, without_middleware,
@@ -74,7 +75,7 @@ def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()
 
 __all__ = [
     "eval_group",
-    "DEFAULT_COMPLETION_TOKENS", "DryRun", "EvalLLMs", "StandInModel", "check_spec", "clear_earlier_answers", "command_line",
+    "DEFAULT_COMPLETION_TOKENS", "DryRun", "EvalLLMs", "StandInModel", "TypicalModel", "check_spec", "clear_earlier_answers", "command_line",
     "cost_of", "format_table", "model_identity", "prices_of", "schema_example", "spec_overrides", "without_middleware",
     "Accounting", "EventStore", "interview", "Plugins", "ResolvedScenario", "RunDir", "Simulation", "close_each", "common_options", "compose",
     "llm_overrides", "load_plugins", "load_run", "load_scenario", "open_run", "rerun", "resolve_scenario", "start_run", "validate_scenario",
