@@ -206,12 +206,13 @@ class SocialAgentBase:
         return actions
 
     def get_state(self) -> dict[str, Any]:
-        return {"counts": dict(self.counts), "initial_left": self.initial_left, "persona_vector": self.rule.get_state()}
+        return {"counts": dict(self.counts), "initial_left": self.initial_left, "similarity_rule": self.rule.get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.counts = {**self.counts, **state.get("counts", {})}
         self.initial_left = state.get("initial_left", 0)
-        self.rule.set_state(state.get("persona_vector"))
+        # a checkpoint written before the calibrated thresholds kept the persona vector alone
+        self.rule.set_state(state.get("similarity_rule", state.get("persona_vector")))
 
 
 async def session_of(ctx: Any) -> PlanSession | None:

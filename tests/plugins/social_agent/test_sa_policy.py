@@ -392,9 +392,9 @@ def test_routed_decisions_go_to_the_similarity_rule_and_say_so():
     assert by_kind[("reblog", "p1")]["decided_by"] == "similarity"
     assert ("like", "p2") not in by_kind and ("reblog", "p2") not in by_kind
     assert by_kind[("comment", "p2")] == {"decided_by": "llm", "mode": "prompt"}  # the scripted model cannot constrain openings
-    # the persona vector is kept in the checkpoint
+    # the persona vector and the cosines the calibrated thresholds rest on are kept in the checkpoint
     state = json.loads(json.dumps(me.components["policy"].get_state()))
-    assert state["persona_vector"] is not None
+    assert state["similarity_rule"]["persona_vector"] is not None and len(state["similarity_rule"]["seen"]) == 2
 
 
 def test_routing_is_a_setting_of_every_social_policy():
