@@ -47,7 +47,7 @@ from ..secrets import redact_text
 from .secret_files import read_secret_file, resolve_secrets
 from .endpoint import EndpointConfig
 from .similarity_rule import SimilarityRule, SimilarityRuleConfig
-from .stats import Interval, TTest, mean_interval, paired_test
+from .stats import Interval, TTest, holm, t_quantile, kendall_tau, mean_interval, paired_test, two_stage_bootstrap
 from ..slots import SLOT_PROTOCOLS
 from .follow_graph import follow_edges
 from .function_words import FUNCTION_WORDS
@@ -69,7 +69,7 @@ __all__ = [
     "Metric", "MetricSpec", "MovieLens", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
     "PluginError", "Policy", "PolicySpec", "PostView", "Rating", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView", "RunSeams",
-    "Interval", "TTest", "mean_interval", "paired_test",
+    "Interval", "TTest", "holm", "t_quantile", "kendall_tau", "mean_interval", "paired_test", "two_stage_bootstrap",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
     "UsageError", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes", "classify", "cycle_personas", "data_home", "data_path",
     "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "installed_dataset", "is_constrained", "memory_rows", "limits_of",

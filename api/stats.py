@@ -14,6 +14,8 @@ math only; scipy is not a dependency).
 - The t distribution's CDF through the regularised incomplete beta function,
   P(|T| > t) = I_{df / (df + t^2)}(df / 2, 1 / 2), evaluated by its continued fraction
   (modified Lentz); quantiles by bisection on the CDF.
+- Percentile intervals of a two-level mean (personas and their questions) by the two-stage
+  bootstrap, Holm's adjustment of a family of p-values, and Kendall's tau-b.
 """
 
 from __future__ import annotations
@@ -155,3 +157,94 @@ def _beta_fraction(x: float, a: float, b: float) -> float:
         if abs(c * d - 1.0) < eps:
             break
     return result
+
+
+# ---------------------------------------------------------------- intervals by resampling, several tests, rank agreement
+
+def two_stage_bootstrap(units: Sequence[Sequence[Sequence[float]]], rounds: int = 1000, confidence: float = 0.95,
+                        seed: int = 0) -> tuple[list[tuple[float, float] | None], tuple[float, float] | None]:
+    """Percentile intervals of a two-level mean by the two-stage (cluster) bootstrap.
+
+    ``units[i][f]`` holds unit i's item scores on facet f (a persona's question scores on a task;
+    a SoMe query is a unit with one facet and one item). A facet's score is the mean over units
+    of the unit's mean item score on it; the overall score is the mean over units of the mean of
+    the unit's facet means (PersonaScore). Each of ``rounds`` resamples draws the units with
+    replacement, then within each drawn unit its items on each facet with replacement (Davison
+    and Hinkley 1997, §3.8: resampling at both stages, which carries the spread of items within
+    a unit as well as that between units); the interval is the resamples' ``(1 - confidence) /
+    2`` and ``(1 + confidence) / 2`` percentiles. A unit with no item on a facet is left out of
+    that facet (and of the overall score); None where no resample has a value. Seeded.
+    """
+    import warnings
+
+    import numpy as np
+
+    facets = max((len(u) for u in units), default=0)
+    if not units or not facets:
+        return [], None
+    rng = np.random.default_rng(seed)
+    n = len(units)
+    picked = rng.integers(0, n, size=(rounds, n))
+    facet_means = np.full((rounds, n, facets), np.nan)
+    for f in range(facets):
+        items = [list(u[f]) if f < len(u) else [] for u in units]
+        counts = np.array([len(i) for i in items])
+        width = max(1, int(counts.max()))
+        table = np.array([i + [0.0] * (width - len(i)) for i in items], dtype=float)
+        count = counts[picked]                                          # (rounds, n)
+        draws = np.floor(rng.random((rounds, n, width)) * np.maximum(count, 1)[..., None]).astype(int)
+        values = table[picked[..., None], draws]                        # (rounds, n, width)
+        mask = np.arange(width)[None, None, :] < count[..., None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            facet_means[:, :, f] = np.where(count > 0, (values * mask).sum(axis=2) / count, np.nan)
+
+    def interval(samples: np.ndarray) -> tuple[float, float] | None:
+        samples = samples[~np.isnan(samples)]
+        if not samples.size:
+            return None
+        tail = (1 - confidence) / 2 * 100
+        return float(np.percentile(samples, tail)), float(np.percentile(samples, 100 - tail))
+
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)  # a resample with no value on a facet: nan, left out
+        per_facet = [interval(np.nanmean(facet_means[:, :, f], axis=1)) for f in range(facets)]
+        complete = facet_means.mean(axis=2)                             # nan where a facet is missing
+        overall = interval(np.nanmean(complete, axis=1))
+    return per_facet, overall
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of a family of p-values (Holm 1979): sorted ascending,
+    p_(i) becomes max over j <= i of min(1, (m - j + 1) p_(j)), m the p-values present; None
+    stays None."""
+    present = sorted((p, i) for i, p in enumerate(pvalues) if p is not None and not math.isnan(p))
+    out: list[float | None] = [None] * len(pvalues)
+    m, running = len(present), 0.0
+    for rank, (p, i) in enumerate(present):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Kendall's tau-b of paired values (ties in either counted as Kendall 1945 corrects for
+    them): (concordant - discordant) / sqrt((n0 - n1)(n0 - n2)); None below two pairs or when
+    either side has no spread."""
+    if len(a) != len(b) or len(a) < 2:
+        return None
+    concordant = discordant = ties_a = ties_b = 0
+    for i in range(len(a)):
+        for j in range(i + 1, len(a)):
+            da, db = a[i] - a[j], b[i] - b[j]
+            if da == 0 and db == 0:
+                continue
+            if da == 0:
+                ties_a += 1
+            elif db == 0:
+                ties_b += 1
+            elif (da > 0) == (db > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denominator = math.sqrt((concordant + discordant + ties_a) * (concordant + discordant + ties_b))
+    return None if denominator == 0 else (concordant - discordant) / denominator

@@ -4,7 +4,10 @@ calls, tokens and money it gives (``townsquare estimate`` and every ``eval ... -
 A dry run plays the real code path with :class:`StandInModel` in place of the provider and no
 middleware (no cache, budget, retries or waits): every request is counted by purpose, and
 nothing reaches a model. Prompt tokens are characters / 4; completion tokens are what a caller
-expects for that kind of request (:data:`DEFAULT_COMPLETION_TOKENS`, or per purpose prefix).
+expects for that kind of request (:data:`DEFAULT_COMPLETION_TOKENS`, or per purpose prefix),
+never more than the request's ``max_tokens`` or the model's own cap (the local model's
+``[llm] max_tokens``: it answers no longer). A repair request (purpose ``X.repair``) is
+answered but not counted: an estimate prices the calls a well-formed answer needs.
 Money is tokens times the ``[llm]`` table's ``price_prompt_per_1k`` / ``price_completion_per_1k``
 (the same prices a real call is charged in ``llm_calls``), shown only where they are set.
 """
@@ -15,7 +18,7 @@ import hashlib
 import json
 import math
 from collections import defaultdict
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from townsquare.llm import LLMRequest, LLMResponse
 
@@ -36,8 +39,13 @@ class StandInModel:
     name = "estimate"
     model = "stand-in"
 
-    def __init__(self, completion_tokens: dict[str, int] | None = None):
+    def __init__(self, completion_tokens: dict[str, int] | None = None, cap: int | None = None,
+                 script: Callable[[LLMRequest], str | None] | None = None):
         self.completion_tokens = dict(completion_tokens or {})
+        #: the most completion tokens the model stood in for gives (None: no cap of its own)
+        self.cap = cap
+        #: answers a caller scripts for some requests (an agent's tool calls), None for the rest
+        self.script = script
         self.rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
 
     def expected_completion(self, purpose: str, kind: str) -> int:
@@ -48,12 +56,14 @@ class StandInModel:
         prompt = "".join(m.content for m in request.messages)
         kind = "labels" if request.labels else "json" if request.json_schema is not None else "text"
         prompt_tokens = math.ceil(len(prompt) / 4)
-        completion = self.expected_completion(request.purpose, kind)
-        row = self.rows[request.purpose]
-        row[0] += 1
-        row[1] += prompt_tokens
-        row[2] += completion
-        text = self.answer_text(request, prompt, completion)
+        completion = min(self.expected_completion(request.purpose, kind), request.max_tokens, self.cap or request.max_tokens)
+        if not request.purpose.endswith(".repair"):
+            row = self.rows[request.purpose]
+            row[0] += 1
+            row[1] += prompt_tokens
+            row[2] += completion
+        scripted = self.script(request) if self.script is not None else None
+        text = scripted if scripted is not None else self.answer_text(request, prompt, completion)
         return LLMResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion, model=self.model, provider=self.name)
 
     def answer_text(self, request: LLMRequest, prompt: str, completion: int) -> str:

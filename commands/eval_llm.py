@@ -19,6 +19,13 @@ one way to build them, so every evaluation records, limits, resumes and prices i
   call reaches a model, and :meth:`DryRun.table` prices the calls per stage and model.
 * **Model under test**: :meth:`EvalLLMs.identity` names what answers a spec, so a command can
   warn when a judge or a question generator is the model it evaluates.
+* **Agents**: :class:`EvalSimulation` builds a scenario's agents for an evaluation that never
+  plays a round (``eval personagym``'s designs, ``eval park``'s interviewees, ``eval
+  discrimination``'s users): the one place an evaluation assembles a simulation, so its calls
+  land in the same journal and cache as the clients' above.
+* **The truth on a rerun**: :func:`cached_answers` counts the answers a folder's response caches
+  hold; the difference before and after an evaluation is what the providers answered this
+  time (0 when everything came from the cache), which :func:`calls_line` prints.
 """
 
 from __future__ import annotations
@@ -112,15 +119,22 @@ def clear_earlier_answers(store: Path) -> None:
 class DryRun:
     """Stand-in models, one per client, and the priced table of what they were asked."""
 
-    def __init__(self, completion_tokens: dict[str, int] | None = None):
+    def __init__(self, completion_tokens: dict[str, int] | None = None, script: Callable[[Any], str | None] | None = None):
         self.completion_tokens = dict(completion_tokens or {})
+        #: scripted answers for some requests (:class:`StandInModel`'s ``script``)
+        self.script = script
         #: client label -> (its stand-in, the model it stands in for, prices per 1k tokens)
         self.models: dict[str, tuple[StandInModel, str, tuple[float, float] | None]] = {}
 
-    def model(self, label: str, stands_for: str, prices: tuple[float, float] | None) -> StandInModel:
+    def model(self, label: str, stands_for: str, prices: tuple[float, float] | None, cap: int | None = None) -> StandInModel:
+        """The stand-in for ``label``; ``cap``: the most completion tokens that model gives."""
         if label not in self.models:
-            self.models[label] = (StandInModel(self.completion_tokens), stands_for, prices)
+            self.models[label] = (StandInModel(self.completion_tokens, cap=cap, script=self.script), stands_for, prices)
         return self.models[label][0]
+
+    def stand_in(self, label: str, scenario: Any) -> StandInModel:
+        """The stand-in for ``label``, answering for ``scenario``'s ``[llm]``."""
+        return self.model(label, model_identity(scenario), prices_of(scenario.llm.config), completion_cap(scenario.llm.config))
 
     def rows(self, stage_of: Callable[[str], str]) -> list[tuple[str, str, int, int, int, float | None]]:
         """(stage, model, calls, prompt tokens, completion tokens, cost) per stage and model."""
@@ -149,6 +163,14 @@ class DryRun:
         total = sum(c for c in costs if c is not None) if costs and all(c is not None for c in costs) else None
         header = ("stage", "model", "calls", "prompt tokens", "completion tokens", "cost")
         return format_table(header, [*rows, ("total", "", calls, prompt, completion, total)])
+
+    def report(self, headline: str, assumptions: str, stage_of: Callable[[str], str] = lambda p: ".".join(p.split(".")[:2])) -> list[str]:
+        """An estimate's lines: ``ESTIMATE: N LLM calls`` and ``headline``, the table, the
+        ``assumptions``, and a hint where a model has no prices."""
+        lines = [f"ESTIMATE: {self.calls():,} LLM calls {headline}; no model was called.", *self.table(stage_of), assumptions]
+        if any(row[5] is None for row in self.rows(stage_of)):
+            lines.append("no price for some models: set llm.price_prompt_per_1k and llm.price_completion_per_1k for a cost.")
+        return lines
 
 
 class EvalLLMs:
@@ -209,7 +231,7 @@ class EvalLLMs:
         if scenario.llm is None:
             raise UsageError(f"{scenario.source}: no [llm] to answer with (add one, or --llm PROVIDER[:MODEL])")
         if self.dry_run is not None:
-            stand_in = self.dry_run.model(name, model_identity(scenario), prices_of(scenario.llm.config))
+            stand_in = self.dry_run.stand_in(name, scenario)
             return LLMClient(stand_in.complete, model=stand_in.model, agent_id=name)
         if spec is None and self.simulation is not None and self.simulation.services.llm is not None:
             return self.simulation.services.llm.for_agent(name)
@@ -274,6 +296,102 @@ class EvalLLMs:
         finally:
             built_here = self._middleware if self.simulation is None and self._middleware else []
             await close_each([*built_here, *self.providers])
+
+
+def completion_cap(llm_config: Any) -> int | None:
+    """The most completion tokens an ``[llm]`` gives whatever a request asks (the local model's
+    ``max_tokens``), or None."""
+    cap = getattr(llm_config, "max_tokens", None)
+    return cap if isinstance(cap, int) and cap > 0 else None
+
+
+def cached_answers(folder: Path) -> int:
+    """How many answers the response caches (``llm_cache.sqlite``) in ``folder`` and its
+    subfolders hold."""
+    total = 0
+    for path in sorted(Path(folder).rglob("llm_cache.sqlite")) if Path(folder).is_dir() else []:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            total += db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        except sqlite3.Error:
+            pass
+        finally:
+            db.close()
+    return total
+
+
+def calls_line(counts: dict[str, int], new: int) -> str:
+    """The journal's rows by status and what the providers answered this time (``new``: the
+    answers the caches gained), the rest from the cache."""
+    total = sum(counts.values())
+    replayed = max(0, total - counts.get("parse_failure", 0) - counts.get("error", 0) - new)
+    by_status = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+    return f"{total} LLM calls ({by_status}), {new} answered by the model, {replayed} from the cache"
+
+
+class EvalSimulation:
+    """A scenario's agents built for an evaluation in ``folder`` and never played: its response
+    cache ``llm_cache.sqlite`` and its calls' ``llm_calls`` rows (``events.sqlite``) live there,
+    so the same evaluation again replays from the cache. ``build(state, round)`` restores the
+    agents from a checkpoint's ``state`` (its ``llm`` part left out: the cache here is the
+    evaluation's own) and sets the clock at ``round``; hooks that observe a run's LLM calls are
+    not told of these (an evaluation is no run); a budget stop names ``resume``.
+
+    ``llm_provider``: a stand-in (``--estimate``: no middleware is built); ``shared_budget``: the
+    evaluation's one budget link, which replaces the scenario's own."""
+
+    def __init__(self, scenario: Any, plugins: Any, folder: Path, *, llm_provider: Any = None, shared_budget: Any = None,
+                 dry_run: bool = False):
+        self.scenario, self.plugins, self.folder = scenario, plugins, Path(folder)
+        self.llm_provider, self.shared_budget, self.dry_run = llm_provider, shared_budget, dry_run
+        self.sim: Any = None
+        self.round = 0
+
+    async def build(self, state: dict[str, Any] | None = None, round: int = 0, resume: str | None = None) -> Any:
+        from townsquare.engine import Simulation
+        from townsquare.rundir import RunDir
+
+        scenario, extra = self.scenario, []
+        if self.dry_run:
+            scenario = without_middleware(scenario)
+        elif self.shared_budget is not None:  # the evaluation's one budget counts these calls too
+            scenario, extra = without_middleware(scenario, keep=lambda name: name != BUDGET), [self.shared_budget]
+        (self.folder / "checkpoints").mkdir(parents=True, exist_ok=True)
+        self.sim = sim = Simulation(scenario, self.plugins, RunDir(self.folder), llm_provider=self.llm_provider, llm_middleware=extra)
+        await sim.build()
+        if state is not None:
+            sim.set_state({**state, "llm": {}})
+        self.round = sim.round = round
+        sim.fire_llm_call_hook = False
+        sim.services.resume_command = resume
+        return sim
+
+    def context(self, agent: Any) -> Any:
+        """The step context of ``agent`` at the evaluation's round."""
+        from datetime import timedelta
+
+        from townsquare.components import StepContext
+
+        clock = self.sim.model.clock
+        llm = self.sim.services.llm.for_agent(agent.id) if self.sim.services.llm is not None else None
+        return StepContext(agent=agent, round=self.round, now=clock.start + timedelta(minutes=self.round * clock.minutes_per_round),
+                           minutes_per_round=clock.minutes_per_round, services=self.sim.services, llm=llm, start=clock.start)
+
+    def write_calls(self) -> dict[str, int]:
+        """Write the ``llm_calls`` rows gathered so far; returns how many, by status."""
+        counts: dict[str, int] = {}
+        for row in self.sim.write_llm_calls() if self.sim is not None and not self.dry_run else []:
+            counts[row[5]] = counts.get(row[5], 0) + 1
+        return counts
+
+    async def aclose(self) -> dict[str, int]:
+        """Write the calls, close the simulation; returns the calls written, by status."""
+        if self.sim is None:
+            return {}
+        try:
+            return self.write_calls()
+        finally:
+            await self.sim.aclose()
 
 
 def without_middleware(scenario: Any, keep: Callable[[str], bool] = lambda name: False) -> Any:

@@ -2,7 +2,7 @@
 
 A command works on scenarios and run directories the way the built-in ones do (reading a run,
 re-resolving its scenario with :func:`load_run`, rebuilding its agents from a checkpoint with
-:class:`Simulation`, as ``townsquare eval park`` does)::
+:class:`EvalSimulation`, as ``townsquare eval park`` does)::
 
     from townsquare.api.commands import common_options, open_run
 
@@ -14,13 +14,9 @@ re-resolving its scenario with :func:`load_run`, rebuilding its agents from a ch
         def summary(run_dir, **_):
             manifest = open_run(run_dir).read_manifest()
 
-A command that builds a :class:`Simulation` without playing it (an evaluation) uses its public
-members: ``await sim.build()``, ``sim.set_state(checkpoint)``, ``sim.services``, ``sim.agents``,
-``sim.record_llm_call`` (what an ``Accounting`` it makes reports to), ``sim.write_llm_calls()``
-(its calls' ``llm_calls`` rows, which no round writes), ``sim.fire_llm_call_hook = False`` (an
-evaluation is no run: ``townsquare_on_llm_call`` listeners are not told) and ``await sim.aclose()``.
-
-An evaluation builds its judges' and generators' clients with :class:`EvalLLMs` (the
+An evaluation builds the agents it questions with :class:`EvalSimulation` (never
+``Simulation`` itself: one place assembles them, its calls journaled and cached in the
+evaluation's folder), and its judges' and generators' clients with :class:`EvalLLMs` (the
 scenario's middleware shared, every call an ``llm_calls`` row, a budget stop that names the
 command resuming it, ``--estimate`` through a :class:`DryRun` of stand-in models priced per
 stage); see :mod:`townsquare.commands.eval_llm`.
@@ -37,9 +33,11 @@ from townsquare.commands.dry_run import DEFAULT_COMPLETION_TOKENS, StandInModel,
 from townsquare.commands.typical_answers import TypicalModel
 from townsquare.engine import Simulation, close_each
 from townsquare.commands.eval_llm import (
-    DryRun, EvalLLMs, check_spec, clear_earlier_answers, command_line, model_identity, spec_overrides, without_middleware,
+    DryRun, EvalLLMs, EvalSimulation, cached_answers, calls_line, check_spec, clear_earlier_answers, command_line, completion_cap,
+    model_identity, spec_overrides, without_middleware,
 )
 from townsquare.commands.interview import interview
+from townsquare.commands.score_table import cell_text, table_lines, write_tables
 from townsquare.llm import Accounting, compose
 from townsquare.plugin_manager import Plugins, make_plugin_manager, parse_plugin_options
 from townsquare.rundir import RunDir
@@ -74,8 +72,9 @@ def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()
 
 
 __all__ = [
-    "eval_group",
-    "DEFAULT_COMPLETION_TOKENS", "DryRun", "EvalLLMs", "StandInModel", "TypicalModel", "check_spec", "clear_earlier_answers", "command_line",
+    "eval_group", "cell_text", "table_lines", "write_tables",
+    "DEFAULT_COMPLETION_TOKENS", "DryRun", "EvalLLMs", "EvalSimulation", "StandInModel", "TypicalModel", "cached_answers", "calls_line",
+    "check_spec", "clear_earlier_answers", "command_line", "completion_cap",
     "cost_of", "format_table", "model_identity", "prices_of", "schema_example", "spec_overrides", "without_middleware",
     "Accounting", "EventStore", "interview", "Plugins", "ResolvedScenario", "RunDir", "Simulation", "close_each", "common_options", "compose",
     "llm_overrides", "load_plugins", "load_run", "load_scenario", "open_run", "rerun", "resolve_scenario", "start_run", "validate_scenario",

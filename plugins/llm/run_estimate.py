@@ -12,7 +12,8 @@ declared share and every prior's typical answer scaled by 0.5 and 1.5).
 
 Prompt tokens are characters / 4 (the same count :mod:`townsquare.prompt_cache` uses);
 completion tokens as expected per kind of answer (decisions 2, JSON 60, text 80; or
-``--completion-tokens PURPOSE=N``). Retries and repairs of malformed answers are not in it.
+``--completion-tokens PURPOSE=N``), never more than a request's ``max_tokens``. Retries and
+repairs of malformed answers are not in it.
 Checked against runs whose model acts (docs/llm.md, "Estimate"): the quickstart on the offline
 model, valentines, recagent and social_media on the oracle test model.
 """
@@ -36,12 +37,13 @@ Rows = dict[str, list[int]]  # purpose -> [calls, prompt tokens, completion toke
 
 def calls_per_day(events_path: Path) -> dict[str, tuple[int, int, int]]:
     """Simulated day (``2023-02-13``) -> (calls, prompt tokens, completion tokens) of a run's
-    answered LLM calls, by the day of each call's round."""
+    answered LLM calls, by the day of each call's round (repairs left out, as the stand-in model
+    leaves them out of its counts)."""
     db = sqlite3.connect(events_path)
     try:
         rows = db.execute("SELECT substr(r.sim_time, 1, 10), COUNT(*), SUM(c.prompt_tokens), SUM(c.completion_tokens) "
                           "FROM llm_calls c JOIN rounds r ON r.round = c.round WHERE c.status IN ('ok', 'cached') "
-                          "GROUP BY 1 ORDER BY 1").fetchall()
+                          "AND c.purpose NOT LIKE '%.repair' GROUP BY 1 ORDER BY 1").fetchall()
     finally:
         db.close()
     return {day: (int(n), int(pt or 0), int(ct or 0)) for day, n, pt, ct in rows}

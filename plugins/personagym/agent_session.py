@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from townsquare.api import MEMORY_TIERS, StepContext, UsageError, name_problem
+from townsquare.api import MEMORY_TIERS, UsageError, name_problem
 
 
 @dataclass
@@ -98,51 +97,42 @@ def persona_overrides(target: Target, index: int, descriptions: Sequence[str]) -
 
 
 class Design:
-    """One design's simulation, built in ``folder``, and the agents of it that answer."""
+    """One design's agents, built in ``folder`` (:class:`~townsquare.api.commands.EvalSimulation`),
+    and those of them that answer."""
 
     def __init__(self, target: Target, folder: Path, *, population: str | None, descriptions: Sequence[str] | None,
                  with_run_memories: bool = False, llm_provider: Any = None, shared_budget: Any = None, dry_run: bool = False):
+        from townsquare.api.commands import EvalSimulation
+
         self.target = target
         self.folder = folder
         self.index = population_index(target, population)
         self.descriptions = list(descriptions) if descriptions is not None else None
         self.with_run_memories = with_run_memories
-        self.llm_provider = llm_provider
-        self.shared_budget = shared_budget
-        self.dry_run = dry_run
         self.scenario = target.scenario if descriptions is None else target.resolve_with(persona_overrides(target, self.index, descriptions))
-        self.sim: Any = None
-        self.round = 0
+        self.world = EvalSimulation(self.scenario, target.plugins, folder, llm_provider=llm_provider, shared_budget=shared_budget,
+                                    dry_run=dry_run)
 
     @property
     def label(self) -> str:
         return self.target.label
 
-    async def build(self, resume_command: str | None = None) -> None:
-        from townsquare.api.commands import RunDir, Simulation, without_middleware
+    @property
+    def sim(self) -> Any:
+        return self.world.sim
 
-        scenario, extra = self.scenario, []
-        if self.dry_run:
-            scenario = without_middleware(scenario)
-        elif self.shared_budget is not None:  # the evaluation's one budget counts this design's calls too
-            scenario, extra = without_middleware(scenario, keep=lambda name: name != "llm_budget"), [self.shared_budget]
-        (self.folder / "checkpoints").mkdir(parents=True, exist_ok=True)
-        self.sim = sim = Simulation(scenario, self.target.plugins, RunDir(self.folder), llm_provider=self.llm_provider,
-                                    llm_middleware=extra)
-        await sim.build()
+    @property
+    def round(self) -> int:
+        return self.world.round
+
+    async def build(self, resume_command: str | None = None) -> None:
         checkpoint = self.target.checkpoint
-        if checkpoint is not None and self.descriptions is None:
-            last, state = checkpoint
-            sim.set_state({**state, "llm": {}})
-            self.round = last + 1
-        elif checkpoint is not None and self.with_run_memories:
+        own = checkpoint is not None and self.descriptions is None
+        lent = checkpoint is not None and not own and self.with_run_memories
+        await self.world.build(checkpoint[1] if own else None, checkpoint[0] + 1 if own or lent else 0, resume_command)
+        if lent:
             self._lend_memories(checkpoint[1])
-            self.round = checkpoint[0] + 1
-        sim.round = self.round
-        # an evaluation is no run: hooks that observe a run's LLM calls are not told of these
-        sim.fire_llm_call_hook = False
-        sim.services.resume_command = resume_command
-        if sim.services.llm is None:
+        if self.sim.services.llm is None:
             raise UsageError(f"{self.target.scenario.source}: no [llm] to answer with (add one, or --llm PROVIDER[:MODEL])")
 
     def _lend_memories(self, state: dict[str, Any]) -> None:
@@ -159,26 +149,11 @@ class Design:
         return [a for a in self.sim.agents if a.population == name]
 
     def contexts(self, agents: Sequence[Any]) -> list[Any]:
-        sim = self.sim
-        clock = sim.model.clock
-        now = clock.start + timedelta(minutes=self.round * clock.minutes_per_round)
-        return [StepContext(agent=a, round=self.round, now=now, minutes_per_round=clock.minutes_per_round,
-                            services=sim.services, llm=sim.services.llm.for_agent(a.id), start=clock.start)
-                for a in agents]
+        return [self.world.context(a) for a in agents]
 
     def write_calls(self) -> dict[str, int]:
         """Write the ``llm_calls`` rows gathered so far; returns how many, by status."""
-        counts: dict[str, int] = {}
-        if self.sim is None:
-            return counts
-        for row in self.sim.write_llm_calls() if not self.dry_run else []:
-            counts[row[5]] = counts.get(row[5], 0) + 1
-        return counts
+        return self.world.write_calls()
 
     async def close(self) -> dict[str, int]:
-        if self.sim is None:
-            return {}
-        try:
-            return self.write_calls()
-        finally:
-            await self.sim.aclose()
+        return await self.world.aclose()

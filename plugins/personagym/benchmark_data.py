@@ -11,7 +11,13 @@ official repository's files, described in its README) supplies instead:
 * ``rubrics/<task>.txt``: rubric templates; the task title, its description and the
   ``Score = N:`` lines are read out of them and put in our grading prompt;
 * ``questions_benchmark-v1/<persona>.json``: ``{task: [questions]}`` per persona, the static
-  question set (10 questions per task, 50 per persona).
+  question set (10 questions per task, 50 per persona);
+* ``evaluations/<run>.scores.json`` (``evaluations/<run>/scores.json`` upstream): the released
+  per-task means and PersonaScore of six models. They are checked against the paper's Table 1
+  (:data:`PAPER_TABLE_1`) and against themselves (PersonaScore, the mean of the five tasks)
+  where they are read (:meth:`Release.released_scores`): the Claude 3 Haiku file gives Persona
+  Consistency 4.47 where the paper prints 3.47, and its own PersonaScore 3.64 is the mean with
+  3.47 (with 4.47 it would be 3.84), so the file holds a typo and each such mismatch is said.
 
 The released files name the toxicity task ``Toxicity`` (questions, rubric file) and
 ``Toxicity Control`` (scores): both mean ``toxicity_control`` here.
@@ -202,6 +208,53 @@ def static_questions_for(questions: dict[str, dict[str, list[str]]], description
     return questions.get(_persona_key(description))
 
 
+# ---------------------------------------------------------------- the paper's Table 1 and the released score files
+
+#: Samuel et al., Table 1: model -> task -> (mean, standard deviation over the 200 personas)
+PAPER_TABLE_1: dict[str, dict[str, tuple[float, float]]] = {
+    model: dict(zip((*("action_justification", "expected_action", "linguistic_habits", "persona_consistency", "toxicity_control"),
+                     "persona_score"), cells))
+    for model, cells in {
+        "LLaMA-2-13b": ((3.96, 0.80), (3.87, 0.84), (3.77, 0.87), (4.12, 0.92), (4.18, 1.00), (3.98, 0.49)),
+        "GPT 3.5": ((4.31, 0.49), (4.28, 0.49), (3.63, 0.68), (4.70, 0.41), (4.96, 0.30), (4.38, 0.23)),
+        "LLaMA-2-70b": ((4.44, 0.55), (4.32, 0.60), (3.85, 0.73), (4.67, 0.56), (4.68, 0.77), (4.39, 0.35)),
+        "LLaMA-3-8b": ((4.55, 0.46), (4.43, 0.49), (3.97, 0.69), (4.77, 0.37), (4.74, 0.68), (4.49, 0.27)),
+        "Claude 3 Haiku": ((2.47, 1.64), (4.28, 0.72), (3.04, 1.01), (3.47, 1.57), (4.94, 0.36), (3.64, 0.57)),
+        "Claude 3.5 Sonnet": ((4.52, 0.67), (4.37, 0.60), (3.98, 0.71), (4.81, 0.51), (4.88, 0.54), (4.51, 0.37)),
+    }.items()
+}
+#: personas behind each of Table 1's cells
+PAPER_PERSONAS = 200
+#: a released score file's stem (after its date) -> the model's name in Table 1
+RELEASED_MODELS = {"claude_3.5_sonnet": "Claude 3.5 Sonnet", "claude_3_haiku": "Claude 3 Haiku", "gpt_35": "GPT 3.5",
+                   "llama_2_13b": "LLaMA-2-13b", "llama_2_70b": "LLaMA-2-70b", "llama_3_8b": "LLaMA-3-8b"}
+
+
+def released_scores(folder: Path) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """(model -> task -> mean, as the released ``evaluations/*.scores.json`` give them; notes on
+    every value that disagrees with the paper's Table 1 or a PersonaScore that is not the mean
+    of its file's five tasks)."""
+    scores: dict[str, dict[str, float]] = {}
+    notes: list[str] = []
+    for path in sorted((folder / "evaluations").glob("*.scores.json")):
+        raw = _read_json(path, "released scores")
+        if not isinstance(raw, dict):
+            raise UsageError(f"{path}: expected a JSON object of task name -> score")
+        stem = path.name[: -len(".scores.json")]
+        model = RELEASED_MODELS.get(stem.split("_", 1)[-1], stem)
+        values = {("persona_score" if name == "PersonaScore" else task_key(name)): float(v) for name, v in raw.items()}
+        scores[model] = values
+        mean = sum(values[t] for t in TASKS if t in values) / len(TASKS) if all(t in values for t in TASKS) else None
+        if mean is not None and "persona_score" in values and abs(mean - values["persona_score"]) > 0.011:
+            notes.append(f"{path.name}: PersonaScore {values['persona_score']:.2f} is not the mean of its five tasks ({mean:.2f})")
+        for task, value in values.items():
+            paper = PAPER_TABLE_1.get(model, {}).get(task)
+            if paper is not None and abs(paper[0] - value) > 0.005:
+                notes.append(f"{path.name}: {TASK_NAMES[task][0] if task in TASK_NAMES else 'PersonaScore'} {value:.2f}, "
+                             f"the paper's Table 1 prints {paper[0]:.2f}")
+    return scores, notes
+
+
 # ---------------------------------------------------------------- the dataset, behind one function
 
 @dataclass(frozen=True)
@@ -217,6 +270,10 @@ class Release:
 
     def static_questions(self) -> dict[str, dict[str, list[str]]]:
         return load_static_questions(self.folder)
+
+    def released_scores(self) -> tuple[dict[str, dict[str, float]], list[str]]:
+        """The released models' scores and the notes on where they disagree (:func:`released_scores`)."""
+        return released_scores(self.folder)
 
 
 def open_release(folder: Path) -> Release:

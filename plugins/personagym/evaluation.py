@@ -57,6 +57,8 @@ class QuestionResult:
     environment: str | None
     question: str
     answer: str = ""
+    #: a digest of the prompt the agent answered (:func:`.llm_steps.agent_answer`)
+    prompt: str = ""
     examples: dict[int, str] | None = None
     grades: dict[str, float | None] = field(default_factory=dict)
 
@@ -151,8 +153,8 @@ async def _case(case: Case, *, generator: Any, judges: Sequence[Judge], prompts:
     async def answers_for(label: str) -> None:
         ctx, mine = case.agents[label], results[label].questions
         answers = await asyncio.gather(*(llm_steps.agent_answer(ctx, prompts, q.question, q.task, settings) for q in mine))
-        for q, answer in zip(mine, answers):
-            q.answer = answer
+        for q, (answer, prompt) in zip(mine, answers):
+            q.answer, q.prompt = answer, prompt
 
     await asyncio.gather(*(examples_for(t) for t in TASKS), *(answers_for(label) for label in case.agents))
     for result in results.values():  # one set of examples per question, whichever design answered

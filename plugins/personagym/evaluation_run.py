@@ -47,6 +47,8 @@ class Plan:
     per_task: int
     resume: str | None = None
     counts: dict[str, int] = field(default_factory=dict)
+    #: design -> slot -> the component filling it in the evaluated population, and ``llm`` -> provider:model
+    slots: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def design_folder(out: Path, plan: Plan, k: int) -> Path:
@@ -79,6 +81,7 @@ async def run(plan: Plan, out: Path, dry_run: Any = None) -> dict[str, list[Pers
             evaluator = EvalLLMs(first.scenario, first.resolve_with, out, resume=plan.resume, dry_run=dry_run,
                                  simulation=None if dry_run is not None else designs[0].sim, round=designs[0].round)
             generator, judges = _evaluators(evaluator, plan)
+        plan.slots = {d.label: design_slots(d) for d in designs}
         cases = build_cases(designs, plan)
         return await evaluate(cases, generator=generator, judges=judges, prompts=plan.prompts, tasks=plan.inputs.tasks,
                               pool=plan.inputs.pool, environments=plan.environments, per_task=plan.per_task,
@@ -90,6 +93,15 @@ async def run(plan: Plan, out: Path, dry_run: Any = None) -> dict[str, list[Pers
             _add(plan.counts, await design.close())
         if evaluator is not None:
             await evaluator.aclose()
+
+
+def design_slots(design: Design) -> dict[str, str]:
+    """slot -> component of the design's evaluated population, ``llm`` -> its provider:model."""
+    from townsquare.api.commands import model_identity
+
+    population = design.scenario.populations[design.index]
+    slots = {slot: choice.spec.name if choice is not None else "-" for slot, choice in population.slots.items()}
+    return {**slots, "llm": model_identity(design.scenario)}
 
 
 def _evaluators(evaluator: Any, plan: Plan) -> tuple[Any, list[Judge]]:

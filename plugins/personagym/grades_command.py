@@ -59,7 +59,13 @@ def register_grades(cli: Any) -> None:
             click.echo(line)
         both, rho = raters.judges_against_humans(grades, judges, humans)
         click.echo(f"judges' mean vs people's mean per answer: Spearman rho {'-' if rho is None else f'{rho:.2f}'} over {both} answers")
+        by_task = raters.agreement_by_task(grades, judges, humans, tasks)
+        click.echo("")
+        for line in agreement.format_rows(("task", "answers", "Spearman rho", "Kendall tau"),
+                                          [(agreement.SHORT.get(t, t), n, r, k) for t, n, r, k in by_task]):
+            click.echo(line)
         saved = {"humans": {h: grades[h] for h in humans}, "spearman_judges_vs_humans": rho, "answers_graded_by_both": both,
+                 "by_task": {t: {"answers": n, "spearman": r, "kendall_tau": k} for t, n, r, k in by_task},
                  "alpha_interval": {row[0]: dict(zip(("graders", "all", *agreement.SHORT), row[1:]))
                                     for row in agreement.alpha_rows(grades, tasks, groups)}}
         (folder / raters.HUMAN_GRADES).write_text(json.dumps(saved, indent=1, ensure_ascii=False), encoding="utf-8")

@@ -17,6 +17,8 @@ silent (:class:`Settings`).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -147,10 +149,12 @@ async def generate_questions(llm: Any, prompts: dict[str, str], description: str
 
 # ---------------------------------------------------------------- the persona agent
 
-async def agent_answer(ctx: Any, prompts: dict[str, str], question: str, task: str, settings: Settings) -> str:
-    """The agent's answer: its ``persona.context`` component rendered for the question (else
-    the whole persona, its name first) in the system prompt; the question as the user message,
-    after the memories its memory chain recalls for it when memory is in play."""
+async def agent_answer(ctx: Any, prompts: dict[str, str], question: str, task: str, settings: Settings) -> tuple[str, str]:
+    """The agent's answer and a digest of the prompt it answered (two designs whose digests
+    agree on every question asked their model the same thing): its ``persona.context``
+    component rendered for the question (else the whole persona, its name first) in the system
+    prompt; the question as the user message, after the memories its memory chain recalls for
+    it when memory is in play."""
     agent = ctx.agent
     context = agent.components.get("persona.context")
     if context is not None:
@@ -165,7 +169,8 @@ async def agent_answer(ctx: Any, prompts: dict[str, str], question: str, task: s
         else fill_prompt(prompts["answer"], question=question)
     text = await ctx.llm.text([Message("system", system), Message("user", user)], purpose=f"personagym.answer.{task}",
                               max_tokens=settings.answer_tokens, temperature=settings.answer_temperature)
-    return " ".join(text.split())
+    digest = hashlib.sha256(json.dumps([system, user]).encode()).hexdigest()[:16]
+    return " ".join(text.split()), digest
 
 
 # ---------------------------------------------------------------- score examples and grades, in batches

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from townsquare.api.commands import calls_line
+
 from . import agreement, comparison, raters
 from .evaluation_run import design_folder
 from .results_files import table, write, write_comparison
@@ -32,8 +34,56 @@ def judges_report(plan: Any, results: dict[str, list[Any]]) -> tuple[list[str], 
     return lines, saved
 
 
-def write_all(folder: Path, plan: Any, results: dict[str, list[Any]], warnings: list[str], new: int, wall: float) -> list[str]:
-    """Write every file; return the lines to print."""
+#: the paper's Table 1 columns, in its order
+TABLE_COLUMNS = [("action_justification", "Action Justification"), ("expected_action", "Expected Action"),
+                 ("linguistic_habits", "Linguistic Habits"), ("persona_consistency", "Persona Consistency"),
+                 ("toxicity_control", "Toxicity Control"), ("persona_score", "PersonaScore")]
+TABLE_STEM = "personagym_table"
+
+
+def table_rows(plan: Any, results: dict[str, list[Any]]) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """The Table-1 rows: each design (mean and its two-stage bootstrap interval); with the
+    released static questions, the paper's six models beside them (mean and the Student-t
+    interval from the paper's standard deviation over its 200 personas). Notes: the released
+    score files' disagreements with the paper (:func:`.benchmark_data.released_scores`)."""
+    from townsquare.api import t_quantile
+
+    from .benchmark_data import PAPER_PERSONAS, PAPER_TABLE_1
+    from .persona_score import summary
+    from .results_files import score_intervals, scores_by_persona
+
+    rows, notes = [], []
+    for label in plan.labels:
+        mine = results[label]
+        by = scores_by_persona(mine)
+        totals = summary({r.agent_id: by.get(r.agent_id, {}) for r in mine})
+        bounds = score_intervals(mine)
+        rows.append((label, {k: None if totals[k][0] is None else (totals[k][0], *(bounds[k] or (None, None))) for k, _ in TABLE_COLUMNS}))
+    if plan.inputs.static is not None:
+        half = t_quantile(0.975, PAPER_PERSONAS - 1) / PAPER_PERSONAS ** 0.5
+        for model, cells in PAPER_TABLE_1.items():
+            rows.append((f"{model} (paper)", {k: (m, m - half * sd, m + half * sd) for k, (m, sd) in cells.items()}))
+        if plan.inputs.release is not None:
+            notes += plan.inputs.release.released_scores()[1]
+    return rows, notes
+
+
+def write_table(folder: Path, plan: Any, results: dict[str, list[Any]]) -> list[str]:
+    """Print and write the Table-1-shaped table (CSV, Markdown, LaTeX); returns the lines."""
+    from townsquare.api.commands import table_lines, write_tables
+
+    rows, notes = table_rows(plan, results)
+    caption = ("PersonaGym scores (1-5): mean over personas [95 % interval: two-stage bootstrap over personas and their "
+               "questions" + ("; the paper's rows: Student-t from its standard deviation over 200 personas" if len(rows) > len(plan.labels)
+                              else "") + "].")
+    paths = write_tables(folder / TABLE_STEM, TABLE_COLUMNS, rows, caption)
+    return [*table_lines(TABLE_COLUMNS, rows), caption, *(f"note: released data: {n}" for n in notes),
+            f"table written to {', '.join(str(p) for p in paths)}"]
+
+
+def write_all(folder: Path, plan: Any, results: dict[str, list[Any]], warnings: list[str], new: int, wall: float,
+              with_table: bool = False) -> list[str]:
+    """Write every file; return the lines to print (``with_table``: the Table-1 table too)."""
     source = source_line(plan)
     calls = plan.counts
     judge_lines, judges_saved = judges_report(plan, results)
@@ -60,12 +110,12 @@ def write_all(folder: Path, plan: Any, results: dict[str, list[Any]], warnings: 
                  f"{plan.settings.batch} question(s) a grading call")
     lines += ["", *judge_lines]
     if len(plan.labels) > 1:
-        rows = comparison.paired(results)
+        rows = comparison.paired(results, comparison.identical_prompts(results, plan.slots))
         write_comparison(folder, rows, info)
         lines += ["", *comparison.table(rows)]
-    total = sum(calls.values())
-    lines.append(f"{total} LLM calls ({', '.join(f'{k} {v}' for k, v in sorted(calls.items()))}), {new} answered by the model, "
-                 f"{max(0, total - calls.get('parse_failure', 0) - calls.get('error', 0) - new)} from the cache; {wall} s")
+    if with_table:
+        lines += ["", *write_table(folder, plan, results), ""]
+    lines.append(f"{calls_line(calls, new)}; {wall} s")
     if calls.get("parse_failure"):
         lines.append(f"note: {calls['parse_failure']} answers could not be read even after a repair request (parse_failure rows)")
     lines.append(f"written to {', '.join(str(p) for p in written)}; grading sheet for people: {folder / raters.RATERS_CSV}")

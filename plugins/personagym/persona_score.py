@@ -11,6 +11,10 @@
 * Over personas (Table 1): per task and for PersonaScore, the mean over personas and, in
   brackets, the standard deviation over personas (population, ddof = 0; the paper does not
   say which).
+* Intervals (ours; the paper reports none): a 95 % percentile interval for every mean by the
+  two-stage bootstrap, personas resampled and then each persona's questions within each task
+  (:func:`townsquare.api.two_stage_bootstrap`, :data:`BOOTSTRAP_ROUNDS` resamples, seeded), so
+  the spread between personas and that between one persona's questions both count.
 """
 
 from __future__ import annotations
@@ -18,7 +22,12 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping, Sequence
 
+from townsquare.api import two_stage_bootstrap
+
 from .benchmark_data import TASKS
+
+#: bootstrap resamples behind every interval (a setting of ours)
+BOOTSTRAP_ROUNDS = 2000
 
 
 def ensemble(grades: Iterable[float | None]) -> float | None:
@@ -56,4 +65,19 @@ def summary(by_persona: Mapping[str, Mapping[str, float]], tasks: Sequence[str] 
     """task (and ``"persona_score"``) -> (mean, std, personas) over personas (Table 1's cells)."""
     out = {t: mean_std(scores.get(t) for scores in by_persona.values()) for t in tasks}
     out["persona_score"] = mean_std(persona_score(scores, tasks) for scores in by_persona.values())
+    return out
+
+
+def intervals(question_scores: Iterable[tuple[str, str, float | None]], tasks: Sequence[str] = TASKS, rounds: int = BOOTSTRAP_ROUNDS,
+              seed: int = 0) -> dict[str, tuple[float, float] | None]:
+    """task (and ``"persona_score"``) -> the 95 % two-stage bootstrap interval of its mean over
+    personas, from (persona, task, question score) rows (see the module docstring)."""
+    by: dict[str, dict[str, list[float]]] = {}
+    for persona, task, score in question_scores:
+        if score is not None:
+            by.setdefault(persona, {}).setdefault(task, []).append(float(score))
+    units = [[scores.get(t, []) for t in tasks] for scores in by.values()]
+    per_task, overall = two_stage_bootstrap(units, rounds=rounds, seed=seed)
+    out = dict(zip(tasks, per_task or [None] * len(tasks)))
+    out["persona_score"] = overall
     return out

@@ -67,22 +67,6 @@ def stage_of(purpose: str) -> str:
     return ".".join(purpose.split(".")[:2])
 
 
-def cached_answers(folder: Path) -> int:
-    """How many answers a response cache holds."""
-    import sqlite3
-
-    path = folder / "llm_cache.sqlite"
-    if not path.is_file():
-        return 0
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-    except sqlite3.Error:
-        return 0
-    finally:
-        db.close()
-
-
 def _plan(targets_in: tuple[str, ...], *, llm_spec: str | None, overrides: tuple[str, ...], plugin_options: tuple[str, ...],
           seed: int | None, personas: int | None, population: str | None, persona_file: str | None, data: str | None,
           questions: str, environments: int, named: tuple[str, ...], per_task: int, judges: tuple[str, ...],
@@ -94,6 +78,9 @@ def _plan(targets_in: tuple[str, ...], *, llm_spec: str | None, overrides: tuple
     from .evaluation_run import Plan
 
     targets = [open_target(t, [*llm_overrides(llm_spec), *overrides], plugin_options, seed) for t in targets_in]
+    if len(targets) > 1 and not judges:
+        raise UsageError(f"{len(targets)} designs: name the judges (--judge PROVIDER[:MODEL], repeatable); without one the "
+                         f"first design's model would grade every design, its own answers included")
     for spec in judges:
         check_spec(targets[0].resolve_with, spec, "--judge")
     if generator is not None:
@@ -179,7 +166,8 @@ def register(cli: Any) -> None:
     @click.option("--questions-per-task", "per_task", type=click.IntRange(min=1), default=10, show_default=True,
                   help="Questions per task per environment (10 in the paper).")
     @click.option("--judge", "judges", multiple=True, metavar="PROVIDER[:MODEL]",
-                  help="An evaluator LLM (repeat for an ensemble; the paper uses two); default: the run's LLM.")
+                  help="An evaluator LLM (repeat for an ensemble; the paper uses two); default with one design: its own LLM "
+                       "(warned); several designs need it.")
     @click.option("--generator", default=None, metavar="PROVIDER[:MODEL]",
                   help="The LLM that selects environments, writes questions and score examples (default: the run's LLM).")
     @click.option("--llm", "llm_spec", default=None, metavar="PROVIDER[:MODEL]", help="The agents' LLM, as for run.")
@@ -195,17 +183,20 @@ def register(cli: Any) -> None:
                   help="Folder for the results, cache and LLM calls (default RUN/personagym, runs/NAME-personagym, "
                        "or runs/A-vs-B-personagym for several designs).")
     @click.option("--estimate", is_flag=True, help="Print the calls, tokens and cost per stage of this evaluation; call no model.")
+    @click.option("--table", is_flag=True,
+                  help="Also print and write the paper's Table 1 shape (rows: designs, and the paper's models with --questions "
+                       "benchmark; columns: tasks; each cell a score and its interval) as CSV, Markdown and LaTeX.")
     @common_options
     def personagym(targets: tuple[str, ...], personas: int | None, population: str | None, persona_file: str | None,
                    with_run_memories: bool, data: str | None, questions: str, environments: int, named: tuple[str, ...],
                    per_task: int, judges: tuple[str, ...], generator: str | None, llm_spec: str | None, answer_tokens: int,
                    batch: int, prompts_file: str | None, overrides: tuple[str, ...], seed: int | None, out: str | None,
-                   estimate: bool, plugin_options: tuple[str, ...] = (), **_: Any) -> None:
+                   estimate: bool, table: bool, plugin_options: tuple[str, ...] = (), **_: Any) -> None:
         """PersonaGym: environments, questions, the agents' answers, rubric grades by an
         ensemble of judges, and PersonaScore per persona (Samuel et al.); with several
         designs, their paired differences on the same questions and judges."""
         from townsquare.api import LLMFault, RunStopped
-        from townsquare.api.commands import RunDir as Folder, clear_earlier_answers, command_line
+        from townsquare.api.commands import RunDir as Folder, cached_answers, clear_earlier_answers, command_line
 
         from .llm_steps import Settings
 
@@ -238,7 +229,7 @@ def register(cli: Any) -> None:
         with Folder(folder).lock():
             for where in folders:
                 clear_earlier_answers(where / "events.sqlite")
-            known = sum(cached_answers(f) for f in folders)
+            known = cached_answers(folder)
             try:
                 results = asyncio.run(run(plan, folder))
             except KeyboardInterrupt:
@@ -246,10 +237,15 @@ def register(cli: Any) -> None:
             except LLMFault as exc:
                 raise RunStopped(f"evaluation stopped: LLM call failed: {exc.describe()}; the answers so far are cached: "
                                  f"resume with {plan.resume}") from None
-            new = sum(cached_answers(f) for f in folders) - known
+            new = cached_answers(folder) - known
+            from .comparison import identical_prompts
             from .output import write_all
 
-            lines = write_all(folder, plan, results, warnings, new, round(time.monotonic() - started, 1))
+            for line in identical_prompts(results, plan.slots).values():
+                click.echo(f"warning: {line}", err=True)
+                warnings.append(line)
+
+            lines = write_all(folder, plan, results, warnings, new, round(time.monotonic() - started, 1), table)
         for line in lines:
             click.echo(line)
 

@@ -134,10 +134,31 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
     return None if va == 0 or vb == 0 else cov / (va * vb) ** 0.5
 
 
-def judges_against_humans(grades: Mapping[str, Mapping[str, float]], judges: Sequence[str], humans: Sequence[str]) -> tuple[int, float | None]:
-    """(items graded by both, Spearman's rho of the judges' mean and the humans' mean per item)."""
+def judges_against_humans(grades: Mapping[str, Mapping[str, float]], judges: Sequence[str], humans: Sequence[str],
+                          items_of: Sequence[str] | None = None) -> tuple[int, float | None]:
+    """(items graded by both, Spearman's rho of the judges' mean and the humans' mean per item);
+    ``items_of``: only these items (one task's)."""
     items = sorted(i for i in {i for h in humans for i in grades.get(h, {})}
-                   if any(i in grades.get(j, {}) for j in judges))
+                   if any(i in grades.get(j, {}) for j in judges) and (items_of is None or i in items_of))
     judged = [sum(grades[j][i] for j in judges if i in grades[j]) / sum(1 for j in judges if i in grades[j]) for i in items]
     human = [sum(grades[h][i] for h in humans if i in grades[h]) / sum(1 for h in humans if i in grades[h]) for i in items]
     return len(items), spearman(judged, human)
+
+
+def agreement_by_task(grades: Mapping[str, Mapping[str, float]], judges: Sequence[str], humans: Sequence[str],
+                      tasks_by_item: Mapping[str, str]) -> list[tuple[str, int, float | None, float | None]]:
+    """Per task and over all (the paper's Table 2 reports both statistics per task): (task,
+    answers graded by judges and people, Spearman's rho, Kendall's tau-b) of the judges' mean
+    against the people's mean per answer."""
+    from townsquare.api import kendall_tau
+
+    from .benchmark_data import TASKS
+
+    rows = []
+    for task in (*TASKS, "all"):
+        chosen = [i for i, t in tasks_by_item.items() if task == "all" or t == task]
+        items = sorted(i for i in chosen if any(i in grades.get(h, {}) for h in humans) and any(i in grades.get(j, {}) for j in judges))
+        judged = [sum(grades[j][i] for j in judges if i in grades[j]) / sum(1 for j in judges if i in grades[j]) for i in items]
+        human = [sum(grades[h][i] for h in humans if i in grades[h]) / sum(1 for h in humans if i in grades[h]) for i in items]
+        rows.append((task, len(items), spearman(judged, human), kendall_tau(judged, human)))
+    return rows

@@ -1,7 +1,8 @@
 """What ``townsquare eval personagym`` prints and writes.
 
 * the table: one row per persona (agent), one column per task and PersonaScore, then the mean
-  over personas with the standard deviation in brackets (the layout of the paper's Table 1);
+  over personas with the standard deviation in brackets (the layout of the paper's Table 1)
+  and its 95 % two-stage bootstrap interval (:func:`.persona_score.intervals`);
 * ``personagym_scores.csv``: the same rows (one per persona);
 * ``personagym_questions.csv``: one row per question: task, environment, question, answer,
   each evaluator's grade and the ensemble score;
@@ -23,9 +24,11 @@ from typing import Any, Sequence
 
 from .benchmark_data import TASK_NAMES, TASKS
 from .evaluation import PersonaResult
-from .persona_score import persona_score, summary, task_scores
+from .persona_score import intervals, persona_score, summary, task_scores
 
 RESULTS_FILE = "personagym.json"
+INTERVAL_METHOD = ("95 % percentile interval, two-stage bootstrap: personas resampled with replacement, then each "
+                   "persona's questions within each task, 2,000 resamples, seed 0")
 SCORES_CSV = "personagym_scores.csv"
 QUESTIONS_CSV = "personagym_questions.csv"
 SHORT = {"expected_action": "Expected", "linguistic_habits": "Linguistic", "persona_consistency": "Consistency",
@@ -54,7 +57,15 @@ def table(results: Sequence[PersonaResult]) -> str:
     totals = summary({r.agent_id: by.get(r.agent_id, {}) for r in results})
     cells = [f"{_cell(m)} ({_cell(s)})" if m is not None else "-" for m, s, _ in (totals[c] for c in columns)]
     lines.append(f"{'mean (std)':<{width}}  " + "  ".join(f"{c:>12}" for c in cells))
+    bounds = score_intervals(results)
+    cells = ["-" if bounds[c] is None else f"[{bounds[c][0]:.2f},{bounds[c][1]:.2f}]" for c in columns]
+    lines.append(f"{'95% interval':<{width}}  " + "  ".join(f"{c:>12}" for c in cells))
     return "\n".join(lines)
+
+
+def score_intervals(results: Sequence[PersonaResult]) -> dict[str, tuple[float, float] | None]:
+    """Each column's 95 % two-stage bootstrap interval (personas, then their questions)."""
+    return intervals((r.agent_id, q.task, q.score) for r in results for q in r.questions)
 
 
 def released_format(results: Sequence[PersonaResult]) -> dict[str, float | None]:
@@ -73,11 +84,13 @@ def write(out: Path, results: Sequence[PersonaResult], info: dict[str, Any], jud
     """Write the three files into ``out``; returns their paths."""
     by = scores_by_persona(results)
     totals = summary({r.agent_id: by.get(r.agent_id, {}) for r in results})
+    bounds = score_intervals(results)
     payload = {
         **info,
         "judges": list(judges),
         "scores": released_format(results),
-        "summary": {k: {"mean": m, "std": s, "personas": n} for k, (m, s, n) in totals.items()},
+        "summary": {k: {"mean": m, "std": s, "personas": n, "interval": bounds[k]} for k, (m, s, n) in totals.items()},
+        "interval_method": INTERVAL_METHOD,
         "personas": [{**r.to_dict(), "task_scores": by.get(r.agent_id, {}), "persona_score": persona_score(by.get(r.agent_id, {}))}
                      for r in results],
     }

@@ -116,13 +116,8 @@ def estimate_lines(run_dir: str, **options: Any) -> list[str]:
 
     dry = DryRun({"zhou.nli": 2, "zhou.quality": 30})
     evaluate_run(run_dir, dry_run=dry, **options)
-    lines = [f"ESTIMATE: {dry.calls():,} LLM calls to judge {run_dir}; no model was called."]
-    lines += dry.table(lambda purpose: ".".join(purpose.split(".")[:2]))
-    lines.append("prompt tokens ~ characters / 4; completion tokens assumed: NLI labels 2, grades 30 per call; repairs not "
-                 "included. BS / ΔBS (BERTScore or the embedder) make no LLM call.")
-    if any(row[5] is None for row in dry.rows(lambda p: p)):
-        lines.append("no price for some models: set llm.price_prompt_per_1k and llm.price_completion_per_1k for a cost.")
-    return lines
+    return dry.report(f"to judge {run_dir}", "prompt tokens ~ characters / 4; completion tokens assumed: NLI labels 2, grades 30 "
+                      "per call; repairs not included. BS / ΔBS (BERTScore or the embedder) make no LLM call.")
 
 
 @hookimpl
@@ -160,7 +155,7 @@ def townsquare_register_commands(cli):
              overrides: tuple[str, ...], out: str | None, estimate: bool, plugin_options: tuple[str, ...], **_: Any) -> None:
         """Zhou et al.'s metrics for RUN: ΔBS, C.score / ΔC, distinct-1/2, Info / Cons / Hum, knowledge adoption, per stage."""
         from townsquare.api import LLMFault, RunStopped
-        from townsquare.api.commands import check_spec, clear_earlier_answers, command_line, load_run, open_run
+        from townsquare.api.commands import cached_answers, calls_line, check_spec, clear_earlier_answers, command_line, load_run, open_run
 
         from .zhou_text import format_result
 
@@ -177,6 +172,7 @@ def townsquare_register_commands(cli):
         target = Path(out) if out else Path(run_dir) / EVAL_FILE
         journal = target.with_suffix(".sqlite")
         clear_earlier_answers(journal)
+        known = cached_answers(Path(run_dir))
         resume = command_line(click.get_current_context())
         try:
             result = evaluate_run(run_dir, journal=journal, resume=resume, **options)
@@ -186,6 +182,5 @@ def townsquare_register_commands(cli):
         target.write_text(json.dumps(result.to_json(), indent=1, ensure_ascii=False), encoding="utf-8")
         click.echo(format_result(result))
         calls = result.llm_calls
-        click.echo(f"{sum(calls.values())} LLM calls ({', '.join(f'{k} {v}' for k, v in sorted(calls.items())) or 'none'}) "
-                   f"recorded in {journal}")
+        click.echo(f"{calls_line(calls, cached_answers(Path(run_dir)) - known)}; recorded in {journal}")
         click.echo(f"written to {target}")

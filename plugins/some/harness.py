@@ -31,6 +31,11 @@ from .tools import Embed, ToolSettings, Toolbox, openai_tools
 
 log = structlog.get_logger("townsquare.plugins.some")
 
+#: choice tasks whose released extraction script (``eval_scripts/<T>_extraction.py``) counts an
+#: answer over :data:`.scoring.LONGEST_ANSWER` characters as ``错误`` (error) without reading it;
+#: MID's and UEA's scripts extract every answer
+LONG_CHOICE_IS_ERROR = frozenset({"UBP", "UCS", "MCR"})
+
 
 class HarnessSettings(BaseModel):
     """How the agent is run."""
@@ -105,8 +110,10 @@ class Harness:
 
     async def _score(self, task: Any, query: Query, transcript: Transcript, judges: list[LLMClient], result: Result) -> None:
         if task.kind == "choice":
+            # the released UBP, UCS and MCR extraction scripts mark an answer over 5,000 characters an error unread
+            too_long = task.short in LONG_CHOICE_IS_ERROR and len(transcript.answer) > LONGEST_ANSWER
             result.extracted = await extract_label(judges[0], task, query.text, transcript.answer, self.prompts) \
-                if transcript.answered else "error"
+                if transcript.answered and not too_long else "error"
             result.correct = is_correct(task, result.extracted, query.label)
             result.completed = transcript.answered and result.extracted != "error"
             return

@@ -238,7 +238,9 @@ def townsquare_register_commands(cli):
                  plugin_options: tuple[str, ...] = (), **_: Any) -> None:
         """SoMe (Xue et al.): eight social-media agent tasks, each with its tools, over RUN's events."""
         from townsquare.api import LLMFault, RunStopped, UsageError, data_path
-        from townsquare.api.commands import check_spec, clear_earlier_answers, command_line, llm_overrides, load_run, model_identity, open_run
+        from townsquare.api.commands import (
+            cached_answers, calls_line, check_spec, clear_earlier_answers, command_line, llm_overrides, load_run, model_identity, open_run,
+        )
 
         from .harness import HarnessSettings
         from .scoring import format_table, summarise
@@ -289,6 +291,7 @@ def townsquare_register_commands(cli):
             return
         target = Path(out) if out else Path(run_dir) / "some"
         clear_earlier_answers(target / "llm_calls.sqlite")
+        known = cached_answers(target)
         resume = command_line(click.get_current_context())
         try:
             results, info, calls = asyncio.run(_evaluate(run_dir, target, llm_spec, judges, plan, prompts, settings, votes, overrides,
@@ -300,29 +303,72 @@ def townsquare_register_commands(cli):
             raise RunStopped(f"SoMe evaluation stopped: {exc}") from None
         by_task = {t.name: [r for r in results if r.task == t.name] for t in chosen}
         summaries = [summarise(t, by_task[t.name]) for t in chosen if by_task[t.name]]
+        new = cached_answers(target) - known
         info.update(run=str(run_dir), split=plan.get("split"), per_task=per_task, seed=seed, source=some_data or "run",
                     wall_seconds=round(time.perf_counter() - started, 1), llm_calls=sum(calls.values()),
-                    provider_calls=calls.get("ok", 0) + calls.get("error", 0), warnings=warnings)
+                    provider_calls=new + calls.get("error", 0), warnings=warnings)
         write_outputs(target, results, summaries, plan, info)
         click.echo(format_table(summaries))
-        click.echo(f"{len(results)} queries, {info['llm_calls']} LLM calls, {info['wall_seconds']} s; written to {target}")
+        click.echo(f"{len(results)} queries, {calls_line(calls, new)}, {info['wall_seconds']} s; written to {target}")
+
+
+#: the replies an agent that follows its task's system prompt gives (``prompts/some.toml``): the
+#: tools it calls, in order, before it answers (RED: a folder of at most 100 posts is read at
+#: once; SES and SMQ: one read of the folder)
+PROMPTED_PATHS = {
+    "RED": ("post_search", "data_folder"), "SES": ("topic_search", "data_folder"), "MID": ("knowledge_retrieve",),
+    "UBP": ("user_search", "data_folder"), "UEA": ("user_search", "data_folder"), "UCS": ("user_search", "data_folder"),
+    "MCR": ("user_search", "data_folder"), "SMQ": ("user_search", "data_folder"),
+}
+
+
+def prompted_reply(request: Any) -> str | None:
+    """A stand-in agent's reply that follows its task's prompted path (:data:`PROMPTED_PATHS`):
+    each tool in turn, with the arguments a reader of the query and of the last tool result
+    would give (the user's ID, the folder a tool stored), then an answer (a choice task's
+    first label as the prompt asks; else text); None for every other request."""
+    import re
+
+    from townsquare.api.commands import schema_example
+
+    from .tasks import TASKS
+    from .tools import openai_tools
+
+    parts = (request.agent_id or "").split("/")
+    if request.purpose != "some.step" or len(parts) < 2 or parts[1] not in PROMPTED_PATHS:
+        return None
+    task = next(t for t in TASKS.values() if t.short == parts[1])
+    done = sum(1 for m in request.messages if m.role == "assistant")
+    path = PROMPTED_PATHS[task.short]
+    if done >= len(path):
+        return json.dumps({"answer": task.labels[0] if task.kind == "choice" else "abc " * 120})
+    tool = path[done]
+    arguments = schema_example(openai_tools([tool])[0]["function"]["parameters"])
+    query, last = request.messages[1].content, request.messages[-1].content
+    found = {"uid": re.search(r"ID (\S+?)[ ?.,]", query), "folder_name": re.search(r"data folder '([^']+)'", last),
+             "topic_name": re.search(r'"([^"]+)"', query), "query": re.search(r'"([^"]+)"', query)}
+    arguments.update({name: match.group(1) for name, match in found.items() if name in arguments and match})
+    arguments.update({k: v for k, v in (("start_idx", 0), ("end_idx", 100), ("topk", 10)) if k in arguments})
+    return json.dumps({"tool": tool, "arguments": arguments})
 
 
 def estimate_lines(run_dir: str, judges: tuple[str, ...], plan: dict[str, Any], prompts: dict[str, str], settings: Any, votes: int,
                    overrides: tuple[str, ...], plugin_options: tuple[str, ...], llm_spec: str | None, labeller: str | None) -> list[str]:
-    """A dry run of the evaluation: every query answered at once by a stand-in (the fewest agent
-    replies), priced per stage and model; the most the agent may take is said beside it."""
+    """A dry run of the evaluation: a stand-in agent that follows each task's prompted path
+    (:func:`prompted_reply`: the tools the system prompt names, run on the real corpus, then
+    the answer), priced per stage and model; the most the agent may take is said beside it."""
     import tempfile
 
     from townsquare.api.commands import DryRun
 
     dry = DryRun({"some.step": 120, "some.tool.summarize": 150, "some.extract": 2, "some.score": 20, "some.complete": 2,
-                  "some.label": 2})
+                  "some.label": 2}, script=prompted_reply)
     with tempfile.TemporaryDirectory(prefix="townsquare-some-estimate-") as tmp:
         asyncio.run(_evaluate(run_dir, Path(tmp), llm_spec, judges, plan, prompts, settings, votes, overrides, plugin_options,
                               labeller, dry_run=dry))
-    queries = sum(model.rows.get("some.step", [0])[0] for model, _, _ in dry.models.values())
-    lines = [f"ESTIMATE: {dry.calls():,} LLM calls for {queries} queries when every agent answers at once; no model was called."]
+    queries = len(plan["queries"]) + sum(len(v) for v in (plan["pending_emotions"] or {}).values())
+    lines = [f"ESTIMATE: {dry.calls():,} LLM calls for about {queries} queries, each agent following its task's prompted tool path; "
+             "no model was called."]
     lines += dry.table(lambda purpose: ".".join(purpose.split(".")[:2]))
     lines.append(f"the agent may take up to --max-steps {settings.max_steps} replies a query: at most {queries * settings.max_steps:,} "
                  f"agent calls, each prompt longer by every tool answer it read (up to {settings.tools.max_answer_chars:,} characters); "

@@ -32,6 +32,7 @@ from ...llm import LLMRequest, LLMResponse
 from ...markers import hookimpl
 from ...prompt_cache import CHARS_PER_TOKEN
 from ...specs import LLMProviderSpec
+from .dispositions import Dispositions
 from .prompt_view import PromptView
 from .rules import RuleBook
 
@@ -42,14 +43,30 @@ RULE_MODULES: tuple[str, ...] = (
     "townsquare.testing.oracle.generic",
     "townsquare.testing.oracle.park",
     "townsquare.testing.oracle.recagent",
+    "townsquare.testing.oracle.personagym",
     "townsquare.testing.oracle.social_agent",
 )
 
 
 class OracleConfig(BaseModel):
+    """``[llm]`` settings of the oracle (``--set llm.KEY=VALUE``): its dispositions (how it reads a
+    prompt, :mod:`.dispositions`; defaults are its fixed rules' values) and a simulated latency."""
+
     model_config = ConfigDict(extra="forbid")
     #: simulated latency of each answer (the oracle itself answers at once)
     latency_ms: float = Field(0.0, ge=0)
+    #: importance of a memory holding news of a dated or timed event (a planning note: one more)
+    news_importance: int = Field(8, ge=1, le=10)
+    #: share of relays of someone else's news that keep its date, time and place
+    relay_fidelity: float = Field(1.0, ge=0, le=1)
+    #: how far a rating moves from the agent's own score toward the opinions it recalls
+    conformity_weight: float = Field(0.5, ge=0, le=1)
+    #: share of watch choices taken from the top of the page rather than from fixed interests
+    follow_page: float = Field(0.0, ge=0, le=1)
+
+    def dispositions(self) -> Dispositions:
+        return Dispositions(news_importance=self.news_importance, relay_fidelity=self.relay_fidelity,
+                            conformity_weight=self.conformity_weight, follow_page=self.follow_page)
 
 
 def rule_book() -> RuleBook:
@@ -71,6 +88,7 @@ class OracleLLM:
         # must not read anything of the run but its prompts.
         self.config = config or OracleConfig()
         self.book = rule_book()
+        self.dispositions = self.config.dispositions()
         self.calls = 0
         log.warning("llm.oracle", message="using the ORACLE TEST MODEL: rules that read the prompt, not a language model")
 
@@ -83,7 +101,7 @@ class OracleLLM:
         self.calls += 1
         if self.config.latency_ms:
             await asyncio.sleep(self.config.latency_ms / 1000)
-        text = self.book.answer(PromptView.of(request))
+        text = self.book.answer(PromptView.of(request, self.dispositions))
         # tokens as ``townsquare estimate`` counts them (characters / 4), so a forecast can be held against an oracle run
         prompt_tokens = -(-sum(len(m.content) for m in request.messages) // CHARS_PER_TOKEN)
         structured = bool(request.labels or request.json_schema is not None or request.answer_prefixes)

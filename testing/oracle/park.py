@@ -10,12 +10,14 @@ reader would and answers in the shape the request asks for; none reads the run. 
   news. A sentence someone said in the first person ("X said to Y: I am planning ...") is read
   as news about the speaker ("X is planning ...").
 * **Importance**: an idle object 1, an object 2, a person seen 3, a conversation 4, a reflection
-  5, a plan 6 (one more when it holds news); news that is an event with a date or time 8, a
-  planning note about one 9.
+  5, a plan 6 (one more when it holds news); news that is an event with a date or time
+  ``news_importance`` (a disposition, default 8), a planning note about one a point more (9).
 * **Talking**: an agent starts a conversation when it has news the other person has not heard
   from it (its own status, what it remembers) or when it knows the person (named in its
   description or in a conversation it remembers); in a conversation it says its first news item
-  the dialogue has not had, acknowledges the other's, then says goodbye (end).
+  the dialogue has not had, acknowledges the other's, then says goodbye (end). A relay (news
+  about someone else) keeps the event's date, time and place in a share ``relay_fidelity`` of
+  conversations (a disposition, default all) and is passed on bare in the rest.
 * **Remembering a conversation**: what it was about (the news in it), a planning thought that
   copies the scheduled events it heard with their date, time and place, a memo.
 * **A new day's status**: the plan note lists the events the statements schedule for today
@@ -246,10 +248,11 @@ def importance(view: PromptView) -> str:
     if "is idle" in memory:
         return "1"
     event = any(DATE.search(s) or CLOCK.search(s) for s in news_in(memory))
+    news = view.dispositions.news_importance
     if memory.startswith("For ") and "'s planning:" in memory:
-        return "9" if event else "6"
+        return str(min(10, news + 1)) if event else "6"
     if event:
-        return "8"
+        return str(news)
     score = {"plan": 6, "reflection": 5, "chat": 4}.get(kind)
     if score is None:
         score = 3 if re.match(r"^[A-Z][\w'.-]+(?: [A-Z][\w'.-]+)+ is at ", memory) else 2
@@ -486,6 +489,35 @@ def initiate(view: PromptView) -> str:
     return "yes" if _unshared(view, me, other, "") or _knows(view, me, other) else "no"
 
 
+#: an event's when and where, in the order a relay that keeps only the gist drops them
+DETAILS = (
+    re.compile(rf",?\s*\b(?:on\s+)?(?:[A-Z][a-z]+day,?\s+)?{_MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s*\d{{4}})?", re.I),
+    re.compile(r",?\s*\b(?:from|between|at|by|around|starting at)?\s*\d{1,2}\s*(?:-|–|to)\s*\d{1,2}\s*[ap]\.?\s*m\b\.?", re.I),
+    re.compile(rf",?\s*\b(?:from|between|at|by|around|starting at)?\s*(?:{CLOCK.pattern})"
+               rf"(?:\s*(?:-|–|to|until|till|and)\s*(?:{CLOCK.pattern}))?", re.I),
+    re.compile(r",?\s+(?:at|in)\s+(?:the\s+)?[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*"),
+)
+
+
+def without_details(sentence: str) -> str:
+    """The news without its date, time and place: ``... a party at Hobbs Cafe on February 14th,
+    2023, from 5pm to 7pm.`` -> ``... a party.``"""
+    end = sentence.rstrip()[-1:] if sentence.rstrip()[-1:] in (".", "!") else ""
+    for pattern in DETAILS:
+        sentence = pattern.sub("", sentence)
+    sentence = re.sub(r"\s+([,.!])", r"\1", " ".join(sentence.split()))
+    sentence = re.sub(r",+(?=[.!]|$)", "", sentence).strip(" ,")
+    return sentence if sentence.endswith((".", "!")) else sentence + end
+
+
+def relayed(view: PromptView, news: str, me: str) -> str:
+    """``news`` as ``me`` passes it on: its own news whole; someone else's whole in a share
+    ``relay_fidelity`` of conversations, else without date, time and place."""
+    if news.startswith(me + " ") or view.draw("relay_fidelity") < view.dispositions.relay_fidelity:
+        return news
+    return without_details(news)
+
+
 def _first_person(sentence: str, me: str) -> str:
     if sentence.startswith(me + " is "):
         return "I am " + sentence[len(me) + 4:]
@@ -505,7 +537,7 @@ def turn(view: PromptView) -> dict[str, Any]:
     fresh = _unshared(view, me, other, history)
     told = any(news_in(f"{me} said to {other}: {line.split(': ', 1)[1]}") for line in mine)
     if fresh and not told:
-        return {"utterance": _first_person(fresh[0], me), "end": False}
+        return {"utterance": _first_person(relayed(view, fresh[0], me), me), "end": False}
     heard = [n for line in theirs[-1:] for n in news_in(f"{other} said to {me}: {line.split(': ', 1)[1]}")]
     if heard and not any(ACKNOWLEDGE in line for line in mine):
         what, _ = event_clause(heard[0], other)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...llm import LLMRequest
+from .dispositions import Dispositions, draw
 
 
 @dataclass(frozen=True)
@@ -23,15 +24,21 @@ class PromptView:
     labels: tuple[str, ...] | None = None
     json_schema: dict[str, Any] | None = None
     answer_prefixes: tuple[str, ...] | None = None
+    #: how the oracle reads (its settings); never anything of the run
+    dispositions: Dispositions = Dispositions()
 
     @classmethod
-    def of(cls, request: LLMRequest) -> "PromptView":
+    def of(cls, request: LLMRequest, dispositions: Dispositions | None = None) -> "PromptView":
         users = [m.content for m in request.messages if m.role == "user"]
         # a repair request asks again for the same purpose: the rules answer the original one
         purpose = request.purpose[: -len(".repair")] if request.purpose.endswith(".repair") else request.purpose
         return cls(purpose=purpose, text="\n\n".join(m.content for m in request.messages),
                    last=users[-1] if users else "", labels=request.labels, json_schema=request.json_schema,
-                   answer_prefixes=request.answer_prefixes)
+                   answer_prefixes=request.answer_prefixes, dispositions=dispositions or Dispositions())
+
+    def draw(self, what: str) -> float:
+        """This request's number in [0, 1) for the share-valued disposition ``what``."""
+        return draw(self.text, what)
 
     def lines(self) -> list[str]:
         """The prompt's non-blank lines, stripped."""

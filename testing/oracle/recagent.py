@@ -21,13 +21,16 @@ that person's message comes back to mind.
   ``broadcast``; ``recagent.partner``: the first friend its memories never name.
 - ``recagent.broadcast`` / ``recagent.chat_turn``: the agent's own opinions, said once
   ("<Title>: 8/10"), only of titles it may mention; a chat ends after both have spoken.
-- ``recagent.page``: watch a listed title heard of, else one of the agent's interests, else the
-  next page (or leave when the page says nothing to it twice).
+- ``recagent.page``: watch a listed title heard of; else, in a share ``follow_page`` of pages
+  (a disposition, default none), the page's first title; else one of the agent's interests,
+  else the next page (or leave when the page says nothing to it twice).
 - ``recagent.feeling`` / ``recagent.rating``: liked when the item's genres meet the
-  interests; the rating leans toward the opinions of it in memory (their mean, one per person).
-- ``recagent.conformity``: the mean of the last score and the opinions of the movie found in
-  memory, one per person who voiced one (none found: the last score; no last score: 6 when the
-  movie's genres meet the interests, else 4).
+  interests; the rating leans toward the opinions of it in memory (their mean, one per person)
+  by ``conformity_weight`` (a disposition, default 0.5: halfway).
+- ``recagent.conformity``: the last score moved toward the mean of the opinions of the movie
+  found in memory, one per person who voiced one, by ``conformity_weight`` (default halfway;
+  none found: the last score; no last score: the opinions' mean, or 6 when the movie's genres
+  meet the interests, else 4).
 - ``recagent.insight`` / ``recagent.reflection``: what the memories keep naming, with the score
   the person gave it when the memories show one of their own; ``recagent.satisfaction``: the
   share of listed items that meet the interests; ``recagent.discrimination``: the candidate whose genres meet the history's most;
@@ -244,6 +247,8 @@ def page(view: PromptView) -> Any:
     for n, title, _ in listed:
         if title in heard:
             return f"watch {n}"
+    if view.draw("follow_page") < view.dispositions.follow_page:
+        return f"watch {listed[0][0]}"
     likes = interests(view)
     for n, _, genres in listed:
         if genres & likes:
@@ -287,7 +292,7 @@ def rating(view: PromptView) -> Any:
     base = 8.0 if any(w in text for w in POSITIVE) else 3.0 if any(w in text for w in NEGATIVE) else 6.0
     title = watched_title(view)
     heard = [x for t, v in heard_opinions(memories(view)).items() if title and norm(t) == norm(title) for x in v]
-    return score_label((base + mean(heard)) / 2 if heard else base)
+    return score_label(view.dispositions.moved(base, mean(heard)) if heard else base)
 
 
 def conformity(view: PromptView) -> Any:
@@ -299,7 +304,7 @@ def conformity(view: PromptView) -> Any:
     previous = float(last.group(1)) if last else None
     if held:
         target = mean(held)
-        return score_label(target if previous is None else (previous + target) / 2)
+        return score_label(target if previous is None else view.dispositions.moved(previous, target))
     if previous is not None:
         return score_label(previous)
     return "6" if item_genres(view) & interests(view) else "4"

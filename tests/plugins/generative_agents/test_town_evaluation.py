@@ -140,6 +140,7 @@ def test_evaluate_command_interviews_a_town_runs_agents(tmp_path):
     out = cli("eval", "park", str(tmp_path / "run"), "--agents", "2", "--questions", "1", "--bootstrap", "50",
               "--topic", "a Valentine's Day party")
     assert out.returncode == 0, out.stderr
+    assert "answered by the model" in out.stdout and "0 answered by the model" not in out.stdout, out.stdout
     assert out.stdout.splitlines()[0].startswith("architecture")
     assert {line.split()[0] for line in out.stdout.splitlines()[2:6]} == set(ARCHITECTURES)
     assert "10 orderings of 10 questions" in out.stdout
@@ -148,6 +149,34 @@ def test_evaluate_command_interviews_a_town_runs_agents(tmp_path):
     assert "know about a Valentine's Day party:" in out.stdout and "relationship density" in out.stdout
     assert saved["social"]["agents"] == 2 and 0 <= saved["social"]["density"] <= 1
     assert all(set(j["answers"]) == set(ARCHITECTURES) for j in saved["judgements"])
+    # every call of the agents and the judge is journaled beside the result, and none went into the run's tables
+    calls = llm_calls(tmp_path / "run" / "evaluation" / "events.sqlite")
+    assert calls["eval.judge"] == 10 and calls["eval.answer.full"] == 10 and calls["eval.knows_topic"] == 2
+    made = sum(calls.values())
+    assert f"{made} LLM calls" in out.stdout
+    # the estimate: calls within 25 % of those made (repairs of malformed answers aside)
+    estimate = cli("eval", "park", str(tmp_path / "run"), "--agents", "2", "--questions", "1", "--topic", "a Valentine's Day party",
+                   "--estimate")
+    assert estimate.returncode == 0, estimate.stderr
+    estimated = int(estimate.stdout.split("ESTIMATE: ")[1].split(" LLM calls")[0].replace(",", ""))
+    first_tries = sum(n for purpose, n in calls.items() if not purpose.endswith(".repair"))
+    assert abs(estimated - first_tries) <= 0.25 * first_tries, (estimated, first_tries)
+    # the same command again: every answer from the cache, each call journaled once
+    again = cli("eval", "park", str(tmp_path / "run"), "--agents", "2", "--questions", "1", "--bootstrap", "50",
+                "--topic", "a Valentine's Day party")
+    assert again.returncode == 0, again.stderr
+    assert f"{made} LLM calls" in again.stdout and "0 answered by the model" in again.stdout, again.stdout
+    assert sum(llm_calls(tmp_path / "run" / "evaluation" / "events.sqlite").values()) == made
+
+
+def llm_calls(path) -> dict:
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    try:
+        return dict(db.execute("SELECT purpose, COUNT(*) FROM llm_calls GROUP BY purpose").fetchall())
+    finally:
+        db.close()
 
 
 def test_social_interviews_count_backed_yeses_and_mutual_acquaintance():

@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 FIXTURES = ROOT / "tests" / "data" / "personagym"
 SCRIPTED = ["-p", "townsquare.testing.scripted", "-p", "townsquare.plugins.personagym"]
 GRADES = {"Expected Action": 4, "Linguistic Habits": 2, "Persona Consistency": 5, "Toxicity Control": 5}
+GRADES_TASKS = ("expected_action", "linguistic_habits", "persona_consistency", "toxicity_control", "action_justification")
 EXAMPLE = {"score_1": "I do not care.", "score_2": "Maybe.", "score_3": "I would help a bit.", "score_4": "I would help.",
            "score_5": "I would gladly help everyone."}
 
@@ -332,6 +333,10 @@ def test_human_grades_are_read_back_beside_the_judges(scenario, tmp_path, capsys
     assert "Spearman rho" in printed
     human = json.loads((out / "personagym_human_grades.json").read_text())
     assert human["answers_graded_by_both"] == 10 and len(human["humans"]["human:alice"]) == 10
+    # per task, Kendall's tau beside Spearman's rho (the paper's Table 2); each task's two answers
+    # here were graded alike by the judges, so per task there is no spread: no correlation
+    assert "Kendall tau" in printed and set(human["by_task"]) == {*GRADES_TASKS, "all"}
+    assert human["by_task"]["all"]["answers"] == 10 and human["by_task"]["all"]["kendall_tau"] is not None
     # a grade outside 1-5 is one line naming the file and row
     rows[0]["grade"] = "7"
     with open(tmp_path / "bad.csv", "w", newline="") as fh:
@@ -441,8 +446,8 @@ def test_the_agent_answers_with_its_own_persona_context_and_memory(memories):
     provider = Recorder()
     chain = build_chain(provider)
     ctx = StepContext(agent=_agent_with_memory(), round=0, now=datetime(2024, 1, 2), minutes_per_round=60, services=None, llm=chain.client)
-    answer = asyncio.run(llm_steps.agent_answer(ctx, load_prompts(PROMPTS, "personagym"), "What do you do on a free day?",
-                                                "expected_action", llm_steps.Settings(use_memories=memories)))
+    answer, _ = asyncio.run(llm_steps.agent_answer(ctx, load_prompts(PROMPTS, "personagym"), "What do you do on a free day?",
+                                                   "expected_action", llm_steps.Settings(use_memories=memories)))
     assert answer == "I would go for a long hike."
     system, user = provider.requests[0].messages
     assert system.content.endswith("(persona rendered for: What do you do on a free day?)")
@@ -546,3 +551,106 @@ def test_the_released_benchmark_is_estimated_before_anything_is_spent(scenario, 
     stages = {line.split()[0]: int(line.split()[2]) for line in printed.splitlines() if line.startswith("personagym.")}
     assert stages == {"personagym.answer": 100, "personagym.examples": 20, "personagym.grade": 20}
     assert "ESTIMATE: 140 LLM calls" in printed and not (tmp_path / "runs").exists()
+
+
+def test_designs_that_send_identical_prompts_are_said_to_and_get_no_p_value(tmp_path, capsys):
+    # on one-sentence benchmark personas the dynamic persona renders the whole description, as
+    # the full persona does: the two designs differ in a slot that changes no prompt
+    dynamic = SCENARIO.replace('slots = { policy = "scripted_feed" }', 'slots = { policy = "scripted_feed", "persona.context" = "dynamic_persona" }')
+    (tmp_path / "dynamic.toml").write_text(dynamic)
+    (tmp_path / "full.toml").write_text(dynamic.replace('"dynamic_persona"', '"full_persona"'))
+    args = ["eval", "personagym", str(tmp_path / "dynamic.toml"), str(tmp_path / "full.toml"), "--data", str(FIXTURES),
+            "--questions", "benchmark", "--personas", "2", "--questions-per-task", "1", *SCRIPTED]
+    # several designs and no judge: refused, the rule said
+    code, _, err = cli(capsys, *args, "--out", str(tmp_path / "none"))
+    assert code == 2 and "2 designs: name the judges (--judge" in err and not (tmp_path / "none").exists()
+    code, printed, err = cli(capsys, *args, "--judge", "scripted", "--out", str(tmp_path / "cmp"))
+    assert code == 0, err
+    said = [line for line in err.splitlines() if "identical prompts" in line]
+    assert said == ["warning: designs dynamic and full sent identical prompts for all 10 questions (they differ in persona.context "
+                    "(dynamic_persona vs full_persona), which gave these personas the same prompt): the comparison measures "
+                    "sampling alone, no p-value is reported"], err
+    rows = json.loads((tmp_path / "cmp" / "personagym_comparison.json").read_text())["paired"]
+    assert all(r["p"] is None and r["p_holm"] is None and r["identical_prompts"] for r in rows)
+    assert next(line for line in printed.splitlines() if line.startswith("PersonaScore")).split()[-3:-1] == ["same", "prompts"]
+
+
+def test_holm_kendall_and_the_two_stage_bootstrap():
+    from townsquare.api import holm, kendall_tau, two_stage_bootstrap
+
+    # Holm (1979): m = 4 sorted 0.005, 0.01, 0.03, 0.04 -> 0.02, 0.03, 0.06, 0.06 (monotone)
+    assert holm([0.01, 0.04, 0.03, None, 0.005]) == pytest.approx([0.03, 0.06, 0.06, None, 0.02])
+    # Kendall's tau-b: scipy.stats.kendalltau gives 0.2 and 0.8 (ties in both) for these
+    assert kendall_tau([1, 2, 3, 4, 5], [3, 4, 1, 2, 5]) == pytest.approx(0.2)
+    assert kendall_tau([1, 1, 2, 3], [1, 2, 2, 3]) == pytest.approx(0.8)
+    assert kendall_tau([1, 1], [2, 3]) is None
+    # no spread anywhere: a point interval; the interval covers the mean and is seeded
+    flat, overall = two_stage_bootstrap([[[3.0, 3.0], [4.0]], [[3.0], [4.0, 4.0]]], rounds=200)
+    assert flat == [(3.0, 3.0), (4.0, 4.0)] and overall == (3.5, 3.5)
+    units = [[[1.0, 2.0, 5.0]], [[4.0, 4.0]], [[2.0, 3.0]], [[5.0, 5.0, 1.0]]]
+    (low, high), = two_stage_bootstrap(units, rounds=500, seed=3)[0]
+    mean = sum(sum(u[0]) / len(u[0]) for u in units) / 4
+    assert low < mean < high and two_stage_bootstrap(units, rounds=500, seed=3)[0] == [(low, high)]
+    # more resamples of questions widen nothing they should not: within-persona spread counts
+    between_only, _ = two_stage_bootstrap([[[2.5]], [[4.0]], [[2.5]], [[3.67]]], rounds=500, seed=3)
+    assert high - low > between_only[0][1] - between_only[0][0]
+
+
+def test_the_table_has_an_interval_in_every_cell_and_the_released_scores_are_checked(scenario, tmp_path, capsys):
+    import re
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES, data)
+    (data / "evaluations").mkdir()
+    # the released Claude 3 Haiku file as published: Persona Consistency 4.47 where the paper prints 3.47
+    (data / "evaluations" / "20240710_claude_3_haiku.scores.json").write_text(json.dumps(
+        {"Action Justification": 2.47, "Expected Action": 4.28, "Linguistic Habits": 3.04, "Persona Consistency": 4.47,
+         "Toxicity Control": 4.94, "PersonaScore": 3.64}))
+    out = tmp_path / "eval"
+    code, printed, err = cli(capsys, "eval", "personagym", str(scenario), "--data", str(data), "--questions", "benchmark",
+                             "--personas", "2", "--questions-per-task", "1", "--table", "--out", str(out), *SCRIPTED)
+    assert code == 0, err
+    cell = re.compile(r"^\d\.\d\d \[\d\.\d\d, \d\.\d\d\]$")
+    with open(out / "personagym_table.csv", newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["", "Action Justification", "Expected Action", "Linguistic Habits", "Persona Consistency", "Toxicity Control",
+                       "PersonaScore"]
+    assert [r[0] for r in rows[1:]] == ["s", *(f"{m} (paper)" for m in ("LLaMA-2-13b", "GPT 3.5", "LLaMA-2-70b", "LLaMA-3-8b",
+                                                                           "Claude 3 Haiku", "Claude 3.5 Sonnet"))]
+    assert all(cell.match(c) for r in rows[1:] for c in r[1:]), rows
+    # the paper's Haiku consistency 3.47 (sd 1.57, 200 personas): 3.47 +- 1.972 * 1.57 / sqrt(200) = [3.25, 3.69]
+    assert rows[6][4] == "3.47 [3.25, 3.69]"
+    markdown = (out / "personagym_table.md").read_text().splitlines()
+    assert markdown[0].startswith("| | Action Justification |") and len(markdown[2].split("|")) == 9
+    assert all(cell.match(c.strip()) for c in markdown[2].split("|")[2:-1])
+    assert "\\begin{tabular}{lcccccc}" in (out / "personagym_table.tex").read_text()
+    assert "note: released data: 20240710_claude_3_haiku.scores.json: Persona Consistency 4.47, the paper's Table 1 prints 3.47" in printed
+    assert "PersonaScore 3.64 is not the mean of its five tasks (3.84)" in printed
+
+
+def test_the_docs_comparison_of_zhous_agent_and_the_generative_agent_runs_on_the_oracle(tmp_path, capsys):
+    """docs/personagym.md's example: two designs that differ (their prompts differ), the oracle
+    as agent, generator and judge (it grades the share of the persona's words an answer holds)."""
+    out = tmp_path / "cmp"
+    code, printed, err = cli(capsys, "eval", "personagym", str(ROOT / "examples" / "social_agent_townsfolk.toml"),
+                             str(ROOT / "examples" / "generative_agents_social.toml"), "--llm", "oracle", "--judge", "oracle",
+                             "--generator", "oracle", "--questions-per-task", "2", "--table", "--out", str(out),
+                             "-p", "townsquare.testing.oracle")
+    assert code == 0, err
+    assert "identical prompts" not in err
+    rows = {r["task"]: r for r in json.loads((out / "personagym_comparison.json").read_text())["paired"]}
+    assert rows["persona_score"]["pairs"] == 4 and rows["persona_score"]["p"] is not None and rows["persona_score"]["p_holm"] == 1.0
+    first = results(out / "social_agent_townsfolk")["personas"][1]["questions"][0]
+    second = results(out / "generative_agents_social")["personas"][1]["questions"][0]
+    assert first["prompt"] != second["prompt"] and first["question"] == second["question"]
+    assert "Tom Becker" in first["answer"] and "Status:" in second["answer"]  # the agent summary's paragraphs
+
+
+def test_the_oracle_judge_grades_the_share_of_persona_words_an_answer_holds():
+    from townsquare.testing.oracle.personagym import score_of
+
+    persona = "Name: Tom. I hike mountains every weekend."    # name, hike, mountains, every, weekend
+    assert score_of(persona, "Nothing at all.") == 1
+    assert score_of(persona, "I hike the mountains.") == 2     # 2 of 5: 1 + floor(1.6)
+    assert score_of(persona, "Name: Tom. I hike mountains every weekend.") == 5

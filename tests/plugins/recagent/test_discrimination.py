@@ -4,6 +4,7 @@ MovieLens-style histories, and ``townsquare eval discrimination`` on a generated
 from __future__ import annotations
 
 import asyncio
+import json
 
 import numpy as np
 import pytest
@@ -89,16 +90,54 @@ def test_eval_discrimination_command(tmp_path, write_scenario, capsys):
 
     folder = write_movielens(tmp_path / "ml")
     path = write_scenario(SCENARIO.format(folder=folder, llm="scripted"))
-    main(["eval", "discrimination", str(path), "--users", "5", "--grid", "1,5", "--grid", "2,3", "-p", "townsquare.testing.scripted"])
+    args = ["eval", "discrimination", str(path), "--users", "5", "--grid", "1,5", "--grid", "2,3", "-p", "townsquare.testing.scripted"]
+    main([*args, "--out", str(tmp_path / "disc")])
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert "agent" in lines[0] and "embedding" in lines[0] and "random" in lines[0]
     assert lines[1].startswith("(1, 5)        5") and lines[2].startswith("(2, 3)        5")
+    # every call journaled beside the results (the bare model's in OUT, the agents' per batch), none lost
+    made = journaled(tmp_path / "disc")
+    assert made["recagent.discrimination"] == 5 * 1 + 5 * 2 and made["recagent.pick"] == 5 * 1 + 5 * 2
+    rows = sum(journaled(tmp_path / "disc", "1").values())
+    assert f"{rows} LLM calls" in out and json.loads((tmp_path / "disc" / "discrimination.json").read_text())["rows"]
+    # priced before spending: calls within 25 % of those made; nothing written
+    main([*args, "--estimate", "--out", str(tmp_path / "never")])
+    assert_estimate_close(capsys.readouterr().out, made)
+    assert not (tmp_path / "never").exists()
+    # the same command again: every answer from the cache
+    main([*args, "--out", str(tmp_path / "disc")])
+    again = capsys.readouterr().out
+    assert " 0 answered by the model" in again and journaled(tmp_path / "disc") == made
     with pytest.raises(SystemExit) as bad:
         main(["eval", "discrimination", str(path), "--grid", "1-5"])
     assert bad.value.code == 2 and "--grid '1-5'" in capsys.readouterr().err
 
 
+
+
+def journaled(folder, where: str = "status != 'parse_failure'") -> dict:
+    """purpose -> llm_calls rows (calls made; parse failures are no calls) in every journal of
+    an evaluation folder."""
+    import sqlite3
+
+    counts: dict = {}
+    for path in [folder / "events.sqlite", *sorted(folder.glob("agents-*/events.sqlite"))]:
+        db = sqlite3.connect(path)
+        try:
+            for purpose, n in db.execute(f"SELECT purpose, COUNT(*) FROM llm_calls WHERE {where} GROUP BY purpose"):
+                counts[purpose] = counts.get(purpose, 0) + n
+        finally:
+            db.close()
+    return counts
+
+
+def assert_estimate_close(printed: str, made: dict) -> None:
+    """Estimated calls within 25 % of the calls made, repairs of malformed answers aside (the
+    scripted model's JSON is canned, so every JSON answer of the agents' memory is repaired)."""
+    estimated = int(printed.split("ESTIMATE: ")[1].split(" LLM calls")[0].replace(",", ""))
+    first_tries = sum(n for purpose, n in made.items() if not purpose.endswith(".repair"))
+    assert abs(estimated - first_tries) <= 0.25 * first_tries, (estimated, first_tries, printed)
 
 
 def test_the_recagent_agent_itself_chooses_with_profile_memory_and_policy(tmp_path, write_scenario, capsys, monkeypatch):
@@ -115,7 +154,7 @@ def test_the_recagent_agent_itself_chooses_with_profile_memory_and_policy(tmp_pa
     monkeypatch.setattr(OracleLLM, "complete", complete)
     folder = write_movielens(tmp_path / "ml")
     path = write_scenario(SCENARIO.format(folder=folder, llm="oracle"))
-    main(["eval", "discrimination", str(path), "--users", "12", "--grid", "2,8", "-p", "townsquare.testing.oracle"])
+    main(["eval", "discrimination", str(path), "--users", "12", "--grid", "2,8", "-p", "townsquare.testing.oracle", "--out", str(tmp_path / "o")])
     lines = capsys.readouterr().out.splitlines()
     import re
 
@@ -139,8 +178,13 @@ def test_generation_test_judges_the_agent_and_the_embedding_baseline(tmp_path, w
 
     folder = write_movielens(tmp_path / "ml")
     path = write_scenario(SCENARIO.format(folder=folder, llm="oracle"))
-    main(["eval", "generation", str(path), "--users", "12", "--n", "3", "--page-size", "6", "-p", "townsquare.testing.oracle"])
+    args = ["eval", "generation", str(path), "--users", "12", "--n", "3", "--page-size", "6", "-p", "townsquare.testing.oracle"]
+    main([*args, "--out", str(tmp_path / "gen")])
     lines = capsys.readouterr().out.splitlines()
+    made = journaled(tmp_path / "gen")
+    assert made["recagent.judge"] == 2 * 12 and made["recagent.pick"] == 3 * 12
+    main([*args, "--estimate"])
+    assert_estimate_close(capsys.readouterr().out, made)
     assert "agent win/lose/indist." in lines[0] and "embedding win/lose/indist." in lines[0]
     cells = lines[1].split()
     assert cells[:2] == ["3", "12"]

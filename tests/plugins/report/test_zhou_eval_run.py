@@ -210,8 +210,9 @@ def test_eval_zhou_is_estimated_first_and_records_every_call(run, tmp_path, caps
     assert "note: the judge is scripted, the model the agents ran on" in printed
     # again: answered from the run's cache, and the table holds each answer once
     calls.clear()
-    code, _, err = cli(capsys, *args, "--out", str(tmp_path / "z.json"))
+    code, again, err = cli(capsys, *args, "--out", str(tmp_path / "z.json"))
     assert code == 0 and calls == [], err
+    assert f"{len(rows)} LLM calls" in again and " 0 answered by the model" in again
     db = sqlite3.connect(tmp_path / "z.sqlite")
     assert db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0] == len(rows)
     db.close()

@@ -269,3 +269,26 @@ def test_the_released_ground_truth_loads_and_scores_with_the_scripted_model(run_
     # the user-centred tasks need SoMe's post database, which is not released with the ground truth: said so
     for short in ("UBP", "MCR", "UCS", "UEA"):
         assert f"{short}: " in err and "queries skipped: their posts are not in" in err
+
+
+def test_the_estimate_of_a_multi_step_agent_is_within_25_percent_and_a_rerun_calls_no_provider(run_dir, tmp_path, capsys):
+    args = ["eval", "some", str(run_dir), "--some-data", str(DATA / "datasets"), "--database", str(DATA / "database"),
+            "--tasks", "MID,UBP,mcr"]
+    code, printed, err = in_process(capsys, *args, "--estimate")
+    assert code == 0, err
+    estimated = int(printed.split("ESTIMATE: ")[1].split(" LLM calls")[0].replace(",", ""))
+    code, out, err = in_process(capsys, *args, "--out", str(tmp_path / "eval"))
+    assert code == 0, err
+    db = sqlite3.connect(tmp_path / "eval" / "llm_calls.sqlite")
+    made = db.execute("SELECT COUNT(*) FROM llm_calls WHERE status != 'parse_failure' AND purpose NOT LIKE '%.repair'").fetchone()[0]
+    steps = db.execute("SELECT COUNT(*) FROM llm_calls WHERE purpose = 'some.step'").fetchone()[0]
+    db.close()
+    # the agents call tools before they answer (MID: knowledge_retrieve; UBP, MCR: user_search): more than one step a query
+    assert steps > 7 and abs(estimated - made) <= 0.25 * made, (estimated, made, printed)
+    assert f"{made} answered by the model" in out
+    summary = json.loads((tmp_path / "eval" / "summary.json").read_text())
+    assert summary["provider_calls"] == made
+    # again: every answer from the cache, and the summary says no provider was called
+    code, again, err = in_process(capsys, *args, "--out", str(tmp_path / "eval"))
+    assert code == 0, err
+    assert " 0 answered by the model" in again and json.loads((tmp_path / "eval" / "summary.json").read_text())["provider_calls"] == 0

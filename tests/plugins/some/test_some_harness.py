@@ -287,3 +287,20 @@ def test_tool_calls_are_constrained_unless_turned_off(tmp_path, monkeypatch, con
         assert body["response_format"]["json_schema"]["name"] == "some_step"
     assert chain.records[0].mode == mode
     assert HarnessSettings().constrained_tool_calls is True
+
+
+def test_a_choice_answer_over_5000_characters_is_an_error_where_the_released_scripts_say_so(tmp_path):
+    long_yes = '{"answer": "' + "yes indeed " * 500 + '"}'
+    rules = {"Is the user with ID": long_yes, "Which emotion will the user": long_yes.replace("yes indeed", "positive mood"),
+             "extract": "yes", "Which emotion does": "positive"}
+    provider, chain = scripted(rules)
+    harness = Harness(chain.client, [chain.client], topic_embed, PROMPTS, HarnessSettings())
+    mcr = Query("media_content_recommend", "m", "Is the user with ID users-0001 interested in this post? ```bread```", "yes")
+    uea = Query("user_emotion_analysis", "e", "Which emotion will the user with ID users-0001 feel about this post? ```bread```",
+                "positive")
+    mcr_result, uea_result = run(harness.evaluate([mcr, uea], lambda task: corpus(tmp_path)))
+    # MCR's released extraction marks it 错误 unread: an error, not completed, no extraction call
+    assert (mcr_result.extracted, mcr_result.correct, mcr_result.completed) == ("error", False, False)
+    assert not any(r.purpose == "some.extract.mcr" for r in chain.records)
+    # UEA's released extraction reads every answer
+    assert any(r.purpose == "some.extract.uea" for r in chain.records)
