@@ -50,7 +50,9 @@ class SimilarityRule:
     def threshold(self, kind: str, share: float | None = None) -> float:
         """The cosine a post needs for ``kind``: fixed, or (calibrated, like and reblog) the
         ``1 - share`` quantile of the cosines seen so far (``share``: the caller's, else the
-        config's); ``inf`` when the share is 0 or nothing was seen."""
+        config's); ``inf`` when the share is 0 or nothing was seen. Early on, with few cosines
+        seen, the quantile lets through more than the share (the first post seen is at its own
+        quantile): the social agent's plan quotas cap the actions anyway."""
         if self.config.thresholds == "fixed" or kind == "follow":
             return float(getattr(self.config, f"{kind}_threshold"))
         share = float(getattr(self.config, f"{kind}_share") if share is None else share)

@@ -498,7 +498,7 @@ class LocalLLM:
         the text's topic in words of its own but hardly its sentences
         (:mod:`townsquare.plugins.report.comment_copying` measures copying: 13 of 20 SmolLM2
         comments copied their post with the post last in the prompt, 3 of 20 with it first and
-        the post's own tokens at minus 4, none with every spelling of its words)."""
+        the post's own tokens at minus 4, 1 of 20 with every spelling of its words)."""
         if not avoid or not self.config.avoid_penalty:
             return None
         words = {w for w in re.findall(r"[A-Za-z]{3,}", avoid) if w.lower() not in FUNCTION_WORDS}

@@ -108,3 +108,35 @@ def test_every_line_that_cannot_run_says_why():
         for line in command_lines(blocks(doc)[index]):
             if (doc, index) not in CANNOT_RUN_BLOCKS and why_not(line) is None:
                 assert line.split()[0] in ("townsquare", ".venv/bin/townsquare"), f"{doc} block {index}: {line}"
+
+
+def example_commands() -> list[tuple[str, list[str]]]:
+    """(example, the --set overrides) of every ``townsquare run|estimate`` line in the examples'
+    comments (a line ending in ``\\`` goes on in the next comment line)."""
+    found = []
+    for path in sorted((ROOT / "examples").glob("*.toml")):
+        comment = "\n".join(line.lstrip("#").strip() for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#"))
+        for line in re.sub(r"\\\n\s*", " ", comment).splitlines():
+            match = re.search(r"townsquare (?:run|estimate) (examples/\S+\.toml)(.*)", line)
+            if match:
+                words = shlex.split(re.sub(r"\s+#.*$", "", match.group(2)))
+                found.append((match.group(1), [w for i, w in enumerate(words) if i and words[i - 1] == "--set"]))
+    return found
+
+
+def test_the_examples_own_command_lines_resolve(make_plugins):
+    """Every ``townsquare run`` line an example's comments show resolves as written (a dataset
+    that is not installed here is the one accepted refusal): social_media's "Smaller" line
+    shortens its stages with its rounds."""
+    from townsquare.errors import ScenarioError
+    from townsquare.scenario import load_scenario
+
+    plugins = make_plugins()
+    lines = example_commands()
+    assert any("rounds=49" in overrides for _, overrides in lines)
+    for example, overrides in lines:
+        try:
+            load_scenario(ROOT / example, overrides, plugins)
+        except ScenarioError as exc:
+            if "are not installed" not in str(exc) and "is not installed" not in str(exc):
+                raise
