@@ -40,9 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     if (args.run is None) == (not args.oracle):
         parser.error("give --run DIR or --oracle")
 
+    from townsquare.api import logs
     from townsquare.plugin_manager import make_plugin_manager
     from townsquare.plugins.llm.run_estimate import forecast_run
     from townsquare.runner import start_run
+
+    logs.configure(level="warning")
 
     start = time.perf_counter()
     forecast = forecast_run(args.scenario, make_plugin_manager(disable=DRY_RUN_DISABLED), overrides=args.overrides, seed=args.seed)

@@ -180,6 +180,11 @@ class RunProgress:
             line = snap.json() if self.mode == "json" else snap.plain()
             _write(self.stream, line)
 
+    @property
+    def shown(self) -> str | None:
+        """The bar's stats line as it reads now (None: no bar)."""
+        return None if self._bar is None else self._bar.stats
+
     def snapshot(self, round: int, totals: dict[str, float], now: float) -> Snapshot:
         """The numbers to show after ``round`` (the last done) with ``totals``."""
         t0, calls0, round0 = self._start if self._start is not None else (now, 0.0, round)
@@ -248,14 +253,18 @@ class _Bar:
         self.progress = TwoLines(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), Eta(), console=console or Console(stderr=True),
                                  redirect_stdout=True, redirect_stderr=True)
-        self.task = self.progress.add_task(label, total=rounds, eta=None, at=0.0, stats="waiting for the first round")
+        #: the stats line as it reads now
+        self.stats = "waiting for the first round"
+        self.task = self.progress.add_task(label, total=rounds, eta=None, at=0.0, stats=self.stats)
         self.progress.start()
 
     def show(self, snap: Snapshot, now: float) -> None:
-        self.progress.update(self.task, completed=snap.round + 1, eta=snap.eta_s, at=now, stats=snap.stats(), refresh=True)
+        self.stats = snap.stats()
+        self.progress.update(self.task, completed=snap.round + 1, eta=snap.eta_s, at=now, stats=self.stats, refresh=True)
 
     def note(self, stats: str, refresh: bool = False) -> None:
         """Replace the stats line between rounds (drawn now with ``refresh``, else at rich's own pace)."""
+        self.stats = stats
         self.progress.update(self.task, stats=stats, refresh=refresh)
 
     def stop(self) -> None:

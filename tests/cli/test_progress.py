@@ -267,3 +267,29 @@ def test_bar_shows_build_phases_and_each_call_as_it_lands():
         progress.live({"event": "llm_call", "round": 0, "purpose": "plan", "totals": totals(llm_calls=3, prompt_tokens=300)})
     text = console.export_text()
     assert "round 1 playing · LLM 3 calls" in text and "ETA unsure" in text
+
+
+def test_the_quickstarts_bar_counts_round_0s_calls_as_they_land(make_plugins, tmp_path):
+    """examples/quickstart.toml (on the oracle: the offline model is a benchmark's,
+    benchmarks/first_answer.py): the bar's count is above 0 before round 0 ends."""
+    from helpers import ROOT
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=300, record=True, color_system=None)
+    shown: list[str] = []
+    with RunProgress("bar", console=console, clock=Clock()) as progress:
+        def live(event):
+            progress.live(event)
+            if event["event"] == "llm_call":
+                shown.append(progress.shown)
+
+        def update(round, totals):
+            shown.append(f"round {round} done")
+            progress.update(round, totals)
+
+        start_run(ROOT / "examples" / "quickstart.toml", overrides=["rounds=1", "llm.name=oracle"], out=tmp_path / "q",
+                  plugins=make_plugins(enable=["townsquare.testing.oracle"]), progress=update, live=live,
+                  on_ready=lambda s, _: progress.ready(s.model.rounds))
+    during = shown[shown.index("round -1 done") + 1:shown.index("round 0 done")]
+    assert during and during[0].startswith("round 1 playing · LLM 1 calls")
