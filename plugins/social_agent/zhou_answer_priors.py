@@ -1,13 +1,14 @@
 """What a model typically answers to Zhou et al.'s agent: the estimate's priors
 (``townsquare_register_answer_priors``; read by ``townsquare estimate`` only).
 
-* ``plan``: the plan the design expects for the activity level its prompt states
-  (:func:`.planning.plan_parsing.plan_for` with ``u = 1``: browse ``1 + round(3a)`` hours, like /
-  forward / comment ``30a`` / ``10a`` / ``5a`` percent, ``max(1, round(7a))`` posts a week), at
-  times spread over the day by the persona (a digest of the prompt), the activity level scaled
-  by the disposition (a model that acts more plans more);
-* ``like``, ``reblog``, ``comment``: the share of decisions that act, our choice (the paper
-  gives none); a plan's quotas cap them anyway;
+* ``plan``: a typical plan for the activity level its prompt states (:data:`TYPICAL` scaled by
+  it: browse up to 4 hours, like / forward / comment up to 50 / 15 / 15 percent, up to 3 posts
+  a week; read off the plans SmolLM2 writes), at times spread over the day by the persona (a
+  digest of the prompt); the disposition scales the probabilities and the posts (a model that
+  acts more plans more);
+* ``like``, ``reblog``, ``comment``: the share of decisions that act, 15 %, our choice (the paper
+  gives none; SmolLM2 commented on 15-20 % of the posts it was asked about and forwarded 10-25 %,
+  the oracle none); a plan's quotas cap them anyway;
 * ``follow``: half the follow decisions follow someone (our choice);
 * ``topics``, ``summary``, posts: as many topics as asked, text of the expected length (the
   stand-in's own typical answers).
@@ -20,24 +21,38 @@ import re
 
 from townsquare.api import AnswerPrior, hookimpl
 
-from .planning.plan_parsing import plan_for
+from .planning.plan_parsing import MINUTES_PER_DAY, Plan, Window
 
 _ACTIVITY = re.compile(r"activity level is ([0-9]*\.?[0-9]+)")
 
-#: decision shares (our choice: Zhou et al. give none)
-SHARES = {"like": {"like": 0.1}, "reblog": {"forward": 0.05}, "comment": {"Comment content:": 0.05}, "follow": {"*": 0.5}}
+#: decision shares (our choice: Zhou et al. give none; see the module's doc)
+SHARES = {"like": {"like": 0.15}, "reblog": {"forward": 0.15}, "comment": {"Comment content:": 0.15}, "follow": {"*": 0.5}}
+
+
+#: a typical plan at full activity (our numbers, read off the 16 plans SmolLM2 wrote for the
+#: quickstart's personas on seeds 1 and 2, at activity 0.7-1: they asked to like 53 % of what
+#: they see and to post 3 times a week on average; to forward and comment on 44 % and 34 %, but
+#: six in sixteen asked for 5 % or less, so a four-post feed opened a forward or comment quota in
+#: about two sessions in three, which 15 % does)
+TYPICAL = {"browse_hours": 4, "like": 50, "forward": 15, "comment": 15, "posts_per_week": 3}
 
 
 def typical_plan(prompt: str, disposition: float) -> dict:
-    """The plan answer for the activity level ``prompt`` states (0.5 when it states none), times
-    spread by a digest of the prompt: browsing from 06:00 to 22:00, posting 07:00 to 21:00."""
+    """The plan answer for the activity level ``a`` that ``prompt`` states (0.5 when it states
+    none): :data:`TYPICAL` scaled by ``a`` (browse ``1 + round((h - 1) a)`` hours, the
+    probabilities ``p a`` percent, ``max(1, round(n a))`` posts a week), the probabilities also
+    by the disposition; times spread by a digest of the prompt: browsing from 06:00 to 22:00,
+    posting on day 1 to 7 from 07:00 to 21:00 for two hours."""
     match = _ACTIVITY.search(prompt)
-    activity = min(1.0, (float(match.group(1)) if match else 0.5) * disposition)
+    a = min(1.0, float(match.group(1)) if match else 0.5)
     digest = int.from_bytes(hashlib.blake2b(prompt.encode(), digest_size=8).digest(), "big")
     browse = 6 * 60 + 30 * (digest % 33)
-    day = 1 + (digest >> 8) % 7
+    hours = 1 + round((TYPICAL["browse_hours"] - 1) * a)
     post = 7 * 60 + 30 * ((digest >> 16) % 29)
-    return plan_for(activity, browse, day, post).to_answer()
+    percent = {key: min(100, round(TYPICAL[key] * a * disposition)) for key in ("like", "forward", "comment")}
+    return Plan(Window(browse, (browse + 60 * hours - 1) % MINUTES_PER_DAY + 1), percent["like"], percent["forward"],
+                percent["comment"], 1 + (digest >> 8) % 7, Window(post, post + 120),
+                max(1, round(TYPICAL["posts_per_week"] * a * disposition))).to_answer()
 
 
 @hookimpl

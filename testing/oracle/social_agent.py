@@ -1,11 +1,12 @@
 """The oracle's rules for Zhou et al.'s social-media agent, FOR TESTS ONLY.
 
 - ``plan``: the plan a careful reader writes for the activity level the prompt states ("Your
-  activity level is 0.32, where 1 is the most active"): the numbers the design expects for it
-  (browse ``1 + round(3a)`` hours; like, forward, comment ``30a``, ``10a``, ``5a`` percent;
-  ``max(1, round(7a))`` posts a week, in a two-hour window), at times the prompt does not give,
-  so spread by the persona (a digest of its text: browsing from 06:00 to 22:00, posting on day
-  1 to 7 from 07:00 to 21:00). With no level in the prompt it plans as ``a = 0.5``.
+  activity level is 0.32, where 1 is the most active"), each item in proportion to it: at full
+  activity, browse 4 hours, like half of what it sees, forward and comment on 15 %, post three
+  times a week (the typical plan ``townsquare estimate`` declares, read off what SmolLM2
+  writes); at times the prompt does not give, so spread by the persona (a digest of its text:
+  browsing from 06:00 to 22:00, posting on day 1 to 7 from 07:00 to 21:00). With no level in
+  the prompt it plans as ``a = 0.5``.
 - ``topics``: as many as the prompt asks for, from the persona's hobbies, then its preferences
   for social media content (or, when the schema lists the allowed topics, those).
 
@@ -43,12 +44,12 @@ def plan(view: PromptView) -> Any:
     digest = _digest(_line(view, "Name") + _line(view, "Detailed historical behaviour information") or view.text)
     browse = 6 * 60 + 30 * (digest % 33)
     post = 7 * 60 + 30 * ((digest >> 16) % 29)
-    hours = 1 + int(3 * a + 0.5)
+    hours = 1 + round(3 * a)
     return {
         "browsing_start": _clock(browse), "browsing_end": _clock(browse + 60 * hours) if (browse + 60 * hours) % 1440 else "24:00",
-        "probability_of_liking": int(30 * a + 0.5), "probability_of_forwarding": int(10 * a + 0.5),
-        "probability_of_commenting": int(5 * a + 0.5), "posting_day": 1 + (digest >> 8) % 7,
-        "posting_start": _clock(post), "posting_end": _clock(post + 120), "posts_per_week": max(1, int(7 * a + 0.5)),
+        "probability_of_liking": round(50 * a), "probability_of_forwarding": round(15 * a),
+        "probability_of_commenting": round(15 * a), "posting_day": 1 + (digest >> 8) % 7,
+        "posting_start": _clock(post), "posting_end": _clock(post + 120), "posts_per_week": max(1, round(3 * a)),
     }
 
 

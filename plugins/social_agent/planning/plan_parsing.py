@@ -232,25 +232,15 @@ def fallback_plan(activity: float, rng: Any) -> Plan:
     from 1-7, in a two-hour window from a half hour drawn between 07:00 and 21:00. (Our numbers:
     the paper has no fallback.)
     """
+    a = min(1.0, max(0.0, activity))
+    hours = 1 + _half_up(3 * a)
     start = 6 * 60 + 30 * int(rng.integers(0, 33))
+    browse = Window(start, (start + hours * 60 - 1) % MINUTES_PER_DAY + 1)
     u = float(rng.uniform(0.5, 1.5))
     day = int(rng.integers(1, 8))
     post_start = 7 * 60 + 30 * int(rng.integers(0, 29))
-    return plan_for(activity, start, day, post_start, u)
-
-
-def plan_for(activity: float, browse_start: int, post_day: int, post_start: int, u: float = 1.0) -> Plan:
-    """The plan :func:`fallback_plan` draws for activity ``a``, with its times and its draw ``u``
-    given: browse ``1 + round(3a)`` hours from ``browse_start`` (minutes after midnight); like,
-    forward, comment ``round(30a u)``, ``round(10a u)``, ``round(5a u)`` percent; post
-    ``max(1, round(7a))`` times a week on ``post_day`` from ``post_start`` for two hours. With
-    ``u = 1``, the plan the design expects of a model for that activity level (the estimate's
-    typical plan, :mod:`townsquare.plugins.social_agent.zhou_answer_priors`)."""
-    a = min(1.0, max(0.0, activity))
-    hours = 1 + _half_up(3 * a)
-    browse = Window(browse_start, (browse_start + hours * 60 - 1) % MINUTES_PER_DAY + 1)
-    return Plan(browse, float(_half_up(30 * a * u)), float(_half_up(10 * a * u)), float(_half_up(5 * a * u)), post_day,
-                Window(post_start, (post_start + 120 - 1) % MINUTES_PER_DAY + 1), max(1, _half_up(7 * a)))
+    return Plan(browse, float(_half_up(30 * a * u)), float(_half_up(10 * a * u)), float(_half_up(5 * a * u)), day,
+                Window(post_start, post_start + 120), max(1, _half_up(7 * a)))
 
 
 def quota(percent: float, posts: int, rng: Any = None) -> int:

@@ -84,7 +84,7 @@ def test_the_designs_declare_their_priors(make_plugins):
     declared = {p.purpose: p for p in answer_priors(make_plugins())}
     assert {"plan", "comment", "dialogue.initiate", "plan.actions", "recagent.activity", "recagent.sensory"} <= set(declared)
     plan = declared["plan"].answer("Your activity level is 0.50, where 1 is the most active.", 1.0)
-    assert plan["probability_of_liking"] == 15 and plan["posts_per_week"] == 4
+    assert plan["probability_of_liking"] == 25 and plan["probability_of_forwarding"] == 8 and plan["posts_per_week"] == 2
     busier = declared["plan"].answer("Your activity level is 0.50, where 1 is the most active.", 1.5)
     assert busier["probability_of_liking"] > plan["probability_of_liking"]
 
