@@ -2,13 +2,14 @@
 (``townsquare_register_answer_priors``; read by ``townsquare estimate`` only).
 
 * ``plan``: a typical plan for the activity level its prompt states (:data:`TYPICAL` scaled by
-  it: browse up to 4 hours, like / forward / comment up to 50 / 15 / 15 percent, up to 3 posts
+  it: browse up to 7 hours, like / forward / comment up to 50 / 20 / 20 percent, up to 3 posts
   a week; read off the plans SmolLM2 writes), at times spread over the day by the persona (a
   digest of the prompt); the disposition scales the probabilities and the posts (a model that
   acts more plans more);
-* ``like``, ``reblog``, ``comment``: the share of decisions that act, 15 %, our choice (the paper
-  gives none; SmolLM2 commented on 15-20 % of the posts it was asked about and forwarded 10-25 %,
-  the oracle none); a plan's quotas cap them anyway;
+* ``like``, ``reblog``, ``comment``: the share of decisions that act (the paper gives none): a
+  fifth of likes and forwards, a quarter of comments, as SmolLM2 forwarded 19-25 % and
+  commented on 20-28 % of the posts it was asked about on seeds 1 and 2 (the oracle acts on
+  none); a plan's quotas cap them anyway;
 * ``follow``: half the follow decisions follow someone (our choice);
 * ``topics``, ``summary``, posts: as many topics as asked, text of the expected length (the
   stand-in's own typical answers).
@@ -25,16 +26,16 @@ from .planning.plan_parsing import MINUTES_PER_DAY, Plan, Window
 
 _ACTIVITY = re.compile(r"activity level is ([0-9]*\.?[0-9]+)")
 
-#: decision shares (our choice: Zhou et al. give none; see the module's doc)
-SHARES = {"like": {"like": 0.15}, "reblog": {"forward": 0.15}, "comment": {"Comment content:": 0.15}, "follow": {"*": 0.5}}
+#: decision shares (Zhou et al. give none; read off SmolLM2's decisions: see the module's doc)
+SHARES = {"like": {"like": 0.2}, "reblog": {"forward": 0.2}, "comment": {"Comment content:": 0.25}, "follow": {"*": 0.5}}
 
 
-#: a typical plan at full activity (our numbers, read off the 16 plans SmolLM2 wrote for the
-#: quickstart's personas on seeds 1 and 2, at activity 0.7-1: they asked to like 53 % of what
-#: they see and to post 3 times a week on average; to forward and comment on 44 % and 34 %, but
-#: six in sixteen asked for 5 % or less, so a four-post feed opened a forward or comment quota in
-#: about two sessions in three, which 15 % does)
-TYPICAL = {"browse_hours": 4, "like": 50, "forward": 15, "comment": 15, "posts_per_week": 3}
+#: a typical plan at full activity, read off the 16 plans SmolLM2 wrote for the quickstart's
+#: personas on seeds 1 and 2 (activity 0.7-1): browse 7 hours (their mean window), like half of
+#: what is seen (their mean, 53 %), post 3 times a week (their mean); forward and comment 20 %:
+#: they asked 44 % and 34 % on average, but six in sixteen asked 5 % or less, and 20 % opens a
+#: quota in as many four-post sessions as theirs did (about three in four)
+TYPICAL = {"browse_hours": 7, "like": 50, "forward": 20, "comment": 20, "posts_per_week": 3}
 
 
 def typical_plan(prompt: str, disposition: float) -> dict:

@@ -2,8 +2,8 @@
 
 - ``plan``: the plan a careful reader writes for the activity level the prompt states ("Your
   activity level is 0.32, where 1 is the most active"), each item in proportion to it: at full
-  activity, browse 4 hours, like half of what it sees, forward and comment on 15 %, post three
-  times a week (the typical plan ``townsquare estimate`` declares, read off what SmolLM2
+  activity, browse 7 hours, like half of what it sees, forward and comment on a fifth, post
+  three times a week (the typical plan ``townsquare estimate`` declares, read off what SmolLM2
   writes); at times the prompt does not give, so spread by the persona (a digest of its text:
   browsing from 06:00 to 22:00, posting on day 1 to 7 from 07:00 to 21:00). With no level in
   the prompt it plans as ``a = 0.5``.
@@ -44,11 +44,11 @@ def plan(view: PromptView) -> Any:
     digest = _digest(_line(view, "Name") + _line(view, "Detailed historical behaviour information") or view.text)
     browse = 6 * 60 + 30 * (digest % 33)
     post = 7 * 60 + 30 * ((digest >> 16) % 29)
-    hours = 1 + round(3 * a)
+    hours = 1 + round(6 * a)
     return {
         "browsing_start": _clock(browse), "browsing_end": _clock(browse + 60 * hours) if (browse + 60 * hours) % 1440 else "24:00",
-        "probability_of_liking": round(50 * a), "probability_of_forwarding": round(15 * a),
-        "probability_of_commenting": round(15 * a), "posting_day": 1 + (digest >> 8) % 7,
+        "probability_of_liking": round(50 * a), "probability_of_forwarding": round(20 * a),
+        "probability_of_commenting": round(20 * a), "posting_day": 1 + (digest >> 8) % 7,
         "posting_start": _clock(post), "posting_end": _clock(post + 120), "posts_per_week": max(1, round(3 * a)),
     }
 
