@@ -21,11 +21,13 @@ from .data_paths import MARKER as DATASET_MARKER
 from .data_paths import DatasetMissing, data_home, data_path, dataset_folder, installed_dataset
 from ..embedding import Embedder, EmbeddingCache, normalize_rows
 from ..errors import ComponentError, PluginError, RunStopped, ScenarioError, TownsquareError, UsageError
-from .files import parse_json_list, read_user_csv, read_user_text
+from .files import parse_json_list, read_json_lines, read_user_csv, read_user_text
 from .items import Item, ItemInteractions, ItemRecommender
 from ..knowledge import KnowledgeItem, KnowledgeSource
 from ..lifecycle import RunInfo, RunSummary
-from ..llm import Answer, Handler, LLMCallRecord, LLMClient, LLMProvider, LLMRequest, LLMResponse, Message, ParseFailure, not_text
+from ..llm import (
+    KEPT, Answer, Handler, LLMCallRecord, LLMClient, LLMProvider, LLMRequest, LLMResponse, Message, ParseFailure, current_issue, not_text,
+)
 from ..llm_answers import AnswerFormat, match_label, match_prefix
 from ..llm_modes import MODES, answers_in_db, choose_modes, is_constrained, mode_for, provider_capabilities, request_kind, structured_modes
 from ..llm_faults import LLMFatal, LLMFault, classify
@@ -47,19 +49,21 @@ from ..secrets import redact_text
 from .secret_files import read_secret_file, resolve_secrets
 from .endpoint import EndpointConfig
 from .similarity_rule import SimilarityRule, SimilarityRuleConfig
-from .stats import Interval, TTest, holm, t_quantile, kendall_tau, mean_interval, paired_test, two_stage_bootstrap
+from .stats import Interval, TTest, holm, t_quantile, kendall_tau, mean_interval, paired_test, share_interval, spearman, two_stage_bootstrap
 from ..slots import SLOT_PROTOCOLS
 from .follow_graph import follow_edges
 from .function_words import FUNCTION_WORDS
 from .llm_calls import NOT_A_CALL, llm_by_purpose, llm_totals
 from ..specs import (
-    AGENT_SLOTS, AnswerPrior, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
+    AGENT_SLOTS, ALL_SETTINGS, AnswerPrior, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec,
+    LLMProviderSpec, MemorySpec,
     MetricSpec, PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec,
-    ReflectorSpec,
+    ReflectorSpec, machinery_fields,
 )
 
 __all__ = [
-    "AGENT_SLOTS", "DATASET_MARKER", "FUNCTION_WORDS", "NOT_A_CALL", "DEFAULT_CACHED_PRICE_RATIO", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
+    "AGENT_SLOTS", "ALL_SETTINGS", "KEPT", "DATASET_MARKER", "FUNCTION_WORDS", "NOT_A_CALL", "DEFAULT_CACHED_PRICE_RATIO", "MEMORY_TIERS",
+    "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
     "AccountView", "Action", "Answer", "AnswerFormat", "AnswerPrior", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
     "DatasetMissing",
     "DuplicateCheck", "Embedder", "EmbedderSpec", "EndpointConfig", "EngagementLog", "EmbeddingCache", "Handler", "Item", "ItemInteractions", "LLMFatal", "LLMFault", "LimitsConfig",
@@ -69,11 +73,13 @@ __all__ = [
     "Metric", "MetricSpec", "MovieLens", "ObservesResults", "ObservesRounds", "ParseFailure", "Persona", "PersonaComponentSpec", "PersonaContext",
     "PersonaKnowledge", "PersonaSource", "PersonaSourceSpec", "Planner", "PlannerSpec", "Platform", "PlatformSpec",
     "PluginError", "Policy", "PolicySpec", "PostView", "Rating", "Recommender", "RecommenderSpec", "Reflector", "ReflectorSpec", "RoundView", "RunSeams",
-    "Interval", "TTest", "holm", "t_quantile", "kendall_tau", "mean_interval", "paired_test", "two_stage_bootstrap",
+    "Interval", "TTest", "holm", "t_quantile", "kendall_tau", "mean_interval", "paired_test", "share_interval", "spearman",
+    "two_stage_bootstrap",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes", "classify", "cycle_personas", "data_home", "data_path",
+    "UsageError", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes", "classify", "current_issue", "cycle_personas", "data_home", "data_path",
     "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "installed_dataset", "is_constrained", "memory_rows", "limits_of",
-    "llm_by_purpose", "llm_totals", "load_answers", "load_movielens_data", "load_prompts", "match_label", "match_prefix", "mode_for", "movielens_layout", "name_problem",
+    "llm_by_purpose", "llm_totals", "load_answers", "load_movielens_data", "machinery_fields", "load_prompts", "match_label", "match_prefix",
+    "mode_for", "movielens_layout", "name_problem",
     "normalize_rows", "not_text", "parse_json_list", "provider_capabilities", "request_kind", "structured_modes",
-    "platform_actions", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
+    "platform_actions", "read_json_lines", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
 ]

@@ -4,6 +4,8 @@ embedder ``openai_embedder`` share: where it is and where its keys live (read th
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from ..secrets import remember_url_secrets
@@ -15,6 +17,8 @@ class EndpointConfig(BaseModel):
     provider ``openai`` and the embedder ``openai`` share (each adds its own)."""
 
     model_config = ConfigDict(extra="forbid")
+    #: where the endpoint is and its keys steer the machinery: ``resume --set`` may change them
+    machinery_settings: ClassVar[frozenset[str]] = frozenset({"base_url", "api_key_env", "api_key_file"})
 
     #: None: ``$OPENAI_BASE_URL`` (read by the SDK), else OpenAI
     base_url: str | None = None

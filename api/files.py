@@ -61,3 +61,19 @@ def parse_json_list(text: str, path: str | Path, items: str) -> list[Any]:
     if not isinstance(data, list):
         raise UsageError(f"{path}: expected a JSON list of {items}")
     return data
+
+
+def read_json_lines(path: str | Path, what: str, max_mb: float | None = None, limit_name: str = "") -> list[tuple[str, Any]]:
+    """``(where, value)`` for every non-blank line of the JSON Lines file ``path`` (``where``:
+    ``path:line``, for the reader's own one-line errors about a value); the file as
+    :func:`read_user_text` reads it, a line that is not JSON one :class:`UsageError` naming it."""
+    out = []
+    for number, line in enumerate(read_user_text(path, what, max_mb, limit_name).splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            out.append((where, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+    return out

@@ -11,6 +11,11 @@ math only; scipy is not a dependency).
 - Welch's t-test of variant A against the baseline B (independent samples): t = (mean_A -
   mean_B) / sqrt(s_A^2/n_A + s_B^2/n_B), degrees of freedom by the Welch-Satterthwaite
   equation, two-sided p-value.
+- A share k / n (of relays that keep the details, of watches from the page...): the Wilson score
+  interval, (p + z²/2n ± z·sqrt(p(1 − p)/n + z²/4n²)) / (1 + z²/n), z the normal quantile
+  (Wilson 1927); it stays inside [0, 1] and is not empty at p = 0 or 1, where the normal
+  approximation's is.
+- Spearman's rho: Pearson's correlation of the ranks (ties share their mean rank).
 - The t distribution's CDF through the regularised incomplete beta function,
   P(|T| > t) = I_{df / (df + t^2)}(df / 2, 1 / 2), evaluated by its continued fraction
   (modified Lentz); quantiles by bisection on the CDF.
@@ -58,6 +63,56 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> Interval
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
     half = t_quantile(1 - (1 - confidence) / 2, n - 1) * sd / math.sqrt(n)
     return Interval(mean, mean - half, mean + half, sd, n)
+
+
+def share_interval(successes: int, n: int, confidence: float = 0.95) -> Interval:
+    """The share ``successes / n`` and its Wilson score interval (``sd``: the share's binomial
+    standard error); nan with no trials."""
+    if n <= 0:
+        return Interval(math.nan, math.nan, math.nan, math.nan, 0)
+    if not 0 <= successes <= n:
+        raise ValueError("successes must be between 0 and n")
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact at the edges (no rounding error)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return Interval(p, low, high, math.sqrt(p * (1 - p) / n), n)
+
+
+def ranks(values: Sequence[float]) -> list[float]:
+    """Ranks from 1, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    out = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for i in order[start:end + 1]:
+            out[i] = (start + end) / 2 + 1
+        start = end + 1
+    return out
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rho of the pairs (x[i], y[i]); None when either side is constant (or fewer
+    than two pairs)."""
+    if len(x) != len(y):
+        raise ValueError("spearman needs as many values on each side")
+    rx, ry = ranks(x), ranks(y)
+    n = len(rx)
+    if n < 2:
+        return None
+    mx, my = sum(rx) / n, sum(ry) / n
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    if sxx == 0 or syy == 0:
+        return None
+    return sxy / math.sqrt(sxx * syy)
 
 
 def paired_test(a: Sequence[float], b: Sequence[float]) -> TTest:

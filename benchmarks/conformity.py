@@ -22,7 +22,25 @@ prompts showed) and with the rounds it was active, and the mean voices by number
 the pathway carry more opinions to better connected agents, and do more opinions mean more
 changes?
 
-Usage: ``python benchmarks/conformity.py [--seeds 5] [--json] [--tiers] [--voices]``.
+**The confound and its control.** In ``examples/conformity_personas.jsonl`` the five first
+watchers, whose own rating anchors them, are among the best connected (both seven-friend agents
+and three of the four six-friend ones), so AC by number of friends mixes "more friends" with
+"watched first". Two controls, both reported for every variant:
+
+- ``--graph random``: each seed draws a new friend graph, independent of who watched first: the
+  scenario's degree sequence (2-7 friends) dealt out to the agents at random and paired by the
+  configuration model (redrawn until simple), written as a personas file for that run;
+- stratified: ``spearman_others``, rho over the 15 agents who had not watched the movie before
+  the run, with its interval, and their AC(i).
+
+``no_friends_memory`` removes friends' opinions from memory and nothing else
+(``plugins.recagent_policy.remember_friends = false``: posts received are not remembered, of a
+chat only the agent's own lines are; titles are still heard of and everything else runs).
+``--weights 0.25 0.5 1`` repeats ``full`` at those values of the oracle's disposition
+``llm.conformity_weight`` (how far a rating moves toward the recalled opinions; 0.5 by default).
+
+Usage: ``python benchmarks/conformity.py [--seeds 5] [--graph fixed|random] [--json] [--tiers]
+[--voices] [--weights W ...]``.
 """
 
 from __future__ import annotations
@@ -38,38 +56,50 @@ from typing import Any
 
 import numpy as np
 
+from townsquare.api.stats import spearman
+
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "examples" / "conformity.toml"
 #: the movie every agent scores in that scenario (its ``plugins.conformity.item``, m1)
 TITLE = "Silent Orbit 1"
+PERSONAS = ROOT / "examples" / "conformity_personas.jsonl"
+#: variant -> (plugin options, scenario overrides)
 VARIANTS = {
-    "full": [],
-    "no_memory": ["no:short_term_memory", "no:long_term_memory"],
+    "full": ([], []),
+    "no_memory": (["no:short_term_memory", "no:long_term_memory"], []),
+    "no_friends_memory": ([], ["plugins.recagent_policy.remember_friends=false"]),
 }
-TIERS = {"no_short": ["no:short_term_memory"], "no_long": ["no:long_term_memory"]}
+TIERS = {"no_short": (["no:short_term_memory"], []), "no_long": (["no:long_term_memory"], [])}
 
 
-def ranks(values: list[float]) -> np.ndarray:
-    """Ranks from 1, ties sharing their mean rank."""
-    order = np.argsort(values, kind="stable")
-    out = np.empty(len(values))
-    sorted_values = np.asarray(values, dtype=float)[order]
-    start = 0
-    while start < len(values):
-        end = start
-        while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
-            end += 1
-        out[order[start:end + 1]] = (start + end) / 2 + 1
-        start = end + 1
-    return out
+def random_graph(personas: list[dict[str, Any]], rng: np.random.Generator) -> list[dict[str, Any]]:
+    """``personas`` with a new friend graph: their degree sequence dealt out at random and
+    paired by the configuration model, redrawn until it has no loop and no double edge."""
+    degrees = rng.permutation([len(p["fields"].get("friends") or ()) for p in personas])
+    stubs = np.repeat(np.arange(len(personas)), degrees)
+    for _ in range(100_000):
+        pairs = rng.permutation(stubs).reshape(-1, 2)
+        edges = {tuple(sorted(map(int, pair))) for pair in pairs}
+        if len(edges) == len(pairs) and all(a != b for a, b in edges):
+            break
+    else:
+        raise RuntimeError("no simple graph drawn for this degree sequence")
+    friends: dict[int, list[str]] = {i: [] for i in range(len(personas))}
+    for a, b in sorted(edges):
+        friends[a].append(personas[b]["name"])
+        friends[b].append(personas[a]["name"])
+    return [{**p, "fields": {**p["fields"], "friends": sorted(friends[i])}} for i, p in enumerate(personas)]
 
 
-def spearman(x: list[float], y: list[float]) -> float | None:
-    """Spearman's rho (Pearson on ranks); None when either side is constant."""
-    rx, ry = ranks(x), ranks(y)
-    if rx.std() == 0 or ry.std() == 0:
-        return None
-    return float(np.corrcoef(rx, ry)[0, 1])
+def personas_for(seed: int, graph: str, folder: Path) -> list[str]:
+    """The overrides that give a run its friend graph: none for ``fixed``, else a personas file
+    with the seed's random graph."""
+    if graph == "fixed":
+        return []
+    personas = [json.loads(line) for line in PERSONAS.read_text().splitlines() if line.strip()]
+    path = folder / f"personas-{seed}.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in random_graph(personas, np.random.default_rng([seed, 17]))))
+    return [f"populations.0.personas.path={path}"]
 
 
 class Voices:
@@ -118,12 +148,27 @@ def run_once(seed: int, plugin_options: list[str], out: Path, rounds_counted: in
         if all("persona" in s for s in state["agents"].values()) else friend_counts(run_dir)
     ac = {a: sum(1 for r in range(1, min(len(s), rounds_counted + 1)) if s[r] != s[r - 1]) / rounds_counted for a, s in scores.items()}
     agents = sorted(ac)
+    first = first_watchers(run_dir)
+    others = [a for a in agents if a not in first]
     rho = spearman([friends[a] for a in agents], [ac[a] for a in agents])
-    out = {"rho": rho, "ac": ac, "friends": friends, "changes": sum(ac.values()) * rounds_counted}
+    out = {"rho": rho, "rho_others": spearman([friends[a] for a in others], [ac[a] for a in others]), "ac": ac,
+           "friends": friends, "first": sorted(first), "changes": sum(ac.values()) * rounds_counted}
     if listened is not None:
         out["voices"] = {a: len(listened.heard.get(a, ())) for a in agents}
         out["active"] = {a: listened.active.get(a, 0) for a in agents}
     return out
+
+
+def first_watchers(run_dir: Any) -> set[str]:
+    """The agents whose persona history holds the movie: they rated it before the run."""
+    import sqlite3
+
+    db = sqlite3.connect(run_dir.events_path)
+    try:
+        rows = db.execute("SELECT agent_id, persona FROM agents").fetchall()
+    finally:
+        db.close()
+    return {a for a, p in rows if any(h.get("title") == TITLE for h in json.loads(p).get("fields", {}).get("history") or ())}
 
 
 def friend_counts(run_dir: Any) -> dict[str, int]:
@@ -140,17 +185,25 @@ def friend_counts(run_dir: Any) -> dict[str, int]:
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     from townsquare.api.stats import mean_interval
 
-    rhos = [r["rho"] if r["rho"] is not None else 0.0 for r in runs]
-    found = mean_interval(rhos)
+    def rounded(found: Any) -> list[float | None]:
+        return [round(found.low, 4), round(found.high, 4)] if not math.isnan(found.low) else [None, None]
+
+    found = mean_interval([r["rho"] if r["rho"] is not None else 0.0 for r in runs])
+    others = mean_interval([r["rho_others"] if r["rho_others"] is not None else 0.0 for r in runs])
     by_friends: dict[int, list[float]] = {}
+    others_by_friends: dict[int, list[float]] = {}
     for r in runs:
         for agent, value in r["ac"].items():
             by_friends.setdefault(r["friends"][agent], []).append(value)
-    return {"spearman": round(found.mean, 4),
-            "spearman_ci": [round(found.low, 4), round(found.high, 4)] if not math.isnan(found.low) else [None, None],
+            if agent not in r["first"]:
+                others_by_friends.setdefault(r["friends"][agent], []).append(value)
+    return {"spearman": round(found.mean, 4), "spearman_ci": rounded(found),
             "spearman_by_seed": [None if r["rho"] is None else round(r["rho"], 4) for r in runs],
+            "spearman_others": round(others.mean, 4), "spearman_others_ci": rounded(others),
             "changes_by_seed": [int(r["changes"]) for r in runs],
             "ac_by_friends": {str(i): round(float(np.mean(v)), 4) for i, v in sorted(by_friends.items())},
+            "ac_by_friends_others": {str(i): round(float(np.mean(v)), 4) for i, v in sorted(others_by_friends.items())},
+            "agents_by_friends": {str(i): len(v) for i, v in sorted(by_friends.items())},
             **(voices(runs) if all("voices" in r for r in runs) else {})}
 
 
@@ -174,7 +227,10 @@ def voices(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5, help="seeds 1..N")
+    parser.add_argument("--graph", choices=["fixed", "random"], default="fixed",
+                        help="fixed: the scenario's friend graph; random: a graph drawn per seed, independent of who watched first")
     parser.add_argument("--tiers", action="store_true", help="also remove one memory tier at a time")
+    parser.add_argument("--weights", type=float, nargs="*", default=[], help="also run full at these llm.conformity_weight values")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a scenario override for every run (e.g. activity.model=always)")
     parser.add_argument("--voices", action="store_true", help="also count the voices each agent's prompts show (see above)")
@@ -183,26 +239,29 @@ def main() -> int:
     from townsquare.api import logs
 
     logs.configure(json_lines=False, level="error")
-    variants = {**VARIANTS, **(TIERS if args.tiers else {})}
+    variants = {**VARIANTS, **(TIERS if args.tiers else {}),
+                **{f"full_w{w:g}": ([], [f"llm.conformity_weight={w:g}"]) for w in args.weights}}
     results: dict[str, Any] = {"settings": {"seeds": list(range(1, args.seeds + 1)), "llm": "oracle", "agents": 20, "rounds": 11,
-                                            "overrides": args.overrides},
+                                            "graph": args.graph, "overrides": args.overrides},
                                "variants": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, options in variants.items():
-            runs = [run_once(seed, options, Path(tmp) / f"{name}-{seed}", overrides=args.overrides, voices=args.voices)
+        for name, (options, overrides) in variants.items():
+            runs = [run_once(seed, options, Path(tmp) / f"{name}-{seed}", voices=args.voices,
+                             overrides=[*personas_for(seed, args.graph, Path(tmp)), *overrides, *args.overrides])
                     for seed in range(1, args.seeds + 1)]
-            results["variants"][name] = {"plugin_options": [f"-p {o}" for o in options], **summarise(runs)}
+            results["variants"][name] = {"plugin_options": [f"-p {o}" for o in options], "overrides": overrides, **summarise(runs)}
     if args.json:
         print(json.dumps(results))
         return 0
-    print(f"{'variant':<10} {'Spearman rho':>12} {'95% CI':>18}  rho by seed / AC(i) by friends i")
+    print(f"friend graph: {args.graph}; {args.seeds} seeds")
+    print(f"{'variant':<18} {'Spearman rho':>12} {'95% CI':>18} {'rho, not first':>14} {'95% CI':>18}  AC(i) by friends i (all; not first watchers)")
     for name, v in results["variants"].items():
-        ci = v["spearman_ci"]
-        ci_text = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci[0] is not None else "-"
-        print(f"{name:<10} {v['spearman']:>+12.3f} {ci_text:>18}  {v['spearman_by_seed']}")
-        print(f"{'':<42}  {v['ac_by_friends']}")
+        def text(ci: list) -> str:
+            return f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci[0] is not None else "-"
+        print(f"{name:<18} {v['spearman']:>+12.3f} {text(v['spearman_ci']):>18} {v['spearman_others']:>+14.3f} {text(v['spearman_others_ci']):>18}"
+              f"  {v['ac_by_friends']}; {v['ac_by_friends_others']}")
         if "voices_by_friends" in v:
-            print(f"{'':<42}  voices by friends {v['voices_by_friends']}; rank correlations: friends-voices "
+            print(f"{'':<18}  voices by friends {v['voices_by_friends']}; rank correlations: friends-voices "
                   f"{v['rho_friends_voices']}, voices-AC {v['rho_voices_ac']}, active-AC {v['rho_active_ac']}, "
                   f"friends-AC {v['rho_friends_ac_pooled']}")
     return 0

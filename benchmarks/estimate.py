@@ -18,9 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-DRY_RUN_DISABLED = ["llm_cache", "llm_budget", "llm_retry", "llm_concurrency"]
-
-
 def actual_calls(run_dir: Path) -> dict[str, tuple[int, int]]:
     with sqlite3.connect(run_dir / "events.sqlite") as db:
         rows = db.execute("SELECT purpose, COUNT(*), SUM(prompt_tokens) FROM llm_calls WHERE status IN ('ok', 'cached') "
@@ -41,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give --run DIR or --oracle")
 
     from townsquare.api import logs
+    from townsquare.api.commands import DRY_RUN_DISABLED
     from townsquare.plugin_manager import make_plugin_manager
     from townsquare.plugins.llm.run_estimate import forecast_run
     from townsquare.runner import start_run

@@ -57,8 +57,14 @@ def writable_file(path: str | Path, option: str) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"{option} {path}: cannot make its folder {path.parent}: {exc.strerror}") from None
-    if not os.access(path.parent, os.W_OK):
-        raise UsageError(f"{option} {path}: cannot write in {path.parent}")
+    existed = path.exists()
+    try:  # opened, not judged by its mode bits: root passes os.access() where nothing can be made (/proc)
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write there: {exc.strerror}") from None
+    if not existed:
+        path.unlink(missing_ok=True)
     return path
 
 

@@ -297,21 +297,23 @@ class AblateProgress:
         if self.progress is not None:
             self.progress.stop()
 
-    def done(self, variant: str, seed: int, outcome: str) -> None:
+    def done(self, variant: str, seed: int, outcome: str, label: str | None = None) -> None:
+        """A run of ``variant`` (a bar's name) ended; ``label`` names it in the lines (default: the variant)."""
         self.count += 1
+        label = label or variant
         if self.progress is not None:
             failed = not (outcome == "finished" or outcome.startswith("skipped"))
             self.failed[variant] += failed
             self.progress.update(self.tasks[variant], advance=1,
                                  failed=f"{self.failed[variant]} failed" if self.failed[variant] else "")
             if failed:
-                self.progress.console.print(f"{variant} seed {seed}: {outcome}")
+                self.progress.console.print(f"{label} seed {seed}: {outcome}")
             return
         if self.mode == "json":
             line = json.dumps({"event": "ablate.run_done", "level": "info", "done": self.count, "runs": self.total,
-                               "variant": variant, "seed": seed, "outcome": outcome})
+                               "variant": label, "seed": seed, "outcome": outcome})
         else:
-            line = f"[{self.count}/{self.total}] {variant} seed {seed}: {outcome}"
+            line = f"[{self.count}/{self.total}] {label} seed {seed}: {outcome}"
         _write(self.stream, line)
 
 

@@ -19,44 +19,26 @@ unequal-variances test (``test = "welch"``: the variants as independent samples)
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 import shlex
-import shutil
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import click
-import structlog
 
 from townsquare.api import hookimpl
 from townsquare.cli.options import common_options, log_json
 from townsquare.cli.progress import AblateProgress, progress_mode
 from townsquare.commands.compare import number_text, read_series, signed_text
+from townsquare.commands.study_runs import Job, Variant, check_variants, end_rounds, run_jobs, summary_value
 from townsquare.errors import UsageError
 from townsquare.scenario import read_scenario
 from townsquare.api.stats import NO_TEST, Interval, TTest, mean_interval, paired_test, welch_test
 
-log = structlog.get_logger("townsquare.commands.ablate")
-
-SUMMARIES = ("mean", "last")
 #: how a variant is tested against the baseline: runs paired by seed, or independent samples
 TESTS = {"paired": "paired two-sided t-test, runs paired by seed", "welch": "Welch's two-sided t-test, unequal variances"}
-
-
-@dataclass
-class Variant:
-    name: str
-    overrides: list[str] = field(default_factory=list)
-    plugin_options: list[str] = field(default_factory=list)
-
-    def args(self) -> list[str]:
-        return [*(a for o in self.overrides for a in ("--set", o)), *(a for p in self.plugin_options for a in ("-p", p))]
 
 
 def parse_variant(spec: str) -> Variant:
@@ -86,19 +68,6 @@ def parse_variant(spec: str) -> Variant:
     return variant
 
 
-@dataclass
-class Job:
-    variant: Variant
-    seed: int
-    path: Path
-
-    def status(self) -> str | None:
-        try:
-            return json.loads((self.path / "manifest.json").read_text(encoding="utf-8")).get("status")
-        except (OSError, ValueError):
-            return None
-
-
 def plan(scenario: str | Path, variants: Sequence[Variant], seeds: int, out: Path, first_seed: int | None = None) -> list[Job]:
     if not variants:
         raise UsageError("give at least one --variant")
@@ -109,49 +78,6 @@ def plan(scenario: str | Path, variants: Sequence[Variant], seeds: int, out: Pat
         raise UsageError("--seeds must be at least 2 (a confidence interval needs two runs)")
     base = int(read_scenario(scenario).get("seed", 0)) if first_seed is None else first_seed
     return [Job(v, base + i, out / v.name / f"seed-{base + i}") for v in variants for i in range(seeds)]
-
-
-def check_variants(scenario: str | Path, variants: Sequence[Variant], common: Sequence[str] = ()) -> None:
-    """Resolve the scenario as each variant changes it, so a misspelt key or plugin stops the
-    command (one line naming the variant) before any run starts."""
-    from townsquare.plugin_manager import make_plugin_manager, parse_plugin_options
-    from townsquare.scenario import load_scenario
-
-    for variant in variants:
-        enable, disable = parse_plugin_options([*common, *variant.plugin_options])
-        try:
-            load_scenario(scenario, list(variant.overrides), make_plugin_manager(enable=enable, disable=disable))
-        except UsageError as exc:
-            raise UsageError(f"--variant {variant.name}: {exc}") from None
-
-
-def run_jobs(scenario: str | Path, jobs: list[Job], *, workers: int, common: Sequence[str] = (), env: dict[str, str] | None = None,
-             on_done: Callable[[Job, str], None] | None = None) -> list[tuple[Job, str]]:
-    """Play the jobs not finished yet (``workers`` processes at once); returns (job, outcome)."""
-
-    def play(job: Job) -> tuple[Job, str]:
-        status = job.status()
-        if status == "finished":
-            outcome = "skipped (finished)"
-        else:
-            if status is None and job.path.exists():
-                shutil.rmtree(job.path)  # killed before its manifest: nothing to keep
-            if status is None:
-                job.path.parent.mkdir(parents=True, exist_ok=True)
-                command = ["run", str(scenario), "--out", str(job.path), "--seed", str(job.seed), "--quiet", *job.variant.args()]
-            else:
-                command = ["resume", str(job.path), "--quiet"]
-            done = subprocess.run([sys.executable, "-m", "townsquare.cli", *command, *common], capture_output=True, text=True,
-                                  env={**os.environ, **(env or {})})
-            last = (done.stderr.strip().splitlines() or [""])[-1]
-            outcome = "finished" if done.returncode == 0 and job.status() == "finished" else f"failed ({done.returncode}): {last}"
-            log.info("ablate.run", variant=job.variant.name, seed=job.seed, outcome=outcome)
-        if on_done is not None:
-            on_done(job, outcome)
-        return job, outcome
-
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(play, jobs))
 
 
 @dataclass
@@ -168,8 +94,7 @@ class Row:
 
 def summarise(jobs: list[Job], baseline: str, summary: str = "mean", test: str = "paired") -> list[Row]:
     """One row per metric x variant, over the finished runs."""
-    if summary not in SUMMARIES:
-        raise UsageError(f"--summary {summary}: choose one of {', '.join(SUMMARIES)}")
+    end_rounds(summary)
     if test not in TESTS:
         raise UsageError(f"--test {test}: choose one of {', '.join(TESTS)}")
     per_variant: dict[str, dict[str, dict[int, float]]] = {}
@@ -181,9 +106,7 @@ def summarise(jobs: list[Job], baseline: str, summary: str = "mean", test: str =
             continue
         for metric, values in read_series(job.path).series.items():
             if values:
-                rounds = sorted(values)
-                value = values[rounds[-1]] if summary == "last" else sum(values.values()) / len(values)
-                per_variant.setdefault(job.variant.name, {}).setdefault(metric, {})[job.seed] = value
+                per_variant.setdefault(job.variant.name, {}).setdefault(metric, {})[job.seed] = summary_value(values, summary)
     if baseline not in order:
         raise UsageError(f"--baseline {baseline}: no such variant (variants: {', '.join(order)})")
     metrics = sorted({m for by_metric in per_variant.values() for m in by_metric})

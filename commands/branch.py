@@ -38,12 +38,12 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 import click
 import structlog
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from townsquare.actions import Action
 from townsquare.api import hookimpl
@@ -51,6 +51,7 @@ from townsquare.interventions import RunSeams
 from townsquare.cli.options import backend_options, backend_overrides, common_options
 from townsquare.cli.run_output import RunLines, report_run
 from townsquare.errors import UsageError
+from townsquare.input_fingerprints import input_changes, input_fingerprints, recorded_inputs
 from townsquare.api.files import read_user_text
 from townsquare.lifecycle import RunSummary
 from townsquare.memory import MEMORY_TIERS, MemoryRecord, agent_memory
@@ -126,13 +127,30 @@ def read_persona_file(path: str, current_name: str) -> dict[str, Any]:
     return Persona(name=current_name, sentences=[line.strip() for line in stripped.splitlines() if line.strip()]).to_dict()
 
 
+class BranchChangeEntry(BaseModel):
+    """One of ``[plugins.branch] changes`` (:meth:`BranchChange.to_dict`), checked like any setting."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["persona", "post", "memory", "follow", "unfollow"]
+    target: str = Field(min_length=1)
+    value: str
+    persona: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _persona_given(self) -> "BranchChangeEntry":
+        if self.kind == "persona" and not (self.persona or {}).get("name"):
+            raise ValueError('a persona change needs "persona" = { name = ..., sentences = [...] }')
+        return self
+
+
 class BranchChangesConfig(BaseModel):
     """``[plugins.branch]``: written by ``townsquare branch`` into the branch's scenario."""
 
     model_config = ConfigDict(extra="forbid")
 
     at: int = Field(ge=0, description="the round at whose start the changes are applied")
-    changes: list[dict[str, Any]] = Field(default_factory=list, description="the changes (BranchChange.to_dict), in order")
+    changes: list[BranchChangeEntry] = Field(default_factory=list, description="the changes (BranchChange.to_dict), in order")
 
 
 class BranchChanges:
@@ -141,7 +159,7 @@ class BranchChanges:
 
     def __init__(self, config: BranchChangesConfig, ctx: Any = None):
         self.at = config.at
-        self.changes = [BranchChange.from_dict(c) for c in config.changes]
+        self.changes = [BranchChange.from_dict(c.model_dump()) for c in config.changes]
 
     def acts_at(self, round: int) -> bool:
         return round == self.at
@@ -219,8 +237,10 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
                     kept = [r + 1 for r, _ in parent.checkpoints()]
                     raise UsageError(f"--at {at}: {parent.path} keeps no checkpoint after round {at - 1} (branchable rounds: "
                                      f"{', '.join(map(str, [0, *kept]))}); run with --set engine.keep_checkpoints=0 to keep all")
+            inputs = input_fingerprints(scenario, plugins)  # what the branch reads from round ``at`` on
             run_dir.write_manifest({
-                **manifest, "name": name, "scenario": redact(scenario.data),
+                **manifest, "name": name, "scenario": redact(scenario.data), "inputs": recorded_inputs(inputs),
+                "input_changes": [*manifest.get("input_changes", []), *input_changes(manifest.get("inputs") or {}, inputs, at)],
                 "overrides": manifest.get("overrides", []) + [redact_override(o) for o in overrides],
                 "plugin_options": combined_options, "plugins": plugins.versions(), "disabled_plugins": list(plugins.disabled),
                 "slot_table": scenario.slot_table(), "environment": environment(), "status": "running",

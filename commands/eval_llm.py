@@ -394,6 +394,22 @@ class EvalSimulation:
             await self.sim.aclose()
 
 
+#: the scenario of an evaluation that grades answers produced elsewhere (``--answers``): no agent
+#: of it answers; it carries the LLM settings its judges start from (``--set llm.*`` reaches every
+#: ``PROVIDER[:MODEL]`` spec, ``--set plugins.*`` the middleware: cache, budget, retries)
+SETTINGS_SCENARIO = {"name": "answers", "rounds": 1, "populations": [
+    {"name": "answers", "count": 1, "personas": {"name": "inline", "items": [{"name": "answers", "sentences": ["none"]}]}}]}
+
+
+def settings_scenario(overrides: Sequence[str], plugins: Any) -> tuple[Any, Callable[[list[str]], Any]]:
+    """:data:`SETTINGS_SCENARIO` resolved with ``overrides``, and how to resolve it with more
+    (a judge's spec: :func:`spec_overrides`)."""
+    from townsquare.scenario import load_scenario
+
+    scenario = load_scenario(SETTINGS_SCENARIO, list(overrides), plugins)
+    return scenario, lambda more: load_scenario(SETTINGS_SCENARIO, [*overrides, *more], plugins)
+
+
 def without_middleware(scenario: Any, keep: Callable[[str], bool] = lambda name: False) -> Any:
     """``scenario`` with only the middleware links ``keep`` accepts (by name): a dry run keeps
     none; a design that shares an evaluation's budget keeps all but the budget."""

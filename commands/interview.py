@@ -41,6 +41,7 @@ import sqlite3
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Sequence
 
 import click
@@ -96,25 +97,43 @@ def interview(run_path: str | Path, question: str, *, agents: Sequence[str] = ()
     budget raises :class:`~townsquare.errors.RunStopped`; the answers given before it are kept."""
     if not question.strip():
         raise UsageError("the question is empty")
+    if memories < 0 or max_tokens <= 0:
+        raise UsageError(f"memories = {memories}, max_tokens = {max_tokens}: memories is 0 or more, max_tokens 1 or more")
     run = RunDir.open(run_path)
     run_dir, scenario, plugins = load_run(run_path)
     saved = _checkpoint(run, round)
+    _choose(_recorded_agents(run), list(agents), population, all_agents)  # a refusal leaves nothing behind
     journal = RunDir(run.path / JOURNAL_DIR)
-    journal.path.mkdir(exist_ok=True)
-    (journal.path / "checkpoints").mkdir(exist_ok=True)
+    (journal.path / "checkpoints").mkdir(parents=True, exist_ok=True)
     answers: list[Answer] = []
     with journal.lock():
         try:
             asyncio.run(_ask(run, journal, scenario, plugins, saved, question, list(agents), population, all_agents, memories,
                              max_tokens, answers))
         except RunStopped as exc:  # the budget's message names the journal folder: the run is what to resume
-            raise RunStopped(f"interview refused: {exc.reason.replace(str(journal.path), str(run.path))}") from None
+            # of its kind: a spent budget stays a RunStopped, an LLM outage an LLMFatal
+            raise type(exc)(f"interview refused: {exc.reason.replace(str(journal.path), str(run.path))}") from None
         finally:
             _keep(run, answers)
     return answers
 
 
+def _recorded_agents(run: RunDir) -> list[SimpleNamespace]:
+    """The run's agents as its ``agents`` table lists them (ids and populations), read before
+    anything is built or made, so a wrong name is refused at once."""
+    if not run.events_path.is_file():
+        raise UsageError(f"{run.path}: no events.sqlite (the run never started): nobody to interview")
+    db = sqlite3.connect(f"file:{run.events_path}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT agent_id, population FROM agents ORDER BY rowid").fetchall()
+    finally:
+        db.close()
+    return [SimpleNamespace(id=agent_id, population=population) for agent_id, population in rows]
+
+
 def _keep(run: RunDir, answers: list[Answer]) -> None:
+    if not answers:
+        return
     with open(run.path / INTERVIEWS_FILE, "a", encoding="utf-8") as fh:
         for answer in answers:
             fh.write(json.dumps(answer.to_dict(), ensure_ascii=False) + "\n")
@@ -216,7 +235,7 @@ def _earlier_answers(run: RunDir) -> dict[tuple[str, str, str, str], dict[str, A
     return found
 
 
-def _choose(agents: list[Agent], wanted: list[str], population: str | None, all_agents: bool) -> list[Agent]:
+def _choose(agents: Sequence[Any], wanted: list[str], population: str | None, all_agents: bool) -> list[Any]:
     by_id = {a.id: a for a in agents}
     populations = sorted({a.population for a in agents})
     if population is not None and population not in populations:

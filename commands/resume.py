@@ -15,15 +15,19 @@ from townsquare.cli.run_output import RunLines, report_run
 def townsquare_register_commands(cli: click.Group) -> None:
     @cli.command("resume")
     @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
-    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Change a scenario key from here on.")
+    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                  help="Change a setting that steers the machinery (budget, endpoint, concurrency...) or extend rounds.")
+    @click.option("--accept-changed-inputs", is_flag=True,
+                  help="Go on with input files changed since the run recorded them (the manifest records it).")
     @click.option("--quiet", is_flag=True, help="No progress bar or progress lines.")
     @backend_options
     @common_options
-    def resume(run_dir: str, overrides: tuple[str, ...], quiet: bool, backend: str | None, ray_address: str | None, **_: Any) -> None:
-        """Continue RUN_DIR from its newest checkpoint."""
+    def resume(run_dir: str, overrides: tuple[str, ...], accept_changed_inputs: bool, quiet: bool, backend: str | None,
+               ray_address: str | None, **_: Any) -> None:
+        """Continue RUN_DIR from its newest checkpoint, as it was recorded."""
         from townsquare.runner import resume_run
 
         with RunLines(quiet) as progress:
             path, summary = resume_run(run_dir, overrides=[*backend_overrides(backend, ray_address), *overrides], progress=progress.update,
-                                       on_ready=progress.announce, live=progress.live)
+                                       on_ready=progress.announce, accept_changed_inputs=accept_changed_inputs, live=progress.live)
         report_run(path.path, summary)

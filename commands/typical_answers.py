@@ -19,6 +19,9 @@ It answers without chance (the same scenario, the same forecast):
 * free text: the prior's answer; else words of the prompt, as many as the completion expected
   (texts differ as the prompts do, so no run-health monitor mistakes them for a degenerate run).
 
+:func:`estimate_scenario` plays a scenario on it: what ``townsquare estimate`` (three times, for
+its range) and ``townsquare sweep --estimate`` price.
+
 ``disposition`` scales the declared shares of every decision that may take no action (their sum
 capped at 1; a rating's shares are proportions and stay) and is handed to every prior's
 ``answer``: 1 is typical; the estimate's range plays 0.5 and 1.5.
@@ -29,13 +32,19 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import tempfile
 from collections import defaultdict
-from typing import Any, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
 
 from townsquare.llm import LLMRequest
 from townsquare.specs import AnswerPrior
 
-from .dry_run import StandInModel, schema_example
+from .dry_run import StandInModel, prices_of, schema_example
+
+#: the middleware plugins a dry run leaves out (no cache, no budget stop, no waits)
+DRY_RUN_DISABLED = ("llm_cache", "llm_budget", "llm_retry", "llm_concurrency")
 
 #: labels (and openings) that take no action, most specific first
 NOTHING = ("no operation", "no comment", "do not follow", "do nothing", "nothing", "no", "skip", "leave", "none", "ignore",
@@ -211,3 +220,49 @@ def typical_value(schema: dict[str, Any], text: str, salt: int = 0) -> Any:
         middle = (low + high) / 2
         return int(round(middle)) if kind == "integer" else float(middle)
     return {"boolean": True}.get(kind)
+
+
+def answer_priors(plugins: Any) -> list[AnswerPrior]:
+    """Every plugin's declared :class:`~townsquare.specs.AnswerPrior` (a plugin whose hook fails is skipped)."""
+    return [prior for found in plugins.call_each("townsquare_register_answer_priors") for prior in found or ()]
+
+
+@dataclass
+class ScenarioEstimate:
+    """What a scenario's dry run asked (``model.rows``: purpose -> calls, prompt and completion
+    tokens), the scenario as resolved, and what ``read`` took from its event store."""
+
+    model: StandInModel
+    scenario: Any
+    read: Any = None
+
+    def totals(self) -> tuple[int, int, int]:
+        """(calls, prompt tokens, completion tokens) over every purpose."""
+        rows = list(self.model.rows.values())
+        return sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)
+
+    def prices(self) -> tuple[float, float] | None:
+        llm = self.scenario.llm
+        return prices_of(llm.config) if llm is not None else None
+
+
+def estimate_scenario(scenario: str | Path, *, overrides: Sequence[str] = (), seed: int | None = None, plugin_options: Sequence[str] = (),
+                      completion_tokens: dict[str, int] | None = None, read: Callable[[Path], Any] | None = None,
+                      disposition: float = 1.0, plugins: Any = None) -> ScenarioEstimate:
+    """Play ``scenario`` (with ``overrides`` and ``seed``) on a :class:`TypicalModel` at
+    ``disposition``, with the designs' priors and without the LLM middleware, in a scratch
+    folder; ``read(events_path)`` is called on its event store before the folder goes.
+    ``plugins``: a plugin set made already (else one from ``plugin_options``, less the middleware)."""
+    from townsquare.plugin_manager import make_plugin_manager, parse_plugin_options
+    from townsquare.runner import start_run
+
+    if plugins is None:
+        enable, disable = parse_plugin_options(plugin_options)
+        plugins = make_plugin_manager(enable=enable, disable=[*disable, *DRY_RUN_DISABLED])
+    model = TypicalModel(answer_priors(plugins), disposition, completion_tokens)
+    resolved: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="townsquare-estimate-") as tmp:
+        run, _ = start_run(scenario, overrides=list(overrides), seed=seed, out=Path(tmp) / "dry-run", plugins=plugins,
+                           on_ready=lambda s, _: resolved.update(scenario=s), llm_provider=model)
+        found = read(run.events_path) if read is not None else None
+    return ScenarioEstimate(model, resolved["scenario"], found)

@@ -213,4 +213,4 @@ def build_llm(scenario: ResolvedScenario, build_ctx: BuildContext, built: Assemb
             mode=request.mode, issue=current_issue(),
         ))
 
-    return LLMClient(compose(provider, chain), model=provider.model, on_parse_failure=on_parse_failure)
+    return LLMClient(compose(provider, chain), model=provider.model, on_parse_failure=on_parse_failure, current_round=current_round)

@@ -572,9 +572,10 @@ class Simulation:
             self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
 
 
-def _row_order(item: tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]) -> tuple[int, tuple[int, int, int]]:
-    """An ``llm_calls`` row's place: agent order, then issue, part and arrival (unique)."""
-    return item[0], item[1]
+def _row_order(item: tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]) -> tuple[int, str, tuple[int, int, int]]:
+    """An ``llm_calls`` row's place: agent order (ids that are no agent's, a persona being
+    enriched say, by id: each numbers its calls from 0), then issue, part and arrival (unique)."""
+    return item[0], item[2][1] or "", item[1]
 
 
 def _key(middleware: Any) -> str:

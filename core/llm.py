@@ -9,10 +9,13 @@ records every provider call (tokens, latency, status) in the run's ``llm_calls``
 fires ``townsquare_on_llm_call``.
 
 Rows are written in the order calls were *issued*, not the order they came back: each call an
-agent's client starts gets the agent's next issue number (a repair request and the retries of
-a call share its number), and every record made while it is under way carries it
-(:attr:`LLMCallRecord.issue`). Concurrent calls of one step (three summaries at once) thus keep
-their place whatever the latency, so two runs and a replay write the same ``llm_calls``.
+agent's client starts gets the agent's next issue number in the round (a repair request and the
+retries of a call share its number; the repair is part 1), and every record made while it is
+under way carries it (:attr:`LLMCallRecord.issue`). Concurrent calls of one step (three
+summaries at once) thus keep their place whatever the latency, so two runs and a replay write
+the same ``llm_calls``; the response cache keys each answer by the same place (round, issue,
+part), so identical requests in flight together get their recorded answers whatever order
+they finish in, and a resumed round asks its calls at the places it asked them before.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ from .llm_faults import answer_fault, classify
 from .llm_modes import is_constrained, structured_modes
 from .prompt_cache import prompt_blocks
 
+
+#: ``LLMResponse.meta[KEPT]``: an answer that failed (cut off at the token limit) but was used once
+#: the retries were spent; its ``error`` row records it, so a journal or a replay that hands it
+#: back records no other
+KEPT = "kept"
 
 #: ``json.dumps(payload, sort_keys=True, ensure_ascii=False)`` without a new encoder per call:
 #: the same text, so cache keys are unchanged
@@ -133,12 +141,28 @@ class LLMCallRecord:
     prompt_chars: int = 0
 
 
-#: the issue number of the :class:`LLMClient` call under way in this task (see the module docstring)
-_ISSUE: ContextVar[tuple[int, int] | None] = ContextVar("townsquare_llm_issue", default=None)
+class Issue(tuple):
+    """``(issue number, part)`` of a client call, compared as that pair; ``round``: the round it
+    was issued in (its numbers count from 0 in each round)."""
+
+    round: int
+
+    def __new__(cls, number: int, part: int, round: int = 0) -> "Issue":
+        issue = super().__new__(cls, (number, part))
+        issue.round = round
+        return issue
+
+    def __getnewargs__(self) -> tuple[int, int, int]:  # pickled to and from Ray shards whole
+        return self[0], self[1], self.round
 
 
-def current_issue() -> tuple[int, int] | None:
-    """The issue of the client call under way here (None outside one): what the records made now carry."""
+#: the issue of the :class:`LLMClient` call under way in this task (see the module docstring)
+_ISSUE: ContextVar[Issue | None] = ContextVar("townsquare_llm_issue", default=None)
+
+
+def current_issue() -> Issue | None:
+    """The issue of the client call under way here (None outside one): what the records made now
+    carry, and where the response cache keeps its answer."""
     return _ISSUE.get()
 
 
@@ -222,7 +246,9 @@ class Accounting:
                 raise
             raise fault from exc
         response.latency_ms = response.latency_ms or (time.perf_counter() - start) * 1000
-        if response.meta:
+        if response.cached and response.meta.get(KEPT):
+            return response  # a recorded answer kept after its retries: its error row was its record
+        if response.meta and not response.cached:  # a recorded answer is used as it was (a cut-off one too)
             fault = answer_fault(request, response)
             if fault is not None:
                 self._emit(LLMCallRecord(
@@ -346,25 +372,28 @@ class LLMClient:
     def __init__(self, handler: Handler, *, model: str, agent_id: str | None = None,
                  on_parse_failure: Callable[[LLMRequest, str, str], None] | None = None,
                  modes: dict[str, str] | None = None,
-                 issued: dict[str, Any] | None = None):
+                 issued: dict[str, Any] | None = None, current_round: Callable[[], int] | None = None):
         self._handler = handler
         self.model = model
         self.agent_id = agent_id
         self.on_parse_failure = on_parse_failure
         self.modes = modes if modes is not None else structured_modes(provider_of(handler))
-        #: per agent, the counter of calls issued (shared by every client ``for_agent`` makes)
+        #: per agent, (round, counter of the calls issued in it), shared by every client ``for_agent`` makes
         self._issued = issued if issued is not None else {}
+        #: the run's round: issue numbers count from 0 in each round, so a resumed round numbers its calls as before
+        self.current_round = current_round
 
     def for_agent(self, agent_id: str) -> "LLMClient":
         return LLMClient(self._handler, model=self.model, agent_id=agent_id, on_parse_failure=self.on_parse_failure,
-                         modes=self.modes, issued=self._issued)
+                         modes=self.modes, issued=self._issued, current_round=self.current_round)
 
     def _issue(self) -> Any:
-        """Mark what follows in this task as the agent's next call (part 0); a token to undo it."""
-        counter = self._issued.get(self.agent_id or "")
-        if counter is None:
-            counter = self._issued[self.agent_id or ""] = itertools.count()
-        return _ISSUE.set((next(counter), 0))
+        """Mark what follows in this task as the agent's next call in the round (part 0); a token to undo it."""
+        round = self.current_round() if self.current_round is not None else 0
+        held = self._issued.get(self.agent_id or "")
+        if held is None or held[0] != round:
+            held = self._issued[self.agent_id or ""] = (round, itertools.count())
+        return _ISSUE.set(Issue(next(held[1]), 0, round))
 
     def report_parse_failure(self, purpose: str, answer: str, kind: str = "unparsable") -> None:
         """Record that an answer in a format of the caller's own (a plan, a numbered list...)
@@ -399,7 +428,7 @@ class LLMClient:
         """The repair request of the call under way: its issue number, part 1."""
         issue = _ISSUE.get()
         if issue is not None:
-            _ISSUE.set((issue[0], 1))  # undone with the call's own issue when it returns
+            _ISSUE.set(Issue(issue[0], 1, issue.round))  # undone with the call's own issue when it returns
         return await self.complete(request)
 
     @_one_call

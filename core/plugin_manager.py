@@ -55,6 +55,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.commands.interview",
     "townsquare.commands.compare",
     "townsquare.commands.ablate",
+    "townsquare.commands.sweep",
     "townsquare.commands.export",
     "townsquare.commands.plugins",
     # the Ray backend for [engine] backend = "ray"
@@ -140,6 +141,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.recagent.studies.conformity",
     "townsquare.plugins.recagent.studies.eval_commands",
     "townsquare.plugins.some.some_command",
+    "townsquare.plugins.pathways.pathways_command",
     "townsquare.plugins.baselines.embedding_items",
     # reports
     "townsquare.plugins.report.run_report",

@@ -78,7 +78,7 @@ class RunLock:
             handle.seek(0)
             holder = _holder(handle.read())
             handle.close()
-            raise RunDirBusy(f"{self.run_path}: in use by {holder}; wait for it to end (or stop it) and try again") from None
+            raise self._busy(holder) from None
         handle.seek(0)
         previous = handle.read().strip()
         if previous:
@@ -92,6 +92,20 @@ class RunLock:
         }) + "\n")
         handle.flush()
         self._file = handle
+
+    def _busy(self, holder: str) -> RunDirBusy:
+        return RunDirBusy(f"{self.run_path}: in use by {holder}; wait for it to end (or stop it) and try again")
+
+    def check_free(self) -> None:
+        """:class:`RunDirBusy` when a live process holds the lock; nothing is taken or written."""
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except OSError:
+                    raise self._busy(_holder(handle.read())) from None
+        except OSError:
+            return
 
     def release(self) -> None:
         handle, self._file = self._file, None
@@ -140,8 +154,13 @@ class RunDir:
         path, made = _make_run_path(out, name)
         run = cls(path)
         with run.lock():
-            if run.never_began():
-                (path / "checkpoints").rmdir()  # a run killed before it wrote anything: start it again here
+            if run.never_began():  # a run killed before it wrote anything: start it again here
+                for child in path.iterdir():
+                    if child.name != LOCK_NAME:
+                        child.rmdir() if child.is_dir() else child.unlink()
+            if (path / "manifest.json").is_file():
+                raise UsageError(f"--out {path}: holds a run (manifest.json); continue it with townsquare resume {path}, "
+                                 "or choose an empty directory")
             if any(p.name != LOCK_NAME for p in path.iterdir()):
                 raise UsageError(f"--out {path}: directory exists and is not empty")
             try:
@@ -177,19 +196,20 @@ class RunDir:
         run = cls(path)
         if not (run.path / "manifest.json").is_file():
             if run.never_began():
+                RunLock(run.path).check_free()  # a run starting right now holds it: RunDirBusy names it
                 raise UsageError(f"{path}: the run was stopped before it wrote anything (no manifest.json, no checkpoint): "
                                  f"there is nothing to continue; start it again with townsquare run SCENARIO --out {path}")
             raise UsageError(f"{path}: not a run directory (no manifest.json)")
         return run
 
     def never_began(self) -> bool:
-        """Whether this is what a run killed in its first moments leaves: ``.lock`` and an
-        empty ``checkpoints/``, nothing else."""
+        """Whether this is what a run killed in its first moments leaves: ``.lock``, perhaps an
+        empty ``checkpoints/`` and the manifest it was writing (``manifest.json.tmp``), nothing else."""
         try:
             children = {child.name: child for child in self.path.iterdir()}
             checkpoints = children.get("checkpoints")
-            return (checkpoints is not None and checkpoints.is_dir() and not any(checkpoints.iterdir())
-                    and set(children) <= {LOCK_NAME, "checkpoints"})
+            return (LOCK_NAME in children and set(children) <= {LOCK_NAME, "checkpoints", "manifest.json.tmp"}
+                    and (checkpoints is None or (checkpoints.is_dir() and not any(checkpoints.iterdir()))))
         except OSError:
             return False
 

@@ -14,11 +14,13 @@ import structlog
 from . import __version__
 from .engine import Progress, Simulation, run_collector
 from .errors import RunStopped, UsageError
+from .input_fingerprints import check_inputs, input_fingerprints, recorded_inputs
 from .lifecycle import RunSummary
 from .plugin_manager import COMMAND_LINE_PLUGINS, Plugins, canonical_name, make_plugin_manager, parse_plugin_options
 from .rundir import RunDir, environment
 from .scenario import ResolvedScenario, apply_overrides, load_scenario, resolve
 from .secrets import is_secret_key
+from .settings_kinds import check_resume_overrides
 
 log = structlog.get_logger("townsquare.runner")
 
@@ -55,10 +57,16 @@ def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[s
         "disabled_plugins": list(plugins.disabled),
         "scenario": redact(scenario.data),
         "datasets": scenario.datasets,
+        "inputs": recorded_inputs(input_fingerprints(scenario, plugins)),
         "environment": environment(),
         "status": "running",
         "rounds_completed": 0,
     }
+
+
+def listed(options: str | Iterable[str]) -> list[str]:
+    """``--set`` lines or ``-p`` options as a list: one given as a string is one (``"no:x"``), not its letters."""
+    return [options] if isinstance(options, str) else list(options)
 
 
 def start_run(
@@ -81,7 +89,7 @@ def start_run(
     The scenario is validated before the directory is made; files the components read (persona,
     knowledge, prompts and key files) are read while the run is built, and a problem found there
     removes the directory again (:meth:`RunDir.claim`), so a bad input never leaves one behind."""
-    overrides, plugin_options = list(overrides), list(plugin_options)
+    overrides, plugin_options = listed(overrides), listed(plugin_options)
     if plugins is None:
         enable, disable = parse_plugin_options(plugin_options)
         plugins = make_plugin_manager(enable=enable, disable=disable)
@@ -208,28 +216,36 @@ def _recorded_text(recorded: list[str]) -> str:
 
 
 def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plugins | None = None, progress: Progress | None = None,
-               on_ready: Any = None, **simulation_options: Any) -> tuple[RunDir, RunSummary]:
-    """Continue a run from its newest checkpoint (after a crash, a kill or a budget stop).
-    ``overrides`` change the scenario from here on (a raised budget, say). The run directory
-    is locked first and left untouched until every input has been checked."""
-    overrides = list(overrides)
+               on_ready: Any = None, accept_changed_inputs: bool = False, **simulation_options: Any) -> tuple[RunDir, RunSummary]:
+    """Continue a run from its newest checkpoint (after a crash, a kill or a budget stop), as it
+    was recorded. ``overrides`` may change settings that steer the machinery (a raised budget, a
+    new endpoint) and extend ``rounds``; one that changes what agents do is refused
+    (:mod:`townsquare.settings_kinds`), and so is an input file changed since it was recorded,
+    unless ``accept_changed_inputs`` (:mod:`townsquare.input_fingerprints`). The manifest keeps
+    each resume's changes with the round they took effect from. The run directory is locked
+    first and left untouched until every input has been checked."""
+    overrides = listed(overrides)
     run_dir = RunDir.open(path)
     run_dir.read_manifest()  # a broken manifest is reported before anything is locked
     with run_dir.lock():
         run_dir, scenario, plugins = load_run(path, plugins, overrides=overrides, continuing=True)
+        recorded = run_dir.read_manifest()
+        done = int(recorded.get("rounds_completed", 0))
+        check_resume_overrides(recorded["scenario"], overrides, done, scenario, plugins.registry, str(run_dir.path))
+        changed_inputs = check_inputs(recorded, scenario, plugins, done, accept=accept_changed_inputs)
 
         def mark_running() -> None:
             manifest = run_dir.read_manifest()
-            if overrides:
+            if overrides or changed_inputs:
                 manifest["scenario"] = redact(scenario.data)
                 manifest["overrides"] = manifest.get("overrides", []) + [redact_override(o) for o in overrides]
+                manifest["resumes"] = [*manifest.get("resumes", []), {"from_round": done, "set": [redact_override(o) for o in overrides],
+                                                                     "inputs_changed": [c["key"] for c in changed_inputs]}]
+            if changed_inputs:
+                manifest["input_changes"] = [*manifest.get("input_changes", []), *changed_inputs]
+                manifest["inputs"] = recorded_inputs(input_fingerprints(scenario, plugins))
             run_dir.write_manifest({**manifest, "status": "running"})
 
-        manifest = run_dir.read_manifest()
-        done = int(manifest.get("rounds_completed", 0))
-        if scenario.model.rounds < done:
-            raise UsageError(f"--set rounds={scenario.model.rounds}: the run has already played {done} rounds; "
-                             f"give at least {done} (a run is not shortened; townsquare branch --at starts one from an earlier round)")
         return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options, resume=True, on_built=mark_running)
 
 
@@ -241,6 +257,7 @@ def rerun(path: str | Path, out: str | Path, *, plugins: Plugins | None = None, 
     with RunDir.open(path).lock():
         source_dir, scenario, plugins = load_run(path, plugins, continuing=True)
         manifest = source_dir.read_manifest()
+        check_inputs(manifest, scenario, plugins, int(manifest.get("rounds_completed", 0)), accept=None)
         with RunDir.claim(out, scenario.model.name) as run_dir:
             run_dir.write_manifest({**manifest, "replay_of": str(source_dir.path), "status": "running", "rounds_completed": 0})
             return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options)

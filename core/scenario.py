@@ -18,14 +18,14 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, ClassVar, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ComponentError, ScenarioError
 from .persona import name_problem
 from .slots import check_resolved
-from .specs import AGENT_SLOTS, REQUIRED_AGENT_SLOTS, ComponentSpec
+from .specs import AGENT_SLOTS, ALL_SETTINGS, REQUIRED_AGENT_SLOTS, ComponentSpec
 
 
 class _Strict(BaseModel):
@@ -60,6 +60,7 @@ class LimitsConfig(_Strict):
     """Upper bounds on sizes, so a typo (``count = 1000000000``) is an error at once instead of
     a MemoryError minutes later. Raise them here when a study really is that large."""
 
+    machinery_settings: ClassVar = ALL_SETTINGS
     max_agents: int = Field(100_000, gt=0)
     max_rounds: int = Field(100_000, gt=0)
     #: persona files (JSON Lines, Personachat) larger than this many MB are refused
@@ -78,6 +79,8 @@ def limits_of(ctx: Any) -> LimitsConfig:
 
 
 class EngineConfig(_Strict):
+    #: where and how fast turns run, never what they do (the same event log on any backend)
+    machinery_settings: ClassVar = ALL_SETTINGS
     concurrency: int = Field(64, gt=0)
     checkpoint_every: int = Field(1, gt=0)
     #: how many of the newest checkpoints to keep; 0 keeps every one (``townsquare branch``
@@ -144,6 +147,7 @@ class PopulationConfig(_Strict):
 
 
 class ScenarioModel(_Strict):
+    machinery_settings: ClassVar = frozenset({"name"})
     name: str = "run"
     seed: int = Field(0, ge=0, lt=2**63)
     rounds: int = Field(gt=0)
@@ -203,10 +207,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
         key = key.strip()
         if not sep or not key:
             raise ScenarioError("--set", override, "expected dotted.key=value")
-        try:
-            value = tomllib.loads(f"v = {raw}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = raw
+        value = override_value(raw)
         node: Any = data
         parts = key.split(".")
         if len(parts) == 2 and parts[0] in NAMED_TABLES and parts[1] == "name":
@@ -231,6 +232,15 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
             else:
                 raise ScenarioError(source, key, f"--set: {'.'.join(parts[:i])} is not a table")
     return data
+
+
+def override_value(raw: str) -> Any:
+    """An override's value as ``--set`` reads it: TOML (``5``, ``true``, ``"x"``, ``[1, 2]``), or
+    the text itself when it is not valid TOML."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
 
 
 def override_lines(values: Mapping[str, Any]) -> list[str]:

@@ -34,6 +34,18 @@ AGENT_SLOTS: tuple[str, ...] = (
 #: Slots a population cannot leave empty.
 REQUIRED_AGENT_SLOTS: frozenset[str] = frozenset({"policy"})
 
+#: ``machinery_settings: ClassVar = ALL_SETTINGS``: every field of the model only steers the machinery
+ALL_SETTINGS: frozenset[str] = frozenset({"*"})
+
+
+def machinery_fields(model: Any) -> frozenset[str]:
+    """The fields of settings model ``model`` that only steer the machinery (budgets, concurrency,
+    endpoints, keys, timeouts, progress), as its class declares them once, in the class variable
+    ``machinery_settings`` (field names, or :data:`ALL_SETTINGS`). Every other field changes
+    what agents do, the safe default: ``resume`` refuses to change it (docs/plugins.md)."""
+    declared = frozenset(getattr(model, "machinery_settings", ()) or ())
+    return frozenset(getattr(model, "model_fields", {})) if "*" in declared else declared
+
 
 @dataclass
 class ComponentSpec:

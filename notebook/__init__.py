@@ -76,7 +76,7 @@ def _start(scenario: str | Path | Mapping[str, Any], *, overrides: Mapping[str, 
     shown = _Progress(progress)
     sets = [*llm_overrides(llm), *_set_lines(overrides)]
     # llm="oracle" / "scripted" loads the testing kit's plugin for it, as --llm does on the command line
-    plugins = list(plugins)
+    plugins = _listed(plugins)
     options = [*plugins, *test_model_plugins([llm], plugins)]
     return _played(shown, lambda: start_run(scenario, overrides=sets, seed=seed, out=out, plugin_options=options,
                                             progress=shown.update, on_ready=shown.announce, live=shown.live))
@@ -154,17 +154,18 @@ class Run:
         pairs = [(kind, a, b) for kind, given in kinds.items() for a, b in (given.items() if isinstance(given, Mapping) else given)]
         changes = parse_interventions([(kind, f"{a}={b}") for kind, a, b in pairs])
         shown = _Progress(progress)
-        return _played(shown, lambda: branch_run(self.path, at, out, overrides=_set_lines(overrides), plugin_options=list(plugins),
+        return _played(shown, lambda: branch_run(self.path, at, out, overrides=_set_lines(overrides), plugin_options=_listed(plugins),
                                                  interventions=changes, progress=shown.update, on_ready=shown.announce, label=label,
                                                  live=shown.live))
 
-    def _resume(self, *, overrides: Mapping[str, Any] | Iterable[str] = (), progress: Any = True):
+    def _resume(self, *, overrides: Mapping[str, Any] | Iterable[str] = (), progress: Any = True, accept_changed_inputs: bool = False):
         """Continue a stopped run from its newest checkpoint, as ``townsquare resume`` does."""
         from townsquare.runner import resume_run
 
         shown = _Progress(progress)
         return _played(shown, lambda: resume_run(self.path, overrides=_set_lines(overrides), progress=shown.update,
-                                                 on_ready=shown.announce, live=shown.live))
+                                                 on_ready=shown.announce, accept_changed_inputs=accept_changed_inputs,
+                                                 live=shown.live))
 
     def _interview(self, question: str, agents: str | Iterable[str] | None = None, *, population: str | None = None,
                    round: int | None = None, memories: int = 8):
@@ -273,6 +274,9 @@ class _Progress(RunProgress):
 
 
 def _set_lines(overrides: Mapping[str, Any] | Iterable[str]) -> list[str]:
-    if isinstance(overrides, str):
-        return [overrides]
-    return override_lines(overrides) if isinstance(overrides, Mapping) else list(overrides)
+    return override_lines(overrides) if isinstance(overrides, Mapping) else _listed(overrides)
+
+
+def _listed(options: str | Iterable[str]) -> list[str]:
+    """Options as a list: one given as a string is one option (``"no:x"``), not its letters."""
+    return [options] if isinstance(options, str) else list(options)

@@ -22,7 +22,9 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, ComponentError, InterventionSpec, Item, ItemInteractions, RoundView, RunSeams, hookimpl
+from townsquare.api import (
+    BuildContext, ComponentError, InterventionSpec, Item, ItemInteractions, RoundView, RunSeams, UsageError, hookimpl,
+)
 
 log = structlog.get_logger("townsquare.recommenders.rec_strategy")
 
@@ -123,7 +125,15 @@ def build_rec_strategy(config: RecStrategyConfig | None, ctx: BuildContext) -> R
     platform = ctx.services.platform if ctx.services is not None else None
     if platform is None or not hasattr(platform, "recommender") or not hasattr(platform.recommender, "rank_items"):
         raise ComponentError("rec_strategy needs the platform 'recsys' with an item recommender")
-    return RecStrategyIntervention(config or RecStrategyConfig(), platform)
+    config = config or RecStrategyConfig()
+    page = config.page_size or getattr(platform, "page_size", 5)
+    if config.n > page:
+        raise UsageError(f"plugins.rec_strategy.n = {config.n}: a page has {page} items; at most {page} can be replaced")
+    rounds = ctx.scenario.rounds if getattr(ctx, "scenario", None) is not None else None
+    if config.enabled and config.n > 0 and rounds is not None and config.from_round >= rounds:
+        raise UsageError(f"plugins.rec_strategy.from_round = {config.from_round}: the run has rounds 0..{rounds - 1}, "
+                         "so it would never act (set enabled = false for a control run)")
+    return RecStrategyIntervention(config, platform)
 
 
 @hookimpl

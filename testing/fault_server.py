@@ -408,7 +408,7 @@ class FaultServer:
             text = f"a short post about {words[h % len(words)] if words else 'things'}"
         response_format = request.get("response_format") or {}
         if response_format.get("type") == "json_schema":
-            return json.dumps(_instance((response_format.get("json_schema") or {}).get("schema") or {}, h, text))
+            return json.dumps(schema_instance((response_format.get("json_schema") or {}).get("schema") or {}, h, text))
         if response_format.get("type") == "json_object":
             return json.dumps({"answer": text})
         return text
@@ -459,7 +459,7 @@ def _choices(prompt: str) -> list[str]:
     return [pair.group(1).lower(), pair.group(2).lower()] if pair else []
 
 
-def _instance(schema: Any, h: int, text: str) -> Any:
+def schema_instance(schema: Any, h: int, text: str) -> Any:
     """A value of ``schema`` (a constraining server's answer): an enum's member picked by ``h``,
     every property of an object, ``minItems`` (at least one) items, ``text`` for a string."""
     if not isinstance(schema, dict):
@@ -470,9 +470,9 @@ def _instance(schema: Any, h: int, text: str) -> Any:
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object" or "properties" in schema:  # each property draws on its own bits of h
-        return {key: _instance(sub, h ^ zlib.crc32(key.encode()), text) for key, sub in (schema.get("properties") or {}).items()}
+        return {key: schema_instance(sub, h ^ zlib.crc32(key.encode()), text) for key, sub in (schema.get("properties") or {}).items()}
     if kind == "array":
-        return [_instance(schema.get("items") or {}, h >> (5 + i), text) for i in range(max(1, schema.get("minItems", 1)))]
+        return [schema_instance(schema.get("items") or {}, h >> (5 + i), text) for i in range(max(1, schema.get("minItems", 1)))]
     if kind == "integer":
         return int(schema.get("minimum", h % 10))
     if kind == "number":

@@ -64,7 +64,8 @@ def build_chain(provider: Any, middleware: list[Any] = (), *, agent_id: str | No
     for link in middleware:
         if hasattr(link, "bind_accounting"):
             link.bind_accounting(accounting)
-    client = LLMClient(compose(provider, [*middleware, accounting]), model=provider.model, on_parse_failure=parse_failure)
+    client = LLMClient(compose(provider, [*middleware, accounting]), model=provider.model, on_parse_failure=parse_failure,
+                       current_round=lambda: chain.round)
     chain = Chain(client=client.for_agent(agent_id) if agent_id else client, accounting=accounting,
                   middleware=list(middleware), records=records)
     return chain

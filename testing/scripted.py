@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,6 +27,7 @@ log = structlog.get_logger("townsquare.testing")
 
 class ScriptedConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    machinery_settings: ClassVar[frozenset[str]] = frozenset({"latency_ms"})
     #: regex -> reply; the first pattern found in the last user message wins.
     rules: dict[str, str] = Field(default_factory=dict)
     latency_ms: float = Field(0.0, ge=0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,6 +11,10 @@ class MastodonConfig(BaseModel):
     """``[platform]`` settings of the Mastodon platform."""
 
     model_config = ConfigDict(extra="forbid")
+    #: where tokens live, how fast and how patiently the server is talked to
+    machinery_settings: ClassVar[frozenset[str]] = frozenset({
+        "tokens", "tokens_env", "token_store", "write_parallelism", "read_parallelism", "request_timeout", "max_retries",
+        "backoff_base", "backoff_cap", "ratelimit_method", "max_ratelimit_wait"})
 
     base_url: str = Field(min_length=1)
     #: a file of access tokens (see :mod:`.accounts`); None: ``tokens_env`` or API sign-up

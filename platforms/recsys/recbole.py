@@ -11,7 +11,9 @@ agents did. RecBole's atomic files are tab-separated, with a header of ``name:ty
   Unix seconds); with ``impressions``, a ``label:float`` column (1 for a watch) and one row
   with label 0 for each item shown on a page but never watched by that user (as the
   reference code's interaction file: 1 watched, 0 recommended and not chosen); with
-  ``history``, the personas' earlier ratings too (doubled to 1-10, at times before the run);
+  ``history``, the personas' earlier ratings too (doubled to 1-10), each at its real time (a
+  MovieLens rating's own timestamp, the persona history's ``timestamp``), or, for a history
+  without times, one second apart just before the run's first action;
 - ``NAME.item``: ``item_id:token  title:token_seq  genre:token_seq``, the whole catalogue;
 - ``NAME.user``: ``user_id:token  name:token_seq  age:float  gender:token  career:token_seq
   interest:token_seq``, one row per agent.
@@ -85,7 +87,8 @@ def export_recbole(run: str, out: Path | None = None, name: str | None = None, *
             earlier = [h for h in json.loads(persona).get("fields", {}).get("history") or () if isinstance(h, dict) and "id" in h]
             for n, h in enumerate(earlier):
                 rating = min(10.0, 2 * float(h["rating"])) if h.get("rating") is not None else ""
-                inter.append([agent, h["id"], rating, start - (len(earlier) - n), 1])
+                when = float(h["timestamp"]) if h.get("timestamp") else start - (len(earlier) - n)
+                inter.append([agent, h["id"], rating, when, 1])
     watched = {(a, t) for a, kind, t, *_ in actions if kind == "watch"}
     shown: dict[tuple[str, str], float] = {}
     for agent, kind, target, post_ids, created, detail in actions:

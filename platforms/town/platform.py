@@ -13,6 +13,9 @@ Agents live in arenas of the environment tree (:mod:`.world`). The action vocabu
   the dialogue itself (Park's :class:`Conversation`) is run by the speaker's policy once the
   action is accepted.
 * ``wait``: stay and keep doing what one does (``detail["activity"]``).
+* ``learn``: the agent now knows the sectors ``detail["sectors"]`` names (sector names of the
+  town; each with all its arenas and their objects, as arriving there would show them): what it
+  was told of a place (a conversation that named it) joins its spatial memory.
 
 Every action may carry ``detail["activity"]``, the agent's current activity in words: others
 perceive it. Perception (:meth:`TownPlatform.perceive`): the other agents and the objects of the
@@ -22,7 +25,9 @@ What an agent sees it learns (§5.1: agents "update [their environment tree] to 
 perceived areas"): wherever it is (its start, each arrival), the arena it stands in and every
 other arena of the same sector join its spatial memory with their objects (the building it is
 in, as the reference code's vision radius takes in the tiles around the agent). So the places
-an agent can go grow with where it has been.
+an agent can go grow with where it has been, and with the places it is told of (``learn``; the
+reference code's agents also see the sectors they walk past, which a town of text has no path
+for).
 
 Asleep. An agent that took no action in the round before this one (its plan has it asleep, so
 the engine did not step it), or whose activity says it is sleeping, is asleep: others perceive
@@ -34,6 +39,7 @@ Reads happen during agent steps and never change state; writes only in :meth:`ap
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import structlog
@@ -44,8 +50,8 @@ from . import world as w
 
 log = structlog.get_logger("townsquare.platforms.town")
 
-#: What agents do in the town (Park et al. §5.1: move, use objects, talk; and wait).
-TOWN_ACTIONS: frozenset[str] = frozenset({"move", "use", "talk", "wait"})
+#: What agents do in the town (Park et al. §5.1: move, use objects, talk; and wait, and learn of a place).
+TOWN_ACTIONS: frozenset[str] = frozenset({"move", "use", "talk", "wait", "learn"})
 #: words of an activity that mean the agent is asleep
 SLEEP_WORDS = ("sleeping", "asleep")
 
@@ -140,9 +146,34 @@ class TownPlatform:
         """What ``agent_id`` is doing, in words (its last action's activity)."""
         return self.activity.get(agent_id)
 
-    def spatial_memory(self, agent_id: str) -> w.Tree:
-        """A copy of what ``agent_id`` knows of the town."""
-        return w.copy_tree(self.known.get(agent_id, {}))
+    def spatial_memory(self, agent_id: str, told: list[str] | None = None) -> w.Tree:
+        """A copy of what ``agent_id`` knows of the town (with the sectors ``told`` names, as it
+        will know them once its ``learn`` action is applied)."""
+        tree = w.copy_tree(self.known.get(agent_id, {}))
+        return w.merge(tree, self.sector_tree(told)) if told else tree
+
+    def sectors_named(self, text: str) -> list[str]:
+        """The town's sectors whose names ``text`` states (whole words, any case; a longer name
+        wins over a shorter one inside it: "Dorm for Oak Hill College" is not "Oak Hill College"),
+        in the order they are first named."""
+        low, found = text.lower(), []
+        taken: list[tuple[int, int]] = []
+        for world_name, sectors in self.world.tree.items():
+            for sector in sorted(sectors, key=len, reverse=True):
+                for match in re.finditer(rf"(?<!\w){re.escape(sector.lower())}(?!\w)", low):
+                    if not any(a <= match.start() < b for a, b in taken):
+                        taken.append((match.start(), match.end()))
+                        found.append((match.start(), sector))
+        return list(dict.fromkeys(sector for _, sector in sorted(found)))
+
+    def sector_tree(self, sectors: list[str]) -> w.Tree:
+        """The town's arenas of ``sectors`` (names), with their objects, as a tree."""
+        tree: w.Tree = {}
+        for world_name, known in self.world.tree.items():
+            for sector in sectors:
+                for arena in w.arenas_of(self.world.tree, world_name, sector) if sector in known else []:
+                    w.merge_arena(tree, world_name, sector, arena, self.world.objects(w.join(world_name, sector, arena)))
+        return tree
 
     def present(self, arena: str, but: str | None = None) -> list[str]:
         """Agent ids in ``arena``, in join order."""
@@ -247,6 +278,16 @@ class TownPlatform:
         return ActionResult()
 
     def _apply_wait(self, action: Action, round: int) -> ActionResult:
+        return ActionResult()
+
+    def _apply_learn(self, action: Action, round: int) -> ActionResult:
+        named = action.detail.get("sectors")
+        if not isinstance(named, list) or not named:
+            return ActionResult(ok=False, error="learn: detail[\"sectors\"] must be a list of sector names")
+        tree = self.sector_tree([str(n) for n in named])
+        if not tree:
+            return ActionResult(ok=False, error=f"no sector {named[0]!r} in the town")
+        w.merge(self.known[action.agent_id], tree)
         return ActionResult()
 
     # ------------------------------------------------------------------ state

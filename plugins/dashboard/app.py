@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from townsquare.api import RunStopped, UsageError, redact_text
+from townsquare.api import LLMFatal, RunStopped, UsageError, redact_text
 
 from .agent_page import agent_page, interview_box
 from .guard import Guard, allowed_hosts, wants_json
@@ -138,6 +138,8 @@ def make_app(run_path: str | Path, poll_ms: int = POLL_MS, hosts: Any = None, ma
                 started = time.perf_counter()
                 try:
                     [answer] = await run_in_threadpool(ask, reader.path, question, agents=[agent_id])
+                except LLMFatal as exc:  # the run's LLM endpoint is down or refuses: not a spent budget
+                    return error(exc.reason, 502)
                 except RunStopped as exc:  # the run's LLM budget is spent
                     return error(exc.reason, 402)
                 except UsageError as exc:

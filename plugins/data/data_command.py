@@ -59,7 +59,7 @@ def _accept_terms(entry, accepted: bool) -> str:
 def fetch(name: str, source: str | None, force: bool, accept_terms: bool) -> dict[str, Any]:
     from .catalogue import dataset
     from .fetch_release import fetch_release
-    from .import_copy import import_copy
+    from .import_copy import check_source, import_copy
     from .installer import commit, staging
 
     entry = dataset(name)
@@ -81,6 +81,7 @@ def fetch(name: str, source: str | None, force: bool, accept_terms: bool) -> dic
     else:
         _show_terms(entry)
         path = Path(source).expanduser().resolve()
+        check_source(path)  # before anything is made in the data home
         with staging(name) as folder:
             release, left_out = import_copy(entry, path, folder)
             marker = commit(folder, entry, release, str(path), replace=force)  # the terms were shown, not asked

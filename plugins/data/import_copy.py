@@ -22,11 +22,19 @@ from .checksums import DataError, copy_checked, sha256_of
 from .release_files import input_of, install_archive, write_derived
 
 
+def check_source(path: Path) -> None:
+    """``path`` is a folder or a regular file, else one line: a device (``/dev/zero``), a pipe or
+    a socket is never read, it may not end."""
+    if not path.exists():
+        raise DataError(f"--from {path}: no such file or folder")
+    if not (path.is_dir() or path.is_file()):
+        raise DataError(f"--from {path}: not a regular file or a folder (a device, pipe or socket is not read)")
+
+
 def import_copy(dataset: Dataset, path: Path, folder: Path) -> tuple[Release, int]:
     """Lay out ``dataset`` from the local ``path`` in ``folder``; the release it matched and
     how many files of the copy were left out."""
-    if not path.exists():
-        raise DataError(f"--from {path}: no such file or folder")
+    check_source(path)
     if path.is_dir():
         return _from_folder(dataset, path, folder, [path / r if r else path for r in dataset.roots])
     digest = sha256_of(path)

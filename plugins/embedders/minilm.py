@@ -25,7 +25,7 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 import structlog
@@ -44,6 +44,7 @@ class MiniLMConfig(BaseModel):
     """``[embedder]`` settings for ``name = "minilm"`` (or ``[plugins.minilm]``)."""
 
     model_config = ConfigDict(extra="forbid")
+    machinery_settings: ClassVar[frozenset[str]] = frozenset({"batch_size", "cache_size", "device"})
 
     model_path: str | None = Field(None, description="a sentence-transformers model folder; default: the bundled all-MiniLM-L6-v2")
     batch_size: int = Field(64, gt=0, description="texts per forward pass")

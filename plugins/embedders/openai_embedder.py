@@ -30,7 +30,7 @@ import base64
 import random
 import time
 from collections import Counter
-from typing import Any, Literal, Sequence
+from typing import Any, ClassVar, Literal, Sequence
 
 import numpy as np
 import structlog
@@ -55,6 +55,9 @@ class OpenAIEmbedderConfig(EndpointConfig):
     """``[embedder]`` settings for ``name = "openai"`` (or ``[plugins.openai_embedder]``); the
     endpoint and its keys as :class:`townsquare.api.EndpointConfig` says."""
 
+    machinery_settings: ClassVar[frozenset[str]] = EndpointConfig.machinery_settings | {
+        "batch_size", "max_concurrent", "encoding_format", "timeout_s", "max_retries", "base_delay_s", "max_delay_s",
+        "max_retry_after_s", "cache_size"}
     model: str = "text-embedding-3-small"
     dim: int | None = Field(None, gt=0, description="vector size; default: the model's known size, else probed")
     send_dimensions: bool | None = Field(None, description="send dim as 'dimensions'; default: for text-embedding-3 models")

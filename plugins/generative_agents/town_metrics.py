@@ -47,6 +47,8 @@ class TopicConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     pattern: str = Field(description="regular expression (case-insensitive) that a text about the topic matches")
+    about: str | None = Field(None, description="the topic in an interviewer's words (eval park --topic NAME asks "
+                              "'Do you know about <about>?'); default: its name")
     hosts: list[str] | None = Field(None, description="agents (names) who start it; default: those whose seed mentions it")
     staff: list[str] = Field(default_factory=list, description="agents (names) who work at the place: never guests")
     place: str | None = Field(None, description="the event's place: text found in the arena address")
@@ -184,6 +186,10 @@ class TownMetrics:
         doing = {a: doing_of(a) for a in names} if doing_of is not None else {}
         now = datetime.fromisoformat(view.now)
         values = {"density": density(acquaintances(social, names))}
+        spatial = getattr(platform, "spatial_memory", None)
+        if spatial is not None and names:
+            values["sectors_known"] = sum(len({s for world in spatial(a).values() for s, arenas in world.items() if arenas})
+                                          for a in names) / len(names)
         for topic in self.topics:
             values.update(topic.measure(now, seeds, heard, names, positions, doing))
         return values

@@ -42,7 +42,7 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
@@ -80,6 +80,7 @@ class LangChainConfig(BaseModel):
     """``[llm]`` settings for ``name = "langchain"`` (or ``[plugins.langchain]``)."""
 
     model_config = ConfigDict(extra="forbid")
+    machinery_settings: ClassVar[frozenset[str]] = frozenset({"api_key_env", "api_key_file", "api_key_kwarg"})
 
     class_path: str = Field(description='the chat model class: "package.module.Class" or "package.module:Class"')
     kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for the class")

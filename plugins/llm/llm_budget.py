@@ -16,17 +16,18 @@ those two limits may be passed by the calls in flight at that moment.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import Handler, LLMCallRecord, LLMMiddlewareSpec, LLMRequest, LLMResponse, RunStopped, hookimpl
+from townsquare.api import ALL_SETTINGS, Handler, LLMCallRecord, LLMMiddlewareSpec, LLMRequest, LLMResponse, RunStopped, hookimpl
 
 
 class BudgetConfig(BaseModel):
     """``[plugins.llm_budget]``; a limit left out is no limit."""
 
     model_config = ConfigDict(extra="forbid")
+    machinery_settings: ClassVar = ALL_SETTINGS
 
     max_calls: int | None = Field(None, gt=0)
     max_tokens: int | None = Field(None, gt=0)

@@ -2,19 +2,26 @@
 outermost).
 
 An answer is keyed by the full request (:meth:`townsquare.llm.LLMRequest.cache_key`, with the
-scenario's ``[llm]`` name and model), the agent that asked, and how many times that agent
-asked exactly this before (``n``). One agent's calls are sequential, so a replay asks the same
-``(agent, key, n)`` in the same order and gets the same sampled answers, identical prompts
-included. Answers are kept as they arrive and written and committed in groups (at most
+scenario's ``[llm]`` name and model), the agent that asked, and its place ``n``: the round, the
+agent's issue number in it and the part (request or repair; :func:`townsquare.api.current_issue`,
+:func:`call_position`). Places do not depend on when answers come back: identical requests in
+flight together (three equal questions at once, the equal repairs of two of them) each get the
+answer recorded for their own place, whatever order they finish in, and a replay or a resumed
+round asks every call at the place it was asked. A request made outside a client call (no
+issue), and every request of a cache file written before places were kept (meta ``identity``
+absent), count instead how many times the agent asked exactly this before.
+
+Answers are kept as they arrive and written and committed in groups (at most
 :data:`GROUP_SECONDS` or :data:`GROUP_ROWS` apart, and at every checkpoint) by a writer thread,
 off the event loop, so a killed run keeps what it paid for but the last fraction of a second;
 those calls are asked again when the discarded round replays. A cache file that starts empty
-(a new run) is never searched: an agent's occurrence counter only grows, so a new run cannot
+(a new run) is never searched: each place (each occurrence) is asked once, so a new run cannot
 hit its own answers.
 
 Within a run the cache is a journal. Rows are marked committed when the engine takes a
-checkpoint (``get_state``); on resume the counters restart from the committed rows up to the
-checkpoint's round, so the discarded round asks its calls again and finds them here: they
+checkpoint (``get_state``); on resume the discarded round asks its calls at their places again
+(occurrence counters restart from the committed rows up to the checkpoint's round) and finds
+them here: they
 are recorded as the ``ok`` calls they were (tokens, cost and latency of the original), not
 paid twice, and the export equals an uninterrupted run's. A stop (a budget, an exhausted
 retry) first waits for the calls in flight, so their answers land in the journal too.
@@ -37,7 +44,9 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from townsquare.api import Handler, LLMMiddlewareSpec, LLMRequest, LLMResponse, RunStopped, UsageError, hookimpl, provider_capabilities
+from townsquare.api import (
+    KEPT, Handler, LLMMiddlewareSpec, LLMRequest, LLMResponse, RunStopped, UsageError, current_issue, hookimpl, provider_capabilities,
+)
 
 log = structlog.get_logger("townsquare.plugins.llm.llm_cache")
 
@@ -58,6 +67,21 @@ CREATE TABLE IF NOT EXISTS responses (
     PRIMARY KEY (agent, key, n));
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);
 """
+
+
+def call_position(round: int, issue: tuple[int, ...]) -> int:
+    """A request's place as the journal's ``n``: its round, the agent's issue number in that round
+    and its part (0 the request, 1 its repair). Negative, so it never meets an occurrence count."""
+    return -(((round + 2) << 40) | (issue[0] << 1) | issue[1])
+
+
+def describe_place(n: int) -> str:
+    """``n`` as words, for a replay miss."""
+    if n >= 0:
+        return f"call {n + 1} of this request"
+    code = -n
+    part = " (its repair)" if code & 1 else ""
+    return f"round {(code >> 40) - 2}, the agent's call {((code & (2**40 - 1)) >> 1) + 1} of the round{part}"
 
 
 class ReplayMiss(UsageError):
@@ -223,6 +247,8 @@ class LLMCache:
         if config.enabled:
             self.store = (ResponseStore(cache_path(config.replay_from, ctx.base_dir), readonly=True) if self.replay
                           else ResponseStore(Path(ctx.services.run_dir) / CACHE_FILE))
+        #: answers keyed by their place (a new file, or one written so); else by occurrence counts
+        self.by_place = self.store is not None and (not self.store.searchable or self.store.meta().get("identity") == "place")
         self.accounting: Any = None
         self._round = lambda: -1
         self._used: list[int] = []
@@ -235,13 +261,15 @@ class LLMCache:
         self._round = accounting.run_round
         if self.store is not None and not self.replay:
             self.store.set_meta(provider=accounting.provider.name, model=accounting.provider.model, model_id=self.model_id,
-                                structured=json.dumps(provider_capabilities(accounting.provider)))
+                                structured=json.dumps(provider_capabilities(accounting.provider)),
+                                **({"identity": "place"} if self.by_place else {}))
 
     async def __call__(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
         if self.store is None:
             return await call_next(request)
         agent, key = request.agent_id or "", request.cache_key(self.model_id)
-        n = self.store.next_n(agent, key)
+        issue = current_issue() if self.by_place else None
+        n = call_position(issue.round, issue) if issue is not None else self.store.next_n(agent, key)
         hit = self.store.get(agent, key, n)
         if hit is not None:
             rowid, response = hit
@@ -250,12 +278,12 @@ class LLMCache:
             else:
                 self.store.touch(rowid, self._round())
                 self._used.append(rowid)
-            if self.accounting is not None:
+            if self.accounting is not None and not response.meta.get(KEPT):
                 self.accounting.account(request, response)
             return response
         if self.replay:
             raise ReplayMiss(f"cache miss in replay: {request.purpose} for {agent or 'the run'} "
-                             f"(call {n + 1} of this request; {self.store.path})")
+                             f"({describe_place(n)}; {self.store.path})")
         response = await self._forward(request, call_next)
         if self.store is not None:  # None: closed while this call was in flight (the run stopped)
             self._used.append(self.store.put(agent, key, n, self._round(), request.purpose, response))

@@ -28,9 +28,6 @@ from .run_estimate import DISPOSITION_WORDS, DISPOSITIONS, forecast_run
 #: the tables a replay must reproduce row for row
 SAME_TABLES = ("agents", "posts", "actions", "follows", "reflections", "metrics")
 
-#: the middleware plugins an estimate's dry run leaves out (no cache, no budget stop, no waits)
-_DRY_RUN_DISABLED = ("llm_cache", "llm_budget", "llm_retry", "llm_concurrency")
-
 
 def compare_runs(recorded: Path, replayed: Path) -> list[str]:
     """Where a replay differs from its recording (empty: identical, as the module defines it)."""
@@ -108,7 +105,7 @@ def townsquare_register_commands(cli):
                  plugin_options, **_: Any) -> None:
         """Forecast LLM calls, tokens and cost of SCENARIO with dry runs on a stand-in that answers as a typical model."""
         from townsquare.api import UsageError
-        from townsquare.api.commands import load_plugins
+        from townsquare.api.commands import DRY_RUN_DISABLED, load_plugins
 
         expected = {}
         for item in completion:
@@ -116,7 +113,7 @@ def townsquare_register_commands(cli):
             if not sep or not tokens.strip().isdigit():
                 raise UsageError(f"--completion-tokens {item}: expected PURPOSE=TOKENS, e.g. post=80")
             expected[purpose.strip()] = int(tokens)
-        plugins = load_plugins(plugin_options, disable=_DRY_RUN_DISABLED)
+        plugins = load_plugins(plugin_options, disable=DRY_RUN_DISABLED)
         forecast = forecast_run(scenario, plugins, overrides=overrides, seed=seed, completion_tokens=expected,
                                 dispositions=DISPOSITIONS if with_range else (1.0,),
                                 on_dry_run=lambda d: click.echo(f"dry run: a model that acts {DISPOSITION_WORDS[d]}...", err=True))

@@ -6,11 +6,11 @@ scenario's ``engine.concurrency``. ``peak`` is the most calls seen in flight at 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import Handler, LLMMiddlewareSpec, LLMRequest, LLMResponse, hookimpl
+from townsquare.api import ALL_SETTINGS, Handler, LLMMiddlewareSpec, LLMRequest, LLMResponse, hookimpl
 
 from .limiter import Limiter
 
@@ -19,6 +19,7 @@ class ConcurrencyConfig(BaseModel):
     """``[plugins.llm_concurrency]``."""
 
     model_config = ConfigDict(extra="forbid")
+    machinery_settings: ClassVar = ALL_SETTINGS
 
     limit: int | None = Field(None, gt=0)
 

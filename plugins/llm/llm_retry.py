@@ -30,13 +30,13 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import (
-    Handler, LLMFatal, LLMFault, LLMMiddlewareSpec, LLMRequest, LLMResponse, backoff_delay, classify, hookimpl,
+    ALL_SETTINGS, KEPT, Handler, LLMFatal, LLMFault, LLMMiddlewareSpec, LLMRequest, LLMResponse, backoff_delay, classify, hookimpl,
 )
 
 log = structlog.get_logger("townsquare.plugins.llm.llm_retry")
@@ -45,6 +45,7 @@ class RetryConfig(BaseModel):
     """``[plugins.llm_retry]``."""
 
     model_config = ConfigDict(extra="forbid")
+    machinery_settings: ClassVar = ALL_SETTINGS
 
     #: attempts per call, the first included
     attempts: int = Field(6, ge=1)
@@ -86,6 +87,8 @@ class LLMRetry:
                         # parse failure and the decision's safe default), the run goes on
                         log.warning("llm.cut_off_answer_kept", purpose=request.purpose, agent=request.agent_id,
                                     attempts=attempts)
+                        # its error row is its record: a journal or replay hands it back without another
+                        fault.response.meta = {**fault.response.meta, KEPT: "cut_off"}
                         return fault.response
                     raise LLMFatal(f"LLM call failed {attempts} times ({who}); last: {fault.describe()}") from exc
                 delay = self.delay(attempt, exc)

@@ -75,7 +75,7 @@ import time
 from dataclasses import dataclass, replace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -120,6 +120,7 @@ class LocalLLMConfig(BaseModel):
     """``[llm]`` settings for ``name = "local"`` (or ``[plugins.local]``)."""
 
     model_config = ConfigDict(extra="forbid")
+    machinery_settings: ClassVar[frozenset[str]] = frozenset({"cache_dir", "n_threads"})
 
     model: str = Field(DEFAULT_MODEL, description=f"a packaged offline model: {', '.join(PACKAGED_MODELS)}; with model_path: a display name (default: the file's stem)")
     model_path: str | None = Field(None, description="a GGUF file (relative to the scenario) instead of a packaged model")

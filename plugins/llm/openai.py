@@ -52,7 +52,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import structlog
 from pydantic import Field
@@ -85,6 +85,9 @@ class OpenAIConfig(EndpointConfig):
     """``[llm]`` settings for ``name = "openai"`` (or ``[plugins.openai]``); the endpoint and its
     keys as :class:`townsquare.api.EndpointConfig` says."""
 
+    machinery_settings: ClassVar[frozenset[str]] = EndpointConfig.machinery_settings | {
+        "endpoints", "timeout_s", "transport", "max_tokens_param", "price_prompt_per_1k", "price_completion_per_1k",
+        "price_cached_prompt_per_1k"}
     model: str = "gpt-4o-mini"
     endpoints: list[Endpoint] = Field(default_factory=list)
     timeout_s: float = Field(60.0, gt=0)

@@ -21,7 +21,6 @@ model, valentines, recagent and social_media on the oracle test model.
 from __future__ import annotations
 
 import sqlite3
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -136,35 +135,30 @@ def describe_prior(prior: Any) -> str:
     return prior.note.split(";")[0] if prior.note else "a typical answer"
 
 
-def answer_priors(plugins: Any) -> list[Any]:
-    """Every plugin's declared :class:`~townsquare.api.AnswerPrior` (a plugin whose hook fails is skipped)."""
-    return [prior for found in plugins.call_each("townsquare_register_answer_priors") for prior in found or ()]
-
-
 def forecast_run(scenario: str, plugins: Any, *, overrides: Iterable[str] = (), seed: int | None = None,
                  completion_tokens: dict[str, int] | None = None, dispositions: Iterable[float] = DISPOSITIONS,
                  on_dry_run: Callable[[float], None] | None = None) -> Forecast:
-    """Play ``scenario`` once per disposition on a :class:`~townsquare.api.commands.TypicalModel`
-    (each in a temporary run directory) and gather the counts (see the module's doc)."""
-    from townsquare.api.commands import TypicalModel, start_run
+    """Play ``scenario`` once per disposition (:func:`townsquare.api.commands.estimate_scenario`,
+    on the typical model with ``plugins``' priors) and gather the counts (see the module's doc)."""
+    from townsquare.api.commands import answer_priors, estimate_scenario
 
-    priors = answer_priors(plugins)
     rows: dict[float, Rows] = {}
-    resolved: dict[str, Any] = {}
     days: dict[str, tuple[int, int, int]] = {}
     prefix = (0, 0)
     used: set[str] = set()
+    scenario_model = None
     for disposition in dispositions:
         if on_dry_run is not None:
             on_dry_run(disposition)
-        model = TypicalModel(priors, disposition, completion_tokens)
-        with tempfile.TemporaryDirectory(prefix="townsquare-estimate-") as tmp:
-            dry_run, _ = start_run(scenario, overrides=list(overrides), seed=seed, out=Path(tmp) / "dry-run", plugins=plugins,
-                                   on_ready=lambda s, _: resolved.update(scenario=s), llm_provider=model)
-            if disposition == 1.0:
-                days, prefix = calls_per_day(dry_run.events_path), cached_prefix(dry_run.events_path)
-        rows[disposition] = {purpose: list(row) for purpose, row in model.rows.items()}
-        used |= model.used
-    llm = resolved["scenario"].llm
-    return Forecast(rows=rows, days=days, prefix=prefix, rounds=resolved["scenario"].model.rounds,
-                    llm_config=llm.config if llm is not None else None, priors=[p for p in priors if p.purpose in used])
+        estimate = estimate_scenario(scenario, overrides=list(overrides), seed=seed, completion_tokens=completion_tokens,
+                                     disposition=disposition, plugins=plugins,
+                                     read=lambda events: (calls_per_day(events), cached_prefix(events)))
+        if disposition == 1.0:
+            days, prefix = estimate.read
+        rows[disposition] = {purpose: list(row) for purpose, row in estimate.model.rows.items()}
+        used |= estimate.model.used
+        scenario_model = estimate.scenario
+    llm = scenario_model.llm
+    return Forecast(rows=rows, days=days, prefix=prefix, rounds=scenario_model.model.rounds,
+                    llm_config=llm.config if llm is not None else None,
+                    priors=[p for p in answer_priors(plugins) if p.purpose in used])

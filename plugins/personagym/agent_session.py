@@ -66,6 +66,17 @@ def open_target(path: str, overrides: Sequence[str], plugin_options: Sequence[st
     return Target(path, scenario, plugins, None, None, lambda more: load_scenario(path, [*overrides, *more], plugins, seed=seed))
 
 
+def settings_target(path: str, overrides: Sequence[str], plugin_options: Sequence[str]) -> Target:
+    """The target of an evaluation of answers produced elsewhere (``path``: the first answer
+    file): a scenario of LLM settings only (:func:`townsquare.api.commands.settings_scenario`),
+    no ``[llm]`` of its own (every LLM is a ``--judge`` or ``--generator`` spec)."""
+    from townsquare.api.commands import load_plugins, settings_scenario
+
+    plugins = load_plugins(plugin_options)
+    scenario, resolve = settings_scenario(overrides, plugins)
+    return Target(path, scenario, plugins, resolve_with=resolve)
+
+
 def population_index(target: Target, population: str | None) -> int:
     names = [p.config.name for p in target.scenario.populations]
     if population is None:

@@ -5,7 +5,8 @@ For each persona p (a :class:`Case`, shared by every design):
    the released static questions, which come without them);
 2. questions Q_t per task t: ``per_task`` for each chosen environment (§3.2 "Question
    Generation": "10 task-specific questions per selected environment"), or the static set;
-3. each design's agent for p answers every question, through its own components;
+3. each design's agent for p answers every question, through its own components (answers
+   produced elsewhere come with their questions: :mod:`.given_answers`);
 4. score examples e_{p,q} for every question, generated once (§3.2 "Reasoning Exemplars"),
    ``batch`` questions of a task per call as the released code does;
 5. every judge grades every answer with the completed rubric, ``batch`` answers of a task per
@@ -43,12 +44,16 @@ def persona_description(persona: Any) -> str:
 
 @dataclass
 class Case:
-    """Persona p: its description, its static questions if used, and each design's agent
-    (step context) for it, by design label."""
+    """Persona p: its description, its static questions if used, each design's agent (step
+    context) for it, by design label, and answers produced elsewhere (``--answers``), by file
+    label, each a :class:`~.given_answers.Given` (task, question, answer): the questions then
+    are theirs, the same for every label. ``key`` names the persona in those files' results."""
 
     description: str
     static: dict[str, list[str]] | None = None
     agents: dict[str, Any] = field(default_factory=dict)
+    given: dict[str, list[Any]] = field(default_factory=dict)
+    key: str = ""
 
 
 @dataclass
@@ -74,7 +79,7 @@ class PersonaResult:
     population: str
     description: str
     environments: list[str]
-    environment_source: str   # llm | fallback | given (--environment) | benchmark
+    environment_source: str   # llm | fallback | given (--environment) | benchmark | answers (--answers: none)
     questions: list[QuestionResult] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -112,7 +117,7 @@ async def evaluate(cases: Sequence[Case], *, generator: Any, judges: Sequence[Ju
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
         raise
-    labels = list(cases[0].agents) if cases else []
+    labels = [*cases[0].agents, *cases[0].given] if cases else []
     return {label: [by_design[label] for by_design in done] for label in labels}
 
 
@@ -120,6 +125,8 @@ async def _questions(case: Case, generator: Any, prompts: dict[str, str], tasks:
                      environments: int, per_task: int, settings: llm_steps.Settings,
                      fixed: Sequence[str] | None) -> tuple[list[str], str, list[QuestionResult]]:
     description = case.description[:settings.persona_chars]
+    if case.given:
+        return [], "answers", [QuestionResult(g.task, None, g.question) for g in next(iter(case.given.values()))]
     if case.static is not None:
         return [], "benchmark", [QuestionResult(t, None, q) for t in TASKS for q in case.static[t][:per_task]]
     chosen, source = (list(fixed), "given") if fixed else await llm_steps.select_environments(
@@ -141,6 +148,9 @@ async def _case(case: Case, *, generator: Any, judges: Sequence[Judge], prompts:
         agent = ctx.agent
         copies = [QuestionResult(i.task, i.environment, i.question) for i in items]
         results[label] = PersonaResult(agent.id, agent.persona.name, agent.population, description, chosen, source, copies)
+    for label, given in case.given.items():  # answered elsewhere: nothing to ask
+        copies = [QuestionResult(g.task, None, g.question, answer=g.answer) for g in given]
+        results[label] = PersonaResult(case.key, case.description, label, description, chosen, source, copies)
 
     async def examples_for(task: str) -> None:
         mine = [i for i, item in enumerate(items) if item.task == task]
@@ -169,7 +179,7 @@ async def _case(case: Case, *, generator: Any, judges: Sequence[Judge], prompts:
             for q, score in zip(group, found):
                 q.grades[judge.label] = score
 
-    await asyncio.gather(*(grades_for(label, judge, task) for label in case.agents for judge in judges for task in TASKS))
+    await asyncio.gather(*(grades_for(label, judge, task) for label in results for judge in judges for task in TASKS))
     for label, result in results.items():
         for q in result.questions:  # judges in their order, whatever order the grades landed in
             q.grades = {j.label: q.grades.get(j.label) for j in judges}

@@ -28,6 +28,7 @@ class Inputs:
     count: int = 0                           # personas evaluated
     notes: list[str] = field(default_factory=list)
     release: Any = None                      # the released folder (benchmark_data.Release), when --data
+    given: Any = None                        # answers produced elsewhere (given_answers.GivenAnswers), --answers
 
 
 def read_inputs(data: str | None, questions: str, persona_file: str | None, environments: int,

@@ -9,7 +9,11 @@ Where the calls go:
 * several designs: each design's simulation in ``OUT/<design>/`` (its agents' cache and calls),
   the generator and judges in ``OUT/`` (their own cache and calls, built from the first
   design's scenario: its ``[llm]`` is "the run's LLM" for them), and one budget for all: the
-  designs' simulations are built without their own and share the evaluation's.
+  designs' simulations are built without their own and share the evaluation's;
+* answers produced elsewhere (``--answers``) are rows like designs (each file's results in
+  ``OUT/<label>/`` beside others); with no design, the generator and judges are built from a
+  scenario that holds nothing but LLM settings (:func:`.agent_session.settings_target`), their
+  cache and calls in ``OUT/``.
 
 With a :class:`~townsquare.api.commands.DryRun` (``--estimate``) every client is a stand-in and
 no middleware is built: the same steps run, no call reaches a model.
@@ -49,18 +53,30 @@ class Plan:
     counts: dict[str, int] = field(default_factory=dict)
     #: design -> slot -> the component filling it in the evaluated population, and ``llm`` -> provider:model
     slots: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: where the judges' and the generator's LLM settings come from: the first design, else
+    #: the LLM-settings target of ``--answers`` alone
+    base: Target | None = None
+
+    @property
+    def sources(self) -> list[str]:
+        """What each row (label) came from: the designs' paths, then the answer files'."""
+        return [t.path for t in self.targets] + ([f.path for f in self.inputs.given.files] if self.inputs.given else [])
+
+    @property
+    def settings_target(self) -> Target:
+        return self.targets[0] if self.targets else self.base  # type: ignore[return-value]
 
 
 def design_folder(out: Path, plan: Plan, k: int) -> Path:
-    return out if len(plan.targets) == 1 else out / plan.labels[k]
+    return out if len(plan.labels) == 1 else out / plan.labels[k]
 
 
 async def run(plan: Plan, out: Path, dry_run: Any = None) -> dict[str, list[PersonaResult]]:
     """Build everything, evaluate, close; ``plan.counts`` gets the ``llm_calls`` rows written."""
     from townsquare.api.commands import EvalLLMs, model_identity, prices_of
 
-    first = plan.targets[0]
-    single = len(plan.targets) == 1
+    first = plan.settings_target
+    single = len(plan.labels) == 1 and len(plan.targets) == 1  # the one design's simulation serves the judges too
     evaluator: Any = None
     designs: list[Design] = []
     try:
@@ -117,18 +133,20 @@ def _add(total: dict[str, int], more: dict[str, int]) -> None:
 
 
 def build_cases(designs: Sequence[Design], plan: Plan) -> list[Case]:
-    """Persona i of every design, paired; designs whose persona i differs cannot share its
-    questions, which is an error naming both."""
+    """Persona i of every design and answer file, paired; designs whose persona i differs
+    cannot share its questions, which is an error naming both."""
     agents = {d.label: d.contexts(d.agents()[:plan.inputs.count]) for d in designs}
-    count = min(len(a) for a in agents.values())
+    given = plan.inputs.given.answers if plan.inputs.given else {}
+    count = min(len(a) for a in agents.values()) if agents else plan.inputs.count
     cases = []
     for i in range(count):
         described = {label: persona_description(ctxs[i].agent.persona) for label, ctxs in agents.items()}
-        description = plan.inputs.descriptions[i] if plan.inputs.descriptions else described[designs[0].label]
+        description = plan.inputs.descriptions[i] if plan.inputs.descriptions is not None else described[designs[0].label]
         if plan.inputs.descriptions is None and len(set(described.values())) > 1:
             a, b = designs[0].label, next(label for label, text in described.items() if text != described[designs[0].label])
             raise UsageError(f"designs {a} and {b} have different personas at agent {i + 1} ({described[a][:40]!r} vs "
                              f"{described[b][:40]!r}): a comparison needs the same personas (give --persona-file or --questions benchmark)")
         static = plan.inputs.static[i] if plan.inputs.static else None
-        cases.append(Case(description, static, {label: ctxs[i] for label, ctxs in agents.items()}))
+        cases.append(Case(description, static, {label: ctxs[i] for label, ctxs in agents.items()},
+                          {label: answers[i] for label, answers in given.items()}, key=f"persona-{i + 1:04d}"))
     return cases

@@ -17,6 +17,9 @@ from .results_files import table, write, write_comparison
 
 def source_line(plan: Any) -> str:
     inputs = plan.inputs
+    if inputs.given is not None:
+        files = ", ".join(f.path for f in inputs.given.files)
+        return f"the answered questions of {files}" + (" (all released benchmark-v1 questions)" if inputs.given.released else "")
     if plan.inputs.static is not None:
         return "the released static set (benchmark-v1)"
     where = f"environments {', '.join(inputs.fixed)}" if inputs.fixed else f"{plan.environments} environment(s) per persona"
@@ -42,8 +45,9 @@ TABLE_STEM = "personagym_table"
 
 
 def table_rows(plan: Any, results: dict[str, list[Any]]) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
-    """The Table-1 rows: each design (mean and its two-stage bootstrap interval); with the
-    released static questions, the paper's six models beside them (mean and the Student-t
+    """The Table-1 rows: each design and answer file (mean and its two-stage bootstrap
+    interval); on the released static questions (``--questions benchmark``, or answer files
+    whose every question is one), the paper's six models beside them (mean and the Student-t
     interval from the paper's standard deviation over its 200 personas). Notes: the released
     score files' disagreements with the paper (:func:`.benchmark_data.released_scores`)."""
     from townsquare.api import t_quantile
@@ -59,7 +63,7 @@ def table_rows(plan: Any, results: dict[str, list[Any]]) -> tuple[list[tuple[str
         totals = summary({r.agent_id: by.get(r.agent_id, {}) for r in mine})
         bounds = score_intervals(mine)
         rows.append((label, {k: None if totals[k][0] is None else (totals[k][0], *(bounds[k] or (None, None))) for k, _ in TABLE_COLUMNS}))
-    if plan.inputs.static is not None:
+    if plan.inputs.static is not None or (plan.inputs.given is not None and plan.inputs.given.released):
         half = t_quantile(0.975, PAPER_PERSONAS - 1) / PAPER_PERSONAS ** 0.5
         for model, cells in PAPER_TABLE_1.items():
             rows.append((f"{model} (paper)", {k: (m, m - half * sd, m + half * sd) for k, (m, sd) in cells.items()}))
@@ -87,10 +91,13 @@ def write_all(folder: Path, plan: Any, results: dict[str, list[Any]], warnings: 
     source = source_line(plan)
     calls = plan.counts
     judge_lines, judges_saved = judges_report(plan, results)
-    info = {"targets": [t.path for t in plan.targets], "designs": plan.labels,
-            "questions_source": "benchmark" if plan.inputs.static is not None else "generated", "questions": source,
-            "rubrics": sorted({t.source for t in plan.inputs.tasks.values()}), "environments_from": plan.inputs.environments_from,
-            "personas_from": "benchmark descriptions" if plan.inputs.descriptions is not None else "the designs' agents",
+    given = plan.inputs.given
+    info = {"targets": plan.sources, "designs": plan.labels,
+            "questions_source": "answers" if given is not None else "benchmark" if plan.inputs.static is not None else "generated",
+            "questions": source, "rubrics": sorted({t.source for t in plan.inputs.tasks.values()}),
+            "environments_from": plan.inputs.environments_from,
+            "personas_from": "the answer files" if given is not None else
+            "benchmark descriptions" if plan.inputs.descriptions is not None else "the designs' agents",
             "memories": plan.settings.use_memories, "answer_tokens": plan.settings.answer_tokens, "batch": plan.settings.batch,
             "generator": plan.generator or "run", "warnings": warnings, "notes": plan.inputs.notes,
             "llm_calls": calls, "new_answers": new, "wall_seconds": wall, "judge_agreement": judges_saved}
@@ -99,10 +106,10 @@ def write_all(folder: Path, plan: Any, results: dict[str, list[Any]], warnings: 
     for k, label in enumerate(plan.labels):
         where = design_folder(folder, plan, k)
         where.mkdir(parents=True, exist_ok=True)
-        paths = write(where, results[label], {**info, "target": plan.targets[k].path, "design": label}, plan.judge_labels)
+        paths = write(where, results[label], {**info, "target": plan.sources[k], "design": label}, plan.judge_labels)
         written.append(paths[0])
         if len(plan.labels) > 1:
-            lines.append(f"== {label} ({plan.targets[k].path})")
+            lines.append(f"== {label} ({plan.sources[k]})")
         lines += [table(results[label]), ""]
     raters.write_raters_file(folder, results, plan.inputs.tasks)
     rubrics = " and ".join({"ours": "our own words", "released": "the released rubrics"}[r] for r in info["rubrics"])

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from townsquare.api import UsageError
+from townsquare.api import spearman as rank_correlation
 
 from .benchmark_data import Task
 
@@ -113,25 +114,7 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
     """Spearman's rank correlation (average ranks for ties); None below three pairs or with no spread."""
     if len(a) < 3 or len(a) != len(b):
         return None
-
-    def ranks(values: Sequence[float]) -> list[float]:
-        order = sorted(range(len(values)), key=lambda i: values[i])
-        out = [0.0] * len(values)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                out[order[k]] = (i + j) / 2 + 1
-            i = j + 1
-        return out
-
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    va, vb = sum((x - ma) ** 2 for x in ra), sum((y - mb) ** 2 for y in rb)
-    return None if va == 0 or vb == 0 else cov / (va * vb) ** 0.5
+    return rank_correlation(a, b)
 
 
 def judges_against_humans(grades: Mapping[str, Mapping[str, float]], judges: Sequence[str], humans: Sequence[str],

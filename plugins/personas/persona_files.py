@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import (
     LimitsConfig, Persona, PersonaSourceSpec, UsageError, cycle_personas, hookimpl, limits_of, name_problem,
-    read_user_text,
+    read_json_lines,
 )
 
 log = structlog.get_logger("townsquare.plugins.personas.persona_files")
@@ -66,18 +66,8 @@ def read_jsonl(path: Path, limits: Any = None) -> list[Persona]:
     """Parse a persona file; any problem is a one-line :class:`UsageError` naming the line.
     ``limits``: the scenario's ``[limits]`` (file size, name length)."""
     limits = limits if limits is not None else LimitsConfig()
-    text = read_user_text(path, "persona file", max_mb=limits.max_persona_file_mb, limit_name="limits.max_persona_file_mb")
-    personas = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-        personas.append(_persona(record, where, limits))
-    return personas
+    rows = read_json_lines(path, "persona file", max_mb=limits.max_persona_file_mb, limit_name="limits.max_persona_file_mb")
+    return [_persona(record, where, limits) for where, record in rows]
 
 
 def _persona(record: Any, where: str, limits: Any) -> Persona:

@@ -18,7 +18,11 @@ action, or nothing, and follows the paper's flow:
 Every decision is a :class:`.choices.Choice` answered by the policy's ``decider`` (the LLM;
 a role-play front end may put a person there), with the unified four-part prompt
 (:mod:`.unified_prompt`). Every event is also an observation written to the agent's memory
-chain (sensory -> short-term -> long-term, whichever tiers are filled). Memory tiers that
+chain (sensory -> short-term -> long-term, whichever tiers are filled). With
+``remember_friends = false`` what friends say never becomes a memory (posts received are not
+written, and of a chat only the agent's own lines are): the agent still hears of
+the titles they name, and everything else runs as usual, so the setting removes friends'
+opinions from memory and nothing more (the conformity study's ablation). Memory tiers that
 are disabled are skipped, never replaced by another design's component (``stand_ins=False``):
 ``-p no:short_term_memory`` is the paper's "w/o short", ``-p no:long_term_memory`` "w/o long",
 ``-p no:recagent_reflection`` "w/o reflection".
@@ -76,6 +80,8 @@ class RecAgentPolicyConfig(BaseModel):
     profile_filter: Literal["fields", "llm"] = Field("fields", description="fields: keep profile_fields; llm: the LLM keeps what matters (the paper)")
     history_memories: int = Field(10, ge=0, description="latest earlier ratings (persona history) written into memory before the first step")
     known_items_shown: int = Field(20, ge=1, description="latest watched or heard-of items a chat or post may name")
+    remember_friends: bool = Field(True, description="false: what friends say (messages received, their chat lines) never enters "
+                                                     "memory; titles are still heard of (an ablation of the conformity pathway)")
     profile_fields: dict[str, list[str]] = Field(default_factory=lambda: {k: list(v) for k, v in DEFAULT_FIELDS.items()})
     prompts_file: str | None = None
 
@@ -192,6 +198,10 @@ class RecAgentPolicy:
             for item in message.get("items", ()):
                 if item not in watched:
                     self.heard_of.setdefault(item, message["from"])
+            if not self.config.remember_friends:  # of a chat, only the agent's own lines; of a post, nothing
+                if message["kind"] != "chat":
+                    continue
+                text = f"{ctx.agent.persona.name} chatted with {sender}:\n{own_lines(message['text'], ctx.agent.persona.name)}"
             await self.observe(ctx, text, kind="chat", sender=message["from"], items=list(message.get("items", ())))
 
     async def visit(self, ctx: StepContext) -> list[Action]:
@@ -291,7 +301,8 @@ class RecAgentPolicy:
             for item in action.detail["items"]:
                 if item not in {i.id for i in platform.watched(ctx.agent.id)}:
                     self.heard_of.setdefault(item, partner)
-            await self.observe(ctx, f"{name} chatted with {platform.members[partner].persona.name}:\n{action.text}", kind="chat",
+            said = action.text if self.config.remember_friends else own_lines(action.text, name)
+            await self.observe(ctx, f"{name} chatted with {platform.members[partner].persona.name}:\n{said}", kind="chat",
                                partner=partner, items=action.detail["items"])
             return [action]
         action = await social.broadcast(self, ctx, self.titles(ctx, known))
@@ -317,6 +328,11 @@ class RecAgentPolicy:
         self.inbox_seen = int(state.get("inbox_seen", 0))
         self.seeded = bool(state.get("seeded", False))
         self.filtered = dict(state.get("filtered", {}))
+
+
+def own_lines(transcript: str, name: str) -> str:
+    """The lines ``name`` spoke in a chat transcript ("[Name]: ...")."""
+    return "\n".join(line for line in transcript.splitlines() if line.startswith(f"[{name}]:"))
 
 
 @hookimpl

@@ -215,7 +215,8 @@ def history_profile(user: str, earlier: list[tuple[Any, float | None, int]], lat
         "age": demographics.get("age"), "age_group": demographics.get("age_group", ""),
         "traits": [], "career": demographics.get("occupation", ""),
         "interests": interests, "favourites": [item.title for item, _, _ in best], "features": [], "friends": [],
-        "history": [{"id": item.id, "title": item.title, "rating": rating} for item, rating, _ in earlier],
+        "history": [{"id": item.id, "title": item.title, "rating": rating, **({"timestamp": int(time)} if time else {})}
+                    for item, rating, time in earlier],
         "future_items": list(later),
     }
 

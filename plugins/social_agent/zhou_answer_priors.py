@@ -59,6 +59,6 @@ def typical_plan(prompt: str, disposition: float) -> dict:
 @hookimpl
 def townsquare_register_answer_priors():
     return [
-        AnswerPrior("plan", answer=typical_plan, note="the design's plan for the stated activity level"),
+        AnswerPrior("plan", answer=typical_plan, note="a typical plan for the stated activity level"),
         *(AnswerPrior(purpose, shares=shares, note="our choice") for purpose, shares in SHARES.items()),
     ]

@@ -8,6 +8,8 @@ that agent asked the same thing, answers a repeated evaluation exactly: a killed
 resumes where it stopped and a finished one replays without a provider call.
 
 Each task's agent is offered the task's own tools, as in the released code (:data:`.tasks.TASKS`).
+An answer produced elsewhere (``--answers``, :mod:`.given_answers`) skips the agent and is
+scored alike (:meth:`Harness.grade`).
 An LLM call that fails after the retries ends that query (``status = "llm_failure"``) and the
 evaluation goes on; a stop (a budget) ends the evaluation.
 """
@@ -57,7 +59,8 @@ class HarnessSettings(BaseModel):
 
 @dataclass
 class Harness:
-    agent: LLMClient
+    #: the agent's LLM (None when every answer is given: :meth:`grade`)
+    agent: LLMClient | None
     judges: Sequence[LLMClient]
     embed: Embed | None
     prompts: dict[str, str]
@@ -67,25 +70,40 @@ class Harness:
     #: a name per judge (its spec), in the cache's agent ids: one judge never gets another's answers
     judge_names: Sequence[str] = ()
 
-    async def evaluate(self, queries: list[Query], corpus_of: Callable[[str], Corpus]) -> list[Result]:
-        """Every query, at most ``settings.concurrency`` at a time; results in query order."""
+    async def evaluate(self, queries: list[Query], corpus_of: Callable[[str], Corpus],
+                       given: Sequence[Any] | None = None) -> list[Result]:
+        """Every query, at most ``settings.concurrency`` at a time; results in query order.
+        ``given``: an answer produced elsewhere per query (:meth:`grade`), in their order."""
         gate = asyncio.Semaphore(self.settings.concurrency)
 
-        async def one(query: Query) -> Result:
+        async def one(k: int, query: Query) -> Result:
             async with gate:
-                result = await self.evaluate_one(query, corpus_of(query.task))
+                result = await (self.grade(query, given[k]) if given is not None else self.evaluate_one(query, corpus_of(query.task)))
             if self.on_result is not None:
                 self.on_result(result)
             return result
 
-        return list(await asyncio.gather(*(one(q) for q in queries)))
+        return list(await asyncio.gather(*(one(k, q) for k, q in enumerate(queries))))
+
+    def _judges(self, task: Any, query: Query) -> list[LLMClient]:
+        names = list(self.judge_names) or [str(i) for i in range(len(self.judges))]
+        return [judge.for_agent(f"some-judge[{name}]/{task.short}/{query.id}") for name, judge in zip(names, self.judges)]
+
+    async def grade(self, query: Query, given: Any) -> Result:
+        """An answer produced elsewhere (:class:`.given_answers.GivenAnswer`), scored as
+        :meth:`evaluate_one` scores the agent's: no tool call is known; the released scripts'
+        failure mark is an unanswered query (``llm_failure``)."""
+        status, error = ("llm_failure", "no answer: the released results file marks a failed query") if given.failed else ("answered", "")
+        transcript = Transcript(status=status, answer=given.answer, error=error, calls=[])
+        result = Result(task=query.task, id=query.id, query=query.text, label=query.label, status=status, answer=given.answer,
+                        error=error)  # its steps and tool calls are unknown here: 0
+        return await self._scored(TASKS[query.task], query, transcript, self._judges(TASKS[query.task], query), result)
 
     async def evaluate_one(self, query: Query, corpus: Corpus) -> Result:
         task = TASKS[query.task]
-        who = f"{task.short}/{query.id}"
-        agent = self.agent.for_agent(f"some/{who}")
-        names = list(self.judge_names) or [str(i) for i in range(len(self.judges))]
-        judges = [judge.for_agent(f"some-judge[{name}]/{who}") for name, judge in zip(names, self.judges)]
+        assert self.agent is not None, "an agent answers the queries that have no given answer"
+        agent = self.agent.for_agent(f"some/{task.short}/{query.id}")
+        judges = self._judges(task, query)
         summarize = self._summarizer(agent)
         toolbox = Toolbox(corpus, self.embed, summarize, self.settings.tools, offered=task.tools)
         system = fill_prompt(self.prompts[f"system_{task.name}"], behavior=query.behavior or "interact with") \
@@ -100,6 +118,9 @@ class Harness:
         result = Result(task=task.name, id=query.id, query=query.text, label=query.label, status=transcript.status,
                         answer=transcript.answer, steps=len(transcript.calls) + (1 if transcript.status == "answered" else 0),
                         tool_calls=transcript.calls, repairs=transcript.repairs, error=transcript.error)
+        return await self._scored(task, query, transcript, judges, result)
+
+    async def _scored(self, task: Any, query: Query, transcript: Transcript, judges: list[LLMClient], result: Result) -> Result:
         try:
             await self._score(task, query, transcript, judges, result)
         except LLMFault as exc:  # the judge, not the agent, failed: the query is scored as unfinished

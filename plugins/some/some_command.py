@@ -22,7 +22,7 @@ import json
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -59,10 +59,12 @@ def load_some_prompts(override_file: str | None = None) -> dict[str, str]:
 # --------------------------------------------------------------------------- the plan (checked before anything is written)
 
 
-def plan_queries(run_path: str, tasks: list[Any], *, per_task: int, split: int | None, seed: int, some_data: str | None,
+def plan_queries(run_path: str | None, tasks: list[Any], *, per_task: int, split: int | None, seed: int, some_data: str | None,
                  database: str | None, knowledge: str | None, prompts: dict[str, str], window_rounds: int,
-                 min_posts: int) -> dict[str, Any]:
-    """Tasks, their queries, ground truth and corpora; a UsageError for any bad input."""
+                 min_posts: int, answered: bool = False) -> dict[str, Any]:
+    """Tasks, their queries, ground truth and corpora; a UsageError for any bad input.
+    ``answered``: the answers come from a file (``--answers``): SoMe's queries are all kept
+    (the file says which are graded), those whose post is not in the database too."""
     import numpy as np
 
     from townsquare.api import UsageError
@@ -71,7 +73,7 @@ def plan_queries(run_path: str, tasks: list[Any], *, per_task: int, split: int |
     from .run_truth import ground_truth, read_run
     from .tasks import read_ground_truth, some_queries
 
-    events = Path(run_path) / "events.sqlite"
+    events = Path(run_path or ".") / "events.sqlite"
     rng = np.random.default_rng(seed)
     extra = knowledge_documents(read_json(Path(knowledge)), knowledge) if knowledge else []
     plan: dict[str, Any] = {"queries": [], "truth": {}, "notes": [], "corpora": {}, "pending_emotions": None}
@@ -80,12 +82,15 @@ def plan_queries(run_path: str, tasks: list[Any], *, per_task: int, split: int |
         corpus.knowledge += extra
         for task in tasks:
             where = str(Path(some_data) / task.name / "ground_truth.json")
-            queries, skipped = some_queries(task, read_ground_truth(Path(some_data), task), corpus, prompts, where)
+            queries, skipped = some_queries(task, read_ground_truth(Path(some_data), task), corpus, prompts, where, answered)
             if skipped:
-                plan["notes"].append(f"{task.short}: {skipped} queries skipped: their posts are not in {corpus.source}")
-            plan["queries"] += _pick(queries, per_task, rng)
+                plan["notes"].append(f"{task.short}: {skipped} queries skipped: their posts are not in {corpus.source}" if not answered
+                                     else f"{task.short}: {skipped} queries' posts are not in {corpus.source}: the label extraction "
+                                          "is shown the post's id")
+            plan["queries"] += queries if answered else _pick(queries, per_task, rng)
             plan["corpora"][task.name] = corpus
         return plan
+    assert run_path is not None, "a run's own ground truth needs the run"
     log = read_run(events)
     if log.rounds < 2:
         raise UsageError(f"{run_path}: the run has {log.rounds} round; SoMe's ground truth needs at least 2 (a past and a future)")
@@ -132,29 +137,45 @@ def labeller_spec(judges: tuple[str, ...], labeller: str | None) -> str | None:
     return labeller or (judges[0] if judges else None)
 
 
-async def _evaluate(run_path: str, out: Path, llm_spec: str | None, judge_specs: tuple[str, ...], plan: dict[str, Any],
+def llm_settings(run_path: str | None, llm_spec: str | None, overrides: tuple[str, ...],
+                 plugin_options: tuple[str, ...]) -> tuple[Any, Callable[[list[str]], Any]]:
+    """The scenario whose ``[llm]`` and middleware the evaluation's clients use, and how to
+    resolve it with more overrides: the run's, or (answers produced elsewhere, no run) a scenario
+    of LLM settings only (:func:`townsquare.api.commands.settings_scenario`)."""
+    from townsquare.api.commands import llm_overrides, load_plugins, load_run, settings_scenario
+
+    if run_path is None:
+        return settings_scenario(overrides, load_plugins(plugin_options))
+    _, scenario, plugins = load_run(run_path, extra_plugin_options=plugin_options, overrides=[*llm_overrides(llm_spec), *overrides])
+    return scenario, lambda more: load_run(run_path, plugins, overrides=[*llm_overrides(llm_spec), *overrides, *more])[1]
+
+
+async def _evaluate(run_path: str | None, out: Path, llm_spec: str | None, judge_specs: tuple[str, ...], plan: dict[str, Any],
                     prompts: dict[str, str], settings: Any, votes: int, overrides: tuple[str, ...] = (),
                     plugin_options: tuple[str, ...] = (), labeller: str | None = None, resume: str | None = None,
-                    dry_run: Any = None) -> tuple[list[Any], dict[str, Any], dict[str, int]]:
+                    dry_run: Any = None, given: dict[tuple[str, str], Any] | None = None) -> tuple[list[Any], dict[str, Any], dict[str, int]]:
+    """Label UEA's comments on a run, then every query: the agent answers and is scored, or
+    (``given``: (task, query id) -> an answer produced elsewhere) only the given answers are."""
     from townsquare.api import BuildContext, EmbeddingCache, Services, UsageError
-    from townsquare.api.commands import EvalLLMs, close_each, llm_overrides, load_run
+    from townsquare.api.commands import EvalLLMs, close_each
 
     from .harness import Harness
     from .run_truth import label_emotions
     from .tasks import TASKS, some_queries
 
-    _, scenario, plugins = load_run(run_path, extra_plugin_options=plugin_options, overrides=[*llm_overrides(llm_spec), *overrides])
-    if scenario.llm is None:
+    scenario, resolve = llm_settings(run_path, llm_spec, overrides, plugin_options)
+    if scenario.llm is None and given is None:
         raise UsageError(f"{run_path}: the run has no [llm] (give --llm PROVIDER[:MODEL])")
-    ctx = BuildContext(services=None, seed=scenario.model.seed, base_dir=scenario.base_dir, scenario=scenario.model)
-    embedder = EmbeddingCache(scenario.embedder.spec.factory(scenario.embedder.config, ctx))
-    ctx.services = Services(platform=None, embedder=embedder, run_dir=str(out))  # type: ignore[arg-type]
+    embedder = None
+    if given is None:  # the agent's tools search by embedding; graded answers need none
+        ctx = BuildContext(services=None, seed=scenario.model.seed, base_dir=scenario.base_dir, scenario=scenario.model)
+        embedder = EmbeddingCache(scenario.embedder.spec.factory(scenario.embedder.config, ctx))
+        ctx.services = Services(platform=None, embedder=embedder, run_dir=str(out))  # type: ignore[arg-type]
     if dry_run is None:
         out.mkdir(parents=True, exist_ok=True)
-    evaluator = EvalLLMs(scenario, lambda more: load_run(run_path, plugins, overrides=[*overrides, *llm_overrides(llm_spec), *more])[1],
-                         out, journal=out / "llm_calls.sqlite", resume=resume, dry_run=dry_run)
+    evaluator = EvalLLMs(scenario, resolve, out, journal=out / "llm_calls.sqlite", resume=resume, dry_run=dry_run)
     try:
-        agent = evaluator.client(None, "some-agent")
+        agent = evaluator.client(None, "some-agent") if given is None else None
         # each judge asks under its own name: the cache never gives one judge's answers to another
         judges = [evaluator.client(spec, f"judge[{spec}]") for spec in judge_specs] or [agent]
         names = list(judge_specs) or ["agent"]
@@ -166,14 +187,64 @@ async def _evaluate(run_path: str, out: Path, llm_spec: str | None, judge_specs:
             truth = await label_emotions(plan["pending_emotions"], reader, prompts, votes, plan["whole"].by_id)
             plan["truth"][task.name] = truth
             queries += some_queries(task, truth, plan["whole"], prompts, f"{run_path} (UEA ground truth)")[0]
-        harness = Harness(agent, judges, embedder.embed, prompts, settings, judge_names=names)
-        results = await harness.evaluate(queries, lambda name: plan["corpora"][name])
-        return results, {"agent_model": evaluator.identity(None),
+        harness = Harness(agent, judges, embedder.embed if embedder is not None else None, prompts, settings, judge_names=names)
+        if given is not None:
+            queries = [q for q in queries if (q.task, q.id) in given]
+        results = await harness.evaluate(queries, lambda name: plan["corpora"][name],
+                                         None if given is None else [given[(q.task, q.id)] for q in queries])
+        return results, {"agent_model": evaluator.identity(None) if given is None else "answers produced elsewhere (--answers)",
                          "judges": [evaluator.identity(spec) for spec in judge_specs] or [evaluator.identity(None)],
                          "labeller": evaluator.identity(labeller_spec(judge_specs, labeller))}, evaluator.write_journal()
     finally:
         await evaluator.aclose()
-        await close_each([embedder.embedder])
+        await close_each([embedder.embedder] if embedder is not None else [])
+
+
+# --------------------------------------------------------------------------- answers produced elsewhere
+
+
+#: options about the agent, which ``--answers`` does without (nothing is asked of it)
+AGENT_OPTIONS = {"llm_spec": "--llm", "max_steps": "--max-steps", "max_tokens": "--max-tokens", "max_tool_chars": "--max-tool-chars",
+                 "free_tool_calls": "--free-tool-calls", "label_with_agent": "--label-with-agent", "knowledge": "--knowledge"}
+
+
+def refuse_with_answers(ctx: Any, judges: tuple[str, ...], some_data: str | None) -> None:
+    """One line for what ``--answers`` cannot take: no judge, an option about the agent,
+    ``--per-task`` on SoMe's own queries (the answered queries are graded, all of them)."""
+    from click.core import ParameterSource
+
+    from townsquare.api import UsageError
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+
+    if not judges:
+        raise UsageError("--answers: name the judges (--judge PROVIDER[:MODEL], repeatable); answers produced elsewhere "
+                         "bring no model of their own to grade them")
+    for name, option in AGENT_OPTIONS.items():
+        if given(name):
+            raise UsageError(f"{option}: no agent is asked with --answers (the answers are the files')")
+    if some_data and given("per_task"):
+        raise UsageError("--per-task: with --answers and --some-data every answered query is graded")
+
+
+def answered_queries(plan: dict[str, Any], given: list[Any], prompts: dict[str, str],
+                     source: str) -> tuple[dict[tuple[str, str], Any], list[str]]:
+    """(task, query id) -> its answer, for every answer of the files (one line for an answer no
+    query has), and notes: the queries left unanswered, the answers to tasks not evaluated."""
+    from .given_answers import match
+    from .tasks import TASKS, some_queries
+
+    queries = list(plan["queries"])
+    if plan["pending_emotions"] is not None:  # a run's UEA queries are labelled later; their ids are known now
+        queries += some_queries(TASKS["user_emotion_analysis"], plan["pending_emotions"], plan["whole"], prompts, source)[0]
+    evaluated = {q.task for q in queries}
+    pairs, notes = match(queries, [g for g in given if g.task in evaluated], source)
+    outside = sorted({TASKS[g.task].short for g in given if g.task not in evaluated})
+    if outside:
+        left = sum(1 for g in given if g.task not in evaluated)
+        notes.append(f"{left} answer(s) to tasks not evaluated here ({', '.join(outside)}) left out")
+    return {(q.task, q.id): g for q, g in pairs}, notes
 
 
 # --------------------------------------------------------------------------- writing
@@ -203,7 +274,7 @@ def townsquare_register_commands(cli):
     from townsquare.api.commands import common_options, eval_group
 
     @eval_group(cli).command("some")
-    @click.argument("run_dir", metavar="RUN")
+    @click.argument("run_dir", metavar="[RUN]", required=False)
     @click.option("--tasks", default=None, metavar="T1,T2", help="Tasks by abbreviation or SoMe folder name (default: all that apply).")
     @click.option("--per-task", type=click.IntRange(min=1), default=10, show_default=True, help="Queries sampled per task.")
     @click.option("--split", type=int, default=None, help="Round from which labels come; the tools see rounds before it (default: half the run).")
@@ -228,44 +299,60 @@ def townsquare_register_commands(cli):
     @click.option("--free-tool-calls", is_flag=True,
                   help="Do not hold the agent's replies to the tool-call schema (grammar, strict JSON schema): the model's own call-writing errors count.")
     @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the sampling of queries.")
-    @click.option("--out", type=click.Path(file_okay=False), default=None, help="Output folder (default RUN/some).")
+    @click.option("--out", type=click.Path(file_okay=False), default=None,
+                  help="Output folder (default RUN/some; with --answers and no RUN, runs/<first file's stem>-some).")
     @click.option("--estimate", is_flag=True, help="Print the calls, tokens and cost per stage; call no model, write nothing.")
+    @click.option("--answers", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
+                  help="Grade answers produced elsewhere instead of asking the agent: JSON Lines of task, id, answer, or a released "
+                       "results file (results/<task>/<model>.json); repeatable. RUN may be left out with --some-data.")
     @common_options
-    def some_cmd(run_dir: str, tasks: str | None, per_task: int, split: int | None, some_data: str | None, database: str | None,
+    def some_cmd(run_dir: str | None, tasks: str | None, per_task: int, split: int | None, some_data: str | None, database: str | None,
                  knowledge: str | None, overrides: tuple[str, ...], llm_spec: str | None, judges: tuple[str, ...], labeller: str | None,
                  label_with_agent: bool, max_steps: int, max_tokens: int, max_tool_chars: int, concurrency: int, votes: int,
                  window_rounds: int, min_posts: int, prompts_file: str | None, free_tool_calls: bool, seed: int, out: str | None, estimate: bool,
-                 plugin_options: tuple[str, ...] = (), **_: Any) -> None:
-        """SoMe (Xue et al.): eight social-media agent tasks, each with its tools, over RUN's events."""
+                 answers: tuple[str, ...], plugin_options: tuple[str, ...] = (), **_: Any) -> None:
+        """SoMe (Xue et al.): eight social-media agent tasks, each with its tools, over RUN's events
+        (or SoMe's own queries); with --answers, answers produced elsewhere graded alike."""
         from townsquare.api import LLMFault, RunStopped, UsageError, data_path
         from townsquare.api.commands import (
             cached_answers, calls_line, check_spec, clear_earlier_answers, command_line, llm_overrides, load_run, model_identity, open_run,
         )
 
+        from .given_answers import read_answers
         from .harness import HarnessSettings
         from .scoring import format_table, summarise
         from .tasks import TASKS, task_type
         from .tools import ToolSettings
 
-        open_run(run_dir)
-        chosen = [task_type(t) for t in tasks.split(",") if t.strip()] if tasks else list(TASKS.values())
+        given = read_answers(answers) if answers else None
+        if given is not None:
+            refuse_with_answers(click.get_current_context(), judges, some_data)
+        if run_dir is not None:
+            open_run(run_dir)
+        elif given is None:
+            raise UsageError("missing RUN: a run directory (or, without one, --answers FILE --some-data DIR: answers produced "
+                             "elsewhere to SoMe's own queries)")
+        elif not some_data:
+            raise UsageError("--answers without RUN: give --some-data DIR (SoMe's queries; a run's own come from RUN)")
+        if tasks:
+            chosen = [task_type(t) for t in tasks.split(",") if t.strip()]
+        else:  # every task that applies, or those the answers are to
+            chosen = [t for t in TASKS.values() if given is None or any(g.task == t.name for g in given)]
         if not chosen:
             raise UsageError("--tasks: no task named")
         if database and not some_data:
             raise UsageError("--database: give --some-data too (the database serves SoMe's own queries)")
         some_data, database = (str(data_path(p)) if p else None for p in (some_data, database))  # data:NAME -> installed dataset
 
-        def resolve(more: list[str]) -> Any:
-            return load_run(run_dir, extra_plugin_options=plugin_options, overrides=[*llm_overrides(llm_spec), *overrides, *more])[1]
-
+        _, resolve = llm_settings(run_dir, llm_spec, overrides, plugin_options)
         for spec, option in [*((j, "--judge") for j in judges), *(((labeller, "--labeller"),) if labeller else ())]:
             check_spec(resolve, spec, option)
-        agent_model = model_identity(resolve([]))
+        agent_model = model_identity(resolve([])) if given is None else None
         warnings = [f"judge {spec} is {agent_model}, the agent's model: it grades its own answers" for spec in judges
                     if model_identity(check_spec(resolve, spec, "--judge")) == agent_model]
         if not judges:
             warnings.append(f"the judge is the agent's own model ({agent_model}): it grades its own answers (give --judge another model)")
-        if not some_data and any(t.short == "UEA" for t in chosen) and not label_with_agent:
+        if not some_data and any(t.short == "UEA" for t in chosen) and not label_with_agent and given is None:
             spec = labeller_spec(judges, labeller)
             if spec is None or model_identity(resolve(llm_overrides(spec))) == agent_model:
                 chosen = [t for t in chosen if t.short != "UEA"]
@@ -277,7 +364,12 @@ def townsquare_register_commands(cli):
         prompts = load_some_prompts(prompts_file)
         started = time.perf_counter()
         plan = plan_queries(run_dir, chosen, per_task=per_task, split=split, seed=seed, some_data=some_data, database=database,
-                            knowledge=knowledge, prompts=prompts, window_rounds=window_rounds, min_posts=min_posts)
+                            knowledge=knowledge, prompts=prompts, window_rounds=window_rounds, min_posts=min_posts,
+                            answered=given is not None)
+        graded = None
+        if given is not None:
+            graded, notes = answered_queries(plan, given, prompts, run_dir or str(some_data))
+            plan["notes"] += notes
         settings = HarnessSettings(max_steps=max_steps, max_tokens=max_tokens, concurrency=concurrency,
                                    constrained_tool_calls=not free_tool_calls,
                                    tools=ToolSettings(max_answer_chars=max_tool_chars))
@@ -286,16 +378,17 @@ def townsquare_register_commands(cli):
         for note in plan["notes"]:
             click.echo(f"note: {note}", err=True)
         if estimate:
-            for line in estimate_lines(run_dir, judges, plan, prompts, settings, votes, overrides, plugin_options, llm_spec, labeller):
+            for line in estimate_lines(run_dir, judges, plan, prompts, settings, votes, overrides, plugin_options, llm_spec, labeller,
+                                       graded):
                 click.echo(line)
             return
-        target = Path(out) if out else Path(run_dir) / "some"
+        target = Path(out) if out else Path(run_dir) / "some" if run_dir else Path("runs") / f"{Path(answers[0]).stem}-some"
         clear_earlier_answers(target / "llm_calls.sqlite")
         known = cached_answers(target)
         resume = command_line(click.get_current_context())
         try:
             results, info, calls = asyncio.run(_evaluate(run_dir, target, llm_spec, judges, plan, prompts, settings, votes, overrides,
-                                                         plugin_options, labeller, resume))
+                                                         plugin_options, labeller, resume, given=graded))
         except LLMFault as exc:
             raise RunStopped(f"SoMe evaluation stopped: LLM call failed: {exc.describe()}; the answers so far are cached: "
                              f"resume with {resume}") from None
@@ -304,7 +397,8 @@ def townsquare_register_commands(cli):
         by_task = {t.name: [r for r in results if r.task == t.name] for t in chosen}
         summaries = [summarise(t, by_task[t.name]) for t in chosen if by_task[t.name]]
         new = cached_answers(target) - known
-        info.update(run=str(run_dir), split=plan.get("split"), per_task=per_task, seed=seed, source=some_data or "run",
+        info.update(run=run_dir and str(run_dir), answers=list(answers), split=plan.get("split"), per_task=per_task, seed=seed,
+                    source=some_data or "run",
                     wall_seconds=round(time.perf_counter() - started, 1), llm_calls=sum(calls.values()),
                     provider_calls=new + calls.get("error", 0), warnings=warnings)
         write_outputs(target, results, summaries, plan, info)
@@ -352,8 +446,22 @@ def prompted_reply(request: Any) -> str | None:
     return json.dumps({"tool": tool, "arguments": arguments})
 
 
-def estimate_lines(run_dir: str, judges: tuple[str, ...], plan: dict[str, Any], prompts: dict[str, str], settings: Any, votes: int,
-                   overrides: tuple[str, ...], plugin_options: tuple[str, ...], llm_spec: str | None, labeller: str | None) -> list[str]:
+def judged_reply(request: Any) -> str | None:
+    """A stand-in judge's reply to a scoring prompt, in the form it asks for (every criterion
+    3 of 5: no repair and no completion check follow, as with a judge that reads its prompt and
+    an answer that is not worthless); None for every other request."""
+    from .tasks import TASKS
+
+    parts = request.purpose.split(".")
+    if len(parts) != 3 or parts[:2] != ["some", "score"]:
+        return None
+    task = next((t for t in TASKS.values() if t.short.lower() == parts[2]), None)
+    return None if task is None else ", ".join(f"{c.capitalize()}: 3" for c in task.criteria)
+
+
+def estimate_lines(run_dir: str | None, judges: tuple[str, ...], plan: dict[str, Any], prompts: dict[str, str], settings: Any,
+                   votes: int, overrides: tuple[str, ...], plugin_options: tuple[str, ...], llm_spec: str | None, labeller: str | None,
+                   given: dict[tuple[str, str], Any] | None = None) -> list[str]:
     """A dry run of the evaluation: a stand-in agent that follows each task's prompted path
     (:func:`prompted_reply`: the tools the system prompt names, run on the real corpus, then
     the answer), priced per stage and model; the most the agent may take is said beside it."""
@@ -362,17 +470,24 @@ def estimate_lines(run_dir: str, judges: tuple[str, ...], plan: dict[str, Any], 
     from townsquare.api.commands import DryRun
 
     dry = DryRun({"some.step": 120, "some.tool.summarize": 150, "some.extract": 2, "some.score": 20, "some.complete": 2,
-                  "some.label": 2}, script=prompted_reply)
+                  "some.label": 2}, script=lambda request: prompted_reply(request) or judged_reply(request))
     with tempfile.TemporaryDirectory(prefix="townsquare-some-estimate-") as tmp:
         asyncio.run(_evaluate(run_dir, Path(tmp), llm_spec, judges, plan, prompts, settings, votes, overrides, plugin_options,
-                              labeller, dry_run=dry))
+                              labeller, dry_run=dry, given=given))
     queries = len(plan["queries"]) + sum(len(v) for v in (plan["pending_emotions"] or {}).values())
-    lines = [f"ESTIMATE: {dry.calls():,} LLM calls for about {queries} queries, each agent following its task's prompted tool path; "
-             "no model was called."]
+    if given is not None:
+        lines = [f"ESTIMATE: {dry.calls():,} LLM calls to grade {len(given)} answers produced elsewhere (no agent is asked); "
+                 "no model was called."]
+    else:
+        lines = [f"ESTIMATE: {dry.calls():,} LLM calls for about {queries} queries, each agent following its task's prompted tool "
+                 "path; no model was called."]
     lines += dry.table(lambda purpose: ".".join(purpose.split(".")[:2]))
-    lines.append(f"the agent may take up to --max-steps {settings.max_steps} replies a query: at most {queries * settings.max_steps:,} "
-                 f"agent calls, each prompt longer by every tool answer it read (up to {settings.tools.max_answer_chars:,} characters); "
-                 "judged answers that score 0 get one completion check (counted as if all did).")
+    if given is None:
+        lines.append(f"the agent may take up to --max-steps {settings.max_steps} replies a query: at most "
+                     f"{queries * settings.max_steps:,} agent calls, each prompt longer by every tool answer it read (up to "
+                     f"{settings.tools.max_answer_chars:,} characters).")
+    lines.append("a judged answer that scores 0 gets one more call, a completion check (not counted: the stand-in judge scores "
+                 "3 of 5); an answer that is just a label needs no extraction call.")
     lines.append("prompt tokens ~ characters / 4; completion tokens assumed per call: agent 120, summaries 150, scores 20, labels 2.")
     if any(row[5] is None for row in dry.rows(lambda p: p)):
         lines.append("no price for some models: set llm.price_prompt_per_1k and llm.price_completion_per_1k for a cost.")

@@ -117,15 +117,22 @@ def read_ground_truth(folder: Path, task: TaskType) -> Any:
     return read_json(path)
 
 
-def some_queries(task: TaskType, data: Any, corpus: Corpus | None, prompts: dict[str, str], where: str) -> tuple[list[Query], int]:
-    """The task's queries from its ground truth; the second value counts those skipped because
-    the post they ask about is not in the corpus (SoMe's posts are downloaded separately)."""
+def some_queries(task: TaskType, data: Any, corpus: Corpus | None, prompts: dict[str, str], where: str,
+                 keep_missing_posts: bool = False) -> tuple[list[Query], int]:
+    """The task's queries from its ground truth; the second value counts those whose post is
+    not in the corpus (SoMe's posts are downloaded separately): skipped, or with
+    ``keep_missing_posts`` (answers produced elsewhere, graded without the agent) asked about
+    the post by its id."""
     queries: list[Query] = []
     skipped = 0
     posts = corpus.by_id if corpus is not None else {}
 
     def post_text(pid: Any) -> str | None:
+        nonlocal skipped
         post = posts.get(str(pid))
+        if post is None and keep_missing_posts:
+            skipped += 1
+            return f"(post {pid}; its text is not in {corpus.source if corpus is not None else 'the corpus'})"
         return None if post is None else post.text
 
     def need(obj: Any, key: str, context: str) -> Any:

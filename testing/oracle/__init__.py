@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+from typing import ClassVar
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
@@ -53,6 +54,7 @@ class OracleConfig(BaseModel):
     prompt, :mod:`.dispositions`; defaults are its fixed rules' values) and a simulated latency."""
 
     model_config = ConfigDict(extra="forbid")
+    machinery_settings: ClassVar[frozenset[str]] = frozenset({"latency_ms"})
     #: simulated latency of each answer (the oracle itself answers at once)
     latency_ms: float = Field(0.0, ge=0)
     #: importance of a memory holding news of a dated or timed event (a planning note: one more)

@@ -19,14 +19,17 @@ reader would and answers in the shape the request asks for; none reads the run. 
   about someone else) keeps the event's date, time and place in a share ``relay_fidelity`` of
   conversations (a disposition, default all) and is passed on bare in the rest.
 * **Remembering a conversation**: what it was about (the news in it), a planning thought that
-  copies the scheduled events it heard with their date, time and place, a memo.
+  copies the scheduled events it heard with their date, time and place (none when it heard
+  none), a memo.
 * **A new day's status**: the plan note lists the events the statements schedule for today
   (their date is today's); the status is yesterday's status plus that note.
 * **Planning**: wake up, the daily plan requirement in order (each clause at its stated time, or
   after the previous one), the events that the prompt schedules for today at their time and
   place (then back to what came before, or home), dinner at the lifestyle's time, relaxing at
   home, bed at the lifestyle's time. The hourly schedule is the strokes at their times; a chunk
-  is cut into quarter-hour actions that keep its words (and so its place).
+  is cut into quarter-hour actions that keep its words (and so its place). The rest of a day
+  written again after a conversation is the schedule as it was, with the events the prompt
+  schedules for today put in at their time, as a new day's plan puts them.
 * **Where**: the known place whose name the activity states (the first one it names), else a
   place sharing a distinctive word with it, else home for home things (sleep, relax, dinner
   after work), else staying where the agent is; an area or object by the words of the activity,
@@ -34,6 +37,9 @@ reader would and answers in the shape the request asks for; none reads the run. 
 * **Reacting**: only to an emergency the observation states (fire, help...): the plan goes on.
 * **Reflection**: three questions about the agent's plans, conversations and concerns; an
   insight for each statement that holds news, citing it.
+* **Interviews** (§7.1): "do you know about X?" yes when a piece of news its description or
+  the memories shown tell is X (most of X's words); "do you know <person>?" yes when its
+  description or a memory shown says something of them other than where they were seen.
 """
 
 from __future__ import annotations
@@ -435,6 +441,34 @@ def replan(view: PromptView) -> dict[str, Any]:
     return {"schedule": entries}
 
 
+def replan_after_conversation(view: PromptView) -> dict[str, Any]:
+    """The rest of the day after a conversation: the schedule as it was from now on, with the
+    events the prompt schedules for today (what the conversation settled, the status) at their
+    time and place, then back to what was planned for that hour."""
+    me = name_before(view, r"Write (.+?)'s schedule for the rest of today")
+    now = minutes_of(name_before(view, r"it is now ([^.]*)")) or 0
+    listed = sorted((m, what) for t, what in re.findall(r"^(\d{1,2}:\d{2} [ap]m): (.*)$", view.text, re.M)
+                    if (m := minutes_of(t)) is not None)
+
+    def planned_at(minute: int) -> str | None:
+        before = [what for m, what in listed if m <= minute]
+        return before[-1] if before and any(m >= minute for m, _ in listed) else None
+
+    timed = {m: what for m, what in listed if m > now}
+    if planned_at(now):
+        timed[now] = planned_at(now)
+    for start, end, what in _events_today(view, me):
+        if end <= now:
+            continue
+        start = max(start, now)
+        after = planned_at(end)
+        timed = {m: w for m, w in timed.items() if not start <= m < end}
+        timed[start] = what
+        if after and end < 24 * 60:
+            timed.setdefault(end, after)
+    return {"schedule": [{"time": clock(m), "activity": what} for m, what in sorted(timed.items())]}
+
+
 def actions(view: PromptView) -> dict[str, Any]:
     match = re.search(r"\((\d+) minutes\), .+? plans to: (.*)", view.text)
     minutes, what = (int(match.group(1)), match.group(2).strip()) if match else (60, "go about the day")
@@ -565,9 +599,9 @@ def conversation_about(view: PromptView) -> str:
     return f"a conversation about: {found[0]}" if found else "a conversation catching up"
 
 
-def conversation_planning(view: PromptView) -> str:
+def conversation_planning(view: PromptView) -> dict[str, Any]:
     events = [n for n in _transcript_news(view) if DATE.search(n) or CLOCK.search(n)]
-    return " ".join(e if e.endswith(".") else e + "." for e in events) if events else "Nothing to plan for."
+    return {"notes": [e if e.endswith(".") else e + "." for e in events]}
 
 
 def conversation_memo(view: PromptView) -> str:
@@ -665,6 +699,32 @@ def insights(view: PromptView) -> dict[str, Any]:
     return {"insights": found[:count]}
 
 
+# --------------------------------------------------------------------------- interviews (§7.1)
+
+
+def _interview_text(view: PromptView, heading: str) -> str:
+    """What the agent has to go on in an interview: its description and the memories shown."""
+    memories = re.sub(r"^- ", "", view.section(heading), flags=re.M)
+    return name_before(view, r"^You are [^.]+\. About you: (.*)$") + "\n" + memories
+
+
+def knows_topic(view: PromptView) -> str:
+    """Yes when a piece of news the agent's description or memories tell is the topic asked of."""
+    topic = name_before(view, r'Do you know about (.+?)\?"')
+    told = news_in(_interview_text(view, "What you remember that bears on the question"))
+    return "yes" if topic and any(_same(topic, n) for n in told) else "no"
+
+
+def knows_person(view: PromptView) -> str:
+    """Yes when the agent's description names the person, or a memory shown says something of
+    them other than where they were seen ("<person> is at <place>": seeing someone is not knowing
+    them)."""
+    other = name_before(view, r'Do you know (.+?)\?"')
+    memories = _interview_text(view, f"What you remember about {other}").splitlines()
+    seen = re.compile(rf"^{re.escape(other)} is at ")
+    return "yes" if other and any(other in line and not seen.match(line) for line in memories) else "no"
+
+
 RULES = {
     "importance": importance,
     "summary": aspect,
@@ -674,6 +734,7 @@ RULES = {
     "plan.day": day_plan,
     "plan.hourly": schedule,
     "plan.replan": replan,
+    "plan.conversation": replan_after_conversation,
     "plan.actions": actions,
     "react": react,
     "react.context": lambda view: aspect(view),
@@ -689,6 +750,8 @@ RULES = {
     "town.object_state": object_state,
     "reflection.questions": questions,
     "reflection.insights": insights,
+    "eval.knows_topic": knows_topic,
+    "eval.knows_person": knows_person,
 }
 
 __all__ = ["RULES", "dates_in", "news_in", "window"]

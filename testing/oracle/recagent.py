@@ -188,6 +188,11 @@ def sensory(view: PromptView) -> Any:
 
 
 def insight(view: PromptView) -> Any:
+    """One insight, as the JSON list the request declares (``{"insights": [...]}``)."""
+    return {"insights": [insight_sentence(view)]}
+
+
+def insight_sentence(view: PromptView) -> str:
     lines = [line[2:].strip() for line in view.text.splitlines() if line.startswith("- ")]
     name = re.search(r"(?:memories of|recent memories of) ([^:\n]+):", view.text)
     who = name.group(1).strip() if name else "This person"

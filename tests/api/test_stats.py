@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from townsquare.api.stats import incomplete_beta, mean_interval, paired_test, t_quantile, two_sided_p, welch_test
+from townsquare.api.stats import (
+    incomplete_beta, mean_interval, paired_test, share_interval, spearman, t_quantile, two_sided_p, welch_test,
+)
 
 
 @pytest.mark.parametrize("df,expected", [(1, 12.706205), (4, 2.776445), (9, 2.262157), (10, 2.228139), (30, 2.042272)])
@@ -79,3 +81,24 @@ def test_welch_edge_cases():
     assert math.isnan(welch_test([1.0], [1.0, 2.0]).p)
     assert welch_test([2, 2, 2], [2, 2, 2]).p == 1.0
     assert welch_test([2, 2, 2], [3, 3, 3]).p == 0.0
+
+
+def test_wilson_interval_of_a_share():
+    # Wilson (1927); binom::binom.wilson(8, 10) in R: 0.4901625 0.9433178
+    found = share_interval(8, 10)
+    assert found.mean == 0.8 and found.n == 10
+    assert (found.low, found.high) == pytest.approx((0.4901625, 0.9433178), abs=1e-6)
+    # at the edges the interval is not empty (the normal approximation's would be [0, 0])
+    none = share_interval(0, 10)
+    assert none.low == 0.0 and none.high == pytest.approx(0.2775328, abs=1e-6)
+    assert share_interval(10, 10).low == pytest.approx(1 - 0.2775328, abs=1e-6)
+    assert math.isnan(share_interval(0, 0).mean)
+    with pytest.raises(ValueError):
+        share_interval(11, 10)
+
+
+def test_spearman_matches_scipy():
+    # scipy.stats.spearmanr([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]): 0.8207826816681233 (ties share their mean rank)
+    assert spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]) == pytest.approx(0.8207826816681233, abs=1e-12)
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3], [4, 4, 4]) is None and spearman([1], [2]) is None

@@ -292,8 +292,9 @@ def test_resume_of_a_broken_manifest_is_one_line(manifest, message, tmp_path, ca
 
 
 def test_resume_with_a_broken_input_touches_nothing(tmp_path, capsys):
-    """A persona file broken after the run stopped: resume says so and leaves the manifest,
-    the checkpoints and the database exactly as they were."""
+    """A persona file broken after the run stopped: resume says it changed since it was
+    recorded; accepted, it says what is broken in it; both leave the manifest, the checkpoints
+    and the database exactly as they were."""
     scenario, _ = jsonl_personas("")
     scenario = write_case(tmp_path, (scenario.replace("rounds = 2", "rounds = 3"), {"personas.jsonl": '{"name": "Ada"}\n'}))
     assert townsquare("run", str(scenario), "--out", str(tmp_path / "r"), "--quiet", "--set", "rounds=1")[0] == 0
@@ -301,6 +302,8 @@ def test_resume_with_a_broken_input_touches_nothing(tmp_path, capsys):
     (tmp_path / "personas.jsonl").write_text('{"name": "Ada\\u0007"}\n')
     before = _digest(tmp_path / "r")
     assert townsquare("resume", str(tmp_path / "r"), "--set", "rounds=3")[0] == 2
+    assert "personas.jsonl: has changed since the run recorded it" in one_error_line(capsys)
+    assert townsquare("resume", str(tmp_path / "r"), "--set", "rounds=3", "--accept-changed-inputs")[0] == 2
     assert "contains control characters" in one_error_line(capsys)
     assert _digest(tmp_path / "r") == before
 

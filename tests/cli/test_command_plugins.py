@@ -15,7 +15,7 @@ from townsquare.plugin_manager import make_plugin_manager
 #: built-in plugin -> the top-level commands it adds
 COMMAND_PLUGINS = {
     "run": {"run"}, "resume": {"resume"}, "branch": {"branch"}, "interview": {"interview"}, "compare": {"compare"},
-    "ablate": {"ablate"}, "export": {"export"}, "plugins": {"plugins"},
+    "ablate": {"ablate"}, "sweep": {"sweep"}, "export": {"export"}, "plugins": {"plugins"},
     "llm_commands": {"estimate", "replay"}, "run_report": {"report"}, "data": {"data"},
     "mastodon": {"mastodon"}, "recsys": {"recbole"},
 }

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import scenario_text
+from helpers import cli_in_process, scenario_text
 from townsquare.commands.branch import BranchChange, branch_run, parse_interventions
 from townsquare.errors import UsageError
 from townsquare.runner import start_run
@@ -208,3 +208,18 @@ def test_a_branch_killed_in_its_first_round_resumes_with_its_interventions(paren
     assert len(posts) == 1 and posts[0][2] == 3
     agents = {row[0]: json.loads(row[4]) for row in table(tmp_path / "killed", "agents")}
     assert agents["users-0003"]["sentences"] == ["I collect stamps."]
+
+
+@pytest.mark.parametrize("change,problem", [
+    ('{ kind = "post", value = "hi" }', "plugins.branch.changes[0].target: missing required key"),
+    ('{ kind = "shout", target = "users-0001", value = "hi" }', "plugins.branch.changes[0].kind: input should be"),
+    ('{ kind = "persona", target = "users-0001", value = "p.txt" }', 'a persona change needs "persona"'),
+    ('{ kind = "post", target = "users-0001", value = "hi", extra = 1 }', "plugins.branch.changes[0].extra: unknown key"),
+])
+def test_a_scenario_listing_branch_with_a_malformed_change_is_one_line(tmp_path, capsys, change, problem):
+    path = tmp_path / "s.toml"
+    path.write_text(scenario_text(rounds=2, top='interventions = ["branch"]', extra=f"[plugins.branch]\nat = 1\nchanges = [{change}]\n"))
+    code, _, err = cli_in_process(capsys, "run", str(path), "--out", str(tmp_path / "r"), "--quiet")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert problem in err and "Traceback" not in err
+    assert not (tmp_path / "r").exists()

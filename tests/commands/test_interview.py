@@ -130,3 +130,38 @@ def test_a_run_without_an_llm_is_refused_with_an_option_that_exists(tmp_path):
 
     options = {opt for param in build_cli(make_plugin_manager()).commands["run"].params for opt in param.opts}
     assert "--llm" in options and "--llm" in str(err.value)
+
+
+@pytest.fixture
+def fresh_run(tmp_path) -> Path:
+    from helpers import scenario_text
+
+    (tmp_path / "s.toml").write_text(scenario_text(rounds=2, policy="scripted_feed", llm=True))
+    run_dir, summary = start_run(tmp_path / "s.toml", out=tmp_path / "run", plugin_options=SCRIPTED)
+    assert summary.stopped is None
+    return run_dir.path
+
+
+def test_a_refused_interview_leaves_nothing_and_asks_nothing(fresh_run, tmp_path, capsys, monkeypatch):
+    """Unknown agent or population, an unwritable --csv, a negative memory count: refused
+    before any question is paid for, and the run directory gets no interviews folder or file."""
+    from helpers import cli_in_process, count_scripted_calls
+
+    asked = count_scripted_calls(monkeypatch)
+    def listing():  # SQLite's -shm/-wal beside events.sqlite come and go with readers
+        return sorted(p.name for p in fresh_run.iterdir() if not p.name.endswith(("-shm", "-wal")))
+
+    before = listing()
+    with pytest.raises(UsageError, match="no agent 'nobody'"):
+        interview(fresh_run, "hi", agents=["nobody"])
+    with pytest.raises(UsageError, match="no such population"):
+        interview(fresh_run, "hi", population="martians", all_agents=True)
+    with pytest.raises(UsageError, match="memories = -1"):
+        interview(fresh_run, "hi", agents=["users-0001"], memories=-1)
+    code, _, err = cli_in_process(capsys, "interview", str(fresh_run), "Happy?", "--all", "--csv", "/proc/x.csv")
+    assert code == 2 and err.strip().startswith("error: --csv /proc/x.csv: cannot write there:"), err
+    assert listing() == before and asked == []
+
+    [answer] = interview(fresh_run, "hi", agents=["users-0001"])
+    assert answer.answer and asked == ["interview"]
+    assert (fresh_run / "interviews").is_dir() and (fresh_run / "interviews.jsonl").is_file()

@@ -329,7 +329,7 @@ def test_hook_townsquare_register_llm_middleware(make_plugins, write_scenario, r
 
 def test_hook_townsquare_register_answer_priors(make_plugins):
     from townsquare.api import AnswerPrior
-    from townsquare.plugins.llm.run_estimate import answer_priors
+    from townsquare.api.commands import answer_priors
 
     plugin = types.SimpleNamespace(townsquare_register_answer_priors=hookimpl(
         lambda: [AnswerPrior("x.decide", shares={"yes": 0.25}, note="a test")]))

@@ -188,12 +188,12 @@ def test_two_concurrent_resumes_of_one_run(scenario, tmp_path):
 
 def test_run_and_run_into_one_directory_at_once(scenario, tmp_path):
     """``run S --out D & run S --out D``: one finishes, the other exits 2 with one line (the
-    lock's holder, or the directory the winner already filled)."""
+    lock's holder, or the run the winner already made there)."""
     both = [start("run", str(scenario), "--out", str(tmp_path / "d"), "--quiet") for _ in range(2)]
     results = [(p.wait(timeout=REACH_S), p.communicate()[1]) for p in both]
     assert sorted(code for code, _ in results) == [0, 2], results
     loser = next(err for code, err in results if code == 2).strip().splitlines()
-    assert len(loser) == 1 and ("in use by process" in loser[0] or "directory exists and is not empty" in loser[0]), loser
+    assert len(loser) == 1 and ("in use by process" in loser[0] or "holds a run (manifest.json); continue it with" in loser[0]), loser
     assert json.loads((tmp_path / "d" / "manifest.json").read_text())["status"] == "finished"
     assert len(read_table(tmp_path / "d", "agents")) == 3
 

@@ -228,3 +228,15 @@ def test_a_test_model_named_as_llm_loads_its_plugin_as_on_the_command_line(tmp_p
                    progress=False)
     assert run.status == "finished" and run.manifest["plugin_options"] == ["townsquare.testing.oracle"]
     assert run.manifest["scenario"]["llm"]["name"] == "oracle"
+
+
+def test_one_option_given_as_a_string_is_one_option_and_bad_counts_are_refused(scripted_run, tmp_path):
+    """``plugins="no:x"`` is the option ``-p no:x``, not four letters; ``interview(memories=-1)``
+    is refused as the CLI refuses ``--memories -1``."""
+    (tmp_path / "s.toml").write_text(scenario_text(rounds=1, count=2))
+    run = ts.start(tmp_path / "s.toml", out=tmp_path / "run", plugins="no:dashboard", overrides="rounds=2", progress=False)
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    assert manifest["plugin_options"] == ["no:dashboard"] and "dashboard" in manifest["disabled_plugins"]
+    assert manifest["rounds"] == 2
+    with pytest.raises(UsageError, match="memories = -1"):
+        scripted_run.interview("Hi?", "users-0001", memories=-1)

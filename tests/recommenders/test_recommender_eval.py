@@ -166,3 +166,6 @@ def test_recbole_atomic_files_of_a_run(write_scenario, run_scenario, tmp_path):
     rows = [line.split("\t") for line in paths[0].read_text().splitlines()[1:]]
     assert {r[4] for r in rows} == {"1", "0"} and sum(r[4] == "0" for r in rows) > 0
     assert min(float(r[3]) for r in rows if r[4] == "1") < min(float(r[3]) for r in rows if r[4] == "0")
+    # the earlier ratings keep their real MovieLens times (ratings.csv: user 1 rated Heat at 1000, Blade Runner at 1010)
+    first = {(r[1], float(r[2]), float(r[3])) for r in rows if r[0] == watches[0][0] and r[2]}
+    assert {("2", 8.0, 1000.0), ("4", 10.0, 1010.0)} <= first

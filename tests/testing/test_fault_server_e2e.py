@@ -139,7 +139,7 @@ def test_a_replay_missing_an_answer_fails_loudly(recorded):
     result = cli("replay", str(tmp / "damaged"), "--out", str(tmp / "replay_damaged"))
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert re.fullmatch(r"error: cache miss in replay: like for users-\d{4} \(call \d+ of this request; .*llm_cache\.sqlite\)",
+    assert re.fullmatch(r"error: cache miss in replay: like for users-\d{4} \(round \d+, the agent's call \d+ of the round; .*llm_cache\.sqlite\)",
                         result.stderr.strip().splitlines()[-1])
 
 

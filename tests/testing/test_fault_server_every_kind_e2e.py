@@ -186,8 +186,11 @@ def test_ctrl_c_stops_cleanly_and_resume_completes(tmp_path):
     with FaultServer(latency_ms=150) as server:
         (tmp_path / "s.toml").write_text(scenario(server.base_url, "social_agent_combined", rounds=6))
         env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "support"), **KEY}
+        # Ctrl-C reaches the run as at a terminal, even when this test runs where SIGINT is ignored (a
+        # suite started in the background): an ignored signal is inherited across exec, a handler is not
         process = subprocess.Popen([sys.executable, "-m", "townsquare.cli", "run", str(tmp_path / "s.toml"), "--out",
-                                    str(tmp_path / "run"), "--quiet"], stderr=subprocess.PIPE, text=True, env=env)
+                                    str(tmp_path / "run"), "--quiet"], stderr=subprocess.PIPE, text=True, env=env,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         manifest = tmp_path / "run" / "manifest.json"
         deadline = time.monotonic() + 120  # a hang guard far above the few seconds this takes
         while time.monotonic() < deadline and process.poll() is None:

@@ -1,6 +1,7 @@
 """The oracle's rules for Park et al.'s purposes, each on the prompt the design really sends
 (filled from the design's own templates): what counts as news, importance, the day's status,
-plans, places, talking, remembering a conversation, reflection."""
+plans, places, talking, remembering a conversation, the day written again after one,
+reflection, the §7.1 interviews."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import asyncio
 import json
 
 from townsquare.llm import LLMRequest, Message
+from townsquare.plugins.generative_agents.dialogue.conversation_memory import PLANNING_SCHEMA
+from townsquare.plugins.generative_agents.dialogue.conversation_memory import REQUIRED as CONVERSATION_REQUIRED
 from townsquare.plugins.generative_agents.planning.day_plan import REQUIRED as PLAN_REQUIRED
 from townsquare.plugins.generative_agents.planning.schedule import plan_schema
 from townsquare.plugins.generative_agents.policy.town_agent import REQUIRED as TOWN_REQUIRED
@@ -19,6 +22,8 @@ PLANNING = load_prompts("planning", PLAN_REQUIRED)
 TOWN = load_prompts("town", TOWN_REQUIRED)
 SUMMARY = load_prompts("summary", {})
 MEMORY = load_prompts("memory", {})
+CONVERSATION = load_prompts("conversation", CONVERSATION_REQUIRED)
+EVALUATION = load_prompts("evaluation", {})
 PARTY = "Isabella Rodriguez is planning a Valentine's Day party at Hobbs Cafe on February 14th, 2023, from 5pm to 7pm."
 
 
@@ -121,6 +126,55 @@ def test_talking_shares_news_once_then_acknowledges_then_ends():
     assert third["end"] is True and "good to talk" in third["utterance"]
     # with nothing to say, a greeting first, never the same news twice
     assert turn("Maria Lopez", "Klaus Mueller", "")["utterance"] == "Hi Klaus, how are you?"
+
+
+def test_a_conversation_leaves_a_note_for_planning_only_when_it_settled_something_dated():
+    def notes(transcript):
+        prompt = fill(CONVERSATION["planning"], name="Maria Lopez", other="Isabella Rodriguez", transcript=transcript)
+        return json.loads(ask(prompt, "conversation.planning", json_schema=PLANNING_SCHEMA))
+
+    told = f"Isabella Rodriguez: {PARTY.replace('Isabella Rodriguez is', 'I am')}\nMaria Lopez: That sounds good."
+    assert notes(told) == {"notes": [PARTY]}
+    assert notes("Isabella Rodriguez: Hi Maria, how are you?\nMaria Lopez: Fine, thanks.") == {"notes": []}
+
+
+def test_after_a_conversation_the_rest_of_the_day_fits_in_what_it_settled_for_today():
+    schedule = "\n".join(["7:00 am: wake up", "9:00 am: study at the library", "12:00 pm: talking with Isabella Rodriguez",
+                          "1:00 pm: stream games in her room", "6:00 pm: have dinner", "8:00 pm: go to bed"])
+
+    def rest(notes, today="Tuesday February 14, 2023"):
+        prompt = fill(PLANNING["conversation"], summary="Name: Maria Lopez", name="Maria Lopez", today=today,
+                      now="12:10 pm", schedule=schedule, other="Isabella Rodriguez", notes=notes)
+        answer = json.loads(ask(prompt, "plan.conversation", json_schema={"type": "object"}))
+        return [(e["time"], e["activity"]) for e in answer["schedule"]]
+
+    kept = [("12:10 pm", "talking with Isabella Rodriguez"), ("1:00 pm", "stream games in her room"),
+            ("6:00 pm", "have dinner"), ("8:00 pm", "go to bed")]
+    assert rest(PARTY, today="Monday February 13, 2023") == kept  # the party is another day: the day stays
+    assert rest(PARTY) == [("12:10 pm", "talking with Isabella Rodriguez"), ("1:00 pm", "stream games in her room"),
+                           ("5:00 pm", "attend a Valentine's Day party at Hobbs Cafe on February 14th, 2023, from 5pm to 7pm"),
+                           ("7:00 pm", "have dinner"), ("8:00 pm", "go to bed")]
+
+
+def test_interviews_say_yes_to_what_the_prompt_tells():
+    def knows(topic, memories, persona="Maria Lopez is a student."):
+        prompt = fill(EVALUATION["knows_topic"], name="Maria Lopez", persona=persona, memories=memories, topic=topic)
+        return ask(prompt, "eval.knows_topic", labels=("yes", "no"))
+
+    relay = "- Klaus Mueller said to Maria Lopez: Have you heard? Isabella Rodriguez is planning a Valentine's Day party."
+    assert knows("a Valentine's Day party", relay) == "yes"
+    assert knows("a Valentine's Day party", "- Isabella Rodriguez is at Hobbs Cafe, cafe, decorating for the party") == "no"
+    assert knows("a Valentine's Day party", "(nothing)", persona=PARTY) == "yes"  # the host's own seed
+    assert knows("Sam Moore running for mayor", relay) == "no"
+
+    def acquainted(memories, persona="Maria Lopez is a student."):
+        prompt = fill(EVALUATION["knows_person"], name="Maria Lopez", persona=persona, memories=memories, other="Klaus Mueller")
+        return ask(prompt, "eval.knows_person", labels=("yes", "no"))
+
+    assert acquainted("- Maria Lopez talked with Klaus Mueller: a conversation catching up") == "yes"
+    assert acquainted("(nothing)", persona="Maria Lopez lives in the dorm with Klaus Mueller.") == "yes"
+    assert acquainted("- Klaus Mueller is at Oak Hill College, library, reading") == "no"  # seen is not known
+    assert acquainted("- Maria Lopez lives in Dorm for Oak Hill College with Klaus Mueller.") == "yes"  # a seed memory
 
 
 def test_the_oracle_reads_only_its_request():

@@ -19,7 +19,9 @@ the speaker says it is over (its line is kept), a line repeats an earlier one (t
 dropped: models that run out of things to say loop), or ``max_turns`` turns are spoken
 (8 by default: the paper's reference code caps a chat at 8 rounds; the paper gives no number).
 Both sides then remember the conversation, and it enters both sides' schedules for the time it
-took (the planner's ``insert``; the reference code's ``_create_react``). On the social platform
+took (the planner's ``insert``; the reference code's ``_create_react``); a side whose memory kept a
+note for planning from it (the planning thought) has the rest of its day written again from that
+note (the planner's ``after_conversation``). On the social platform
 the turns cross rounds as a reply thread: :mod:`.reply_threads`.
 
 The summary is the agent's summary description
@@ -41,7 +43,7 @@ from townsquare.api import StepContext
 from ..planning.agent_summary import memory_of, statements, summary_description
 from ..planning.schedule import clock_text
 from ..prompt_files import fill, load_prompts
-from .conversation_memory import conversation_memory_of, conversation_minutes
+from .conversation_memory import conversation_memory_of, conversation_minutes, planning_note
 
 log = structlog.get_logger("townsquare.plugins.generative_agents.dialogue")
 
@@ -180,20 +182,25 @@ class Dialogue:
             return None, True
         return Turn(ctx.agent.id, name, answer["utterance"][:1000]), answer["end"]
 
-    async def remember(self, ctx: StepContext, other_id: str, other: str, transcript: Transcript) -> None:
-        """Hand the conversation to the agent's conversation memory (nothing is kept without one)."""
+    async def remember(self, ctx: StepContext, other_id: str, other: str, transcript: Transcript) -> str:
+        """Hand the conversation to the agent's conversation memory (nothing is kept without one);
+        returns the note for planning it kept ("" when none)."""
         keeper = conversation_memory_of(ctx.agent)
         if keeper is None or not transcript.turns:
-            return
-        await keeper.keep(ctx, other_id, other, transcript)
+            return ""
+        return planning_note(await keeper.keep(ctx, other_id, other, transcript), ctx.agent.persona.name)
 
-    async def into_schedule(self, ctx: StepContext, other: str, transcript: Transcript) -> None:
+    async def into_schedule(self, ctx: StepContext, other: str, transcript: Transcript, notes: str = "") -> None:
         """The conversation becomes what the agent is doing for the time it took (the planner's
-        ``insert``, when the planner has one)."""
+        ``insert``, when the planner has one); with ``notes`` for planning, the rest of the day
+        is written again from them (the planner's ``after_conversation``, when it has one)."""
         planner = ctx.agent.components.get("planner")
         if planner is None or not hasattr(planner, "insert") or not transcript.turns:
             return
-        await planner.insert(ctx, f"talking with {other}", conversation_minutes(transcript.text()))
+        minutes = conversation_minutes(transcript.text())
+        await planner.insert(ctx, f"talking with {other}", minutes)
+        if notes and hasattr(planner, "after_conversation"):
+            await planner.after_conversation(ctx, other, notes, minutes)
 
     def get_state(self) -> dict[str, Any]:
         return {}
@@ -239,9 +246,9 @@ class Conversation:
         while transcript.ended is None:
             ctx, side, other = speakers[len(transcript.turns) % 2]
             await take_turn(side, ctx, other, transcript, self.config.max_turns)
-        await side_a.remember(ctx_a, ctx_b.agent.id, name_b, transcript)
-        await side_b.remember(ctx_b, ctx_a.agent.id, name_a, transcript)
-        await side_a.into_schedule(ctx_a, name_b, transcript)
-        await side_b.into_schedule(ctx_b, name_a, transcript)
+        notes_a = await side_a.remember(ctx_a, ctx_b.agent.id, name_b, transcript)
+        notes_b = await side_b.remember(ctx_b, ctx_a.agent.id, name_a, transcript)
+        await side_a.into_schedule(ctx_a, name_b, transcript, notes_a)
+        await side_b.into_schedule(ctx_b, name_a, transcript, notes_b)
         log.debug("dialogue.ended", a=ctx_a.agent.id, b=ctx_b.agent.id, turns=len(transcript.turns), ended=transcript.ended)
         return transcript

@@ -11,7 +11,11 @@ which writes into the agent's memory, through the whole chain (Park's stream kee
 * a **planning thought** (``For Maria Lopez's planning: ...``) and a **memo** (what the agent
   takes away), each a ``reflection`` whose evidence is the conversation's record: the reference
   code's ``generate_planning_thought_on_convo`` and ``generate_memo_on_convo`` (the paper gives
-  neither; ``planning_thought`` and ``memo`` switch them off).
+  neither; ``planning_thought`` and ``memo`` switch them off). The planning thought is asked for
+  as a JSON list of notes (:data:`PLANNING_SCHEMA`), empty when the conversation settled nothing;
+  a thought or memo that says nothing (:func:`~..memory.memory_text.says_nothing`: "Nothing to
+  plan for.", "None.") is not stored, so no memory fills with identical empty notes that crowd
+  recall (``empty_thoughts`` counts the ones left out).
 
 Record ids are set here (``chat-<time>-<partner>`` and ``.1``, ``.2``... for the utterances) so
 that the thoughts can cite the conversation. The tier itself stores nothing and passes every
@@ -32,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import MemoryRecord, MemorySpec, hookimpl
 
+from ..memory.memory_text import says_nothing
 from ..planning.agent_summary import memory_of
 from ..prompt_files import fill, prompts_for
 
@@ -42,6 +47,32 @@ REQUIRED: dict[str, frozenset[str]] = {
     "planning": frozenset({"name", "other", "transcript"}),
     "memo": frozenset({"name", "other", "transcript"}),
 }
+#: the planning thought's answer: what to remember while planning, one sentence a note, none
+#: when the conversation settled nothing
+PLANNING_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"notes": {"type": "array", "items": {"type": "string"}, "maxItems": 5}},
+    "required": ["notes"],
+}
+
+
+#: how a planning thought's record begins (the reference code's "For <name>'s planning: ...")
+PLANNING_PREFIX = "For {name}'s planning: "
+
+
+def planning_note(records: Sequence[MemoryRecord], name: str) -> str:
+    """The note for planning among a conversation's ``records`` (what :meth:`ConversationMemory.keep`
+    returned), without its prefix; "" when the conversation left none."""
+    prefix = PLANNING_PREFIX.format(name=name)
+    return next((r.text.removeprefix(prefix) for r in records if r.meta.get("thought") == "planning"), "")
+
+
+def read_notes(value: Any) -> list[str]:
+    """The notes of a planning-thought answer that say something, each on one line."""
+    if not isinstance(value, dict) or not isinstance(value.get("notes"), list):
+        raise ValueError('expected {"notes": ["...", ...]} (an empty list when there is nothing to plan for)')
+    notes = [" ".join(n.split()) for n in value["notes"] if isinstance(n, str)]
+    return [n if n.endswith((".", "!", "?")) else n + "." for n in notes if not says_nothing(n)]
 
 
 @runtime_checkable
@@ -86,6 +117,7 @@ class ConversationMemory:
         self.config = config or ConversationMemoryConfig()
         self.prompts = prompts or {}
         self.kept = 0
+        self.empty_thoughts = 0
 
     # ------------------------------------------------------------------ the Memory protocol (a pass-through tier)
 
@@ -123,13 +155,14 @@ class ConversationMemory:
             listener = other if turn.name == name else name
             records.append(MemoryRecord(f"{turn.name} said to {listener}: {turn.text[: cfg.utterance_chars]}", kind="chat",
                                         created=ctx.now, last_access=ctx.now, meta=dict(meta, turn=i), id=f"{key}.{i}"))
-        for wanted, purpose, prefix in ((cfg.planning_thought, "planning", f"For {name}'s planning: "),
-                                        (cfg.memo, "memo", f"{name} ")):
-            if not wanted or llm is None:
-                continue
-            thought = " ".join((await llm.text(fill(self.prompts[purpose], **values), purpose=f"conversation.{purpose}",
-                                               max_tokens=cfg.max_tokens)).split())
-            if thought:
+        if llm is not None:
+            for purpose, thought in (("planning", await self._planning(llm, values)), ("memo", await self._memo(llm, values))):
+                if thought is None:
+                    continue
+                if says_nothing(thought):
+                    self.empty_thoughts += 1
+                    continue
+                prefix = PLANNING_PREFIX.format(name=name) if purpose == "planning" else f"{name} "
                 records.append(MemoryRecord(prefix + thought, kind="reflection", created=ctx.now, last_access=ctx.now,
                                             evidence=(key,), meta={"with": other_id, "conversation": key, "thought": purpose},
                                             id=f"{key}.{purpose}"))
@@ -137,11 +170,26 @@ class ConversationMemory:
         self.kept += 1
         return records
 
+    async def _planning(self, llm: Any, values: dict[str, str]) -> str | None:
+        """The planning thought's notes as one text ("" when there are none); None when switched off."""
+        if not self.config.planning_thought:
+            return None
+        notes = await llm.json(fill(self.prompts["planning"], **values), PLANNING_SCHEMA, purpose="conversation.planning",
+                               default=[], validate=read_notes, max_tokens=self.config.max_tokens)
+        return " ".join(notes)
+
+    async def _memo(self, llm: Any, values: dict[str, str]) -> str | None:
+        if not self.config.memo:
+            return None
+        return " ".join((await llm.text(fill(self.prompts["memo"], **values), purpose="conversation.memo",
+                                        max_tokens=self.config.max_tokens)).split())
+
     def get_state(self) -> dict[str, Any]:
-        return {"kept": self.kept}
+        return {"kept": self.kept, "empty_thoughts": self.empty_thoughts}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.kept = int(state.get("kept", 0))
+        self.empty_thoughts = int(state.get("empty_thoughts", 0))
 
 
 def build_conversation_memory(config: ConversationMemoryConfig | None, ctx: Any) -> ConversationMemory:

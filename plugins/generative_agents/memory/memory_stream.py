@@ -20,7 +20,12 @@ a text, a creation time, a last-access time and an importance.
   embedding of their own (the vectors live in the array).
 - **Recall**: cosine relevance of every record to the query (one matrix-vector product), scored
   by the ``memory.retrieval`` slot (:mod:`.park_retrieval`) or by relevance alone when it is
-  empty; the top ``k`` get their last access set to ``ctx.now``.
+  empty; the top ``k`` get their last access set to ``ctx.now``. Records that say the same
+  thing word for word (a routine seen again, a thought repeated) fill one place among the
+  ``k``, not many: of equal texts only the best-scoring one is recalled (``distinct_recall``;
+  the paper does not say, and the reference code's ``perceive`` likewise skips an event that is
+  already among the latest ones). A burst of identical records so cannot crowd a rarer one
+  out of a prompt.
 - **Seed memories** (§3.1): the persona's description split at semicolons, each part one
   memory, stored the first time the stream is used. Our personas are lists of sentences plus
   fields, so each sentence and each ``field: value`` line is split at semicolons.
@@ -68,6 +73,8 @@ class MemoryStreamConfig(BaseModel):
     memory_chars: int = Field(600, gt=0, description="longest memory text shown in the importance prompt")
     importance_cache: int = Field(4096, ge=0, description="texts whose rating is kept (per agent)")
     initial_capacity: int = Field(64, gt=0, description="rows allocated at first; the arrays grow by half when full")
+    distinct_recall: bool = Field(True, description="of records with the same text, recall only the best-scoring one "
+                                  "(our choice; the paper does not say); False: every copy competes for the top k")
     prompts_file: str | None = None
 
 
@@ -233,13 +240,12 @@ class MemoryStream:
     def top(self, agent: Any, query_vector: np.ndarray, k: int, now: datetime) -> list[MemoryRecord]:
         """Score, pick and touch the top ``k`` (no LLM, no embedding: what the benchmark times)."""
         n = self._n
+        if k <= 0 or not n:
+            return []
         relevance = self._vectors[:n] @ np.asarray(query_vector, dtype=np.float32)
         scorer = retrieval_of(agent) if agent is not None else None
         scores = relevance if scorer is None else np.asarray(scorer.score(self.view(), relevance, now), dtype=np.float64)
-        k = min(k, n)
-        picked = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
-        # best first; ties go to the older record, so the order is reproducible
-        picked = picked[np.lexsort((picked, -scores[picked]))]
+        picked = self._best(scores, min(k, n))
         self._access[picked] = hours(now)
         found = []
         for i in picked:
@@ -247,6 +253,29 @@ class MemoryStream:
             record.last_access = now
             found.append(record)
         return found
+
+    def _best(self, scores: np.ndarray, k: int) -> np.ndarray:
+        """Indices of the ``k`` best scores, best first (ties go to the older record, so the order
+        is reproducible); with ``distinct_recall``, one index per text. A window of candidates
+        four times ``k`` is sorted, widened only when its texts repeat too much to fill ``k``."""
+        n = len(scores)
+        window = k if not self.config.distinct_recall else min(n, 4 * k)
+        while True:
+            ranked = np.argpartition(-scores, window - 1)[:window] if window < n else np.arange(n)
+            ranked = ranked[np.lexsort((ranked, -scores[ranked]))]
+            if not self.config.distinct_recall:
+                return ranked[:k]
+            chosen, texts = [], set()
+            for i in ranked:
+                text = self.records[int(i)].text
+                if text not in texts:
+                    texts.add(text)
+                    chosen.append(i)
+                    if len(chosen) == k:
+                        break
+            if len(chosen) == k or window == n:
+                return np.asarray(chosen, dtype=np.int64)
+            window = min(n, 4 * window)
 
     def since(self, when: datetime | None) -> list[MemoryRecord]:
         """Records created after ``when`` (all when None), oldest first."""

@@ -9,11 +9,26 @@ a prompt's size is bounded by its template plus ``max_chars``.
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from townsquare.api import MemoryRecord
 
 ELLIPSIS = "…"
+#: the words of an answer that says there is nothing ("Nothing to plan for.", "None.", "No plans in
+#: particular."): a note made only of these says nothing
+NOTHING_WORDS = frozenset("nothing none no not n a na applicable there is are was were s to for of in particular "
+                          "specific anything special new noted note notes plan plans planning remember worth the "
+                          "this that conversation coming days day today from here it i we have has do need needs be "
+                          "learned found took away heard got interesting much really important".split())
+
+
+def says_nothing(text: str) -> bool:
+    """Whether ``text`` is empty of content: blank, or only the words of "there is nothing" (see
+    :data:`NOTHING_WORDS`). A note that names anything (a person, a time, a place, an act) says
+    something."""
+    words = re.findall(r"[a-z]+", text.lower())
+    return not words or all(w in NOTHING_WORDS for w in words)
 
 
 def cut(text: str, limit: int) -> str:

@@ -22,6 +22,16 @@ code reads the decay from each persona's seed (``recency_decay`` in ``scratch.js
 every agent of the 25-agent base, 0.99 for Isabella in the 3-agent one), so this mode takes the
 agent's ``recency_decay`` persona field when it has one, else 0.99. Explicit ``recency_decay`` /
 ``*_weight`` settings override either mode's values.
+
+Relevance is the cosine of the run's embeddings (``[embedder]``): the default ``hash`` embedder
+is lexical (shared words), while the paper and the reference code embed with a language model
+(OpenAI's). :data:`RECALL_PRESETS` names the two set-ups a study compares, as scenario overrides:
+``ours`` (the defaults: the offline hash embedder, the paper's weights) and ``reference_code``
+(all-MiniLM-L6-v2 sentence embeddings, ``[embedder] name = "minilm"``, and this mode: relevance
+weighted 3, importance 2, recency 0.5)::
+
+    townsquare run examples/valentines.toml --set 'embedder={ name = "minilm" }' \
+        --set plugins.park_retrieval.mode=reference_code
 """
 
 from __future__ import annotations
@@ -35,6 +45,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare.api import MemoryRecord, MemorySpec, hookimpl
 
 from .sim_hours import hours
+
+#: named recall set-ups (scenario overrides, as ``--set`` takes them): see the module docstring
+RECALL_PRESETS: dict[str, tuple[str, ...]] = {
+    "ours": (),
+    "reference_code": ('embedder={ name = "minilm" }', "plugins.park_retrieval.mode=reference_code"),
+}
 
 #: mode -> (recency_decay, w_rec, w_imp, w_rel)
 MODES: dict[str, tuple[float, float, float, float]] = {

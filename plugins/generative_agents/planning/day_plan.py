@@ -37,8 +37,14 @@ says how, and the rest of the day is re-planned from now with the reaction first
 
 Conversations (§4.3.2; the reference code's ``_create_react``, done for both speakers): a
 finished conversation enters each side's schedule through :meth:`DayPlanner.insert`, an action
-from now that lasts as long as the conversation took (the steps it overlaps are cut short), and
-the day goes on after it.
+from now that lasts as long as the conversation took (the steps it overlaps are cut short). When
+the conversation left the agent a note for planning (its conversation memory's planning thought,
+:mod:`..dialogue.conversation_memory`: something settled, such as a party today at 5 pm), the
+model writes the rest of the day again from the end of the conversation, given that note and the
+schedule so far (:meth:`DayPlanner.after_conversation`, prompt ``conversation``; one call). The
+reference code rewrites the hours around every chat (``generate_new_decomp_schedule``); we rewrite
+only after a conversation that settled something, and to the end of the day, so that news heard
+after the morning's planning can still change the evening (``replan_after_conversation``).
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ REQUIRED: dict[str, frozenset[str]] = {
     "day_plan": frozenset({"summary", "today", "fewest", "most"}),
     "hourly": frozenset({"summary", "strokes"}),
     "replan": frozenset({"summary", "now", "reaction"}),
+    "conversation": frozenset({"summary", "now", "schedule", "other", "notes"}),
     "actions": frozenset({"chunk", "minutes", "lo", "hi"}),
     "context": frozenset({"statements", "observation"}),
     "react": frozenset({"summary", "observation", "context"}),
@@ -105,6 +112,10 @@ class DayPlanConfig(BaseModel):
     memory_chars: int = Field(1200, ge=100)
     #: condense the recalled context with one call, as the paper does; False lists the memories
     summarize_context: bool = True
+    #: after a conversation that left a note for planning, write the rest of the day again
+    #: (the reference code's _create_react rewrites the hours around every chat); False: the
+    #: conversation only takes its time in the schedule
+    replan_after_conversation: bool = True
     max_tokens: int = Field(400, gt=0)
     prompts_file: str | None = None
 
@@ -135,6 +146,7 @@ class DayPlanner:
         self.yesterday: tuple[str, str] | None = None  # (date, strokes text)
         self.source: str | None = None
         self.reactions: list[dict[str, str]] = []
+        self.revisions: list[dict[str, str]] = []  # today's rewrites after conversations
         self.parse_failures = 0
         self._online = re.compile("|".join(rf"\b{re.escape(w)}" for w in config.online_words if w) or r"(?!)", re.I)
 
@@ -156,6 +168,7 @@ class DayPlanner:
         self.chunks = await self._hourly(ctx, summary, today)
         self.day = today
         self.reactions = []
+        self.revisions = []
         await self._remember(ctx, f"{name}'s plan for {_long_date(today)}: {strokes_text(self.strokes)}", "day")
         log.debug("plan.day", agent=ctx.agent.id, day=str(today), strokes=len(self.strokes), chunks=len(self.chunks), source=self.source)
 
@@ -249,11 +262,14 @@ class DayPlanner:
         return steps[0] if steps else None
 
     async def status(self, ctx: StepContext) -> str:
+        """What the agent is doing now, as the dialogue and reaction prompts show it: the action
+        alone, as the reference code's prompts show ``act_description`` (the minutes it was planned
+        for are the plan's bookkeeping, not something the agent has to say)."""
         step = await self.current_action(ctx)
         name = ctx.agent.persona.name
         if step is None:
             return f"{name} is asleep"
-        return f"{name} is busy with: {step.text} (from {clock_text(step.start)} to {clock_text(step.end)})"
+        return f"{name} is busy with: {step.text}"
 
     async def is_active(self, ctx: StepContext) -> bool:
         minute = _minute_of(ctx.now)
@@ -267,8 +283,8 @@ class DayPlanner:
     async def insert(self, ctx: StepContext, text: str, minutes: int) -> None:
         """Put an action that starts now and lasts ``minutes`` (a conversation) into today's
         schedule: the step under way ends now, the steps it overlaps are cut short or dropped,
-        the rest of the day stays (the reference code's ``_create_react``, without asking the
-        model to write the hour again). Outside the schedule it becomes a chunk of its own."""
+        the rest of the day stays (the reference code's ``_create_react``; :meth:`after_conversation`
+        may then write it again). Outside the schedule it becomes a chunk of its own."""
         await self.ensure_day(ctx)
         now = _minute_of(ctx.now)
         end = min(now + max(1, minutes), MINUTES_PER_DAY)
@@ -339,33 +355,63 @@ class DayPlanner:
     async def replan(self, ctx: StepContext, reaction: str) -> None:
         """Replace today's schedule from now on: the actions already done stay, the rest is
         written again by the model starting with ``reaction``."""
-        cfg, llm, name = self.config, ctx.require_llm("day_plan"), ctx.agent.persona.name
-        now = _minute_of(ctx.now)
+        await self._rewrite_rest(ctx, _minute_of(ctx.now), "replan", "plan.replan", reaction,
+                                 summary=await self.describe(ctx, reaction), reaction=reaction)
+
+    async def after_conversation(self, ctx: StepContext, other: str, notes: str, minutes: int) -> bool:
+        """The rest of today written again after a conversation with ``other`` (a name) that
+        left ``notes`` for planning and took ``minutes`` from now (already in the schedule,
+        :meth:`insert`). True when the schedule changed; an unusable answer leaves it as it was."""
+        if not self.config.replan_after_conversation or not notes.strip():
+            return False
+        await self.ensure_day(ctx)
+        until = min(_minute_of(ctx.now) + max(1, minutes), MINUTES_PER_DAY)
+        changed = await self._rewrite_rest(ctx, until, "conversation", "plan.conversation", None,
+                                           summary=await self.describe(ctx, notes), other=other, notes=notes)
+        if changed:
+            self.revisions.append({"at": ctx.now.isoformat(), "with": other, "notes": notes[:300]})
+        return changed
+
+    def _kept_until(self, moment: int) -> tuple[list[Chunk], int]:
+        """The chunks done by ``moment`` (minutes; the one under way ends with the last action
+        begun before it) and the minute the rest of the day starts."""
         kept: list[Chunk] = []
         for chunk in self.chunks:
-            if chunk.end <= now:
+            if chunk.end <= moment:
                 kept.append(chunk)
-            elif chunk.start < now:  # the chunk under way ends with the last action begun before now
-                steps = [s for s in chunk.steps or [] if s.start < now]
+            elif chunk.start < moment:
+                steps = [s for s in chunk.steps or [] if s.start < moment]
                 if steps:
                     kept.append(Chunk(chunk.start, steps[-1].end, chunk.text, steps))
-        resume = kept[-1].end if kept else now
-        prompt = fill(self.prompts["replan"], summary=await self.describe(ctx, reaction), name=name,
-                      today=_long_date(ctx.now.date()), now=clock_text(resume), schedule=chunks_text(self.chunks),
-                      reaction=reaction)
-        timed = await llm.json(prompt, SCHEDULE_SCHEMA, purpose="plan.replan", default={}, validate=read_timed,
+        return kept, (kept[-1].end if kept else moment)
+
+    async def _rewrite_rest(self, ctx: StepContext, moment: int, prompt_name: str, purpose: str, first: str | None,
+                            **values: str) -> bool:
+        """Today's schedule from ``moment`` on, written again by the model with prompt
+        ``prompt_name``. ``first``: what fills the time before the model's first entry (and the
+        next hour when the answer is unusable); None: the old schedule's, and an unusable answer
+        changes nothing. True when the schedule changed."""
+        cfg, llm, name = self.config, ctx.require_llm("day_plan"), ctx.agent.persona.name
+        kept, resume = self._kept_until(moment)
+        prompt = fill(self.prompts[prompt_name], name=name, today=_long_date(ctx.now.date()), now=clock_text(resume),
+                      schedule=chunks_text(self.chunks), **values)
+        timed = await llm.json(prompt, SCHEDULE_SCHEMA, purpose=purpose, default={}, validate=read_timed,
                                max_tokens=cfg.max_tokens)
         fresh = [c for c in chunks_from_times(timed, cfg.chunk_minutes, cfg.shortest_action) if c.start >= resume]
+        old = next((c.text for c in self.chunks if c.start <= resume < c.end), None)
         if not fresh:
-            self._failed(ctx, "plan.replan", str(timed), "no timed entries from now on")
+            self._failed(ctx, purpose, str(timed), "no timed entries from now on")
+            if first is None:
+                return False
             rest = [c for c in self.chunks if c.start >= resume + cfg.chunk_minutes]
-            fresh = [Chunk(resume, min(resume + cfg.chunk_minutes, MINUTES_PER_DAY), reaction)] + [
+            fresh = [Chunk(resume, min(resume + cfg.chunk_minutes, MINUTES_PER_DAY), first)] + [
                 Chunk(c.start, c.end, c.text) for c in rest]
-        elif fresh[0].start > resume:  # the reaction fills the gap up to the model's first entry
-            gap = Chunk(resume, fresh[0].start, reaction)
+        elif fresh[0].start > resume and (first or old):  # the time up to the model's first entry
+            gap = Chunk(resume, fresh[0].start, first or old or "")
             fresh = ([gap] if gap.minutes >= cfg.shortest_action else []) + fresh
         self.chunks = kept + [c for c in fresh if c.minutes >= cfg.shortest_action]
-        log.debug("plan.replanned", agent=ctx.agent.id, at=clock_text(now), chunks=len(self.chunks))
+        log.debug("plan.rewritten", agent=ctx.agent.id, purpose=purpose, at=clock_text(resume), chunks=len(self.chunks))
+        return True
 
     # ------------------------------------------------------------------ state
 
@@ -377,6 +423,7 @@ class DayPlanner:
             "yesterday": list(self.yesterday) if self.yesterday else None,
             "source": self.source,
             "reactions": [dict(r) for r in self.reactions],
+            "revisions": [dict(r) for r in self.revisions],
             "parse_failures": self.parse_failures,
         }
 
@@ -387,6 +434,7 @@ class DayPlanner:
         self.yesterday = tuple(state["yesterday"]) if state.get("yesterday") else None  # type: ignore[assignment]
         self.source = state.get("source")
         self.reactions = [dict(r) for r in state.get("reactions", [])]
+        self.revisions = [dict(r) for r in state.get("revisions", [])]
         self.parse_failures = int(state.get("parse_failures", 0))
 
 

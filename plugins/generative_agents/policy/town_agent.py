@@ -18,7 +18,10 @@ Park et al.'s loop (§4: perceive -> remember -> retrieve -> react or continue -
    accepts it, the two agents talk (Park's :class:`Conversation`: both remember it through their
    conversation memory, and it enters both schedules). The same pair does not start another
    conversation within ``talk_cooldown_minutes``. Nobody talks to a sleeping agent (the
-   platform refuses it too).
+   platform refuses it too). A side that remembers the conversation (it has a conversation
+   memory) learns the places of the town it names that it did not know: at its next step a
+   ``learn`` action adds them to its spatial memory, and the place choice may pick them at once
+   (``learn_places``).
 4. **Act**: the hour-level plan's current action (``current_action``; with no planner, the
    persona's ``currently``) says what the agent does; when it changes, the recursive location
    choice (:mod:`..planning.location`) picks sector, arena and object among the places the
@@ -50,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from townsquare.api import Action, ActionResult, ComponentError, MemoryRecord, PolicySpec, StepContext, agent_memory, hookimpl
 
 from ..dialogue.conversation import Conversation, ConversationConfig, Dialogue
+from ..dialogue.conversation_memory import conversation_memory_of
 from ..memory.memory_text import cut
 from ..planning.agent_summary import summary_description
 from ..planning.location import Location, choose_location
@@ -80,6 +84,8 @@ class TownAgentConfig(BaseModel):
     #: a pair that talked does not start again for this long (our choice; the paper gives none)
     talk_cooldown_minutes: int = Field(180, ge=0)
     describe_objects: bool = Field(True, description="the model words an object's state; False: 'being used for <activity>'")
+    learn_places: bool = Field(True, description="places of the town named in a remembered conversation join the "
+                               "listener's spatial memory (our choice; the paper's agents learn places by seeing them)")
     activity_chars: int = Field(200, gt=0)
     conversation: ConversationConfig = Field(default_factory=ConversationConfig)
     prompts_file: str | None = None
@@ -103,6 +109,7 @@ class TownAgent:
         self.plan_key: str | None = None
         self.target: dict[str, str | None] | None = None  # {"arena", "object", "state"}
         self.last_talk: dict[str, str] = {}  # partner id -> simulated time (ISO)
+        self.told: list[str] = []  # sectors named in conversations, not yet known
         self._key: str | None = None
         self.counts = {"moves": 0, "uses": 0, "waits": 0, "talks": 0, "conversations": 0, "reactions": 0}
 
@@ -124,11 +131,15 @@ class TownAgent:
         if fresh and memory:
             await memory.remember(ctx, [MemoryRecord(s, kind="observation", meta={"at": arena}) for s in fresh])
         planner = ctx.agent.components.get("planner")
+        learned = [Action(me, "learn", detail={"sectors": list(self.told), "at": arena})] if self.told else []
         talk = await self._react(ctx, platform, planner, fresh)
         activity = await self._activity(ctx, planner)
         if talk is not None:
-            return [talk, Action(me, "wait", detail={"activity": activity, "at": arena})]
-        return await self._act(ctx, platform, planner, memory, activity)
+            self.told = []
+            return [*learned, talk, Action(me, "wait", detail={"activity": activity, "at": arena})]
+        actions = await self._act(ctx, platform, planner, memory, activity)
+        self.told = []
+        return [*learned, *actions]
 
     async def _activity(self, ctx: StepContext, planner: Any) -> str:
         if planner is not None and hasattr(planner, "current_action"):
@@ -180,7 +191,8 @@ class TownAgent:
         self.plan_key = self._key
         llm = ctx.require_llm("town_agent")
         summary = await summary_description(ctx, activity)
-        place = await choose_location(llm, self.prompts, platform.spatial_memory(me), name=name, activity=activity,
+        # what it was told of is known from now (the learn action goes first)
+        place = await choose_location(llm, self.prompts, platform.spatial_memory(me, self.told), name=name, activity=activity,
                                       current=here, home=str(ctx.agent.persona.fields.get("living_area") or ""),
                                       summary=summary)
         if place is None:
@@ -230,18 +242,28 @@ class TownAgent:
             transcript = await Conversation(self.config.conversation).run((mine, self.dialogue), (theirs, other_side),
                                                                           action.text or "")
             self.counts["conversations"] += 1
+            if self.config.learn_places and transcript.turns:
+                named = platform.sectors_named(transcript.text())
+                for agent, policy in ((ctx.agent, self), (partner, other_policy)):
+                    if isinstance(policy, TownAgent) and conversation_memory_of(agent) is not None:
+                        policy.hear_of(platform, agent.id, named)
             self.last_talk[partner.id] = ctx.now.isoformat()
             if isinstance(other_policy, TownAgent):
                 other_policy.last_talk[ctx.agent.id] = ctx.now.isoformat()
             log.debug("town.conversation", agent=ctx.agent.id, partner=partner.id, turns=len(transcript.turns),
                       ended=transcript.ended)
 
+    def hear_of(self, platform: Any, me: str, sectors: list[str]) -> None:
+        """Sectors named to the agent that it does not know yet become known at its next step."""
+        known = {s for sectors_of in platform.spatial_memory(me).values() for s in sectors_of}
+        self.told += [s for s in sectors if s not in known and s not in self.told]
+
     # ------------------------------------------------------------------ state
 
     def get_state(self) -> dict[str, Any]:
         return {"seeded": self.seeded, "perceived": list(self.perceived), "plan_key": self.plan_key,
                 "target": dict(self.target) if self.target else None, "last_talk": dict(self.last_talk),
-                "counts": dict(self.counts), "dialogue": self.dialogue.get_state()}
+                "counts": dict(self.counts), "told": list(self.told), "dialogue": self.dialogue.get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.seeded = bool(state.get("seeded", False))
@@ -249,6 +271,7 @@ class TownAgent:
         self.plan_key = state.get("plan_key")
         self.target = dict(state["target"]) if state.get("target") else None
         self.last_talk = dict(state.get("last_talk", {}))
+        self.told = list(state.get("told", []))
         self.counts = {**self.counts, **state.get("counts", {})}
         self.dialogue.set_state(state.get("dialogue", {}))
 

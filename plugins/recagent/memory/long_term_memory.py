@@ -14,7 +14,10 @@ reading and memory reflection): slot ``memory.long_term``, component ``long_term
   for reading; the reference code's retriever adds recency too, weight 1). When the
   ``memory.retrieval`` slot is filled, its scorer ranks instead. ``recall`` returns
   ``min(k, top_n)`` records and marks them read (``last_access``), which keeps them recent.
-  The short-term tier adds all its records (see ``townsquare.api.MemoryChain``).
+  The short-term tier adds all its records (see ``townsquare.api.MemoryChain``). The records
+  read re-enter short-term memory, where they may enhance the records they resemble (the
+  reference code's retrieval route; ``retrieval_enhances`` of ``short_term_memory``); a record
+  that this promotes is written here with its insights, as after any enhancement.
 - Reflection (:meth:`LongTermMemory.reflect`, driven by the ``recagent_reflection`` reflector):
   after enough importance has accumulated, the LLM writes insights about recent records
   (after Park et al., as the paper says); insights and memories more similar than
@@ -151,7 +154,17 @@ class LongTermMemory:
         for i in top:
             record = self.store.records[int(i)] = replace(self.store.records[int(i)], last_access=ctx.now)
             found.append(record)
+        await self.reenter(ctx, found)
         return found
+
+    async def reenter(self, ctx: StepContext, found: Sequence[MemoryRecord]) -> None:
+        """The records just read re-enter short-term memory, where they may enhance records
+        (:meth:`.short_term_memory.ShortTermMemory.reenter`); what that promotes is written here."""
+        short_term = ctx.agent.components.get("memory.short_term")
+        if found and short_term is not None and hasattr(short_term, "reenter"):
+            moving = await short_term.reenter(ctx, found)
+            if moving:
+                await self.remember(ctx, moving)
 
     def reading_scores(self, relevance: np.ndarray, now: datetime) -> np.ndarray:
         """relevance + recall_importance * importance / 10 + recall_recency * recency."""

@@ -3,10 +3,18 @@
     E = -(1/|U|) sum_{u in U} sum_{c in C} f_{u,c} log f_{u,c}
 
 with f_{u,c} the frequency of category c among the items recommended to user u. Smaller E is a
-stronger cocoon. Measured every round (metric ``cocoon_entropy``, key ``entropy``). An item
-counts once for each of its genres, and the frequencies are normalised over them; an item with
-no genre counts as the category "(none)". The paper does not give the logarithm's base:
-natural log. Who U is (``users``, a setting):
+stronger cocoon. Measured every round (metric ``cocoon_entropy``). The paper does not say how an
+item with several genres counts, so both readings are stored:
+
+- ``entropy``: an item counts once for each of its genres, and the frequencies are normalised
+  over them (every genre);
+- ``entropy_first_genre``: an item counts once, by its first listed genre (MovieLens lists an
+  item's genres alphabetically, so this is a fixed, not a chosen, genre).
+
+They can disagree: a recommender that narrows a user's pages onto items with *more* genres
+keeps the every-genre count up while the first-genre count falls. An item with no genre counts
+as the category "(none)". The paper does not give the logarithm's base: natural log. Who U is
+(``users``, a setting):
 
 - ``"everyone"`` (default): every agent of the run, each by the page the recommender would
   serve it at the end of the round (its first ``page_size`` items, under any intervention such
@@ -18,6 +26,18 @@ natural log. Who U is (``users``, a setting):
 - ``"paged"``: the agents that got a recommendation page in the round (``recommend`` and
   ``next_page``; search results are not recommendations), by the items on their pages; a
   round with none stores no entropy.
+
+``random_page`` and ``random_page_first_genre`` (stored in the first round measured): the
+expected E of a page of ``page_size`` items drawn at random from the whole catalogue, under
+each reading (the mean over ``random_pages`` pages drawn with a generator of the run seed). It
+is the level a page of random items sits at: a recommender whose pages lie above it serves more
+diverse pages than chance, and replacing one of its items by a random one (Rec-Strategy) then
+*lowers* E on average; only pages below it have a cocoon that random items open.
+
+``in_interest`` (with ``users = "everyone"``): the share of the items on the measured pages one
+of whose genres is among the user's profile interests (persona field ``interests``; users
+without interests are left out), so a reader sees whether the recommender has learnt what users
+like, beside how narrow their pages are.
 
 ``entropy_cumulative`` is the reference code's variant: E over everything recommended to each
 user on its pages so far, over the users with at least one page. ``users`` stores how many
@@ -56,13 +76,15 @@ class CocoonEntropyConfig(BaseModel):
     users: Literal["everyone", "paged"] = Field("everyone", description="everyone: every agent's page of the round's end; paged: the pages seen")
     satisfaction: bool = Field(False, description="also ask each paged agent its satisfaction 1-10 (needs an LLM)")
     satisfaction_every: int = Field(5, ge=1, description="ask every this many rounds")
+    random_pages: int = Field(2000, ge=0, description="random pages drawn for the random-page reference (0: none)")
     profile_fields: list[str] = Field(default_factory=lambda: ["age", "gender", "traits", "interests"])
     prompts_file: str | None = None
 
 
-def category_entropy(items: Sequence[Sequence[str]]) -> float:
-    """-sum_c f_c log f_c over the categories of ``items`` (each a sequence of genres)."""
-    return counter_entropy(Counter(g for genres in items for g in (genres or (NO_CATEGORY,))))
+def category_entropy(items: Sequence[Sequence[str]], first_genre: bool = False) -> float:
+    """-sum_c f_c log f_c over the categories of ``items`` (each a sequence of genres): every
+    genre of an item counts, or (``first_genre``) only its first."""
+    return counter_entropy(Counter(g for genres in items for g in (genres or (NO_CATEGORY,))[: 1 if first_genre else None]))
 
 
 def counter_entropy(counts: Mapping[str, int]) -> float:
@@ -70,10 +92,38 @@ def counter_entropy(counts: Mapping[str, int]) -> float:
     return -sum(n / total * math.log(n / total) for n in counts.values() if n) if total else 0.0
 
 
-def cocoon_entropy(recommended: Mapping[str, Sequence[Sequence[str]]]) -> float | None:
+def random_page_entropy(genres: Sequence[Sequence[str]], page_size: int, pages: int, rng: np.random.Generator,
+                        first_genre: bool = False) -> float:
+    """The mean E of ``pages`` pages of ``page_size`` distinct items drawn uniformly from a
+    catalogue whose items have ``genres``."""
+    if not genres or pages <= 0:
+        return 0.0
+    size = min(page_size, len(genres))
+    return float(np.mean([category_entropy([genres[int(i)] for i in rng.choice(len(genres), size, replace=False)], first_genre)
+                          for _ in range(pages)]))
+
+
+def interest_share(pages: Mapping[str, Sequence[Sequence[str]]], interests: Mapping[str, Any]) -> float | None:
+    """The share of the items on the pages of users with interests that meet one of them
+    (genres and interests compared in lower case, without a trailing "movies"/"films")."""
+    def key(text: str) -> str:
+        return str(text).strip().lower().removesuffix(" movies").removesuffix(" films").replace("-", "")
+
+    hits = total = 0
+    for user, items in pages.items():
+        wanted = {key(i) for i in interests.get(user) or ()}
+        if not wanted:
+            continue
+        for genres in items:
+            total += 1
+            hits += any(key(g) in wanted for g in genres)
+    return hits / total if total else None
+
+
+def cocoon_entropy(recommended: Mapping[str, Sequence[Sequence[str]]], first_genre: bool = False) -> float | None:
     """E over the users with at least one recommended item (None when there are none)."""
     users = [items for items in recommended.values() if items]
-    return sum(category_entropy(items) for items in users) / len(users) if users else None
+    return sum(category_entropy(items, first_genre) for items in users) / len(users) if users else None
 
 
 class CocoonEntropy:
@@ -82,6 +132,7 @@ class CocoonEntropy:
         self.seed = ctx.seed if ctx is not None else 0
         #: user -> genre -> count over every recommendation page so far (the cumulative variant)
         self.seen: dict[str, Counter] = {}
+        self.reference_done = False
         self.llm = None
         if self.config.satisfaction:
             self.llm = getattr(ctx.services, "llm", None) if ctx is not None else None
@@ -123,13 +174,24 @@ class CocoonEntropy:
         for user, ids in log.items():
             genres[user] = [platform.item(i).genres for i in ids if platform.item(i) is not None]
             self.seen.setdefault(user, Counter()).update(g for item in genres[user] for g in (item or (NO_CATEGORY,)))
+        in_interest = None
         if self.config.users == "everyone":
             genres = {user: [platform.item(i).genres for i in ids if platform.item(i) is not None]
                       for user, ids in self.probe_pages(view).items()}
+            in_interest = interest_share(genres, {a.id: a.persona.fields.get("interests") for a in view.agents})
         value = cocoon_entropy(genres)
         out = {"users": float(sum(1 for items in genres.values() if items))}
+        if in_interest is not None:
+            out["in_interest"] = in_interest
         if value is not None:
             out["entropy"] = value
+            out["entropy_first_genre"] = cocoon_entropy(genres, first_genre=True)
+        if not self.reference_done and self.config.random_pages and getattr(platform, "catalogue", None) is not None:
+            self.reference_done = True
+            catalogue = [item.genres for item in platform.catalogue.items]
+            size = getattr(platform, "page_size", 5)
+            for key, first in (("random_page", False), ("random_page_first_genre", True)):
+                out[key] = random_page_entropy(catalogue, size, self.config.random_pages, np.random.default_rng([self.seed, 61]), first)
         cumulative = [counter_entropy(c) for c in self.seen.values() if c]
         if cumulative:
             out["entropy_cumulative"] = sum(cumulative) / len(cumulative)
@@ -140,10 +202,11 @@ class CocoonEntropy:
         return out
 
     def get_state(self) -> dict[str, Any]:
-        return {"seen": {u: dict(c) for u, c in self.seen.items()}}
+        return {"seen": {u: dict(c) for u, c in self.seen.items()}, "reference_done": self.reference_done}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.seen = {u: Counter(c) for u, c in state.get("seen", {}).items()}
+        self.reference_done = bool(state.get("reference_done", False))
 
 
 def build_cocoon_entropy(config: CocoonEntropyConfig | None, ctx: BuildContext) -> CocoonEntropy:

@@ -26,7 +26,13 @@ with U_i the agents with i friends: the probability of an attitude change per ro
 of friends (fig. 5b). Stored per round: ``mean`` (mean score), ``changed`` (the share of agents
 whose score changed since the last round), ``scores.<s>`` (how many agents gave s, fig. 5a) and
 ``ac.<i>`` over the rounds so far (the first ``rounds_counted`` changes, 10 in the paper; while
-fewer rounds have passed, the divisor is the number of changes seen, not 10).
+fewer rounds have passed, the divisor is the number of changes seen, not 10), and ``rho``:
+Spearman's rank correlation, over the agents, between each agent's number of friends and its
+own attitude change AC_u (its score changes in those rounds), the single number of whether AC
+rises with friends (0 while no agent has changed its score, or all have the same friends: the
+correlation is then undefined), and ``rho_others``, the same over the agents who had not rated
+the movie before the run (whose persona ``history`` does not hold it): the first watchers'
+own rating anchors them, and where they are also the best connected it hides the relation.
 
 ``rater = "embedding"`` is an offline rule for agents without an LLM (``embedding_items``): the
 first score is ``clip(round(5 + 10 cos(persona, item)), 1, 10)``; afterwards, with probability
@@ -46,7 +52,7 @@ from datetime import datetime
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, ComponentError, Memory, MetricSpec, RoundView, StepContext, agent_memory, hookimpl
+from townsquare.api import BuildContext, ComponentError, Memory, MetricSpec, RoundView, StepContext, agent_memory, hookimpl, spearman
 
 from ..prompts import fill, load_prompts
 from ..unified_prompt import render_memories, render_profile
@@ -74,13 +80,24 @@ def attitude_change(scores: Mapping[str, Sequence[int]], friends: Mapping[str, i
     """AC(i) for each friend count i: the share of score changes over the first
     ``rounds_counted`` round-to-round steps of each agent in U_i."""
     changes: dict[int, list[float]] = defaultdict(list)
-    for user, series in scores.items():
-        steps = min(rounds_counted, len(series) - 1)
-        if steps < 1:
-            continue
-        changed = sum(1 for r in range(1, steps + 1) if series[r - 1] != series[r])
-        changes[friends.get(user, 0)].append(changed / steps)
+    for user, changed in own_changes(scores, rounds_counted).items():
+        changes[friends.get(user, 0)].append(changed / min(rounds_counted, len(scores[user]) - 1))
     return {i: float(np.mean(v)) for i, v in sorted(changes.items())}
+
+
+def own_changes(scores: Mapping[str, Sequence[int]], rounds_counted: int = 10) -> dict[str, int]:
+    """Per agent with two scores or more, its score changes over its first ``rounds_counted``
+    round-to-round steps (AC_u times the steps)."""
+    return {user: sum(1 for r in range(1, min(rounds_counted, len(series) - 1) + 1) if series[r] != series[r - 1])
+            for user, series in scores.items() if len(series) > 1}
+
+
+def first_watchers(agents: Sequence[Any], item: Any) -> set[str]:
+    """The agents whose persona ``history`` holds ``item`` (by id or title): they rated it before the run."""
+    def holds(entry: Any) -> bool:
+        return isinstance(entry, Mapping) and (entry.get("id") == item.id or entry.get("title") == item.title)
+
+    return {a.id for a in agents if any(holds(h) for h in (a.persona.fields.get("history") or ()))}
 
 
 def details(item: Any) -> str:
@@ -165,6 +182,10 @@ class Conformity:
         out.update({f"scores.{s}": float(sum(1 for v in fresh.values() if v == s)) for s in range(1, 11)})
         friends = {a.id: len(platform.friends(a.id)) for a in view.agents}
         out.update({f"ac.{i}": v for i, v in attitude_change(self.scores, friends, self.config.rounds_counted).items()})
+        changes = own_changes(self.scores, self.config.rounds_counted)
+        first = first_watchers(view.agents, item)
+        for key, agents in (("rho", [a for a in friends if a in changes]), ("rho_others", [a for a in friends if a in changes and a not in first])):
+            out[key] = spearman([friends[a] for a in agents], [changes[a] for a in agents]) or 0.0
         return out
 
     def get_state(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, ComponentError, InterventionSpec, RoundView, RunSeams, hookimpl
+from townsquare.api import BuildContext, ComponentError, InterventionSpec, RoundView, RunSeams, UsageError, hookimpl
 
 log = structlog.get_logger("townsquare.plugins.recagent.studies.soc_strategy")
 
@@ -111,7 +111,16 @@ def build_soc_strategy(config: SocStrategyConfig | None, ctx: BuildContext) -> S
     platform = ctx.services.platform if ctx.services is not None else None
     if platform is None or not hasattr(platform, "add_friend"):
         raise ComponentError("soc_strategy needs the platform 'recsys'")
-    return SocStrategy(config or SocStrategyConfig(), ctx.seed)
+    config = config or SocStrategyConfig()
+    scenario = getattr(ctx, "scenario", None)
+    agents = sum(pop.count for pop in scenario.populations) if scenario is not None else None
+    if agents is not None and config.n >= agents:
+        raise UsageError(f"plugins.soc_strategy.n = {config.n}: the run has {agents} agents, so each can get at most "
+                         f"{agents - 1} new friends")
+    if config.enabled and config.n > 0 and scenario is not None and config.from_round >= scenario.rounds:
+        raise UsageError(f"plugins.soc_strategy.from_round = {config.from_round}: the run has rounds 0..{scenario.rounds - 1}, "
+                         "so it would never act (set enabled = false for a control run)")
+    return SocStrategy(config, ctx.seed)
 
 
 @hookimpl

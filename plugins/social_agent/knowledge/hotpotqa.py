@@ -16,7 +16,12 @@ table 17). This source reads a HotpotQA JSON list in either shape:
 ``items = "auto"`` (default) takes paragraphs when every record has a context, else the
 question-answer pairs; ``"paragraphs"`` or ``"qa"`` force one. Items are retrieved by cosine
 similarity with the run's embedder (DESIGN.md §3: chromadb holds large shared stores)
-instead of ColBERT.
+instead of ColBERT. The search is exact, over the vectors the collection holds, with ties
+broken by the item's place in the file: chromadb's own HNSW search is approximate and its
+graph differs between builds (measured: the same 43-record file built 8 times gave 8
+different top-5 lists for 30 queries, and ties of equal cosine came back in any order), so a
+rebuilt index (a replay, a resume with ``persist = false``) would retrieve other knowledge
+than the run recorded. Exact top-k costs one matrix-vector product per search.
 
 chromadb is imported only here, when the source is built; without it the run stops with one
 line naming the extra to install. Its default embedding function downloads a model, so it is
@@ -37,7 +42,7 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import structlog
@@ -54,6 +59,8 @@ class HotpotQAConfig(BaseModel):
     """``[knowledge]`` settings for ``name = "hotpotqa"``."""
 
     model_config = ConfigDict(extra="forbid")
+    #: where and in what batches the collection is built, not what it holds
+    machinery_settings: ClassVar[frozenset[str]] = frozenset({"persist", "batch_size", "collection"})
 
     path: str | None = Field(None, description="HotpotQA-format JSON list; relative to the scenario's folder")
     limit: int | None = Field(None, gt=0, description="use only the first N records")
@@ -147,6 +154,8 @@ class HotpotQAKnowledge:
         self.directory = directory
         self.fingerprint = fingerprint
         self._collection: Any = None
+        #: the items' unit vectors, in file order (the exact search's matrix)
+        self._vectors: np.ndarray | None = None
         self._lock = asyncio.Lock()
         self.build_seconds: float | None = None
         self.reused = False
@@ -177,6 +186,7 @@ class HotpotQAKnowledge:
             if (collection.metadata or {}).get("fingerprint") == self.fingerprint and collection.count() == len(self.texts):
                 self.reused = True
                 log.info("knowledge.reused", source="hotpotqa", collection=name, items=len(self.texts))
+                self._vectors = _unit_rows(_stored_vectors(collection, len(self.texts), client.get_max_batch_size()))
                 return collection
             client.delete_collection(name)
         collection = client.create_collection(
@@ -184,36 +194,54 @@ class HotpotQAKnowledge:
         started = time.perf_counter()
         raw = getattr(self.embedder, "embedder", self.embedder)  # bypass the run's text cache: these are embedded once
         step = min(self.config.batch_size, client.get_max_batch_size())
+        parts = []
         for start in range(0, len(self.texts), step):
             texts = self.texts[start:start + step]
             vectors = np.asarray(await raw.embed(texts), dtype=np.float32)
+            parts.append(vectors)
             # no documents: the texts stay in memory, and chromadb's full-text index of them
             # cost about 40% of the build time on the 7,405-record dev file
             # in a worker thread: HNSW indexing takes seconds, and the other agents' LLM calls
             # should not wait on it
             await asyncio.to_thread(collection.add, ids=[str(i) for i in range(start, start + len(texts))], embeddings=vectors)
+        self._vectors = _unit_rows(np.concatenate(parts))
         self.build_seconds = time.perf_counter() - started
         log.info("knowledge.built", source="hotpotqa", collection=name, items=len(self.texts),
                  seconds=round(self.build_seconds, 3), persistent=self.directory is not None)
         return collection
 
     async def search(self, query: str, k: int) -> list[KnowledgeItem]:
-        """The ``k`` items closest to ``query``, best first; ``score`` is the cosine."""
+        """The ``k`` items closest to ``query``, best first; ``score`` is the cosine (rounded to
+        6 places, so a last-bit difference between machines is a tie), ties in file order."""
         if k <= 0:
             return []
-        collection = await self._ensure()
-        vector = np.asarray(await self.embedder.embed_one(query), dtype=np.float32)
-        found = collection.query(query_embeddings=vector[None, :], n_results=min(k, len(self.texts)),
-                                 include=["distances"])
-        return [KnowledgeItem(id=f"hotpotqa-{key}", text=self.texts[int(key)], title=self.meta[int(key)].get("title", ""),
-                              score=round(1.0 - float(distance), 6), meta=dict(self.meta[int(key)]))
-                for key, distance in zip(found["ids"][0], found["distances"][0])]
+        await self._ensure()
+        vector = _unit_rows(np.asarray(await self.embedder.embed_one(query), dtype=np.float32)[None, :])[0]
+        scores = np.round(self._vectors @ vector, 6)
+        order = np.lexsort((np.arange(len(scores)), -scores))[:k]
+        return [KnowledgeItem(id=f"hotpotqa-{i}", text=self.texts[i], title=self.meta[i].get("title", ""),
+                              score=float(scores[i]), meta=dict(self.meta[i])) for i in map(int, order)]
 
     def get_state(self) -> dict[str, Any]:
         return {}  # the collection is rebuilt or reopened from the file
 
     def set_state(self, state: dict[str, Any]) -> None:
         pass
+
+
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
+def _stored_vectors(collection: Any, count: int, step: int) -> np.ndarray:
+    """The vectors of a reused collection, in item order (ids are the items' places)."""
+    rows: list[Any] = [None] * count
+    for start in range(0, count, step):
+        found = collection.get(ids=[str(i) for i in range(start, min(count, start + step))], include=["embeddings"])
+        for key, vector in zip(found["ids"], found["embeddings"]):
+            rows[int(key)] = vector
+    return np.asarray(rows, dtype=np.float32)
 
 
 def build_hotpotqa(config: HotpotQAConfig | None, ctx: Any) -> HotpotQAKnowledge:

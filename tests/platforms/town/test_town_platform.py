@@ -106,6 +106,24 @@ def test_what_an_agent_sees_it_learns_its_whole_sector():
     assert apply(platform, "t-2", "move", detail={"to": "the Ville:Dorm for Oak Hill College:Maria Lopez's room"}).ok
 
 
+def test_a_place_an_agent_is_told_of_it_learns_and_may_go_to():
+    platform = town()
+    said = "Klaus: I study at the library of Oak Hill College; the Dorm for Oak Hill College is quiet. hobbs cafe too."
+    # the longer name wins where one holds the other; any case; in the order first named
+    assert platform.sectors_named(said) == ["Oak Hill College", "Dorm for Oak Hill College", "Hobbs Cafe"]
+    assert platform.sectors_named("the Oak Hill Collegeville fair") == []  # whole words only
+    assert "Oak Hill College" not in world.sectors_of(platform.spatial_memory("t-0"), "the Ville")
+    # what the place choice sees before the learn action lands, and what the platform knows after it
+    assert LIBRARY in world.arenas(platform.spatial_memory("t-0", ["Oak Hill College"]))
+    assert not apply(platform, "t-0", "move", detail={"to": LIBRARY}).ok
+    assert apply(platform, "t-0", "learn", detail={"sectors": ["Oak Hill College"]}).ok
+    assert world.objects_of(platform.spatial_memory("t-0"), LIBRARY) == ["library table"]
+    assert apply(platform, "t-0", "move", detail={"to": LIBRARY}).ok
+    refused = apply(platform, "t-0", "learn", detail={"sectors": ["Atlantis"]})
+    assert not refused.ok and "no sector 'Atlantis'" in refused.error
+    assert not apply(platform, "t-0", "learn", detail={"sectors": "Hobbs Cafe"}).ok
+
+
 def test_nobody_talks_to_a_sleeping_agent():
     platform = town()
     for a in ("t-0", "t-1"):
@@ -136,7 +154,7 @@ def test_talk_needs_the_same_arena_and_one_conversation_per_round():
 
 def test_the_platform_declares_its_actions_and_refuses_others():
     platform = town()
-    assert platform_actions(platform) == TOWN_ACTIONS == {"move", "use", "talk", "wait"}
+    assert platform_actions(platform) == TOWN_ACTIONS == {"move", "use", "talk", "wait", "learn"}
     refused = apply(platform, "t-0", "post", text="hello")
     assert not refused.ok and "platform 'town' does not accept 'post'" in refused.error
 

@@ -219,7 +219,7 @@ def test_a_key_echoed_by_the_endpoint_appears_in_no_response(echo_run, echo, mon
     assert run_cli(*["run", str(tmp / "s.toml"), "--out", str(run), "--quiet"]) == 0
     client = local(make_app(run))
     response = client.post("/api/interview", json={"agent": "users-0001", "question": "Hi?"})
-    assert response.status_code in (402, 500) and "***" in response.json()["error"], response.text
+    assert response.status_code in (500, 502) and "***" in response.json()["error"], response.text  # an endpoint failing is no spent budget
     pages = [response.text] + [client.get(path).text for path in ("/", "/agents/users-0001", "/llm")]
     assert all(KEY not in page for page in pages)
     written = [p.read_bytes() for p in run.rglob("*") if p.is_file()]
@@ -228,3 +228,18 @@ def test_a_key_echoed_by_the_endpoint_appears_in_no_response(echo_run, echo, mon
     errors = [row[0] for row in db.execute("SELECT error FROM llm_calls WHERE status = 'error'")]
     db.close()
     assert errors and all("***" in error or KEY not in error for error in errors)
+
+
+def test_an_interview_whose_endpoint_is_down_is_a_502_not_a_spent_budget(tmp_path, monkeypatch):
+    from townsquare.testing.fault_server import FaultServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with FaultServer() as server:
+        extra = (f'[llm]\nname = "openai"\nmodel = "test-model"\nbase_url = "{server.base_url}"\ntimeout_s = 5\n'
+                 "[plugins.llm_retry]\nattempts = 2\nbase_delay_s = 0\n")
+        (tmp_path / "s.toml").write_text(scenario_text(rounds=1, policy="scripted_feed", extra=extra))
+        assert run_cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "run"), "--quiet", "-p", "townsquare.testing.scripted") == 0
+    # the server is gone: every attempt is refused at the door
+    response = local(make_app(tmp_path / "run")).post("/api/interview", json={"agent": "users-0001", "question": "Hi?"})
+    assert response.status_code == 502, response.text
+    assert response.json()["error"].startswith("interview refused: LLM call failed 2 times (interview for users-0001)")

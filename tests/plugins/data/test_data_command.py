@@ -434,3 +434,22 @@ def test_without_the_plugin_a_scenario_naming_a_data_path_is_one_line(home, tmp_
 def test_without_the_plugin_there_is_no_data_command(home, capsys):
     assert townsquare("-p", "no:data", "data", "list") == 2
     assert "No such command 'data'" in error_line(capsys)
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "fifo"])
+def test_from_a_device_or_a_pipe_is_refused_before_anything_is_read(data_home, tmp_path, source):
+    """``/dev/zero`` never ends and a pipe may not: neither is read, and the data home gets no
+    ``.staging/`` (the command runs in its own process, under the minute the issue allows it)."""
+    import os
+    import subprocess
+    import sys
+
+    if source == "fifo":
+        source = str(tmp_path / "fifo")
+        os.mkfifo(source)
+    result = subprocess.run([sys.executable, "-m", "townsquare.cli", "data", "fetch", "smallville-3", "--from", source],
+                            capture_output=True, text=True, timeout=60, env={**os.environ, "TOWNSQUARE_DATA": str(data_home)})
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: --from {source}: not a regular file or a folder (a device, pipe or socket is not read)")
+    assert not (data_home / ".staging").exists() and not (data_home / "smallville-3").exists()

@@ -61,7 +61,8 @@ def converse(world, a, b, config=None, observation=None):
 def answers(**more):
     """8 turns, and what the conversation memory asks (what it was about, a planning thought, a memo)."""
     return {"dialogue.turn": speaking(), "conversation.about": "a conversation about hiking",
-            "conversation.planning": "hike on Saturday at 9 am", "conversation.memo": "learned about the trail", **more}
+            "conversation.planning": '{"notes": ["hike on Saturday at 9 am"]}', "conversation.memo": "learned about the trail",
+            **more}
 
 
 def test_eight_turn_cap_alternating_sides_and_both_remember():
@@ -86,11 +87,25 @@ def test_eight_turn_cap_alternating_sides_and_both_remember():
         assert [r.text for r in chat[1:3]] == ["Ada said to Bo: line 1 from a0", "Bo said to Ada: line 2 from a1"]
         assert [r.id for r in chat[1:]] == [f"{key}.{i}" for i in range(1, 9)]
         thoughts = [r for r in agent.components["memory.stream"].records if r.kind == "reflection"]
-        assert [r.text for r in thoughts] == [f"For {agent.persona.name}'s planning: hike on Saturday at 9 am",
+        assert [r.text for r in thoughts] == [f"For {agent.persona.name}'s planning: hike on Saturday at 9 am.",
                                               f"{agent.persona.name} learned about the trail"]
         assert all(r.evidence == (key,) for r in thoughts)
     about = [r for r in world.recorder.requests if r.purpose == "conversation.about"][0].messages[-1].content
     assert "Ada: line 1 from a0\nBo: line 2 from a1" in about
+
+
+@pytest.mark.parametrize("notes, memo", [('{"notes": []}', "Nothing."),
+                                         ('{"notes": ["Nothing to plan for.", "None"]}', "learned nothing new"),
+                                         ('{"notes": ["N/A"]}', "N/A")])
+def test_a_thought_that_says_nothing_is_not_stored(notes, memo):
+    world, a, b = two_agents(answers(**{"conversation.planning": notes, "conversation.memo": memo}))
+    converse(world, a, b)
+    for agent in (a, b):
+        records = agent.components["memory.stream"].records
+        assert [r.kind for r in records].count("chat") == 9 and not [r for r in records if r.kind == "reflection"]
+        assert agent.components["memory.sensory"].empty_thoughts == 2
+    prompt = [r for r in world.recorder.requests if r.purpose == "conversation.planning"][0].messages[-1].content
+    assert "Nothing to plan" not in prompt and '{"notes": [' in prompt  # no stock phrase to copy: an empty list
 
 
 def test_without_a_conversation_memory_nobody_remembers_the_conversation():
@@ -113,6 +128,9 @@ def test_a_conversation_enters_both_schedules_for_as_long_as_it_took():
         async def insert(self, ctx, what, minutes):
             self.inserted.append((what, minutes))
 
+        async def after_conversation(self, ctx, other, notes, minutes):
+            self.inserted.append(("notes", other, notes))
+
         async def status(self, ctx):
             return "busy"
 
@@ -120,8 +138,13 @@ def test_a_conversation_enters_both_schedules_for_as_long_as_it_took():
     a.components["planner"], b.components["planner"] = Planner(), Planner()
     transcript = converse(world, a, b)
     minutes = conversation_minutes(transcript.text())
-    assert a.components["planner"].inserted == [("talking with Bo", minutes)]
-    assert b.components["planner"].inserted == [("talking with Ada", minutes)]
+    # and what each kept for planning has the planner write the rest of the day again
+    assert a.components["planner"].inserted == [("talking with Bo", minutes), ("notes", "Bo", "hike on Saturday at 9 am.")]
+    assert b.components["planner"].inserted == [("talking with Ada", minutes), ("notes", "Ada", "hike on Saturday at 9 am.")]
+    world, a, b = two_agents(answers(**{"conversation.planning": '{"notes": []}'}))
+    a.components["planner"] = Planner()
+    converse(world, a, b)
+    assert a.components["planner"].inserted == [("talking with Bo", conversation_minutes(transcript.text()))]  # nothing settled
 
 
 def test_cap_is_a_setting():

@@ -115,6 +115,28 @@ def test_recall_uses_the_retrieval_slot_and_touches_what_it_returns():
     assert np.allclose(stream._access[:3] - stream._access[0], [0, -3, 0])
 
 
+def test_records_that_say_the_same_fill_one_place_in_recall():
+    # twelve copies of a routine note, more relevant than the invitation, which is rated higher
+    table = {"Nothing new today.": [1, 0.2, 0], "party at the cafe at 5 pm": [0.6, 0.8, 0], "walked the dog": [0.5, 0, 0.87],
+             "query": [1, 0, 0]}
+    stream = MemoryStream(MemoryStreamConfig(seed_memories=False))
+    ctx = make_ctx(embedder=FixedEmbedder(table))
+    ctx.agent.components["memory.retrieval"] = ParkRetrieval()
+    run(stream.remember(ctx, [MemoryRecord("walked the dog", importance=2), MemoryRecord("party at the cafe at 5 pm", importance=8)]))
+    for hour in range(1, 13):
+        run(stream.remember(at(ctx, hour), [MemoryRecord("Nothing new today.", importance=3)]))
+    crowded = MemoryStream(MemoryStreamConfig(seed_memories=False, distinct_recall=False))
+    crowded.set_state(stream.get_state())
+    found = run(stream.recall(at(ctx, 13), "query", 3))
+    assert [r.text for r in found] == ["Nothing new today.", "party at the cafe at 5 pm", "walked the dog"]
+    assert found[0] is stream.records[-1]  # the copy that scores best (the newest) stands for all
+    assert sum(r.last_access == at(ctx, 13).now for r in stream.records) == 3  # only what was returned is touched
+    # every copy competing for the top k, the copies crowd the invitation out
+    assert [r.text for r in run(crowded.recall(at(ctx, 13), "query", 3))] == ["Nothing new today."] * 3
+    # fewer distinct texts than k: each once
+    assert len(run(stream.recall(at(ctx, 13), "query", 10))) == 3
+
+
 def test_since_is_strictly_after_and_oldest_first():
     stream = MemoryStream(MemoryStreamConfig(seed_memories=False))
     ctx = make_ctx()

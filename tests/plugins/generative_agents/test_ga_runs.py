@@ -37,7 +37,8 @@ def agent_states(run_dir, slot):
 
 
 def test_example_runs_with_parks_components(make_plugins, write_scenario, run_scenario):
-    run_dir, summary = run_scenario(example(write_scenario), plugins=make_plugins(enable=[SCRIPTED]))
+    # threshold 60: the scripted model's conversations settle nothing to plan for, so they leave no planning thought
+    run_dir, summary = run_scenario(example(write_scenario, reflection_threshold=60), plugins=make_plugins(enable=[SCRIPTED]))
     assert summary.rounds_completed == 6
     assert slots(run_dir) == {"policy": "generative_agent", "memory.stream": "memory_stream",
                               "memory.retrieval": "park_retrieval", "reflector": "park_reflection",
@@ -111,7 +112,7 @@ def test_export_writes_the_memories_table(make_plugins, write_scenario, run_scen
 
     from townsquare.commands.export import export_run
 
-    run_dir, _ = run_scenario(example(write_scenario), plugins=make_plugins(enable=[SCRIPTED]))
+    run_dir, _ = run_scenario(example(write_scenario, reflection_threshold=60), plugins=make_plugins(enable=[SCRIPTED]))
     written = export_run(run_dir.events_path, "csv", tmp_path / "export")
     assert tmp_path / "export" / "memories.csv" in written
     with open(tmp_path / "export" / "memories.csv", newline="") as fh:

@@ -188,5 +188,5 @@ count = 1
 slots = {{ policy = "poster" }}
 personas = {{ name = "smallville", path = "{mini}" }}
 ''')
-    with pytest.raises(ComponentError, match=r"action kind 'post' is not accepted by platform 'town' \(accepts: move, talk, use, wait\)"):
+    with pytest.raises(ComponentError, match=r"action kind 'post' is not accepted by platform 'town' \(accepts: learn, move, talk, use, wait\)"):
         run_scenario(path, plugins=make_plugins(PosterPlugin(), enable=["townsquare.testing.scripted"]))

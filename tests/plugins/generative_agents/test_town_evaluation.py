@@ -206,3 +206,31 @@ def test_social_interviews_count_backed_yeses_and_mutual_acquaintance():
     assert result.knows_share == pytest.approx(2 / 3)
     assert result.acquaintances == {"a": ["b"], "b": ["a"], "c": ["a"]}
     assert result.density == pytest.approx(2 / 6)  # only a-b is mutual
+    # every answer, per agent
+    assert result.answers[2] == {"agent": "c", "name": "Cy Tan", "knows_topic": "yes", "evidence": False,
+                                 "knows": {"a": "yes", "b": "no"}}
+    assert [a["evidence"] for a in result.answers] == [True, True, False]
+    # the evidence a town counts: a conversation (or the seed), not a memory of another kind
+    memories["b"] = ["Ann told me about her party."]
+    kinds = asyncio.run(interview_town([ctx(a) for a in "ab"], prompts, "a Valentine's Day party", "valentine|party",
+                                       people=False, evidence_kinds=["chat"]))
+    assert kinds.informed == [] and kinds.hallucinated == ["a", "b"] and kinds.answers[0]["knows"] == {}
+
+
+def test_a_measured_topic_is_asked_in_its_words_and_each_day_ends_at_its_last_checkpoint():
+    from datetime import date, datetime
+
+    from townsquare.plugins.generative_agents.evaluation.social_interviews import day_ends, topic_question
+    from townsquare.scenario import read_scenario, validate_scenario
+
+    path = ROOT / "examples" / "valentines.toml"
+    model = validate_scenario(read_scenario(path), str(path))
+    assert topic_question(model, "party", None) == ("a Valentine's Day party", "valentine|party", ["chat"])
+    assert topic_question(model, "candidacy", None)[0] == "Sam Moore running for mayor"
+    assert topic_question(model, "party", "party") == ("a Valentine's Day party", "party", ["chat"])
+    assert topic_question(model, "the mayor's race", None) == ("the mayor's race", "valentine|party", None)  # free text
+    # quarter-hour rounds from 6 am on the 13th: round 71 is the last of that day (11:45 pm), 147 the run's last
+    start = datetime(2023, 2, 13, 6, 0)
+    assert day_ends(start, 15, 147, list(range(3, 148, 4)) + [147]) == ([71, 147], [])
+    assert day_ends(start, 15, 147, [145, 146, 147]) == ([147], [date(2023, 2, 13)])
+    assert day_ends(start, 60, 5, [5]) == ([5], [])

@@ -33,7 +33,7 @@ def test_three_agent_base_runs_and_agents_meet_at_the_cafe(make_plugins, write_s
     assert summary.rounds_completed == 3
     actions = read_table(run_dir.path, "actions")
     kinds = {row[4] for row in actions}
-    assert {"move", "use"} <= kinds and kinds <= {"move", "use", "talk", "wait"}
+    assert {"move", "use"} <= kinds and kinds <= {"move", "use", "talk", "wait", "learn"}
     details = [json.loads(row[-1] or "{}") for row in actions]
     assert all(d.get("at", "").startswith("the Ville:") for d in details)
     moves = [d["to"] for row, d in zip(actions, details) if row[4] == "move"]
@@ -104,7 +104,25 @@ def test_the_valentines_example_runs_with_the_scripted_model(make_plugins, write
     # 22 pairs live together (seed files' living_area): 2 * 22 / (25 * 24)
     assert metrics[(0, "town_metrics.density")] == pytest.approx(44 / 600)
     kinds = {row[4] for row in read_table(run_dir.path, "actions")}
-    assert kinds and kinds <= {"move", "use", "talk", "wait"}
+    assert kinds and kinds <= {"move", "use", "talk", "wait", "learn"}
+
+
+@pytest.mark.parametrize("disabled", [[], ["conversation_memory"]])
+def test_a_place_named_in_a_remembered_conversation_is_learned(disabled, make_plugins, write_scenario, run_scenario):
+    path = example(write_scenario, rounds=3)
+    path.write_text(path.read_text().replace("Come to the Valentine's Day party at Hobbs Cafe tomorrow at 5pm!",
+                                             "The library of Oak Hill College is open late."))
+    run_dir, _ = run_scenario(path, plugins=make_plugins(enable=[SCRIPTED], disable=disabled))
+    _, state = run_dir.latest_checkpoint()
+    learned = [(row[3], json.loads(row[-1])["sectors"]) for row in read_table(run_dir.path, "actions") if row[4] == "learn"]
+    if disabled:  # nobody remembers the conversation: Isabella still has never heard of the college
+        assert not learned and "Oak Hill College" not in state["platform"]["known"]["ville-0001"]["the Ville"]
+        return
+    # Isabella and Maria (whose seeds do not hold the college) learn of it at their next step, once; Klaus knew it
+    assert sorted(learned) == [("ville-0001", ["Oak Hill College"]), ("ville-0002", ["Oak Hill College"])]
+    assert state["platform"]["known"]["ville-0001"]["the Ville"]["Oak Hill College"] == {"library": ["library table"]}
+    sectors = {(r, v) for r, name, v in read_table(run_dir.path, "metrics") if name == "town_metrics.sectors_known"}
+    assert max(v for _, v in sectors) > min(v for _, v in sectors)
 
 
 def test_without_the_day_plan_agents_follow_their_seed_and_state_round_trips(make_plugins, write_scenario, run_scenario):

@@ -14,7 +14,7 @@ from townsquare.api import LLMFatal
 from townsquare.errors import RunStopped
 from townsquare.llm import LLMRequest, LLMResponse, Message
 from townsquare.plugins.llm.llm_budget import BudgetConfig, LLMBudget
-from townsquare.plugins.llm.llm_cache import CACHE_FILE, CacheConfig, LLMCache, ReplayMiss
+from townsquare.plugins.llm.llm_cache import CACHE_FILE, CacheConfig, LLMCache, ReplayMiss, call_position
 from townsquare.plugins.llm.llm_concurrency import ConcurrencyConfig, LLMConcurrency
 from townsquare.plugins.llm.llm_retry import LLMRetry, RetryConfig, classify
 from townsquare.testing.llm_chain import build_chain, build_context
@@ -101,11 +101,15 @@ def test_replay_from_answers_as_cached_and_fails_loudly_on_a_miss(tmp_path):
     asyncio.run(record.middleware[0].aclose())
     provider = Sampler()
     replay = cache_chain(tmp_path / "b", provider, replay_from=str(tmp_path / "a"))
-    assert ask(replay, "p", "q", "p") == ["p#1", "q#3", "p#2"]
+    assert ask(replay, "p", "p", "q") == ["p#1", "p#2", "q#3"]
     assert provider.calls == 0
     assert {(r.status, r.cost) for r in replay.records} == {("cached", 0.0)}
-    with pytest.raises(ReplayMiss, match=r"^cache miss in replay: text for users-0001 \(call 1 of this request; "):
+    with pytest.raises(ReplayMiss, match=r"^cache miss in replay: text for users-0001 \(round 0, the agent's call 4 of the round; "):
         ask(replay, "never asked")
+    # an answer belongs to its place: the same questions asked in another order are another run
+    reordered = cache_chain(tmp_path / "b", Sampler(), replay_from=str(tmp_path / "a"))
+    with pytest.raises(ReplayMiss, match=r"\(round 0, the agent's call 2 of the round; "):
+        ask(reordered, "p", "q", "p")
     assert not (tmp_path / "b" / CACHE_FILE).exists()
 
 
@@ -135,7 +139,8 @@ def test_cache_commits_answers_in_groups(tmp_path, monkeypatch):
     # before any checkpoint, the call did not wait for it
     assert store._writing is not None
     store.wait_written()
-    assert stored() == [("users-0001", 0, 0, 0, "p#1"), ("users-0001", 0, 0, 0, "q#2")]
+    # each answer at its place: round 0, the agent's calls 0 and 1 (:func:`call_position`)
+    assert stored() == [("users-0001", call_position(0, (0, 0)), 0, 0, "p#1"), ("users-0001", call_position(0, (1, 0)), 0, 0, "q#2")]
     ask(chain, "r")
     time.sleep(0.25)
     ask(chain, "s")  # the group window has passed: committed

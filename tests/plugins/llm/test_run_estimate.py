@@ -79,7 +79,7 @@ def test_a_prior_says_what_it_gives():
 
 
 def test_the_designs_declare_their_priors(make_plugins):
-    from townsquare.plugins.llm.run_estimate import answer_priors
+    from townsquare.api.commands import answer_priors
 
     declared = {p.purpose: p for p in answer_priors(make_plugins())}
     assert {"plan", "comment", "dialogue.initiate", "plan.actions", "recagent.activity", "recagent.sensory"} <= set(declared)

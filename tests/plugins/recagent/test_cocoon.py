@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from townsquare.plugins.recagent.studies.cocoon_entropy import category_entropy, cocoon_entropy
+from townsquare.plugins.recagent.studies.cocoon_entropy import category_entropy, cocoon_entropy, interest_share
 from townsquare.plugins.recagent.studies.soc_strategy import pick_different
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -31,6 +31,16 @@ def test_entropy_of_a_hand_made_recommendation_log():
     assert category_entropy(log["u3"]) == pytest.approx(math.log(2))
     assert cocoon_entropy(log) == pytest.approx((1.5 * math.log(2) + 0 + math.log(2)) / 3)
     assert cocoon_entropy({"u": []}) is None
+    # by first genre: u1 counts A, A, C -> f = 2/3, 1/3; u3: A and "(none)" -> ln 2
+    first = -(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3))
+    assert category_entropy(log["u1"], first_genre=True) == pytest.approx(first)
+    assert cocoon_entropy(log, first_genre=True) == pytest.approx((first + 0 + math.log(2)) / 3)
+    # the share of page items meeting the user's interests: u1 2 of 3 ("A"), u3 nothing; u4 has no interests
+    pages = {"u1": [("A",), ("B",), ("A", "C")], "u3": [("C",)], "u4": [("A",)]}
+    assert interest_share(pages, {"u1": ["a movies"], "u3": ["Sci-Fi"], "u4": []}) == pytest.approx(2 / 4)
+    assert interest_share(pages, {}) is None
+    # narrowing onto two-genre items: every genre keeps the entropy at ln 2, the first genre drops it to 0
+    assert category_entropy([("A", "B")] * 4) == pytest.approx(math.log(2)) and category_entropy([("A", "B")] * 4, first_genre=True) == 0.0
 
 
 def test_soc_strategy_picks_the_least_similar_agents():
@@ -167,3 +177,23 @@ def test_satisfaction_without_an_llm_is_a_clear_error(write_scenario, run_scenar
     text = SCENARIO.format(rec="false", soc="false", users="paged", cocoon="satisfaction = true", personas=EXAMPLES / "cocoon_personas.jsonl")
     with pytest.raises(TownsquareError, match="satisfaction needs an LLM"):
         run_scenario(write_scenario(text))
+
+
+@pytest.mark.parametrize("override,message", [
+    ("plugins.rec_strategy.n=99", "plugins.rec_strategy.n = 99: a page has 5 items; at most 5 can be replaced"),
+    ("plugins.rec_strategy.from_round=1000", "plugins.rec_strategy.from_round = 1000: the run has rounds 0..5, so it would never act"),
+    ("plugins.soc_strategy.n=1000000000", "plugins.soc_strategy.n = 1000000000: the run has 8 agents, so each can get at most 7"),
+    ("plugins.soc_strategy.from_round=6", "plugins.soc_strategy.from_round = 6: the run has rounds 0..5, so it would never act"),
+])
+def test_strategy_settings_that_cannot_act_are_one_line_errors(write_scenario, tmp_path, capsys, override, message):
+    from helpers import cli_in_process
+
+    path = write_scenario(SCENARIO.format(rec="true", soc="true", users="paged", cocoon="", personas=EXAMPLES / "cocoon_personas.jsonl"))
+    code, _, err = cli_in_process(capsys, "run", str(path), "--set", override, "--out", str(tmp_path / "r"), "--quiet")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "r").exists()
+    # a switched-off strategy is a control run: its from_round may lie past the end
+    code, _, err = cli_in_process(capsys, "run", str(path), "--set", "plugins.rec_strategy.enabled=false", "--set",
+                                  "plugins.soc_strategy.enabled=false", "--set", "plugins.rec_strategy.from_round=1000",
+                                  "--set", "rounds=1", "--out", str(tmp_path / "off"), "--quiet")
+    assert code == 0, err

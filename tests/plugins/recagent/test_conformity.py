@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from townsquare.plugins.recagent.studies.conformity import attitude_change
+from townsquare.api.stats import spearman
+from townsquare.plugins.recagent.studies.conformity import attitude_change, own_changes
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -25,6 +27,25 @@ def test_attitude_change_on_a_hand_made_rating_log():
     # fewer rounds than 10 so far: divided by the steps seen
     assert attitude_change({"a": [5, 6, 6]}, {"a": 2}) == {2: pytest.approx(0.5)}
     assert attitude_change({"a": [5]}, {"a": 2}) == {}
+    assert own_changes(scores) == {"a": 2, "b": 10, "c": 0, "d": 10}
+
+
+def test_rho_is_spearman_of_friends_and_each_agents_changes(run_scenario, make_plugins):
+    run_dir, scores = oracle_run(run_scenario, make_plugins)
+    db = sqlite3.connect(run_dir.events_path)
+    last, rho = db.execute("SELECT round, value FROM metrics WHERE name = 'conformity.rho' ORDER BY round DESC LIMIT 1").fetchone()
+    friends = {a: len(json.loads(p)["fields"].get("friends") or ()) for a, p in db.execute("SELECT agent_id, persona FROM agents")}
+    changes = own_changes(scores)
+    assert sum(changes.values()) > 0  # the oracle's raters do move toward what they recall
+    agents = sorted(changes)
+    assert rho == pytest.approx(spearman([friends[a] for a in agents], [changes[a] for a in agents]))
+    # and over the agents who had not rated it before the run (the five first watchers left out)
+    first = {a for a, p in db.execute("SELECT agent_id, persona FROM agents")
+             if any(h.get("id") == "m1" for h in json.loads(p)["fields"].get("history") or ())}
+    assert len(first) == 5
+    others = [a for a in agents if a not in first]
+    found = db.execute("SELECT value FROM metrics WHERE name = 'conformity.rho_others' AND round = ?", (last,)).fetchone()[0]
+    assert found == pytest.approx(spearman([friends[a] for a in others], [changes[a] for a in others]) or 0.0)
 
 
 def test_conformity_example_runs_offline(run_scenario, make_plugins):
@@ -38,9 +59,9 @@ def test_conformity_example_runs_offline(run_scenario, make_plugins):
     assert friend_counts == {"2", "3", "4", "5", "6", "7"}
 
 
-def oracle_run(run_scenario, make_plugins, *disabled, rounds=6):
+def oracle_run(run_scenario, make_plugins, *disabled, rounds=6, overrides=()):
     plugins = make_plugins(enable=["townsquare.testing.oracle"], disable=list(disabled))
-    run_dir, _ = run_scenario(EXAMPLES / "conformity.toml", plugins=plugins, overrides=[f"rounds={rounds}", "llm.name=oracle"])
+    run_dir, _ = run_scenario(EXAMPLES / "conformity.toml", plugins=plugins, overrides=[f"rounds={rounds}", "llm.name=oracle", *overrides])
     _, state = run_dir.latest_checkpoint()
     return run_dir, state["metrics"]["conformity"]["scores"]
 
@@ -105,11 +126,16 @@ def test_only_opinions_of_their_own_are_passed_on(run_scenario, make_plugins, mo
         return response
 
     monkeypatch.setattr(OracleLLM, "complete", complete)
-    oracle_run(run_scenario, make_plugins)
+    run_dir, _ = oracle_run(run_scenario, make_plugins)
+    db = sqlite3.connect(run_dir.events_path)
+    names = dict(db.execute("SELECT agent_id, json_extract(persona, '$.name') FROM agents").fetchall())
+    watched = {names[a] for (a,) in db.execute("SELECT agent_id FROM actions WHERE kind = 'watch' AND target_post = 'm1'")}
     about_it = [(who, prompt) for who, prompt, text in posts if "<Silent Orbit 1>:" in text]
     assert {who for who, _ in about_it} & set(SEEDS)
     for who, prompt in about_it:  # only someone who watched it, before the run or in it, gives it a score
-        assert f"{who} watched <Silent Orbit 1>" in prompt
+        assert who in SEEDS or who in watched
+        # and its memories show it as its own: its watch, or an insight drawn from it
+        assert f"{who} watched <Silent Orbit 1>" in prompt or f"{who} keeps thinking about <Silent Orbit 1>" in prompt
 
 
 def test_without_memory_no_opinion_reaches_the_rater(run_scenario, make_plugins, monkeypatch):
@@ -120,6 +146,8 @@ def test_without_memory_no_opinion_reaches_the_rater(run_scenario, make_plugins,
     db = sqlite3.connect(run_dir.events_path)
     ac = dict(db.execute("SELECT name, value FROM metrics WHERE round = 5 AND name LIKE 'conformity.ac.%'").fetchall())
     assert set(ac.values()) == {0.0}
+    # nobody changed: the rank correlation is undefined and stored as 0
+    assert db.execute("SELECT value FROM metrics WHERE round = 5 AND name = 'conformity.rho'").fetchone()[0] == 0.0
 
 
 SCENARIO = """
@@ -183,3 +211,55 @@ def test_benchmark_counts_the_voices_each_prompt_shows(tmp_path):
     assert set(bare["voices"].values()) == {0}
     out = bench.summarise([full])
     assert out["voices_by_friends"] and -1 <= out["rho_friends_voices"] <= 1
+
+
+def test_without_friends_in_memory_no_opinion_of_another_reaches_the_rater(run_scenario, make_plugins, monkeypatch):
+    """The ablation that removes friends' opinions from memory only: posts and chats still flow
+    (and name titles), but no memory holds what another person said, so no rater sees another's
+    score, while the first watchers still recall their own."""
+    prompts = Prompts(monkeypatch)
+    run_dir, scores = oracle_run(run_scenario, make_plugins, overrides=["plugins.recagent_policy.remember_friends=false"])
+    db = sqlite3.connect(run_dir.events_path)
+    assert db.execute("SELECT COUNT(*) FROM actions WHERE kind IN ('broadcast', 'chat')").fetchone()[0] > 0
+    _, state = run_dir.latest_checkpoint()
+    names = {n for (n,) in db.execute("SELECT json_extract(persona, '$.name') FROM agents")}
+    assert len(names) == 20
+    for agent in state["agents"].values():
+        for slot in ("memory.short_term", "memory.long_term"):
+            for record in agent["components"][slot]["records"]:
+                text = record["text"]
+                assert not any(f"{other} posted to friends" in text or f"[{other}]:" in text for other in names
+                               if not text.startswith(other))
+    remembered = [(p.split("You are ", 1)[1].split(".", 1)[0], p.split("What you remember about it:")[1].split("An interviewer asks")[0])
+                  for _, p, _ in prompts.seen]
+    assert not [line for name, m in remembered for line in m.splitlines()
+                if "posted to friends" in line and not line.startswith(f"- {name} posted")]
+    assert any("watched <Silent Orbit 1> and rated it" in m for _, m in remembered)  # their own ratings stay
+
+
+def test_the_benchmark_draws_friend_graphs_independent_of_who_watched_first(tmp_path):
+    import importlib.util
+    import json
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("conformity_benchmark", EXAMPLES.parent / "benchmarks" / "conformity.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    personas = [json.loads(line) for line in bench.PERSONAS.read_text().splitlines() if line.strip()]
+    degrees = sorted(len(p["fields"]["friends"]) for p in personas)
+    first = [p["name"] for p in personas if p["fields"].get("history")]
+    seen_first_degrees = set()
+    for seed in range(5):
+        drawn = bench.random_graph(personas, np.random.default_rng(seed))
+        friends = {p["name"]: set(p["fields"]["friends"]) for p in drawn}
+        assert sorted(len(f) for f in friends.values()) == degrees  # the same degree sequence
+        assert all(name not in f and all(name in friends[o] for o in f) for name, f in friends.items())  # simple, symmetric
+        assert [p["fields"].get("history") for p in drawn] == [p["fields"].get("history") for p in personas]
+        seen_first_degrees |= {len(friends[n]) for n in first}
+    assert len(seen_first_degrees) >= 4  # the first watchers' number of friends now varies
+    assert bench.personas_for(1, "fixed", tmp_path) == []
+    (override,) = bench.personas_for(1, "random", tmp_path)
+    assert override == f"populations.0.personas.path={tmp_path / 'personas-1.jsonl'}"
+    run = bench.run_once(1, [], tmp_path / "run", overrides=["rounds=2", override])
+    assert len(run["first"]) == 5 and set(run["ac"]) >= set(run["first"])

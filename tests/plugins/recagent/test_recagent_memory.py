@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 
 from recagent_support import T0, make_ctx, run
-from townsquare.api import Memory, MemoryRecord, agent_memory
+from townsquare.api import EmbeddingCache, Memory, MemoryRecord, agent_memory
 from townsquare.plugins.recagent.memory import forgetting
 from townsquare.plugins.recagent.memory.long_term_memory import LongTermMemory, LongTermMemoryConfig
 from townsquare.plugins.recagent.memory.sensory_memory import SensoryMemory, SensoryMemoryConfig
-from townsquare.plugins.recagent.memory.short_term_memory import ShortTermMemory, ShortTermMemoryConfig
+from townsquare.plugins.recagent.memory.enhancement import calibrate, calibration_pairs, youden_cut
+from townsquare.plugins.recagent.memory.short_term_memory import ENHANCE_COSINE, ShortTermMemory, ShortTermMemoryConfig
+from townsquare.plugins.embedders.hash import HashEmbedder
 
 SENSORY_RULES = {
     "Heat": '{"sentence": "Ada watched Heat and loved the bank heist.", "importance": 8}',
@@ -151,8 +153,9 @@ def test_sensory_falls_back_to_the_raw_observation_and_can_discard():
 
 
 def test_enhancement_after_k_promotes_record_and_insights():
-    ctx = make_ctx(rules={"insight": '{"insights": ["Ada is drawn to crime thrillers."]}'})
     memory = ShortTermMemory(ShortTermMemoryConfig(enhance_k=2, similarity_threshold=0.5))
+    ctx = make_ctx(rules={"insight": '{"insights": ["Ada is drawn to crime thrillers."]}'},
+                   components={"memory.short_term": memory, "memory.long_term": LongTermMemory()})
     first = run(memory.remember(ctx, [MemoryRecord("Ada watched Heat", importance=6)]))
     other = run(memory.remember(ctx, [MemoryRecord("Ada cooked pasta", importance=3)]))
     second = run(memory.remember(ctx, [MemoryRecord("Ada talked about Heat with Bo", importance=7)]))
@@ -167,15 +170,81 @@ def test_enhancement_after_k_promotes_record_and_insights():
 
 def test_records_below_the_threshold_enhance_nothing():
     ctx = make_ctx()
-    # the default cut is the reference code's sigmoid(cosine) >= 0.7, i.e. cosine ln(7/3) = 0.847
-    assert ShortTermMemoryConfig().similarity_threshold == pytest.approx(0.847)
-    memory = ShortTermMemory()
-    # "heat jazz" has cosine 1/sqrt(2) ~ 0.707 with "heat": below 0.847 (it enhanced under the old 0.7)
+    # the reference code's cut sigmoid(cosine) >= 0.7 is cosine ln(7/3) = 0.847
+    assert ENHANCE_COSINE == pytest.approx(0.847) and ShortTermMemoryConfig().similarity_threshold == "calibrated"
+    memory = ShortTermMemory(ShortTermMemoryConfig(similarity_threshold=ENHANCE_COSINE, recent_bonus=0))
+    # "heat jazz" has cosine 1/sqrt(2) ~ 0.707 with "heat": below 0.847
     assert run(memory.remember(ctx, [MemoryRecord("heat"), MemoryRecord("heat jazz")])) == []
     assert memory.count("st1") == 0
-    loose = ShortTermMemory(ShortTermMemoryConfig(enhance_k=5, similarity_threshold=0.7))
+    loose = ShortTermMemory(ShortTermMemoryConfig(enhance_k=5, similarity_threshold=0.7, recent_bonus=0))
     run(loose.remember(ctx, [MemoryRecord("heat"), MemoryRecord("heat jazz")]))
     assert loose.count("st1") == 1
+    with pytest.raises(ValueError):
+        ShortTermMemoryConfig(similarity_threshold=1.2)
+
+
+def test_the_latest_record_gets_the_recent_bonus():
+    # cosine("heat", "heat jazz") = 0.707; + 0.1 for the latest record = 0.807 > 0.75; 0.707 alone is not
+    ctx = make_ctx()
+    memory = ShortTermMemory(ShortTermMemoryConfig(enhance_k=5, similarity_threshold=0.75))
+    run(memory.remember(ctx, [MemoryRecord("heat"), MemoryRecord("heat jazz")]))
+    assert memory.count("st1") == 1 and memory.enhancements == {"observation": 1, "retrieval": 0}
+    run(memory.remember(ctx, [MemoryRecord("cooking"), MemoryRecord("heat cooking")]))
+    # "heat cooking": 0.707 with "heat" (not the latest: no bonus), 0.707 + 0.1 with "cooking" (the latest)
+    assert memory.count("st1") == 1 and memory.count("st3") == 1
+    plain = ShortTermMemory(ShortTermMemoryConfig(enhance_k=5, similarity_threshold=0.75, recent_bonus=0))
+    run(plain.remember(ctx, [MemoryRecord("heat"), MemoryRecord("heat jazz")]))
+    assert plain.count("st1") == 0
+
+
+def test_records_read_from_long_term_memory_re_enter_and_enhance():
+    """The retrieval route: a long-term record read for an observation enhances the short-term
+    records it resembles (once per pair), is not stored there, and what it promotes is written
+    to long-term memory with its insight."""
+    long_term = LongTermMemory(LongTermMemoryConfig(top_n=1, min_records=100))
+    short_term = ShortTermMemory(ShortTermMemoryConfig(enhance_k=2, similarity_threshold=0.9, recent_bonus=0))
+    # the insight is answered only to a prompt that lists the long-term record among the memories
+    ctx = make_ctx(rules={"- heat long ago": '{"insights": ["Ada keeps coming back to heat."]}'},
+                   components={"memory.short_term": short_term, "memory.long_term": long_term})
+    run(long_term.remember(ctx, [MemoryRecord("heat long ago", importance=8), MemoryRecord("jazz long ago", importance=8)]))
+    run(short_term.remember(ctx, [MemoryRecord("heat a", importance=7), MemoryRecord("cooking b", importance=7)]))
+    assert short_term.count("st1") == 0  # "heat a" and "cooking b" are orthogonal
+    found = run(agent_memory(ctx.agent).recall(ctx, "heat", 5))
+    assert [r.text for r in found] == ["heat long ago", "heat a", "cooking b"]
+    assert short_term.enhancers == {"st1": ["lt1"]} and short_term.enhancements == {"observation": 0, "retrieval": 1}
+    run(agent_memory(ctx.agent).recall(ctx, "heat", 5))  # the same record again: no second label
+    assert short_term.count("st1") == 1 and len(short_term.records) == 2
+    run(agent_memory(ctx.agent).remember(ctx, [MemoryRecord("heat c", importance=6)]))  # the second enhancement: K = 2
+    assert [r.text for r in short_term.records] == ["cooking b", "heat c"]
+    assert [(r.text, r.kind) for r in long_term.records[2:]] == [("heat a", "observation"), ("Ada keeps coming back to heat.", "insight")]
+    assert long_term.records[3].evidence == ("st1", "lt1", "st3")
+    off = ShortTermMemory(ShortTermMemoryConfig(enhance_k=2, similarity_threshold=0.9, retrieval_enhances=False))
+    run(off.remember(ctx, [MemoryRecord("heat a")]))
+    assert run(off.reenter(ctx, long_term.records)) == [] and off.count("st1") == 0
+
+
+def test_without_a_long_term_tier_nothing_is_promoted():
+    memory = ShortTermMemory(ShortTermMemoryConfig(enhance_k=1, similarity_threshold=0.5))
+    ctx = make_ctx(components={"memory.short_term": memory})
+    assert run(memory.remember(ctx, [MemoryRecord("heat a"), MemoryRecord("heat b")])) == []
+    assert memory.count("st1") == 1 and memory.promoted == 0 and len(memory.records) == 2
+
+
+def test_youden_cut_separates_paraphrases_from_unrelated_records():
+    # observed values 0.3 0.5 0.6 0.7 0.8 0.9; J at the midpoints 0.4: 1 - 2/3, 0.55: 1 - 1/3,
+    # 0.65: 2/3 - 1/3, 0.75: 2/3 - 0, 0.85: 1/3 - 0; the best J (2/3) twice: the higher cut, 0.75
+    cut, above, false = youden_cut(np.array([0.9, 0.8, 0.6]), np.array([0.5, 0.7, 0.3]))
+    assert (cut, above, false) == (pytest.approx(0.75), pytest.approx(2 / 3), 0.0)
+    paraphrases, unrelated = calibration_pairs()
+    assert len(paraphrases) == 4 * 8 * 6 and len(unrelated) == 4 * 28 * 4
+    # the hashing embedder: every unrelated pair and every paraphrase pair lies below 0.847
+    found = run(calibrate(HashEmbedder()))
+    assert found.threshold == pytest.approx(0.371, abs=1e-3)
+    assert found.paraphrases_above == pytest.approx(63 / 64) and found.unrelated_above == pytest.approx(107 / 448)
+    assert found.paraphrases_above_reference == found.unrelated_above_reference == 0.0
+    ctx = make_ctx()
+    ctx.services.embedder = EmbeddingCache(HashEmbedder())
+    assert run(ShortTermMemory().threshold(ctx)) == pytest.approx(0.371, abs=1e-3)
 
 
 def test_short_term_capacity_drops_least_important_then_least_enhanced_oldest():
@@ -294,3 +363,56 @@ def test_in_a_run_routine_events_stay_out_and_watches_stay_in(run_scenario, make
                   if any(f"<{title}>" in r["text"] for slot in ("memory.short_term", "memory.long_term")
                          for r in state["agents"][agent]["components"][slot]["records"])]
     assert watches and len(remembered) >= 0.8 * len(watches)
+
+
+def long_term_counts(run_dir) -> tuple[int, int, int, int]:
+    """(long-term records, forgotten, records read since written, reflection rows of long-term memory)."""
+    import sqlite3
+
+    _, state = run_dir.latest_checkpoint()
+    tiers = [a["components"].get("memory.long_term") or {} for a in state["agents"].values()]
+    db = sqlite3.connect(run_dir.events_path)
+    try:
+        rows = db.execute("SELECT COUNT(*) FROM reflections WHERE source = 'long_term_memory' AND kind = 'reflection'").fetchone()[0]
+    finally:
+        db.close()
+    records = [r for t in tiers for r in t.get("records", [])]
+    return len(records), sum(t.get("forgotten", 0) for t in tiers), sum(r["last_access"] != r["created"] for r in records), rows
+
+
+def test_in_a_run_long_term_memory_fills_forgets_is_read_and_reflects(run_scenario, make_plugins):
+    """Every stage of long-term memory runs in an ordinary run (the oracle, the hashing embedder,
+    the calibrated cut): records are promoted into it, read (which marks them), forgotten and
+    reflected on; without the long-term tier there are none of either."""
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[3] / "examples"
+    options = dict(overrides=["rounds=6", "llm.name=oracle", "plugins.long_term_memory.min_records=5"])
+    run_dir, _ = run_scenario(examples / "conformity.toml", plugins=make_plugins(enable=["townsquare.testing.oracle"]), **options)
+    records, forgotten, read, reflections = long_term_counts(run_dir)
+    assert records > 20 and forgotten > 0 and read > 0 and reflections > 0
+    ablated, _ = run_scenario(examples / "conformity.toml", plugins=make_plugins(enable=["townsquare.testing.oracle"],
+                                                                                  disable=["long_term_memory"]), **options)
+    assert long_term_counts(ablated) == (0, 0, 0, 0)
+
+
+def test_the_memory_benchmark_prints_the_tiers_round_by_round(tmp_path):
+    """benchmarks/recagent_memory.py: per round the promotions (by route), long-term records,
+    forgettings and reflections; with -p no:long_term_memory none of them."""
+    import argparse
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    spec = importlib.util.spec_from_file_location("recagent_memory_benchmark", root / "benchmarks" / "recagent_memory.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    args = argparse.Namespace(rounds=5, mode="power", threshold="calibrated", embedder="hash", seed=7)
+    scenario = root / "examples" / "conformity.toml"
+    rows = bench.per_round(bench.run_once(scenario, args, tmp_path / "full"))
+    assert [r["round"] for r in rows] == [0, 1, 2, 3, 4]  # every round's checkpoint is kept
+    assert all(a[k] <= b[k] for a, b in zip(rows, rows[1:]) for k in ("promoted", "by_observation", "by_retrieval", "reflections"))
+    assert rows[-1]["promoted"] == sum(r["new_promoted"] for r in rows) > 0
+    assert rows[-1]["long_term_records"] > 0 and rows[-1]["by_retrieval"] > 0 and rows[-1]["reflections"] > 0
+    ablated = bench.tier_counts(bench.latest_state(bench.run_once(scenario, args, tmp_path / "ablated", ablate=True)))
+    assert (ablated["promoted"], ablated["long_term_records"], ablated["reflections"], ablated["forgotten"]) == (0, 0, 0, 0)

@@ -58,8 +58,8 @@ def test_movielens_profiles_take_interests_from_earlier_ratings():
     [one, two] = source.load(2, np.random.default_rng(0))
     # user 1, earlier half: Heat (Action|Crime|Thriller, 4.0), Blade Runner (Action|Sci-Fi|Thriller, 5.0)
     assert one.name == "MovieLens user 1" and one.fields["interests"] == ["action movies", "thriller movies"]
-    assert one.fields["history"] == [{"id": "2", "title": "Heat (1995)", "rating": 4.0},
-                                     {"id": "4", "title": "Blade Runner (1982)", "rating": 5.0}]
+    assert one.fields["history"] == [{"id": "2", "title": "Heat (1995)", "rating": 4.0, "timestamp": 1000},
+                                     {"id": "4", "title": "Blade Runner (1982)", "rating": 5.0, "timestamp": 1010}]
     assert one.fields["future_items"] == ["5", "6"] and one.fields["favourites"] == ["Blade Runner (1982)", "Heat (1995)"]
     assert "My favourite movies include Blade Runner (1982), Heat (1995)." in one.text
     # user 2, earlier half: Toy Story 3.0 (below 3.5, not liked), Heat 4.0

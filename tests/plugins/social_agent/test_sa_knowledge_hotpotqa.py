@@ -89,6 +89,27 @@ def test_explicit_embeddings_only_and_persistent_reuse(tmp_path):
     assert not limited.reused and found[0].id == "hotpotqa-3" and len(found) == 4
 
 
+def test_search_is_exact_and_the_same_on_every_build(tmp_path):
+    """Builds in other folders and a reopened collection answer every query alike: exact
+    cosines, ties (items sharing no word with the query: cosine 0) in file order. chromadb's
+    approximate index answered each build differently, so a replay saw other knowledge."""
+    queries = ["chess olympiad", "jazz", "qzxv wplk", "bread", "the"]
+
+    def answers(source):
+        return [[(item.id, item.score) for item in asyncio.run(source.search(q, 6))] for q in queries]
+
+    first = answers(build(tmp_path / "a"))
+    assert first == answers(build(tmp_path / "b")) == answers(build(tmp_path / "c", batch_size=5))
+    reopened = build(tmp_path / "a")
+    assert answers(reopened) == first and reopened.reused
+    ties = [(a, b) for found in first for a, b in zip(found, found[1:]) if a[1] == b[1]]
+    assert len(ties) >= 3 and all(int(a[0].split("-")[1]) < int(b[0].split("-")[1]) for a, b in ties)
+    vectors = np.stack([HashEmbedder().embed_sync([text])[0] for text in build(tmp_path / "d").texts])
+    query = HashEmbedder().embed_sync(["chess olympiad"])[0]
+    cosines = vectors @ query / np.linalg.norm(vectors, axis=1) / np.linalg.norm(query)
+    assert [s for _, s in first[0]] == pytest.approx(sorted(cosines, reverse=True)[:6], abs=1e-6)
+
+
 def test_missing_chromadb_is_one_line(tmp_path, monkeypatch):
     real_import = builtins.__import__
 

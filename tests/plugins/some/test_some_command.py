@@ -292,3 +292,124 @@ def test_the_estimate_of_a_multi_step_agent_is_within_25_percent_and_a_rerun_cal
     code, again, err = in_process(capsys, *args, "--out", str(tmp_path / "eval"))
     assert code == 0, err
     assert " 0 answered by the model" in again and json.loads((tmp_path / "eval" / "summary.json").read_text())["provider_calls"] == 0
+
+
+# --------------------------------------------------------------------------- answers produced elsewhere (--answers)
+
+JUDGE_RULES = ('plugins.scripted.rules={"pull out its final judgement" = "yes", "pull out its final verdict" = "mostly-true", '
+               '"Reference" = "Accuracy: 4"}')
+
+
+def write_rows(path, rows) -> str:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return str(path)
+
+
+def made_calls(folder) -> int:
+    db = sqlite3.connect(folder / "llm_calls.sqlite")
+    try:
+        return db.execute("SELECT COUNT(*) FROM llm_calls WHERE status != 'parse_failure' AND purpose NOT LIKE '%.repair'").fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_the_agents_answers_graded_again_from_a_file_score_the_same(run_dir, tmp_path, capsys):
+    args = ["eval", "some", str(run_dir), "--tasks", "UBP,SMQ", "--per-task", "4"]
+    code, first, err = in_process(capsys, *args, "--out", str(tmp_path / "agent"))
+    assert code == 0, err
+    answered = json.loads((tmp_path / "agent" / "results.json").read_text())
+    # the agent's answers as another framework would hand them in: task by abbreviation, SMQ's id its question
+    rows = [{"task": {"user_behavior_prediction": "UBP"}.get(r["task"], r["task"]),
+             "id": r["query"] if r["task"] == "social_media_question_answering" else r["id"], "answer": r["answer"]} for r in answered]
+    answers = write_rows(tmp_path / "answers.jsonl", rows)
+    graded = [*args, "--answers", answers, "--judge", "scripted"]
+    code, printed, err = in_process(capsys, *graded, "--estimate")
+    assert code == 0, err
+    estimated = int(printed.split("ESTIMATE: ")[1].split(" LLM calls")[0].replace(",", ""))
+    assert f"to grade {len(rows)} answers produced elsewhere" in printed and "some.step" not in printed
+    code, out, err = in_process(capsys, *graded, "--out", str(tmp_path / "graded"))
+    assert code == 0, err
+    # the same judge's rules, the same scorers: the same table, and no agent call
+    table = lambda text: [line.split()[:5] for line in text.splitlines() if line.split() and line.split()[0] in ("UBP", "SMQ")]  # noqa: E731
+    assert table(out) == table(first) and len(table(out)) == 2
+    summary = json.loads((tmp_path / "graded" / "summary.json").read_text())
+    assert summary["agent_model"] == "answers produced elsewhere (--answers)" and summary["answers"] == [answers]
+    made = made_calls(tmp_path / "graded")
+    db = sqlite3.connect(tmp_path / "graded" / "llm_calls.sqlite")
+    assert not db.execute("SELECT COUNT(*) FROM llm_calls WHERE purpose LIKE 'some.step%'").fetchone()[0]
+    db.close()
+    assert made > 0 and abs(estimated - made) <= 0.25 * made, (estimated, made)
+    # again: every grade from the cache
+    code, again, err = in_process(capsys, *graded, "--out", str(tmp_path / "graded"))
+    assert code == 0, err
+    assert " 0 answered by the model" in again and json.loads((tmp_path / "graded" / "summary.json").read_text())["provider_calls"] == 0
+
+
+def test_somes_queries_answered_elsewhere_in_both_formats_need_no_run(tmp_path, capsys):
+    lines = write_rows(tmp_path / "answers.jsonl", [
+        {"task": "MID", "id": "11972.json", "answer": "Judging by the documents, this is mostly-true."},   # true: right
+        {"task": "misinformation_detection", "id": "11685.json", "answer": "false"},                   # a plain label
+        {"task": "MCR", "id": "100:1", "answer": "Probably yes"},                                        # 否: wrong
+        {"task": "SMQ", "id": "用户ID为100的用户经常发什么内容？", "answer": "跑步"}])
+    released = tmp_path / "results" / "user_behavior_prediction" / "model.json"   # the released test scripts' layout
+    released.parent.mkdir(parents=True)
+    released.write_text(json.dumps({"like": {"100": {"0": "是", "1": "Error"}}, "comment": {"100": {"0": "我认为会，是", "1": "否"}}},
+                                   ensure_ascii=False), encoding="utf-8")
+    out = tmp_path / "graded"
+    code, printed, err = in_process(capsys, "eval", "some", "--answers", lines, "--answers", str(released), "--some-data",
+                                    str(DATA / "datasets"), "--judge", "scripted", "--set", JUDGE_RULES, "--out", str(out))
+    assert code == 0, err
+    rows = {line.split()[0]: line.split()[1:5] for line in printed.splitlines() if line.split() and line.split()[0].isupper()}
+    # task: queries, ACC, score, TCR; UBP's "Error" is the release's mark of a query that failed: wrong, not completed
+    assert rows["MID"] == ["2", "100.0", "-", "100.0"] and rows["MCR"] == ["1", "0.0", "-", "100.0"]
+    assert rows["UBP"] == ["4", "75.0", "-", "75.0"] and rows["SMQ"] == ["1", "-", "80.0", "100.0"]
+    results = {r["id"]: r for r in json.loads((out / "results.json").read_text())}
+    assert results["like:100:1"]["status"] == "llm_failure" and results["comment:100:0"]["extracted"] == "yes"
+    assert "UBP: 4 queries' posts are not in" in err and "MCR: 1 of its 2 queries answered" in err
+    # MID, MCR and UBP: one extraction each for the answers that are not a bare label; SMQ: one score
+    assert made_calls(out) == 4 and "4 answered by the model" in printed
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json\n", "answers.jsonl:1: invalid JSON"),
+    ('{"task": "XYZ", "id": "a", "answer": "yes"}\n', "answers.jsonl:1: unknown task 'XYZ'"),
+    ('{"task": "MID", "answer": "yes"}\n', 'answers.jsonl:1: no "id"'),
+    ('{"task": "MID", "id": "11972.json", "answer": null}\n', 'answers.jsonl:1: no "answer" (a string)'),
+    ('\n{"task": "MID", "id": "nope.json", "answer": "true"}\n', "answers.jsonl:2: no MID query 'nope.json' in"),
+    ('{"task": "MID", "id": "11972.json", "answer": "true"}\n{"task": "MID", "id": "11972.json", "answer": "false"}\n',
+     "answers.jsonl:2: a second answer to MID query '11972.json'"),
+])
+def test_an_answer_that_cannot_be_read_or_matched_is_one_line(tmp_path, capsys, content, message):
+    path = tmp_path / "answers.jsonl"
+    path.write_text(content, encoding="utf-8")
+    code, _, err = in_process(capsys, "eval", "some", "--answers", str(path), "--some-data", str(DATA / "datasets"),
+                              "--judge", "scripted", "--out", str(tmp_path / "out"))
+    lines = [line for line in err.splitlines() if "llm.scripted" not in line]
+    assert code == 2 and len(lines) == 1 and message in lines[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_answers_need_judges_and_somes_queries_and_refuse_the_agents_options(run_dir, tmp_path, capsys):
+    path = write_rows(tmp_path / "a.jsonl", [{"task": "MID", "id": "11972.json", "answer": "true"}])
+    wrong = tmp_path / "results" / "somewhere" / "model.json"
+    wrong.parent.mkdir(parents=True)
+    wrong.write_text("{}")
+    nested = tmp_path / "results" / "media_content_recommend" / "model.json"
+    nested.parent.mkdir(parents=True)
+    nested.write_text('{"100": "yes"}')
+    some = ["--some-data", str(DATA / "datasets")]
+    for args, message in [
+        (["--answers", path, *some], "--answers: name the judges"),
+        (["--answers", path, "--judge", "scripted"], "--answers without RUN: give --some-data DIR"),
+        ([], "missing RUN"),
+        (["--answers", path, *some, "--judge", "scripted", "--llm", "scripted"], "--llm: no agent is asked with --answers"),
+        (["--answers", path, *some, "--judge", "scripted", "--per-task", "3"], "--per-task: with --answers and --some-data"),
+        (["--answers", str(wrong), *some, "--judge", "scripted"], "model.json: a released results file lives in its task's folder"),
+        (["--answers", str(nested), *some, "--judge", "scripted"], "model.json: 100: expected a JSON object"),
+    ]:
+        code, _, err = in_process(capsys, "eval", "some", *args)
+        assert code == 2 and message in err, (args, err)
+    # on a run, an answer to a task the run has no queries for is left out with a note
+    code, out, err = in_process(capsys, "eval", "some", str(run_dir), "--answers", path, "--judge", "scripted", "--tasks", "UBP",
+                                "--out", str(tmp_path / "run"))
+    assert code == 0 and "1 answer(s) to tasks not evaluated here (MID) left out" in err, err

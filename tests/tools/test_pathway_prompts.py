@@ -1,0 +1,75 @@
+"""tools/pathway_prompts.py: the decision points it keeps from an oracle run are the prompts the
+study's pathway goes through, with what the oracle read in them."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import pathway_prompts  # noqa: E402
+from townsquare.plugins.pathways.pathways_command import load_points  # noqa: E402
+
+BASE = ROOT / "tests" / "data" / "smallville" / "base_party"
+
+
+def party_scenario(tmp_path: Path) -> Path:
+    """examples/valentines.toml on the six-agent fixture base, hourly rounds (as test_park_party's)."""
+    text = (ROOT / "examples" / "valentines.toml").read_text()
+    text = text.replace("data:smallville-n25", str(BASE)).replace("rounds = 148", "rounds = 37").replace("count = 25", "count = 6")
+    text = text.replace("minutes_per_round = 15 ", "minutes_per_round = 60 ").split("[populations.personas.currently]")[0]
+    path = tmp_path / "party.toml"
+    path.write_text(text)
+    return path
+
+
+def test_party_points_are_dated_news_and_relays_with_their_details(tmp_path):
+    data = pathway_prompts.make("party", 50, scenario=party_scenario(tmp_path))
+    kinds = {d: [p for p in data["prompts"] if p["disposition"] == d] for d in ("llm.news_importance", "llm.relay_fidelity")}
+    assert kinds["llm.news_importance"] and kinds["llm.relay_fidelity"]
+    for p in kinds["llm.news_importance"]:
+        memory = p["reference"]["memory"]
+        assert p["purpose"] == "importance" and "party" in memory.lower() and re.search(r"\d", memory)
+        assert not memory.startswith("For ") and p["oracle_answer"] == "8"  # the default news importance
+    for p in kinds["llm.relay_fidelity"]:
+        said = json.loads(p["oracle_answer"])["utterance"]
+        ref = p["reference"]
+        assert p["purpose"] == "dialogue.turn" and said.startswith("Have you heard? ")
+        assert all(ref[k] in said and ref[k] in p["messages"][-1]["content"] for k in ("day", "time", "place"))
+    # the fixture format loads as the command reads it
+    path = tmp_path / "party.json"
+    pathway_prompts.write(data, path)
+    meta, points = load_points("party", path)
+    assert len(points) == len(data["prompts"]) and meta["made_by"] == "python tools/pathway_prompts.py --study party"
+
+
+def test_conformity_points_move_between_own_and_recalled(tmp_path):
+    data = pathway_prompts.make("conformity", 30, overrides=["rounds=4"])
+    assert data["prompts"]
+    for p in data["prompts"]:
+        ref, asked = p["reference"], p["messages"][-1]["content"]
+        assert f"last time: {int(ref['own'])}/10" in asked and abs(ref["recalled"] - ref["own"]) >= 1
+        # the oracle, at its default weight 0.5, answered halfway (rounded half to even)
+        assert int(p["oracle_answer"]) == round((ref["own"] + ref["recalled"]) / 2)
+
+
+def test_cocoon_points_put_an_uninteresting_item_first(tmp_path):
+    data = pathway_prompts.make("cocoon", 30, overrides=["rounds=2", "populations.0.count=8"])
+    assert data["prompts"]
+    for p in data["prompts"]:
+        ref = p["reference"]
+        assert ref["top"] == 1 and ref["interests"] and 1 not in ref["interests"]
+        assert p["oracle_answer"] == f"watch {ref['interests'][0]}"  # default follow_page 0: its interests
+
+
+@pytest.mark.parametrize("most", [1, 3])
+def test_spread_keeps_order_and_ends(most):
+    items = [{"i": i} for i in range(10)]
+    kept = pathway_prompts.spread(items, most)
+    assert len(kept) == most and kept[0] == items[0] and (most == 1 or kept[-1] == items[-1])
