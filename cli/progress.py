@@ -22,9 +22,9 @@ rounds have been played: it is then the mean time of the rounds after the first 
 
 Between round ends the engine's ``live(event)`` callback (:meth:`RunProgress.live`, the events of
 :mod:`townsquare.progress`) keeps the display current from the first second: while the run is
-built the bar (or a line, in ``plain`` and ``json`` modes) says what is being built (loading the
-model, a population's personas), and every LLM call updates the bar's counts as it lands, round
-0's included.
+built the bar (a ``run.phase`` line in ``json`` mode, the cell's line in a notebook) says what is
+being built (loading the model, a population's personas), and every LLM call updates the bar's
+counts as it lands, round 0's included. ``plain`` lines stay one per round.
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ class RunProgress:
             elif self.mode == "json":
                 _write(self.stream, json.dumps({"event": "run.phase", "level": "info",
                                                 "timestamp": datetime.now(timezone.utc).isoformat(), "text": event["text"]}))
-            else:
+            elif self.mode == "notebook":  # the cell's one line; plain lines stay one per round
                 _write(self.stream, f"building: {event['text']}")
         elif kind == "round_start":
             self._playing = int(event["round"])
