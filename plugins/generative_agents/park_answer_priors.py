@@ -10,8 +10,11 @@ and reflections follow. Typical answers, our choices where the paper gives no nu
   one before), dinner and bed at the lifestyle's times (7:00 am, 6:00 pm, 11:00 pm when it says
   none);
 * ``plan.hourly``: the day's strokes at their times; ``plan.replan``: the schedule in the prompt
-  from now on; ``plan.actions``: the hour cut into quarter-hour actions (Park's decomposition
-  into 5-15 minute actions);
+  from now on; ``plan.conversation``: the schedule in the prompt from now on, unchanged (most
+  talk settles nothing); ``plan.actions``: the hour cut into quarter-hour actions (Park's
+  decomposition into 5-15 minute actions);
+* ``reflection.insights``: as many insights as asked, each resting on the first two statements
+  shown;
 * ``dialogue.initiate``: half the chances to talk are taken; a conversation ends after four
   utterances (the disposition scales it); ``react``: one observation in ten changes the plan;
 * ``importance``: everyday memories score low (the paper's scale: brushing teeth 1, a break-up
@@ -38,6 +41,9 @@ _SCHEDULE_LINE = re.compile(r"^(\d{1,2}:\d{2} [ap]m): (.+)$", re.M)
 _NOW = re.compile(r"it is now (\d{1,2}:\d{2} [ap]m)")
 _MINUTES = re.compile(r"\((\d+) minutes\)")
 _HISTORY = re.compile(r"Here is the dialogue so far:\n(.*?)\n\n", re.S)
+_COUNT = re.compile(r"What (\d+) high-level insights")
+_STATEMENT = re.compile(r"^(\d+)\. ", re.M)
+_QUESTION = re.compile(r'bear on the question "(.*?)"')
 _DEFAULTS = {"wake": 7 * 60, "dinner": 18 * 60, "bed": 23 * 60}
 #: tokens of the free-text answers whose prompts say how long to be (about 20 tokens a sentence)
 LENGTHS = {"summary": 40, "summary.feelings": 40, "summary.plan_note": 50, "summary.status": 60, "conversation.": 40,
@@ -90,16 +96,35 @@ def typical_schedule(prompt: str, disposition: float) -> dict[str, Any]:
     return {"schedule": entries or [{"time": "8:00 am", "activity": "go about the day"}]}
 
 
-def typical_replan(prompt: str, disposition: float) -> dict[str, Any]:
-    """The rest of the day: the schedule the prompt shows, from now on."""
+def typical_replan(prompt: str, disposition: float, first: str | None = "react to what happened") -> dict[str, Any]:
+    """The rest of the day: the schedule the prompt shows, from now on, starting with ``first``
+    (None: the activity under way now)."""
     now = _NOW.search(prompt)
-    start = minutes_of(now.group(1)) if now else 0
-    entries = [{"time": clock_text(start or 0), "activity": "react to what happened"}]
+    start = (minutes_of(now.group(1)) if now else 0) or 0
+    entries, under_way = [], "go about the day"
     for time, text in _SCHEDULE_LINE.findall(prompt):
         minute = minutes_of(time)
-        if minute is not None and start is not None and minute > start:
+        if minute is not None and minute > start:
             entries.append({"time": time, "activity": _activity(text)})
-    return {"schedule": entries}
+        elif minute is not None:
+            under_way = _activity(text)
+    return {"schedule": [{"time": clock_text(start), "activity": first or under_way}, *entries]}
+
+
+def typical_rest_of_day(prompt: str, disposition: float) -> dict[str, Any]:
+    """After a conversation: the schedule the prompt shows, from now on, as it was."""
+    return typical_replan(prompt, disposition, None)
+
+
+def typical_insights(prompt: str, disposition: float) -> dict[str, Any]:
+    """As many insights as the prompt asks for, each its own sentence on the question asked (a
+    memory rates each text once) and citing the first two statements shown."""
+    count, question = _COUNT.search(prompt), _QUESTION.search(prompt)
+    shown = [int(n) for n in _STATEMENT.findall(prompt)]
+    because = [n for n in (1, 2) if n in shown] or [1]
+    about = _activity(question.group(1)) if question else "their days"
+    return {"insights": [{"insight": f"Insight {i} on {about}: they care about the people and the work in it.", "because": because}
+                         for i in range(1, (int(count.group(1)) if count else 1) + 1)]}
 
 
 def typical_actions(prompt: str, disposition: float) -> dict[str, Any]:
@@ -129,6 +154,8 @@ def townsquare_register_answer_priors():
         AnswerPrior("plan.day", answer=typical_day, note="the persona's day from its summary"),
         AnswerPrior("plan.hourly", answer=typical_schedule, note="the strokes at their times"),
         AnswerPrior("plan.replan", answer=typical_replan, note="the schedule from now on"),
+        AnswerPrior("plan.conversation", answer=typical_rest_of_day, note="the schedule from now on, as it was"),
+        AnswerPrior("reflection.insights", answer=typical_insights, note="insights citing the statements shown"),
         AnswerPrior("plan.actions", answer=typical_actions, note="quarter-hour actions"),
         AnswerPrior("dialogue.turn", answer=typical_turn, note=f"a conversation of {UTTERANCES} utterances"),
         AnswerPrior("dialogue.initiate", shares={"yes": 0.5}, note=choice),

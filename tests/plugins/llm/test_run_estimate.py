@@ -89,6 +89,31 @@ def test_the_designs_declare_their_priors(make_plugins):
     assert busier["probability_of_liking"] > plan["probability_of_liking"]
 
 
+def test_parks_priors_answer_what_the_design_reads():
+    """The re-plan after a conversation keeps the day as the prompt shows it from now on, and
+    insights cite statements that were shown: the design's own readers take both (no fallback
+    in the dry run)."""
+    from townsquare.plugins.generative_agents import park_answer_priors as park
+    from townsquare.plugins.generative_agents.planning.day_plan import REQUIRED as PLAN_REQUIRED
+    from townsquare.plugins.generative_agents.planning.schedule import read_timed
+    from townsquare.plugins.generative_agents.prompt_files import fill, load_prompts
+    from townsquare.plugins.generative_agents.reflection.park_reflection import REQUIRED, read_insights
+    from townsquare.api import MemoryRecord
+
+    planning = load_prompts("planning", PLAN_REQUIRED)
+    prompt = fill(planning["conversation"], summary="Name: Maria Lopez", name="Maria Lopez", today="Monday February 13",
+                  now="2:00 pm", schedule="8:00 am: study\n1:00 pm: work at the cafe\n5:00 pm: stream games\n10:00 pm: sleep",
+                  other="Klaus Mueller", notes="Klaus will be at the library at 4.")
+    assert read_timed(park.typical_rest_of_day(prompt, 1.0)) == {14 * 60: "work at the cafe", 17 * 60: "stream games", 22 * 60: "sleep"}
+    shown = [MemoryRecord("Maria studies physics", id="m1"), MemoryRecord("Maria streams games", id="m2")]
+    prompt = fill(load_prompts("reflection", REQUIRED)["insights"], name="Maria Lopez", question="What does Maria love?", count=3,
+                  statements="1. Maria studies physics\n2. Maria streams games")
+    insights = read_insights(park.typical_insights(prompt, 1.0), shown, 3)
+    assert [ids for _, ids in insights] == [("m1", "m2")] * 3
+    one = read_insights(park.typical_insights(prompt.replace("2. Maria streams games", ""), 1.0), shown[:1], 3)
+    assert [ids for _, ids in one] == [("m1",)] * 3
+
+
 # --------------------------------------------------------------------------- held against oracle runs
 
 
