@@ -8,6 +8,10 @@ expects for that kind of request (:data:`DEFAULT_COMPLETION_TOKENS`, or per purp
 never more than the request's ``max_tokens`` or the model's own cap (the local model's
 ``[llm] max_tokens``: it answers no longer). A repair request (purpose ``X.repair``) is
 answered but not counted: an estimate prices the calls a well-formed answer needs.
+The stand-in's answers are the simplest a request allows, not what a design reads well: where a
+design's parser rejects one (a schedule time that is no clock time), the design falls back to its
+default as it would for any model and the dry run follows that path, recording the fallback in
+its ``llm_calls`` but warning about none (``StandInModel.stand_in``).
 Money is tokens times the ``[llm]`` table's ``price_prompt_per_1k`` / ``price_completion_per_1k``
 (the same prices a real call is charged in ``llm_calls``), shown only where they are set.
 """
@@ -38,6 +42,10 @@ class StandInModel:
 
     name = "estimate"
     model = "stand-in"
+    #: its answers are no model's: a parser that rejects one (a schedule time that is no clock
+    #: time, a chunk's actions that do not fill it) falls back as for any model, and the dry run
+    #: follows that path, but warns about nothing (:meth:`townsquare.engine.Simulation.record_llm_call`)
+    stand_in = True
 
     def __init__(self, completion_tokens: dict[str, int] | None = None, cap: int | None = None,
                  script: Callable[[LLMRequest], str | None] | None = None):

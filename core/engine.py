@@ -198,11 +198,12 @@ class Simulation:
     def record_llm_call(self, call: LLMCallRecord) -> None:
         """Count an LLM call in the run's totals, keep its ``llm_calls`` row (written with its
         round, or by :meth:`write_llm_calls`) and fire ``townsquare_on_llm_call``. An answer that
-        fell back to its caller's default is a warning, with the run's counts so far."""
+        fell back to its caller's default is a warning, with the run's counts so far, unless the
+        provider is a stand-in (``stand_in = True``: a dry run's answers are no model's)."""
         count_llm_call(self.totals, call)
         if self.live is not None:
             self.live(llm_call_event(self.round, call.purpose, self.totals))
-        if call.status == "parse_failure":
+        if call.status == "parse_failure" and not getattr(self.llm_provider, "stand_in", False):
             answers = {outcome: int(self.totals.get(key, 0)) for outcome, key in TOTAL_KEYS.items()}
             log.warning("llm.fallback", purpose=call.purpose, agent=call.agent_id, mode=call.mode or "-", kind=call.kind,
                         fallbacks=answers["fallback"], answers=sum(answers.values()))

@@ -176,7 +176,8 @@ class LLMProvider(Protocol):
     request (:mod:`townsquare.llm_modes`), e.g. ``{"labels": ["logprob"], "json": ["grammar"]}``.
     A provider serves a structured request in its ``mode`` (or its strongest one when the
     request names none) and says in ``response.meta["mode"]`` which mode it really used
-    (``prompt`` when it could not constrain this request).
+    (``prompt`` when it could not constrain this request). ``stand_in = True`` says its answers
+    are no model's (an estimate's dry run): a run records their fallbacks without warning.
     """
 
     name: str

@@ -13,8 +13,10 @@ chosen from them by what the prompt holds, read as the oracle reads it:
   scenario's topic pattern, ``valentine|party``) with a date or a clock time: the invitation as
   it is seeded, told, heard and reflected on; planning notes are left out (the oracle rates
   those one higher);
-  ``llm.relay_fidelity``: the dialogue turns where the speaker passes on someone else's news of
-  an event with a day, a time and a place (``reference``: the event and its details).
+  ``llm.relay_fidelity``: the dialogue turns where the news the speaker would pass on, read as the
+  oracle reads the prompt (its first news the dialogue has not had, ``news_to_tell``), is
+  someone else's (``own_news``: not its own plans, not its status line) and is the party with a
+  day, a time and a place (``reference``: the news, the event and its details).
 - conformity (``examples/conformity.toml``, seeds 1-3): ``llm.conformity_weight``: the rating
   prompts with a last score whose memory shows others' opinions of the movie with a mean at
   least one point away from it (``reference``: own, recalled, as the oracle reads them).
@@ -109,8 +111,23 @@ def unique(found: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
 PARTY = re.compile(r"valentine|party", re.I)
 
 
+def relay_reference(news: str) -> dict[str, str] | None:
+    """What a relay of ``news`` could keep (the event, its day, time and place), None when the
+    news is not the party with all three."""
+    from townsquare.testing.oracle.park import CLOCK, DATE, event_clause, without_details
+
+    what, _ = event_clause(news, "")
+    date, time = DATE.search(news), CLOCK.search(news)
+    place = re.search(r"\b(?:at|in)\s+(?:the\s+)?([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)", what)
+    if not (date and time and place and PARTY.search(news)):
+        return None
+    return {"news": news, "event": without_details(what).rstrip("."), "day": date.group(0), "time": time.group(0),
+            "place": place.group(1)}
+
+
 def party_points(seen: list[tuple[Any, str, int]], most: int) -> list[dict[str, Any]]:
-    from townsquare.testing.oracle.park import CLOCK, DATE, event_clause, news_in, without_details
+    from townsquare.testing.oracle.park import CLOCK, DATE, news_in, news_to_tell, own_news
+    from townsquare.testing.oracle.prompt_view import PromptView
 
     importance, relays = [], []
     for request, answer, round_ in seen:
@@ -122,18 +139,12 @@ def party_points(seen: list[tuple[Any, str, int]], most: int) -> list[dict[str, 
                     any((DATE.search(s) or CLOCK.search(s)) and PARTY.search(s) for s in news_in(memory)):
                 importance.append((memory, point("llm.news_importance", request, answer, round_, {"memory": memory})))
         elif request.purpose == "dialogue.turn":
-            utterance = str(json.loads(answer).get("utterance", "")) if answer.strip().startswith("{") else ""
-            if not utterance.startswith("Have you heard? "):
-                continue
-            news = utterance[len("Have you heard? "):]
-            what, _ = event_clause(news, "")
-            date, time = DATE.search(news), CLOCK.search(news)
-            place = re.search(r"\b(?:at|in)\s+(?:the\s+)?([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)", what)
-            if date and time and place and PARTY.search(news):
-                event = without_details(what).rstrip(".")
-                relays.append((text, point("llm.relay_fidelity", request, answer, round_,
-                                           {"news": news, "event": event, "day": date.group(0), "time": time.group(0),
-                                            "place": place.group(1)})))
+            # a relay: the news this turn passes on, as the oracle reads the prompt, is someone
+            # else's (not the speaker's own plans or its status line) and holds the party's details
+            me, news = news_to_tell(PromptView.of(request))
+            reference = relay_reference(news) if news is not None and not own_news(news, me) else None
+            if reference is not None:
+                relays.append((text, point("llm.relay_fidelity", request, answer, round_, reference)))
     return spread(unique(importance), most) + spread(unique(relays), most)
 
 

@@ -10,7 +10,8 @@ what it sees. The defaults are the oracle's fixed rules before they became setti
   event with a date or a clock time (Park et al.'s poignancy question, §4.1); a planning note
   about such an event gets one more (at most 10), as every plan with news does.
 - ``relay_fidelity`` (0-1, default 1): the share of relays (news about someone else, passed on in
-  a conversation) that keep the event's date, time and place; the rest pass on the bare news
+  a conversation; the speaker's own plans and its status line are told whole) that keep the
+  event's date, time and place; the rest pass on the bare news
   ("Isabella Rodriguez is planning a Valentine's Day party").
 - ``conformity_weight`` (0-1, default 0.5): how far a rating moves from the agent's own score
   toward the mean of the opinions it recalls (RecAgent's rating and re-rating, §3.3): 0 keeps

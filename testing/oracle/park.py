@@ -16,7 +16,7 @@ reader would and answers in the shape the request asks for; none reads the run. 
   from it (its own status, what it remembers) or when it knows the person (named in its
   description or in a conversation it remembers); in a conversation it says its first news item
   the dialogue has not had, acknowledges the other's, then says goodbye (end). A relay (news
-  about someone else) keeps the event's date, time and place in a share ``relay_fidelity`` of
+  about someone else; not its own plans nor its status line, :func:`own_news`) keeps the event's date, time and place in a share ``relay_fidelity`` of
   conversations (a disposition, default all) and is passed on bare in the rest.
 * **Remembering a conversation**: what it was about (the news in it), a planning thought that
   copies the scheduled events it heard with their date, time and place (none when it heard
@@ -544,10 +544,17 @@ def without_details(sentence: str) -> str:
     return sentence if sentence.endswith((".", "!")) else sentence + end
 
 
+def own_news(news: str, me: str) -> bool:
+    """Whether ``news`` is about ``me``: it starts with their name (``Tom Moreno is ...``) or
+    says whose it is (``Tom Moreno's status: ...``, the turn prompt's line about the speaker).
+    Any other news a speaker holds is someone else's, and passing it on is a relay."""
+    return bool(me) and re.match(rf"{re.escape(me)}(?: |'s\b)", news) is not None
+
+
 def relayed(view: PromptView, news: str, me: str) -> str:
     """``news`` as ``me`` passes it on: its own news whole; someone else's whole in a share
     ``relay_fidelity`` of conversations, else without date, time and place."""
-    if news.startswith(me + " ") or view.draw("relay_fidelity") < view.dispositions.relay_fidelity:
+    if own_news(news, me) or view.draw("relay_fidelity") < view.dispositions.relay_fidelity:
         return news
     return without_details(news)
 
@@ -560,18 +567,32 @@ def _first_person(sentence: str, me: str) -> str:
     return f"Have you heard? {sentence}"
 
 
-def turn(view: PromptView) -> dict[str, Any]:
+def _turn_parts(view: PromptView) -> tuple[str, str, str, list[str], list[str]]:
+    """A turn prompt's speaker, listener, dialogue so far, and the speaker's and listener's lines in it."""
     me = name_before(view, r"What would (.+?) say next to")
     other = _other(view, r"say next to (.+?)\?")
     history = view.section("Here is the dialogue so far")
     history = "" if history.startswith("(nothing") else history
     lines = [line for line in history.splitlines() if ": " in line]
-    mine = [line for line in lines if line.startswith(me + ":")]
-    theirs = [line for line in lines if line.startswith(other + ":")]
+    return me, other, history, [line for line in lines if line.startswith(me + ":")], \
+        [line for line in lines if line.startswith(other + ":")]
+
+
+def news_to_tell(view: PromptView) -> tuple[str, str | None]:
+    """(the speaker of a turn prompt, the news its turn passes on): its first news item that the
+    dialogue has not had and that it does not remember telling the listener, None when it has
+    none or has told news in this dialogue already (it says one piece of news a conversation)."""
+    me, other, history, mine, _ = _turn_parts(view)
     fresh = _unshared(view, me, other, history)
     told = any(news_in(f"{me} said to {other}: {line.split(': ', 1)[1]}") for line in mine)
-    if fresh and not told:
-        return {"utterance": _first_person(relayed(view, fresh[0], me), me), "end": False}
+    return me, (fresh[0] if fresh and not told else None)
+
+
+def turn(view: PromptView) -> dict[str, Any]:
+    me, other, _, mine, theirs = _turn_parts(view)
+    _, news = news_to_tell(view)
+    if news is not None:
+        return {"utterance": _first_person(relayed(view, news, me), me), "end": False}
     heard = [n for line in theirs[-1:] for n in news_in(f"{other} said to {me}: {line.split(': ', 1)[1]}")]
     if heard and not any(ACKNOWLEDGE in line for line in mine):
         what, _ = event_clause(heard[0], other)
@@ -754,4 +775,4 @@ RULES = {
     "eval.knows_person": knows_person,
 }
 
-__all__ = ["RULES", "dates_in", "news_in", "window"]
+__all__ = ["RULES", "dates_in", "news_in", "news_to_tell", "own_news", "window"]

@@ -84,6 +84,17 @@ def test_own_news_is_told_whole_whatever_the_relay_fidelity():
     assert answer["utterance"] == PARTY.replace("Isabella Rodriguez is", "I am")
 
 
+def test_the_speakers_status_line_is_its_own_news_told_whole():
+    me = "Tom Moreno"
+    status = f"{me} is busy with: attend a Valentine's Day party at Hobbs Cafe on February 14th, 2023, from 5pm to 7pm"
+    prompt = (f"Name: {me}\nStatus: going about the day\n\nIt is Tuesday February 14, 2023, 5:30 pm.\n{me}'s status: {status}\n"
+              f"Observation: x\nSummary of relevant context from {me}'s memory:\n(nothing remembered)\n\n"
+              f"The conversation is about: the party\nHere is the dialogue so far:\n(nothing has been said yet)\n\n"
+              f"What would {me} say next to Maria Lopez? Reply with one JSON object and nothing else:")
+    answer = json.loads(ask(prompt, "dialogue.turn", {"relay_fidelity": 0.0}, json_schema={"type": "object"}))
+    assert "February 14th" in answer["utterance"] and "5pm" in answer["utterance"] and "Hobbs Cafe" in answer["utterance"]
+
+
 def conformity_prompt(previous: str) -> str:
     return ("You are Ada. You enjoy Drama.\n\nWhat you remember about it:\n- Bo posted to friends: My take on <Silent Orbit 1>: 8/10."
             f"\n\nAn interviewer asks about the movie <Silent Orbit 1> (Action: An action film.). Your score for it last time: {previous}.\n"

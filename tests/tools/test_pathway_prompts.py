@@ -49,6 +49,32 @@ def test_party_points_are_dated_news_and_relays_with_their_details(tmp_path):
     assert len(points) == len(data["prompts"]) and meta["made_by"] == "python tools/pathway_prompts.py --study party"
 
 
+PARTY = "Isabella Rodriguez is planning a Valentine's Day party at Hobbs Cafe on February 14th, 2023, from 5pm to 7pm."
+
+
+def turn_request(me: str, status: str, memory: str):
+    """A dialogue turn prompt in the shape of generative_agents' dialogue.toml ``turn``."""
+    from townsquare.api import LLMRequest, Message
+
+    prompt = (f"Name: {me}\nStatus: going about the day\n\nIt is Tuesday February 14, 2023, 5:30 pm.\n{me}'s status: {status}\n"
+              f"Observation: Klaus Mueller is talking with {me}.\nSummary of relevant context from {me}'s memory:\n{memory}\n\n"
+              f"The conversation is about: the evening\nHere is the dialogue so far:\n(nothing has been said yet)\n\n"
+              f"What would {me} say next to Klaus Mueller? Reply with one JSON object and nothing else:")
+    return LLMRequest((Message("user", prompt),), json_schema={"type": "object"}, purpose="dialogue.turn")
+
+
+def test_a_relay_point_is_someone_elses_news_not_the_speakers_own_status():
+    at_party = turn_request("Tom Moreno", f"Tom Moreno is busy with: attend {PARTY[len('Isabella Rodriguez is planning '):]}",
+                            "1. Tom Moreno enjoyed talking with Jane Moreno")
+    told = turn_request("Tom Moreno", "Tom Moreno is busy with: stock the shelves",
+                        f"1. Isabella Rodriguez said to Tom Moreno: {PARTY.replace('Isabella Rodriguez is', 'I am')}")
+    hosting = turn_request("Isabella Rodriguez", f"{PARTY[:-1]} (from 5:30 pm to 5:45 pm)", "1. Isabella Rodriguez decorated the cafe")
+    points = pathway_prompts.party_points([(r, "", 1) for r in (at_party, told, hosting)], 10)
+    assert [p["messages"] for p in points] == [[{"role": "user", "content": told.messages[0].content}]]
+    assert points[0]["reference"] == {"news": PARTY, "event": "a Valentine's Day party", "day": "February 14th, 2023",
+                                      "time": "5pm", "place": "Hobbs Cafe"}
+
+
 def test_conformity_points_move_between_own_and_recalled(tmp_path):
     data = pathway_prompts.make("conformity", 30, overrides=["rounds=4"])
     assert data["prompts"]

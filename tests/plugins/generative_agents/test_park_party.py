@@ -343,6 +343,36 @@ def test_the_reference_codes_recall_is_a_named_preset(write_scenario):
     assert retrieval.spec.factory(retrieval.config, None).weights == (0.5, 2.0, 3.0)
 
 
+def test_the_estimates_stand_in_answers_fall_back_without_a_warning(write_scenario, monkeypatch):
+    import sqlite3
+
+    from structlog.testing import capture_logs
+
+    from townsquare.commands.dry_run import StandInModel
+    from townsquare.commands.typical_answers import estimate_scenario
+    from townsquare.plugins.generative_agents import park_answer_priors
+
+    text = party_scenario(write_scenario).read_text().replace('[llm]\nname = "oracle"\n', "").replace("rounds = 37", "rounds = 4")
+    path = write_scenario(text, "estimate.toml")
+
+    def fallbacks(events_path):
+        with sqlite3.connect(events_path) as db:
+            return db.execute("SELECT COUNT(*) FROM llm_calls WHERE status = 'parse_failure'").fetchone()[0]
+
+    def dry_run():
+        with capture_logs() as logs:
+            estimate = estimate_scenario(path, read=fallbacks)
+        return estimate, [e for e in logs if e["event"] == "llm.fallback"]
+
+    # a typical answer the design cannot use (actions that do not fill their hour): the plans fall
+    # back to their defaults, recorded in the dry run, and the estimate warns about none
+    monkeypatch.setattr(park_answer_priors, "typical_actions", lambda prompt, disposition: {"actions": [{"action": "wait", "minutes": 5}]})
+    estimate, warned = dry_run()
+    assert estimate.read > 0 and estimate.model.rows["plan.actions"][0] > 0 and warned == []
+    monkeypatch.setattr(StandInModel, "stand_in", False)
+    assert len(dry_run()[1]) == estimate.read  # from a provider that is no stand-in, each is a warning
+
+
 def test_estimate_prints_calls_and_tokens_per_simulated_day(write_scenario):
     import subprocess
     import sys
@@ -354,7 +384,7 @@ def test_estimate_prints_calls_and_tokens_per_simulated_day(write_scenario):
                             timeout=300)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    start = lines.index("per simulated day:")
+    start = lines.index("per simulated day (typical):")
     days = {line.split()[0]: [int(v.replace(",", "")) for v in line.split()[1:4]] for line in lines[start + 3:start + 5]}
     assert set(days) == {"2023-02-13", "2023-02-14"} and all(calls > 0 and tokens > 0 for calls, tokens, _ in days.values())
     total = next(line for line in lines[:start] if line.startswith("total")).split()

@@ -146,12 +146,18 @@ def test_every_shipped_prompt_is_its_designs_template_filled_in(study):
 
 def test_relay_prompts_hold_the_news_they_could_pass_on():
     _, points = load_points("party")
-    for point in (p for p in points if p.disposition == "llm.relay_fidelity"):
+    relays = [p for p in points if p.disposition == "llm.relay_fidelity"]
+    assert len(relays) >= 10
+    for point in relays:
         ref = point.reference
         said = point.request.messages[-1].content
-        assert ref["place"] in said and ref["day"] in said and ref["time"] in said
         speaker = re.search(r"What would (.+?) say next to", said).group(1)
-        assert not ref["news"].startswith(speaker)  # someone else's news
+        held, dialogue = said.split("\nThe conversation is about:")[0], said.split("\nHere is the dialogue so far:")[1]
+        # the speaker holds the news with its details, before the dialogue, and the dialogue has not had it
+        assert ref["place"] in held and ref["day"] in held and ref["time"] in held
+        assert ref["news"].rstrip(".") not in dialogue
+        # someone else's news: neither the speaker's own plans nor its status line ("Tom Moreno's status: ...")
+        assert not re.match(rf"{re.escape(speaker)}(?: |'s\b)", ref["news"])
 
 
 # --------------------------------------------------------------------------- readers
