@@ -13,6 +13,7 @@ running and replaying run directories. ``townsquare.testing`` is the kit for plu
 from __future__ import annotations
 
 from ..actions import SOCIAL_ACTIONS, WRITE_ACTIONS, Action, ActionResult
+from ..activity import active_probabilities, hour_weight, pareto_inverse_cdf
 from ..components import (
     Agent, BuildContext, Component, DuplicateCheck, EngagementLog, ObservesResults, ObservesRounds, PersonaContext, PersonaKnowledge, Planner, Policy,
     Reflector, Services, StepContext,
@@ -58,7 +59,7 @@ from ..specs import (
     AGENT_SLOTS, ALL_SETTINGS, AnswerPrior, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec,
     LLMProviderSpec, MemorySpec,
     MetricSpec, PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec,
-    ReflectorSpec, machinery_fields,
+    ReflectorSpec, ValidationDimensionSpec, machinery_fields,
 )
 
 __all__ = [
@@ -76,10 +77,11 @@ __all__ = [
     "Interval", "TTest", "holm", "t_quantile", "kendall_tau", "mean_interval", "paired_test", "share_interval", "spearman",
     "two_stage_bootstrap",
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
-    "UsageError", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes", "classify", "current_issue", "cycle_personas", "data_home", "data_path",
-    "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "installed_dataset", "is_constrained", "memory_rows", "limits_of",
+    "UsageError", "ValidationDimensionSpec", "active_probabilities", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes",
+    "classify", "current_issue", "cycle_personas", "data_home", "data_path",
+    "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "hour_weight", "installed_dataset", "is_constrained", "memory_rows", "limits_of",
     "llm_by_purpose", "llm_totals", "load_answers", "load_movielens_data", "machinery_fields", "load_prompts", "match_label", "match_prefix",
     "mode_for", "movielens_layout", "name_problem",
-    "normalize_rows", "not_text", "parse_json_list", "provider_capabilities", "request_kind", "structured_modes",
+    "normalize_rows", "not_text", "pareto_inverse_cdf", "parse_json_list", "provider_capabilities", "request_kind", "structured_modes",
     "platform_actions", "read_json_lines", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
 ]

@@ -11,6 +11,12 @@ recommender evaluation all read (exported by :mod:`townsquare.api`).
 - ``ml-1m``: ``movies.dat`` (``::``-separated, Latin-1: id, title, genres separated by ``|``),
   ``ratings.dat`` (user, movie, rating 1-5, timestamp), ``users.dat`` (id, gender, age group,
   occupation code, zip code; the codes as the dataset's README lists them).
+- ``recbole``: RecBole's atomic files, as the ``recbole`` wheel carries ML-100K under
+  ``recbole/dataset_example/ml-100k/``: ``NAME.inter``, ``NAME.item`` and ``NAME.user``,
+  tab-separated UTF-8 with a header of ``field:type`` names (``user_id``, ``item_id``,
+  ``rating``, ``timestamp``; ``movie_title``, ``release_year``, ``class`` with the genres
+  separated by blanks; ``age``, ``gender``, ``occupation``). A title gets its release year
+  back in brackets, as the other layouts write it ("Toy Story (1995)").
 
 :func:`load_movielens_data` tells the layouts apart by their files. Bad input stops with one
 line naming the file and the line.
@@ -81,9 +87,11 @@ def movielens_layout(folder: str | Path) -> str:
     for name, (items, _) in LAYOUTS.items():
         if (folder / items).is_file():
             return name
+    if _atomic_stem(folder) is not None:
+        return "recbole"
     if not folder.is_dir():
         raise UsageError(f"{folder}: no such MovieLens folder")
-    raise UsageError(f"{folder}: not a MovieLens folder (expected movies.csv, u.item or movies.dat)")
+    raise UsageError(f"{folder}: not a MovieLens folder (expected movies.csv, u.item, movies.dat or RecBole's NAME.item)")
 
 
 def load_movielens_data(folder: str | Path, ratings: bool = True) -> MovieLens:
@@ -100,12 +108,19 @@ def load_movielens_data(folder: str | Path, ratings: bool = True) -> MovieLens:
             data.ratings = list(_ratings(folder / "u.data", "\t"))
             if (folder / "u.user").is_file():
                 data.users = _users_100k(folder / "u.user")
-    else:
+    elif layout == "ml-1m":
         data = MovieLens(layout, folder, _items_1m(folder / "movies.dat"))
         if ratings and (folder / "ratings.dat").is_file():
             data.ratings = list(_ratings(folder / "ratings.dat", "::"))
             if (folder / "users.dat").is_file():
                 data.users = _users_1m(folder / "users.dat")
+    else:
+        stem = folder / str(_atomic_stem(folder))
+        data = MovieLens(layout, folder, _atomic_items(stem.with_suffix(".item")))
+        if ratings and stem.with_suffix(".inter").is_file():
+            data.ratings = list(_atomic_ratings(stem.with_suffix(".inter")))
+            if stem.with_suffix(".user").is_file():
+                data.users = _atomic_users(stem.with_suffix(".user"))
     if not data.items:
         raise UsageError(f"{folder}: the catalogue has no items")
     return data
@@ -135,15 +150,17 @@ def _latest_ratings(path: Path) -> Iterator[Rating]:
 # ---------------------------------------------------------------------- ml-100k and ml-1m
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Non-blank lines of a Latin-1 text file (as MovieLens writes them), numbered from 1."""
+def _lines(path: Path, encoding: str = "latin-1") -> Iterator[tuple[int, str]]:
+    """Non-blank lines of a text file (Latin-1, as GroupLens writes them), numbered from 1."""
     try:
-        with open(path, encoding="latin-1") as fh:
+        with open(path, encoding=encoding) as fh:
             for n, line in enumerate(fh, start=1):
                 if line.strip():
                     yield n, line.rstrip("\r\n")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such MovieLens file") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not {encoding} text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
 
@@ -210,6 +227,58 @@ def _users_1m(path: Path) -> dict[str, dict[str, object]]:
             raise UsageError(f"{path}: line {n}: unknown age group {age!r} or occupation code {occupation!r}")
         users[user.strip()] = {"age_group": AGE_GROUPS_1M[age.strip()], "gender": _gender(gender),
                                "occupation": OCCUPATIONS_1M[int(occupation)]}
+    return users
+
+
+# ---------------------------------------------------------------------- RecBole's atomic files
+
+
+def _atomic_stem(folder: Path) -> str | None:
+    """NAME when ``folder`` holds exactly one ``NAME.item`` (RecBole's atomic files), else None."""
+    found = sorted(folder.glob("*.item")) if folder.is_dir() else []
+    return found[0].stem if len(found) == 1 else None
+
+
+def _atomic_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """The rows of an atomic file as {field: value}, by the names of its ``field:type`` header."""
+    lines = _lines(path, "utf-8")
+    header = next(lines, None)
+    if header is None:
+        raise UsageError(f"{path}: empty RecBole atomic file")
+    names = [column.split(":", 1)[0].strip() for column in header[1].split("\t")]
+    missing = [r for r in required if r not in names]
+    if missing:
+        raise UsageError(f"{path}: line 1: no {missing[0]!r} column (the header names {', '.join(names)})")
+    for n, line in lines:
+        values = line.split("\t")
+        if len(values) != len(names):
+            raise UsageError(f"{path}: line {n}: expected {len(names)} tab-separated fields, found {len(values)}")
+        yield n, dict(zip(names, values))
+
+
+def _atomic_items(path: Path) -> list[Item]:
+    items = []
+    for n, row in _atomic_rows(path, ("item_id",)):
+        title = (row.get("movie_title") or row.get("title") or "").strip()
+        if not row["item_id"].strip() or not title:
+            raise UsageError(f"{path}: line {n}: empty item id or title")
+        year = (row.get("release_year") or "").strip()
+        genres = tuple(g for g in (row.get("class") or row.get("genre") or "").split() if g != "unknown")
+        items.append(Item(id=row["item_id"].strip(), title=f"{title} ({year})" if year else title, genres=genres))
+    return items
+
+
+def _atomic_ratings(path: Path) -> Iterator[Rating]:
+    for n, row in _atomic_rows(path, ("user_id", "item_id", "rating", "timestamp")):
+        yield _rating(path, n, row["user_id"], row["item_id"], row["rating"], row["timestamp"])
+
+
+def _atomic_users(path: Path) -> dict[str, dict[str, object]]:
+    users = {}
+    for n, row in _atomic_rows(path, ("user_id", "age", "gender", "occupation")):
+        if not row["age"].strip().isdigit():
+            raise UsageError(f"{path}: line {n}: age {row['age']!r} is not a whole number")
+        users[row["user_id"].strip()] = {"age": int(row["age"]), "gender": _gender(row["gender"]), "occupation": row["occupation"].strip()}
     return users
 
 

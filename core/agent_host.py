@@ -17,12 +17,13 @@ shard's draws equal the single process's.
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from . import state as state_codec
-from .activity import active_agents, active_probabilities
+from .activity import active_agents, active_probabilities, hour_weight
 from .actions import Action, ActionResult
 from .batch_turns import batch_eligible, check_actions, take_turns_batch
 from .components import Agent, StepContext
@@ -52,7 +53,7 @@ class AgentHost:
         self.position = np.full(population, -1, dtype=np.int64)
         self.position[[agent.index for agent in agents]] = np.arange(len(agents))
         self._activity: tuple[int, np.ndarray] | None = None
-        self._probabilities: np.ndarray | None = None
+        self._probabilities: tuple[list[float], np.ndarray] | None = None
         self._eligible: np.ndarray | None = None
         self._entries: list[str] | None = None
         #: per position: the agent's checkpoint entry must be encoded again
@@ -73,9 +74,13 @@ class AgentHost:
         """Whether each agent of the run (by index) is active in round ``r`` by the activity model
         (:func:`townsquare.activity.active_agents`); a planner may overrule it. One numpy pass a round."""
         if self._activity is None or self._activity[0] != r:
-            if self._probabilities is None:
-                self._probabilities = active_probabilities(self.levels, self.model.clock.minutes_per_round)
-            self._activity = (r, active_agents(self.streams.activity_uniforms(r), self._probabilities))
+            clock, populations = self.model.clock, self.model.populations
+            start = clock.start + timedelta(minutes=r * clock.minutes_per_round)
+            weights = [hour_weight((p.activity or self.model.activity).hourly, start, clock.minutes_per_round) for p in populations]
+            if self._probabilities is None or self._probabilities[0] != weights:
+                rates = self.levels * np.repeat(weights, [p.count for p in populations])
+                self._probabilities = (weights, active_probabilities(rates, clock.minutes_per_round))
+            self._activity = (r, active_agents(self.streams.activity_uniforms(r), self._probabilities[1]))
         return self._activity[1]
 
     def batch_eligible(self) -> np.ndarray:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .specs import (
         AnswerPrior, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec, MetricSpec,
         PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec,
-        RecommenderSpec, ReflectorSpec,
+        RecommenderSpec, ReflectorSpec, ValidationDimensionSpec,
     )
 
 
@@ -187,7 +187,7 @@ def townsquare_register_platforms() -> "list[PlatformSpec]":
 
 
 # ---------------------------------------------------------------------------
-# LLM, embeddings, knowledge, metrics, interventions
+# LLM, embeddings, knowledge, metrics, interventions, validation
 # ---------------------------------------------------------------------------
 
 
@@ -291,6 +291,21 @@ def townsquare_register_interventions() -> "list[InterventionSpec]":
         @hookimpl
         def townsquare_register_interventions():
             return [InterventionSpec("soc_strategy", build_soc_strategy, config_model=SocStrategyConfig)]
+    """
+
+
+@hookspec
+def townsquare_register_validation_dimensions() -> "list[ValidationDimensionSpec]":
+    """Register what ``townsquare validate`` compares between runs and a trace of real people
+    (activity per user, ratings, cascade depth...): each factory builds a
+    :class:`townsquare.api.validation.Dimension`. Fires once when components are collected.
+    Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_validation_dimensions():
+            return [ValidationDimensionSpec("session_length", SessionLength)]
     """
 
 

@@ -147,6 +147,18 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.report.run_report",
     # the datasets of the paper set-ups (`townsquare data`)
     "townsquare.plugins.data",
+    # runs held against traces of real people: the commands and the dimensions they score
+    "townsquare.plugins.validation.validate",
+    "townsquare.plugins.validation.calibrate",
+    "townsquare.plugins.validation.dimensions.activity_per_user",
+    "townsquare.plugins.validation.dimensions.inter_event_times",
+    "townsquare.plugins.validation.dimensions.time_of_day",
+    "townsquare.plugins.validation.dimensions.rating_distribution",
+    "townsquare.plugins.validation.dimensions.popularity_concentration",
+    "townsquare.plugins.validation.dimensions.genre_entropy",
+    "townsquare.plugins.validation.dimensions.social_degree",
+    "townsquare.plugins.validation.dimensions.cascade_shape",
+    "townsquare.plugins.validation.dimensions.cascade_growth",
 )
 
 

@@ -18,7 +18,7 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Mapping
+from typing import Annotated, Any, ClassVar, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -49,11 +49,13 @@ class ClockConfig(_Strict):
 
 class ActivityConfig(_Strict):
     """Activity levels are drawn from a Pareto distribution (RecAgent eq. 1, Zhou et al. §3.2.3).
-    A level is the expected number of active sessions per simulated day."""
+    A level is the expected number of active sessions per simulated day; ``hourly`` (24
+    weights from 0:00, scaled to mean 1) spreads them over the day (None: evenly)."""
 
     model: Literal["pareto", "always"] = "pareto"
     alpha: float = Field(2.0, gt=0)
     x_min: float = Field(1.0, gt=0)
+    hourly: list[Annotated[float, Field(ge=0)]] | None = Field(None, min_length=24, max_length=24)
 
 
 class LimitsConfig(_Strict):

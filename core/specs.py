@@ -219,6 +219,14 @@ class InterventionSpec(ComponentSpec):
     kind: ClassVar[str] = "intervention"
 
 
+@dataclass
+class ValidationDimensionSpec(ComponentSpec):
+    """What ``townsquare validate`` measures alike on runs and on a trace of real people. The
+    factory returns a dimension (:class:`townsquare.api.validation.Dimension`)."""
+
+    kind: ClassVar[str] = "validation_dimension"
+
+
 #: registration hook name -> record type it returns
 REGISTRATION_HOOKS: dict[str, type[ComponentSpec]] = {
     "townsquare_register_platforms": PlatformSpec,
@@ -235,6 +243,7 @@ REGISTRATION_HOOKS: dict[str, type[ComponentSpec]] = {
     "townsquare_register_knowledge_sources": KnowledgeSourceSpec,
     "townsquare_register_metrics": MetricSpec,
     "townsquare_register_interventions": InterventionSpec,
+    "townsquare_register_validation_dimensions": ValidationDimensionSpec,
 }
 
 

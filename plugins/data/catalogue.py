@@ -14,6 +14,12 @@ NAME --from PATH`` accepts any release whose checks pass. A release is verified 
   ``inputs`` (downloaded or found in a copy, verified, not installed) by a recipe of
   :mod:`.derive` and must come out with its recorded SHA-256.
 
+A dataset whose publisher records no checksum and serves no stable URL (a trace a user
+downloads by hand: Twitter15/16, MADOC) has a ``layout`` release instead: the file patterns
+its copy must have (``tree/*.txt``: at least one match each), and ``download``, where a person
+gets it. Such a release is import only (``--from``, :mod:`.layout_copy`); the marker says so
+and records every file's SHA-256, so ``verify`` still finds a changed file later.
+
 Every checksum is recorded from a published record or computed from a copy whose bytes are
 the published file's; ``checksums`` says which (docs/data.md lists them all).
 """
@@ -72,9 +78,14 @@ class Release:
     files: tuple[FileEntry, ...] = ()
     inputs: tuple[FileEntry, ...] = ()
     required: tuple[str, ...] = ()
+    #: a release known by its layout only: file patterns, and where a person downloads it
+    layout: tuple[str, ...] = ()
+    download: str | None = None
 
     @property
     def downloadable(self) -> bool:
+        if self.layout:
+            return False
         if self.archive is not None:
             return True
         wanted = [*self.inputs, *(f for f in self.files if f.derive is None)]
@@ -82,6 +93,8 @@ class Release:
 
     @property
     def verified_by(self) -> str:
+        if self.layout:
+            return f"no checksum published: checked by its layout ({', '.join(self.layout)}), every file's SHA-256 recorded"
         if self.archive is not None:
             return f"from {self.archive.url.rsplit('/', 1)[-1]}, checked by its SHA-256"
         return "each file checked by its SHA-256"
@@ -140,6 +153,7 @@ def _release(raw: dict[str, Any]) -> Release:
         archive=Archive(archive["url"], archive["sha256"].lower(), int(archive["size"]), archive["format"], archive["root"]) if archive else None,
         url_base=raw.get("url_base"), files=tuple(_file(f) for f in raw.get("files", [])),
         inputs=tuple(_file(f) for f in raw.get("inputs", [])), required=tuple(raw.get("required", [])),
+        layout=tuple(raw.get("layout", [])), download=raw.get("download"),
     )
 
 

@@ -70,6 +70,11 @@ def fetch(name: str, source: str | None, force: bool, accept_terms: bool) -> dic
     if source is None:
         release = entry.download_release()
         if release is None:
+            by_hand = next((r.download for r in entry.releases if r.download), None)
+            if by_hand:
+                _show_terms(entry)
+                raise UsageError(f"{name}: download it yourself from {by_hand} (licence: {entry.licence}), then import it: "
+                                 f"townsquare data fetch {name} --from PATH")
             raise UsageError(f"{name}: no release can be downloaded; import a copy with --from PATH")
         terms = _accept_terms(entry, accept_terms)
         click.echo(f"{name}: {release.version} ({_size(release.download_size())}) into {dataset_folder(name)}", err=True)
@@ -120,7 +125,7 @@ def townsquare_register_commands(cli: click.Group) -> None:
             state = f"installed: {row['installed_version']}" if row["installed"] else "not installed"
             click.echo(f"{row['name']}  [{state}]")
             click.echo(f"    {row['title']}")
-            click.echo(f"    source: {row['source']}  licence: {row['licence']}  size: {_size(row['size'])}"
+            click.echo(f"    source: {row['source']}  licence: {row['licence']}  size: {_size(row['size']) if row['size'] else 'unknown (import only)'}"
                        f"{'  (terms to accept: townsquare data fetch shows them)' if row['terms'] else ''}")
 
     @data.command("fetch")

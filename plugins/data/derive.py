@@ -1,8 +1,8 @@
 """Recipes that make a dataset's file from a published input, reproducing a recorded SHA-256.
 
 Some released data is not published as a data file: PersonaGym's environments and benchmark
-personas are Python literals in its code, and the small HotpotQA knowledge sample is the head
-of the dev file. A catalogue file entry names its recipe (``derive``), its ``input`` and the
+personas are Python literals in its code, the small HotpotQA knowledge sample is the head
+of the dev file, and RecBole's copy of MovieLens 100K sits inside its wheel. A catalogue file entry names its recipe (``derive``), its ``input`` and the
 recipe's options; the result must come out with the entry's SHA-256 like any downloaded file.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,7 +47,20 @@ def json_head(source: Path, options: dict[str, Any]) -> bytes:
     return json.dumps(records[: int(options["count"])], ensure_ascii=False).encode("utf-8")
 
 
-RECIPES: dict[str, Callable[[Path, dict[str, Any]], bytes]] = {"python_literal": python_literal, "json_head": json_head}
+def zip_member(source: Path, options: dict[str, Any]) -> bytes:
+    """The bytes of the member ``member`` of the zip archive ``source`` (a wheel is one)."""
+    member = options["member"]
+    try:
+        with zipfile.ZipFile(source) as zipped:
+            return zipped.read(member)
+    except KeyError:
+        raise DataError(f"{source}: has no member {member}") from None
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise DataError(f"{source}: not a readable zip archive ({exc})") from None
+
+
+RECIPES: dict[str, Callable[[Path, dict[str, Any]], bytes]] = {"python_literal": python_literal, "json_head": json_head,
+                                                              "zip_member": zip_member}
 
 
 def derive(recipe: str, source: Path, options: dict[str, Any]) -> bytes:

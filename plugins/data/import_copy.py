@@ -19,6 +19,7 @@ from pathlib import Path
 from .archives import is_archive, unpack
 from .catalogue import Dataset, FileEntry, Release
 from .checksums import DataError, copy_checked, sha256_of
+from .layout_copy import import_layout
 from .release_files import input_of, install_archive, write_derived
 
 
@@ -35,6 +36,9 @@ def import_copy(dataset: Dataset, path: Path, folder: Path) -> tuple[Release, in
     """Lay out ``dataset`` from the local ``path`` in ``folder``; the release it matched and
     how many files of the copy were left out."""
     check_source(path)
+    known_by_layout = [r for r in dataset.releases if r.layout]
+    if known_by_layout and len(known_by_layout) == len(dataset.releases):
+        return known_by_layout[0], import_layout(dataset, known_by_layout[0], path, folder)
     if path.is_dir():
         return _from_folder(dataset, path, folder, [path / r if r else path for r in dataset.roots])
     digest = sha256_of(path)

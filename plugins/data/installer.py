@@ -73,7 +73,7 @@ def commit(folder: Path, dataset: Dataset, release: Release, origin: str, *, rep
     marker = {
         "name": dataset.name, "title": dataset.title, "version": release.version, "source": dataset.source,
         "licence": dataset.licence, "terms": dataset.terms or None, "terms_accepted": terms or None,
-        "verified": release.verified_by, "fingerprint": release.fingerprint, "from": origin,
+        "verified": release.verified_by, "fingerprint": manifest_digest(files) if release.layout else release.fingerprint, "from": origin,
         "installed": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "manifest_sha256": manifest_digest(files), "files": files,
     }

@@ -10,6 +10,7 @@ import sys
 import types
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from helpers import ROOT, read_table, scenario_text
@@ -17,7 +18,7 @@ from townsquare import hookimpl, hookspecs
 from townsquare.actions import Action
 from townsquare.specs import (
     EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMProviderSpec, MemorySpec, MetricSpec, PersonaComponentSpec,
-    PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec, ReflectorSpec,
+    PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec, ReflectorSpec, ValidationDimensionSpec,
 )
 
 
@@ -135,6 +136,32 @@ def test_hook_townsquare_register_interventions(make_plugins, write_scenario, ru
     plugins = _registers(make_plugins, "townsquare_register_interventions", InterventionSpec("x_outside", Outside))
     run_dir, _ = run_scenario(write_scenario(scenario_text(rounds=2, top='interventions = ["x_outside"]')), plugins=plugins)
     assert [(row[2], row[4]) for row in read_table(run_dir.path, "posts") if row[1] == "outside"] == [(1, "hello from outside")]
+
+
+def test_hook_townsquare_register_validation_dimensions(make_plugins, write_scenario, run_scenario, tmp_path):
+    """A third party's dimension is scored by validate beside the built-in ones, with its
+    real value, replicates, distance and floor."""
+    pytest.importorskip("powerlaw")
+    from townsquare.api.validation import Measurement
+    from townsquare.plugins.validation.validate import validate_runs
+
+    class PostsPerAuthor:
+        unit, distance, label = "user", "relative_error", "mean events per user"
+
+        def applies(self, trace):
+            return None if len(trace) else "no events"
+
+        def measure(self, trace, reference):
+            counts = trace.events_per_user()
+            return Measurement(value=float(counts.mean()), per_user=counts.astype(float))
+
+    plugins = _registers(make_plugins, "townsquare_register_validation_dimensions",
+                         ValidationDimensionSpec("x_events_per_user", lambda config, ctx: PostsPerAuthor()))
+    runs = [run_scenario(write_scenario(scenario_text(rounds=2, count=3)), plugins=plugins, seed=s)[0].path for s in (1, 2)]
+    found = validate_runs(runs, str(runs[0]), plugins, dimensions=["x_events_per_user"], splits=4)
+    mine = found.result("x_events_per_user")
+    assert mine.plugin == "test_townsquare_register_validation_dimensions" and len(mine.replicates) == 2
+    assert mine.real == mine.replicates[0] and mine.distances[0] == 0  # the first run, scored against itself
 
 
 class _Recorder:

@@ -64,7 +64,7 @@ BAD = [
     ("wrong type", lambda t: t.replace("rounds = 3", 'rounds = "three"'), "s.toml: rounds: input should be a valid integer"),
     ("bad value", lambda t: t.replace("rounds = 3", "rounds = 0"), "s.toml: rounds: input should be greater than 0"),
     ("unknown key", lambda t: t.replace("rounds = 3", "rounds = 3\nroundz = 4"), "s.toml: roundz: unknown key (expected one of:"),
-    ("unknown nested key", lambda t: t.replace('model = "always"', 'model = "always"\nbeta = 2'), "s.toml: activity.beta: unknown key (expected one of: alpha, model, x_min)"),
+    ("unknown nested key", lambda t: t.replace('model = "always"', 'model = "always"\nbeta = 2'), "s.toml: activity.beta: unknown key (expected one of: alpha, hourly, model, x_min)"),
     ("unknown component", lambda t: t.replace('policy = "embedding_baseline"', 'policy = "telepathy"'), "s.toml: populations[0].slots.policy: unknown policy 'telepathy' (choose from: embedding_baseline, embedding_items, generative_agent, recagent_policy, social_agent, social_agent_combined, social_agent_routed, town_agent)"),
     ("unknown platform", lambda t: t + '\n[platform]\nname = "myspace"\n', "s.toml: platform.name: unknown platform 'myspace' (choose from: in_memory, mastodon, recsys, town)"),
     ("unknown plugin section", lambda t: t + "\n[plugins.nonesuch]\nx = 1\n", "s.toml: plugins.nonesuch: no plugin named 'nonesuch' is installed"),

@@ -64,7 +64,7 @@ def test_bad_catalogue_files_stop_with_one_line(tmp_path):
         load_movielens(bad)
     with pytest.raises(UsageError, match=r"absent: no such MovieLens folder"):
         load_movielens(tmp_path / "absent")
-    with pytest.raises(UsageError, match=r"not a MovieLens folder \(expected movies.csv, u.item or movies.dat\)"):
+    with pytest.raises(UsageError, match=r"not a MovieLens folder \(expected movies.csv, u.item, movies.dat or RecBole's NAME.item\)"):
         load_movielens(tmp_path)
     with pytest.raises(UsageError, match=r"platform.path: catalogue 'movielens' needs a path"):
         load_catalogue(RecsysConfig(catalogue="movielens"))

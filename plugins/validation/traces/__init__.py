@@ -1,0 +1,1 @@
+"""Runs and datasets as traces (:class:`townsquare.api.validation.Trace`)."""
