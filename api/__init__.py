@@ -47,6 +47,7 @@ from .prompt_files import fill_prompt, load_answers, load_prompts
 from ..recommender import Recommender
 from ..scenario import LimitsConfig, limits_of
 from ..secrets import redact_text
+from ..state import json_encoder
 from .secret_files import read_secret_file, resolve_secrets
 from .endpoint import EndpointConfig
 from .similarity_rule import SimilarityRule, SimilarityRuleConfig
@@ -79,7 +80,7 @@ __all__ = [
     "RunInfo", "RunStopped", "RunSummary", "ScenarioError", "Services", "SimilarityRule", "SimilarityRuleConfig", "StepContext", "TownsquareError",
     "UsageError", "ValidationDimensionSpec", "active_probabilities", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes",
     "classify", "current_issue", "cycle_personas", "data_home", "data_path",
-    "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "hour_weight", "installed_dataset", "is_constrained", "memory_rows", "limits_of",
+    "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "hour_weight", "installed_dataset", "is_constrained", "json_encoder", "memory_rows", "limits_of",
     "llm_by_purpose", "llm_totals", "load_answers", "load_movielens_data", "machinery_fields", "load_prompts", "match_label", "match_prefix",
     "mode_for", "movielens_layout", "name_problem",
     "normalize_rows", "not_text", "pareto_inverse_cdf", "parse_json_list", "provider_capabilities", "request_kind", "structured_modes",

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
-import json
 import time
 from datetime import timedelta
 from typing import Any, Callable, Iterator
@@ -52,6 +52,7 @@ from .rundir import RunDir
 from .scenario import ResolvedScenario
 from .secrets import redact_text
 from .slots import notify_round_start, round_observers
+from .state import json_encoder
 from .store import EventStore, dumps_detail
 
 log = structlog.get_logger("townsquare.engine")
@@ -129,11 +130,15 @@ class Simulation:
         self.round = -1
         self.agents: list[Agent] = []
         self.totals = new_totals()
-        #: (agent order, (issue, part, arrival), row, (prompt block keys, prompt characters)) per call
-        self._llm_rows: list[tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]] = []
+        #: the round's ``llm_calls`` rows as kept until it writes them (:func:`_kept_row`)
+        self._llm_rows: list[tuple] = []
+        #: each agent's index by id (set when the run is built; calls made before go first)
+        self._order: dict[str, int] = {}
         self._record_llm = True
         #: every prompt prefix of the run's answered calls so far, in issue order (``cached_prefix_tokens``)
         self.prefix_index = PrefixIndex()
+        #: ``self.round`` as the LLM layer reads it several times a call: a C-level callable, no Python frame
+        self._current_round = functools.partial(getattr, self, "round")
         #: whether each LLM call fires ``townsquare_on_llm_call`` (False when no plugin listens,
         #: which skips pluggy's dispatch; an evaluation, which is no run, sets it False too)
         self.fire_llm_call_hook = bool(self.hook.townsquare_on_llm_call.get_hookimpls())
@@ -152,7 +157,7 @@ class Simulation:
         try:
             built = await assemble(
                 self.scenario, str(self.run_dir.path), llm_provider=self.llm_provider, llm_middleware=self.llm_middleware,
-                on_llm_call=self.record_llm_call, current_round=lambda: self.round, components=not remote,
+                on_llm_call=self.record_llm_call, current_round=self._current_round, components=not remote,
                 on_phase=self.phase if self.live is not None else None,
             )
         except BaseException:
@@ -190,7 +195,7 @@ class Simulation:
         need no agents (``townsquare eval discrimination``); :meth:`aclose` closes it."""
         built = Assembly(services=build_ctx.services, metrics=[], agents=[], stages={},
                          llm_middleware=list(self.llm_middleware))
-        client = build_llm(self.scenario, build_ctx, built, self.llm_provider, self.record_llm_call, lambda: self.round)
+        client = build_llm(self.scenario, build_ctx, built, self.llm_provider, self.record_llm_call, self._current_round)
         self.llm_middleware = built.llm_middleware
         self.provider, self.accounting = built.provider, built.accounting
         return client
@@ -208,13 +213,8 @@ class Simulation:
             log.warning("llm.fallback", purpose=call.purpose, agent=call.agent_id, mode=call.mode or "-", kind=call.kind,
                         fallbacks=answers["fallback"], answers=sum(answers.values()))
         if self._record_llm:
-            order = self._order.get(call.agent_id or "", -1) if hasattr(self, "_order") else -1
-            row = (call.round, call.agent_id, call.purpose, call.provider, call.model, call.status,
-                   call.prompt_tokens, call.completion_tokens, round(call.latency_ms, 3), call.cost,
-                   call.error and redact_text(call.error), call.kind, call.mode)
-            # by agent, then in the order the agent's client issued the calls (a call's retries
-            # and repair with it, in arrival order): never in completion order, which latency decides
-            self._llm_rows.append((order, (*(call.issue or (-1, 0)), len(self._llm_rows)), row, (call.prompt_blocks, call.prompt_chars)))
+            order = self._order.get(call.agent_id or "", -1)
+            self._llm_rows.append(_kept_row(call, order, len(self._llm_rows)))
         if self.fire_llm_call_hook:
             self.hook.townsquare_on_llm_call(run=self.info, call=call)
 
@@ -358,7 +358,7 @@ class Simulation:
             self.store.discard_pending()
             # Failed attempts of the discarded round happened: they keep their rows (the
             # replayed round gets its answers from the cache and does not repeat them).
-            self._write_llm_rows([item for item in self._llm_rows if item[2][5] == "error"])
+            self._write_llm_rows([kept for kept in self._llm_rows if kept[_ROW + 5] == "error"])
             self._llm_rows.clear()
             log.warning("run.stopped", reason=stopped, last_round=last_done)
         summary = RunSummary(
@@ -407,23 +407,26 @@ class Simulation:
         items, self._llm_rows = self._llm_rows, []
         return self._write_llm_rows(items)
 
-    def _write_llm_rows(self, items: list[tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]]) -> list[tuple]:
+    def _write_llm_rows(self, items: list[tuple]) -> list[tuple]:
         rows = self._ordered_rows(items) if items else []
         if rows and self._record_llm:
             self.store.write_now("llm_calls", rows)
         return rows
 
-    def _ordered_rows(self, items: list[tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]]) -> list[tuple]:
-        """``items``' rows in issue order (:func:`_row_order`), each with its ``cached_prefix_tokens``:
+    def _ordered_rows(self, items: list[tuple]) -> list[tuple]:
+        """``items``' rows (:func:`_kept_row`) in issue order, each with its ``cached_prefix_tokens``:
         an answered call's prompt prefix shared with an earlier answered call of the run (in the
         provider's tokens, :func:`townsquare.prompt_cache.cached_tokens`); None for a failed
         attempt or a parse failure (their prompts are left out of the index, so a replay, which
         has no failed attempts, counts the same)."""
         rows = []
-        for _, _, row, (blocks, chars) in sorted(items, key=_row_order):
+        add_blocks = self.prefix_index.add_blocks
+        for kept in sorted(items):  # by place: its fields are unique, so no row is ever compared
+            row = kept[_ROW:]
             cached = None
-            if row[5] in ("ok", "cached"):
-                cached = cached_tokens(self.prefix_index.add_blocks(blocks), chars, row[6])
+            if row[5] in ("ok", "cached"):  # a prompt shorter than a block shares nothing
+                shared = add_blocks(kept[5]) if kept[5] else 0
+                cached = cached_tokens(shared, kept[6], row[6]) if shared else 0
             rows.append((*row, cached))
         return rows
 
@@ -573,10 +576,25 @@ class Simulation:
             self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
 
 
-def _row_order(item: tuple[int, tuple[int, int, int], tuple, tuple[bytes, int]]) -> tuple[int, str, tuple[int, int, int]]:
-    """An ``llm_calls`` row's place: agent order (ids that are no agent's, a persona being
-    enriched say, by id: each numbers its calls from 0), then issue, part and arrival (unique)."""
-    return item[0], item[2][1] or "", item[1]
+#: where a kept row's ``llm_calls`` columns start (:func:`_kept_row`)
+_ROW = 7
+
+
+def _kept_row(call: LLMCallRecord, order: int, arrival: int) -> tuple:
+    """How the engine keeps an ``llm_calls`` row until the round writes it: one flat tuple (a
+    tuple a call: every kept object is traversed by each young-generation collection until the
+    round ends), its place first, then the prompt's block keys and length, then the row.
+
+    The place: by agent (``order``), then in the order the agent's client issued the calls (a
+    call's retries and repair with it, in ``arrival`` order): never in completion order, which
+    latency decides. Ids that are no agent's (``order`` -1: a persona being enriched, say) go by
+    id: each numbers its calls from 0. Its five fields are unique (``arrival``), so sorting kept
+    rows compares places only, plain values, with no key function."""
+    issue = call.issue or (-1, 0)
+    return (order, "" if order >= 0 else call.agent_id or "", issue[0], issue[1], arrival, call.prompt_blocks, call.prompt_chars,
+            call.round, call.agent_id, call.purpose, call.provider, call.model, call.status, call.prompt_tokens,
+            call.completion_tokens, round(call.latency_ms, 3), call.cost, call.error and redact_text(call.error), call.kind,
+            call.mode)
 
 
 def _key(middleware: Any) -> str:
@@ -597,7 +615,7 @@ async def close_each(objects: Any) -> None:
 
 
 #: one kept encoder: ``json.dumps`` with options builds a new one per call (a call per action)
-_ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+_ENCODE = json_encoder(sort_keys=True, ensure_ascii=False)
 
 
 def _json(value: Any) -> str:

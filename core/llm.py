@@ -20,6 +20,7 @@ they finish in, and a resumed round asks its calls at the places it asked them b
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -27,12 +28,14 @@ import re
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
+from json import encoder as json_encoder_module
 from typing import Any, Awaitable, Callable, Protocol, Sequence, runtime_checkable
 
 from .llm_answers import AnswerFormat, ParseFailure, extract_json, match_label, match_prefix
 from .llm_faults import answer_fault, classify
 from .llm_modes import is_constrained, structured_modes
 from .prompt_cache import prompt_blocks
+from .state import json_encoder
 
 
 #: ``LLMResponse.meta[KEPT]``: an answer that failed (cut off at the token limit) but was used once
@@ -42,7 +45,11 @@ KEPT = "kept"
 
 #: ``json.dumps(payload, sort_keys=True, ensure_ascii=False)`` without a new encoder per call:
 #: the same text, so cache keys are unchanged
-_KEY_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+_KEY_JSON = json_encoder(sort_keys=True, ensure_ascii=False)
+#: a JSON string as ``_KEY_JSON`` writes it (``ensure_ascii=False``)
+_KEY_STRING = json_encoder_module.encode_basestring
+#: where the messages go in a request shape's key text (:func:`_key_frame`)
+_MESSAGES_SLOT = "\x00messages\x00"
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,29 @@ class LLMRequest:
     avoid: str | None = None
 
     def cache_key(self, model: str) -> str:
-        """A stable digest of the request content and the model that answers it."""
+        """A stable digest of the request content and the model that answers it: the SHA-256 of
+        :meth:`key_payload`'s JSON. The part every request of one shape shares (the model, the
+        labels or openings, the limits, the mode) is encoded and hashed once per shape
+        (:func:`_key_frame`); a call adds its messages. A JSON request's schema, a dict that
+        could change between calls, and a request with text to ``avoid`` (a post, different each
+        time) are encoded whole."""
+        frame = None if self.json_schema is not None or self.avoid is not None else _key_frame(
+            model, self.labels or None, self.answer_prefixes or None, self.max_tokens, self.temperature, self.mode)
+        if frame is not None:
+            head, tail = frame
+            try:
+                messages = ", ".join([f"[{_KEY_STRING(m.role)}, {_KEY_STRING(m.content)}]" for m in self.messages])
+            except TypeError:  # a message that is not text: the whole payload's JSON says how
+                pass
+            else:
+                digest = head.copy()
+                digest.update(f"[{messages}]".encode())
+                digest.update(tail)
+                return digest.hexdigest()
+        return hashlib.sha256(_KEY_JSON(self.key_payload(model)).encode()).hexdigest()
+
+    def key_payload(self, model: str) -> dict[str, Any]:
+        """What :meth:`cache_key` digests: everything that determines the answer."""
         payload = {
             "model": model,
             "messages": [[m.role, m.content] for m in self.messages],
@@ -95,7 +124,23 @@ class LLMRequest:
             payload["mode"] = self.mode
         if self.avoid is not None:  # so is the text the answer must not copy
             payload["avoid"] = self.avoid
-        return hashlib.sha256(_KEY_JSON(payload).encode()).hexdigest()
+        return payload
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _key_frame(model: str, labels: tuple[str, ...] | None, prefixes: tuple[str, ...] | None, max_tokens: int,
+               temperature: float, mode: str | None) -> tuple[Any, bytes] | None:
+    """The key text of a request shape (no JSON schema) around its messages: the SHA-256 of the
+    text before them, and the bytes after them. None where the shape's own text holds the
+    placeholder (a label that spells it): such requests are keyed whole."""
+    payload = LLMRequest((), labels=labels, answer_prefixes=prefixes, max_tokens=max_tokens, temperature=temperature,
+                         mode=mode).key_payload(model)
+    payload["messages"] = _MESSAGES_SLOT
+    text, slot = _KEY_JSON(payload), _KEY_STRING(_MESSAGES_SLOT)
+    if text.count(slot) != 1:
+        return None
+    head, tail = text.split(slot)
+    return hashlib.sha256(head.encode()), tail.encode()
 
 
 @dataclass
@@ -154,6 +199,13 @@ class Issue(tuple):
 
     def __getnewargs__(self) -> tuple[int, int, int]:  # pickled to and from Ray shards whole
         return self[0], self[1], self.round
+
+
+@functools.lru_cache(maxsize=4096)
+def _issue_of(number: int, part: int, round: int) -> Issue:
+    """The :class:`Issue` ``(number, part)`` of ``round``, made once: every agent's calls of a
+    round share the few there are (an :class:`Issue` is read, never changed)."""
+    return Issue(number, part, round)
 
 
 #: the issue of the :class:`LLMClient` call under way in this task (see the module docstring)
@@ -249,7 +301,10 @@ class Accounting:
         response.latency_ms = response.latency_ms or (time.perf_counter() - start) * 1000
         if response.cached and response.meta.get(KEPT):
             return response  # a recorded answer kept after its retries: its error row was its record
-        if response.meta and not response.cached:  # a recorded answer is used as it was (a cut-off one too)
+        meta = response.meta
+        # a recorded answer is used as it was (a cut-off one too); only a cut-off answer can be
+        # a fault (:func:`~townsquare.llm_faults.answer_fault`), so the others skip the call
+        if meta and not response.cached and meta.get("finish_reason") == "length":
             fault = answer_fault(request, response)
             if fault is not None:
                 self._emit(LLMCallRecord(
@@ -267,17 +322,17 @@ class Accounting:
     def account(self, request: LLMRequest, response: LLMResponse) -> None:
         """Record an answer: status ``cached`` (cost 0) when ``response.cached``, else ``ok``;
         with its prompt's block keys (a replay, all answers cached, counts the same prefixes)."""
-        prompt = "\n".join(m.content for m in request.messages)
-        self._emit(
-            LLMCallRecord(
-                round=self.run_round(), agent_id=request.agent_id, purpose=request.purpose,
-                provider=response.provider or self.provider.name, model=response.model or self.provider.model,
-                status="cached" if response.cached else "ok",
-                prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
-                latency_ms=response.latency_ms, cost=self._cost(response), mode=answer_mode(request, response),
-                prompt_blocks=prompt_blocks(prompt), prompt_chars=len(prompt),
-            )
-        )
+        messages = request.messages
+        prompt = messages[0].content if len(messages) == 1 else "\n".join([m.content for m in messages])
+        cached = response.cached
+        # positional: the record's fields in order (an answer's row is made per call)
+        self._emit(LLMCallRecord(
+            self.run_round(), request.agent_id, request.purpose, response.provider or self.provider.name,
+            response.model or self.provider.model, "cached" if cached else "ok", response.prompt_tokens,
+            response.completion_tokens, response.latency_ms,
+            0.0 if cached or self.price is None else self.price(response), None, None,
+            (response.meta.get("mode") if response.meta else None) or request.mode, _ISSUE.get(), prompt_blocks(prompt),
+            len(prompt)))
 
     def _emit(self, call: LLMCallRecord) -> None:
         if call.issue is None:
@@ -342,20 +397,6 @@ class Answer:
 
 
 _UNSET: Any = object()
-def _one_call(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """One issue number for the whole of a client method: its request, its repair and a parse
-    failure it reports."""
-    import functools
-
-    @functools.wraps(method)
-    async def call(self: "LLMClient", *args: Any, **kwargs: Any) -> Any:
-        token = self._issue()
-        try:
-            return await method(self, *args, **kwargs)
-        finally:
-            _ISSUE.reset(token)
-
-    return call
 
 
 class LLMClient:
@@ -368,6 +409,11 @@ class LLMClient:
     request. ``on_parse_failure(request, answer, kind)`` is told when an answer falls back to
     its default after the repair also failed (the engine records it in ``llm_calls`` with
     status ``parse_failure`` and the kind: ``unparsable``, ``empty``, ``binary``, ``not_text``).
+
+    Each of :meth:`text`, :meth:`ask`, :meth:`choose` and :meth:`json` is one issue number for
+    its request, its repair and a parse failure it reports (set where the work starts, in
+    :meth:`text`, :meth:`_labels`, :meth:`_prefixes` and :meth:`_json`: a call through the
+    client costs no coroutine more than its work).
     """
 
     def __init__(self, handler: Handler, *, model: str, agent_id: str | None = None,
@@ -394,7 +440,7 @@ class LLMClient:
         held = self._issued.get(self.agent_id or "")
         if held is None or held[0] != round:
             held = self._issued[self.agent_id or ""] = (round, itertools.count())
-        return _ISSUE.set(Issue(next(held[1]), 0, round))
+        return _ISSUE.set(_issue_of(next(held[1]), 0, round))
 
     def report_parse_failure(self, purpose: str, answer: str, kind: str = "unparsable") -> None:
         """Record that an answer in a format of the caller's own (a plan, a numbered list...)
@@ -429,117 +475,139 @@ class LLMClient:
         """The repair request of the call under way: its issue number, part 1."""
         issue = _ISSUE.get()
         if issue is not None:
-            _ISSUE.set(Issue(issue[0], 1, issue.round))  # undone with the call's own issue when it returns
+            _ISSUE.set(_issue_of(issue[0], 1, issue.round))  # undone with the call's own issue when it returns
         return await self.complete(request)
 
-    @_one_call
     async def text(self, prompt: str | Sequence[Message], *, purpose: str = "text", **options: Any) -> str:
         """Free text (a post, a comment, a summary). An answer that is no text (empty, only
         blanks, NUL bytes or other control characters, undecodable bytes) gets one repair
         request; if that is no text either, the call records a ``parse_failure`` and returns
         ``""``, which every caller reads as "nothing written": garbage never becomes content."""
-        request = LLMRequest(messages=_messages(prompt), purpose=purpose, agent_id=self.agent_id, **options)
-        answer = (await self.complete(request)).text
-        problem = not_text(answer)
-        if problem is None:
-            return answer
-        # the bad answer is not echoed back: binary bytes have no business in a prompt
-        repair = request.messages + (Message("user", f"Your answer was {_PROBLEMS[problem]}. Answer again, in plain text."),)
-        answer = (await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))).text
-        if not_text(answer) is None:
-            return answer
-        self._failed(request, answer if isinstance(answer, str) else repr(answer), not_text(answer) or "unparsable")
-        return ""
+        token = self._issue()
+        try:
+            request = LLMRequest(messages=_messages(prompt), purpose=purpose, agent_id=self.agent_id, **options)
+            answer = (await self._handler(request)).text
+            problem = not_text(answer)
+            if problem is None:
+                return answer
+            # the bad answer is not echoed back: binary bytes have no business in a prompt
+            repair = request.messages + (Message("user", f"Your answer was {_PROBLEMS[problem]}. Answer again, in plain text."),)
+            answer = (await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))).text
+            if not_text(answer) is None:
+                return answer
+            self._failed(request, answer if isinstance(answer, str) else repr(answer), not_text(answer) or "unparsable")
+            return ""
+        finally:
+            _ISSUE.reset(token)
 
-    @_one_call
-    async def ask(self, prompt: str | Sequence[Message], answer: AnswerFormat, *, purpose: str | None = None,
-                  default: Any = _UNSET, validate: Callable[[Any], Any] | None = None, **options: Any) -> Answer:
+    def ask(self, prompt: str | Sequence[Message], answer: AnswerFormat, *, purpose: str | None = None,
+            default: Any = _UNSET, validate: Callable[[Any], Any] | None = None, **options: Any) -> Awaitable[Answer]:
         """The answer to a declared structured purpose (:class:`~townsquare.llm_answers.AnswerFormat`:
         a label set, a JSON schema or answer openings), with how it came out. ``purpose`` and
         ``default`` default to the declaration's; ``validate`` (JSON only) checks and converts
         the parsed value and may raise ``ValueError``. The request, its repair and a fallback's
-        parse failure share one issue number."""
+        parse failure share one issue number. (Awaitable: ``await llm.ask(...)``.)"""
         purpose = purpose or answer.purpose
         default = answer.default if default is _UNSET else default
         if answer.labels is not None:
-            return await self._labels(prompt, answer.labels, purpose, default, options)
+            return self._labels(prompt, answer.labels, purpose, default, options)
         if answer.prefixes is not None:
-            return await self._prefixes(prompt, answer.prefixes, purpose, default, options)
-        return await self._json(prompt, answer.schema or {}, purpose, default, validate, options)
+            return self._prefixes(prompt, answer.prefixes, purpose, default, options)
+        return self._json(prompt, answer.schema or {}, purpose, default, validate, options)
 
-    @_one_call
-    async def choose(self, prompt: str | Sequence[Message], labels: Sequence[str], *, purpose: str, default: str, **options: Any) -> str:
+    def choose(self, prompt: str | Sequence[Message], labels: Sequence[str], *, purpose: str, default: str,
+               **options: Any) -> Awaitable[str]:
         """One of ``labels``: whatever a model writes, the result is in the label set (a
-        malformed answer gets one repair request, then ``default``)."""
-        return (await self._labels(prompt, tuple(labels), purpose, default, options)).value
+        malformed answer gets one repair request, then ``default``). (Awaitable.)"""
+        return self._labels(prompt, tuple(labels), purpose, default, options, whole=False)
 
-    @_one_call
-    async def json(self, prompt: str | Sequence[Message], schema: dict[str, Any], *, purpose: str, default: Any, validate: Callable[[Any], Any] | None = None, **options: Any) -> Any:
+    def json(self, prompt: str | Sequence[Message], schema: dict[str, Any], *, purpose: str, default: Any,
+             validate: Callable[[Any], Any] | None = None, **options: Any) -> Awaitable[Any]:
         """JSON of ``schema`` (checked by ``validate`` if given, which may raise ``ValueError``);
-        one repair request where it does not parse, then ``default``."""
-        return (await self._json(prompt, schema, purpose, default, validate, options)).value
+        one repair request where it does not parse, then ``default``. (Awaitable.)"""
+        return self._json(prompt, schema, purpose, default, validate, options, whole=False)
 
-    async def _labels(self, prompt: Any, labels: tuple[str, ...], purpose: str, default: Any, options: dict[str, Any]) -> Answer:
-        messages = _messages(prompt)
-        request = LLMRequest(messages=messages, labels=tuple(labels), purpose=purpose, max_tokens=options.pop("max_tokens", 8),
-                             agent_id=self.agent_id, mode=options.pop("mode", self.modes.get("labels", "prompt")), **options)
-        response = await self.complete(request)
+    async def _labels(self, prompt: Any, labels: tuple[str, ...], purpose: str, default: Any, options: dict[str, Any],
+                      whole: bool = True) -> Any:
+        """The :class:`Answer` of a label decision (its value alone unless ``whole``)."""
+        token = self._issue()
         try:
-            return _answer(match_label(response.text, labels), request, response)
-        except ParseFailure:
-            pass
-        repair = messages + (
-            Message("assistant", response.text),
-            Message("user", f"Answer with exactly one of: {', '.join(labels)}."),
-        )
-        response = await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))
-        try:
-            return _answer(match_label(response.text, labels), request, response, repaired=True)
-        except ParseFailure:
-            self._failed(request, response.text)
-            return Answer(default, "fallback", request.mode, response.text)
+            messages = _messages(prompt)
+            request = LLMRequest(messages=messages, labels=labels, purpose=purpose, max_tokens=options.pop("max_tokens", 8),
+                                 agent_id=self.agent_id, mode=options.pop("mode", self.modes.get("labels", "prompt")), **options)
+            response = await self._handler(request)
+            try:
+                value = match_label(response.text, labels)
+            except ParseFailure:
+                pass
+            else:
+                return _answer(value, request, response) if whole else value
+            repair = messages + (
+                Message("assistant", response.text),
+                Message("user", f"Answer with exactly one of: {', '.join(labels)}."),
+            )
+            response = await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))
+            try:
+                value = match_label(response.text, labels)
+            except ParseFailure:
+                self._failed(request, response.text)
+                return Answer(default, "fallback", request.mode, response.text) if whole else default
+            return _answer(value, request, response, repaired=True) if whole else value
+        finally:
+            _ISSUE.reset(token)
 
     async def _prefixes(self, prompt: Any, prefixes: tuple[str, ...], purpose: str, default: Any, options: dict[str, Any]) -> Answer:
         """An answer that starts with one of ``prefixes`` (a prefix ending in ``:`` goes on in
         free text): ``value`` is the opening, ``text`` the whole answer."""
-        messages = _messages(prompt)
-        request = LLMRequest(messages=messages, answer_prefixes=tuple(prefixes), purpose=purpose, agent_id=self.agent_id,
-                             mode=options.pop("mode", self.modes.get("prefixes", "prompt")), **options)
-        response = await self.complete(request)
-        for repaired in (False, True):
-            text = response.text
-            if not_text(text) is None:
-                try:
-                    return _answer(match_prefix(text, prefixes), request, response, repaired=repaired)
-                except ParseFailure:
-                    pass
-            if repaired:
-                self._failed(request, text if isinstance(text, str) else repr(text), not_text(text) or "unparsable")
-                return Answer(default, "fallback", request.mode, "")
-            repair = messages + (Message("user", "Begin your answer with one of: " + ", ".join(f'"{p}"' for p in prefixes) + "."),)
-            response = await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))
-        raise AssertionError("unreachable")
+        token = self._issue()
+        try:
+            messages = _messages(prompt)
+            request = LLMRequest(messages=messages, answer_prefixes=tuple(prefixes), purpose=purpose, agent_id=self.agent_id,
+                                 mode=options.pop("mode", self.modes.get("prefixes", "prompt")), **options)
+            response = await self._handler(request)
+            for repaired in (False, True):
+                text = response.text
+                if not_text(text) is None:
+                    try:
+                        return _answer(match_prefix(text, prefixes), request, response, repaired=repaired)
+                    except ParseFailure:
+                        pass
+                if repaired:
+                    self._failed(request, text if isinstance(text, str) else repr(text), not_text(text) or "unparsable")
+                    return Answer(default, "fallback", request.mode, "")
+                repair = messages + (Message("user", "Begin your answer with one of: " + ", ".join(f'"{p}"' for p in prefixes) + "."),)
+                response = await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))
+            raise AssertionError("unreachable")
+        finally:
+            _ISSUE.reset(token)
 
     async def _json(self, prompt: Any, schema: dict[str, Any], purpose: str, default: Any, validate: Callable[[Any], Any] | None,
-                    options: dict[str, Any]) -> Answer:
-        messages = _messages(prompt)
-        request = LLMRequest(messages=messages, json_schema=schema, purpose=purpose, agent_id=self.agent_id,
-                             mode=options.pop("mode", self.modes.get("json", "prompt")), **options)
-        response = await self.complete(request)
-        for repaired in (False, True):
-            try:
-                value = extract_json(response.text)
-                return _answer(validate(value) if validate else value, request, response, repaired=repaired)
-            except (ParseFailure, ValueError, TypeError, KeyError) as exc:
-                if repaired:
-                    self._failed(request, response.text)
-                    return Answer(default, "fallback", request.mode, response.text)
-                repair = messages + (
-                    Message("assistant", response.text),
-                    Message("user", f"That was not valid ({exc}). Reply with JSON only, matching: {json.dumps(schema)}"),
-                )
-                response = await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))
-        raise AssertionError("unreachable")
+                    options: dict[str, Any], whole: bool = True) -> Any:
+        """The :class:`Answer` of a JSON request (its value alone unless ``whole``)."""
+        token = self._issue()
+        try:
+            messages = _messages(prompt)
+            request = LLMRequest(messages=messages, json_schema=schema, purpose=purpose, agent_id=self.agent_id,
+                                 mode=options.pop("mode", self.modes.get("json", "prompt")), **options)
+            response = await self._handler(request)
+            for repaired in (False, True):
+                try:
+                    value = extract_json(response.text)
+                    value = validate(value) if validate else value
+                except (ParseFailure, ValueError, TypeError, KeyError) as exc:
+                    if repaired:
+                        self._failed(request, response.text)
+                        return Answer(default, "fallback", request.mode, response.text) if whole else default
+                    repair = messages + (
+                        Message("assistant", response.text),
+                        Message("user", f"That was not valid ({exc}). Reply with JSON only, matching: {json.dumps(schema)}"),
+                    )
+                    response = await self._repair(replace(request, messages=repair, purpose=f"{purpose}.repair"))
+                else:
+                    return _answer(value, request, response, repaired=repaired) if whole else value
+            raise AssertionError("unreachable")
+        finally:
+            _ISSUE.reset(token)
 
 
 def _answer(value: Any, request: LLMRequest, response: LLMResponse, repaired: bool = False) -> Answer:

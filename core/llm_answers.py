@@ -93,7 +93,12 @@ def match_label(text: str, labels: Sequence[str]) -> str:
     mentioned somewhere is never taken for a decision."""
     cleaned = text.strip().strip("\"'`*").strip().lower()
     whole = cleaned.rstrip(".!")
-    for low, label, opening in _label_patterns(tuple(labels)):
+    patterns, exact = _label_patterns(tuple(labels))
+    if whole is cleaned or whole == cleaned:  # the bare label, as a constrained model answers: no opening to try
+        label = exact.get(whole)
+        if label is not None:  # no other label's opening can start a text this short (see _label_patterns)
+            return label
+    for low, label, opening in patterns:
         if whole == low or opening(cleaned):
             return label
     raise ParseFailure(f"answer {text[:80]!r} is none of {list(labels)}")
@@ -122,10 +127,16 @@ def _prefix_patterns(prefixes: tuple[str, ...]) -> list[tuple[str, Any]]:
 
 
 @functools.lru_cache(maxsize=256)
-def _label_patterns(labels: tuple[str, ...]) -> list[tuple[str, str, Any]]:
-    """(lower-cased label, label, the match of the label as the answer's first word), longest first."""
+def _label_patterns(labels: tuple[str, ...]) -> tuple[list[tuple[str, str, Any]], dict[str, str]]:
+    """(lower-cased label, label, the match of the label as the answer's first word), longest
+    first; and each lower-cased label's label (the first in that order). An answer that is
+    exactly a lower-cased label is that label: a longer label's opening cannot match a shorter
+    text, nor an equally long one another label's."""
     lowered = sorted(((label.lower(), label) for label in labels), key=lambda pair: -len(pair[0]))
-    return [(low, label, re.compile(rf"{re.escape(low)}\b(?![-'])").match) for low, label in lowered]
+    exact: dict[str, str] = {}
+    for low, label in lowered:
+        exact.setdefault(low, label)
+    return [(low, label, re.compile(rf"{re.escape(low)}\b(?![-'])").match) for low, label in lowered], exact
 
 
 def extract_json(text: str) -> Any:

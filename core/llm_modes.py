@@ -131,7 +131,7 @@ def count_answer(tally: dict[str, float], purpose: str | None, mode: str | None,
         return
     if mode is None or status not in ("ok", "cached"):
         return
-    first = keys["constrained"] if is_constrained(mode) else keys["parsed"]
+    first = keys["parsed"] if mode in UNCONSTRAINED else keys["constrained"]  # is_constrained: mode is not None here
     if purpose.endswith(REPAIR):
         tally[first] = tally.get(first, 0) - n
         tally[keys["repaired"]] = tally.get(keys["repaired"], 0) + n

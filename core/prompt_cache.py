@@ -33,7 +33,10 @@ KEY_BYTES = 8
 
 def prompt_blocks(prompt: str, block_chars: int = BLOCK_TOKENS * CHARS_PER_TOKEN) -> bytes:
     """The keys of ``prompt``'s whole blocks, :data:`KEY_BYTES` each: block *k*'s key hashes the
-    prompt's text up to the end of block *k* (so equal keys mean equal prefixes)."""
+    prompt's text up to the end of block *k* (so equal keys mean equal prefixes). A prompt
+    shorter than a block has none: nothing of it could be served from a cache."""
+    if len(prompt) < block_chars:
+        return b""
     digest = hashlib.blake2b(digest_size=KEY_BYTES)
     keys = []
     for start in range(0, len(prompt) - block_chars + 1, block_chars):
@@ -56,6 +59,11 @@ class PrefixIndex:
 
     def add_blocks(self, blocks: bytes) -> int:
         """:meth:`add` of a prompt given by its :func:`prompt_blocks`."""
+        if len(blocks) == KEY_BYTES:  # one block (most prompts of a round of short decisions)
+            if blocks in self._seen:
+                return self.block_tokens
+            self._seen.add(blocks)
+            return 0
         shared, matching = 0, True
         for start in range(0, len(blocks), KEY_BYTES):
             key = blocks[start:start + KEY_BYTES]

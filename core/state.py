@@ -10,8 +10,9 @@ import base64
 import gzip
 import json
 import os
+from json import encoder as _json_encoder
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -39,6 +40,27 @@ def _hook(obj: dict[str, Any]) -> Any:
 def encoder() -> json.JSONEncoder:
     """The encoder :func:`dumps` uses, for encoding parts of a state one at a time."""
     return json.JSONEncoder(default=_default, separators=(",", ":"))
+
+
+def json_encoder(**options: Any) -> Callable[[Any], str]:
+    """``json.dumps(value, **options)`` as one kept function: the same text, without the
+    encoder ``json.dumps`` makes per call when given options, nor the C encoder
+    ``JSONEncoder.encode`` makes per call (measured: 2.5 of 3.3 µs of encoding a one-key dict).
+    It does not look for cycles: a value that contains itself exhausts the recursion limit
+    instead of raising ``ValueError`` (every value encoded with one is built by the caller)."""
+    encoder = json.JSONEncoder(**options)
+    make = _json_encoder.c_make_encoder
+    if make is None or encoder.indent is not None:  # no C accelerator: the kept encoder's own
+        return encoder.encode
+    strings = _json_encoder.encode_basestring_ascii if encoder.ensure_ascii else _json_encoder.encode_basestring
+    chunks = make(None, encoder.default, strings, None, encoder.key_separator, encoder.item_separator, encoder.sort_keys,
+                  encoder.skipkeys, encoder.allow_nan)
+    join = "".join
+
+    def encode(value: Any) -> str:
+        return join(chunks(value, 0))
+
+    return encode
 
 
 def dumps(state: Any, raw: dict[str, str] | None = None) -> bytes:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import UsageError
+from .state import json_encoder
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS agents (
@@ -187,8 +188,8 @@ class _Transaction:
 
 
 #: ``json.dumps(detail, sort_keys=True)`` builds an encoder per call; one kept is the same text
-_DETAIL_ENCODER = json.JSONEncoder(sort_keys=True)
+_DETAIL_JSON = json_encoder(sort_keys=True)
 
 
 def dumps_detail(detail: dict[str, Any]) -> str | None:
-    return _DETAIL_ENCODER.encode(detail) if detail else None
+    return _DETAIL_JSON(detail) if detail else None

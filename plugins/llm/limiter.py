@@ -22,25 +22,35 @@ class Limiter:
         self.free = size
         self._waiters: deque[asyncio.Future] = deque()
 
-    async def __aenter__(self) -> None:
+    def take(self) -> bool:
+        """Take a place at once if one is free and nobody waits: the per-call path, with no
+        coroutine (:meth:`wait` when it says False)."""
         if self.free > 0 and not self._waiters:
             self.free -= 1
-            return
+            return True
+        return False
+
+    async def wait(self) -> None:
+        """Wait in line for a place (after :meth:`take` said False)."""
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
             await waiter  # a release hands its place over: ``free`` stays as it is
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():  # handed a place, then cancelled: pass it on
-                self._release()
+                self.release()
             else:
                 self._waiters.remove(waiter)
             raise
 
-    async def __aexit__(self, *exc: object) -> None:
-        self._release()
+    async def __aenter__(self) -> None:
+        if not self.take():
+            await self.wait()
 
-    def _release(self) -> None:
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():

@@ -57,9 +57,11 @@ class LLMBudget:
             self.cost += call.cost
 
     async def __call__(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
-        reached = self.reached()
-        if reached is not None:
-            raise RunStopped(self.message(reached))
+        c = self.config
+        if c.max_calls is not None or c.max_tokens is not None or c.max_cost is not None:  # no limit, nothing to check
+            reached = self.reached()
+            if reached is not None:
+                raise RunStopped(self.message(reached))
         self.in_flight += 1
         try:
             return await call_next(request)

@@ -45,7 +45,8 @@ import structlog
 from pydantic import BaseModel, ConfigDict
 
 from townsquare.api import (
-    KEPT, Handler, LLMMiddlewareSpec, LLMRequest, LLMResponse, RunStopped, UsageError, current_issue, hookimpl, provider_capabilities,
+    KEPT, Handler, LLMMiddlewareSpec, LLMRequest, LLMResponse, RunStopped, UsageError, current_issue, hookimpl, json_encoder,
+    provider_capabilities,
 )
 
 log = structlog.get_logger("townsquare.plugins.llm.llm_cache")
@@ -57,7 +58,7 @@ GROUP_SECONDS = 0.1
 GROUP_ROWS = 256
 
 #: an answer's ``meta`` as stored (one kept encoder: ``json.dumps`` with options makes one per call)
-_META_JSON = json.JSONEncoder(default=str).encode
+_META_JSON = json_encoder(default=str)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -270,7 +271,7 @@ class LLMCache:
         agent, key = request.agent_id or "", request.cache_key(self.model_id)
         issue = current_issue() if self.by_place else None
         n = call_position(issue.round, issue) if issue is not None else self.store.next_n(agent, key)
-        hit = self.store.get(agent, key, n)
+        hit = self.store.get(agent, key, n) if self.store.searchable else None  # a new journal holds none
         if hit is not None:
             rowid, response = hit
             if self.replay:  # free and instant; a journal hit keeps its original cost and latency
@@ -284,18 +285,14 @@ class LLMCache:
         if self.replay:
             raise ReplayMiss(f"cache miss in replay: {request.purpose} for {agent or 'the run'} "
                              f"({describe_place(n)}; {self.store.path})")
-        response = await self._forward(request, call_next)
-        if self.store is not None:  # None: closed while this call was in flight (the run stopped)
-            self._used.append(self.store.put(agent, key, n, self._round(), request.purpose, response))
-        return response
-
-    async def _forward(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
-        """Call inward; on a stop, first wait until the other calls in flight have landed here."""
+        # call inward (here, not in a coroutine of its own: a call less per request); on a
+        # stop, first wait until the other calls in flight have landed here
         self._in_flight += 1
-        self._idle.clear()
+        if self._in_flight == 1:  # the first in flight: no longer idle (with more, it was not)
+            self._idle.clear()
         stopped = False
         try:
-            return await call_next(request)
+            response = await call_next(request)
         except RunStopped:
             stopped = True
             raise
@@ -307,6 +304,9 @@ class LLMCache:
                 await self._idle.wait()
             if stopped and self.store is not None:
                 self.store.flush()  # the paid answers of the calls that landed are kept
+        if self.store is not None:  # None: closed while this call was in flight (the run stopped)
+            self._used.append(self.store.put(agent, key, n, self._round(), request.purpose, response))
+        return response
 
     def get_state(self) -> dict[str, Any]:
         """The checkpoint is the commit point: answers used so far count on resume."""

@@ -33,13 +33,17 @@ class LLMConcurrency:
         self.peak = 0
 
     async def __call__(self, request: LLMRequest, call_next: Handler) -> LLMResponse:
-        async with self._limiter:
-            self.active += 1
-            self.peak = max(self.peak, self.active)
-            try:
-                return await call_next(request)
-            finally:
-                self.active -= 1
+        limiter = self._limiter
+        if not limiter.take():  # ``async with`` would run two coroutines a call even with room
+            await limiter.wait()
+        self.active += 1
+        if self.active > self.peak:
+            self.peak = self.active
+        try:
+            return await call_next(request)
+        finally:
+            self.active -= 1
+            limiter.release()
 
 
 @hookimpl

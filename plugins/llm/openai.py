@@ -49,6 +49,7 @@ prompt with every dialect.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -73,6 +74,14 @@ DIALECTS: dict[str, dict[str, list[str]]] = {
 }
 
 log = structlog.get_logger("townsquare.plugins.llm.openai")
+
+_UNKNOWN: Any = object()
+
+
+@functools.lru_cache(maxsize=256)
+def label_format(labels: tuple[str, ...], purpose: str) -> dict[str, Any]:
+    """The ``response_format`` of a label decision: ``{"answer": one of the labels}``, strict."""
+    return {"type": "json_schema", "json_schema": {"name": schema_name(purpose), "strict": True, "schema": label_schema(labels)}}
 
 
 class Endpoint(EndpointConfig):
@@ -129,6 +138,8 @@ class OpenAIProvider:
         #: where the calls go, for messages that cannot say which route failed
         self.endpoint = urls[0] if len(urls) == 1 else f"{urls[0]} (and {len(urls) - 1} more endpoints)"
         self._turn = itertools.count()
+        #: each request shape's mode (:func:`townsquare.api.mode_for`), chosen on its first call
+        self._modes: dict[tuple, str | None] = {}
         self._routes = len(routes)
         self._by_route = [[p for p in self._pools if p.route == route] for route in range(len(routes))]
         log.info("llm.openai.ready", model=self.model, transport=config.transport,
@@ -151,7 +162,11 @@ class OpenAIProvider:
             "temperature": request.temperature if config.temperature is None else config.temperature,
             config.max_tokens_param: min(request.max_tokens, config.label_max_tokens) if request.labels else request.max_tokens,
         }
-        mode = mode_for(request, DIALECTS[config.structured])
+        # the mode depends on the request's kind and the mode it asks for: chosen once per shape
+        shape = (bool(request.labels), bool(request.answer_prefixes), request.json_schema is not None, request.mode)
+        mode = self._modes.get(shape, _UNKNOWN)
+        if mode is _UNKNOWN:
+            mode = self._modes[shape] = mode_for(request, DIALECTS[config.structured])
         self.constrain(body, request, mode)
         pool = self._pick()
         pool.load += 1
@@ -171,11 +186,13 @@ class OpenAIProvider:
         """Add the constraint of ``mode`` to a request ``body``."""
         portable = self.config.strict_keywords == "portable"
         if mode == "json_schema":
-            schema = label_schema(request.labels) if request.labels else strict_schema(request.json_schema, portable=portable)
-            body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": schema_name(request.purpose), "strict": True, "schema": schema}}
-            if request.labels:  # the label's wrapper takes tokens of its own
-                body[self.config.max_tokens_param] += 16
+            if request.labels:  # made once per label set and purpose (a body is only read)
+                body["response_format"] = label_format(tuple(request.labels), request.purpose)
+                body[self.config.max_tokens_param] += 16  # the label's wrapper takes tokens of its own
+            else:
+                body["response_format"] = {"type": "json_schema", "json_schema": {
+                    "name": schema_name(request.purpose), "strict": True,
+                    "schema": strict_schema(request.json_schema, portable=portable)}}
         elif mode == "guided_choice":
             if self.config.structured == "vllm_guided":
                 body["guided_choice"] = list(request.labels or ())

@@ -227,13 +227,18 @@ class HTTPPool:
         url = self.url
         deadline = loop.time() + self._timeout_s
         connection = None
+        limiter = self._limiter
         try:
-            async with self._limiter:
+            if not limiter.take():  # ``async with`` would run two coroutines a call even with room
+                await limiter.wait()
+            try:
                 connection = self._idle_connection()
                 if connection is None:  # none kept: connecting, with the call's deadline
                     async with asyncio.timeout_at(deadline):
                         connection = await self._connect()
                 status, headers, raw = await self._exchange(connection, request, deadline)
+            finally:
+                limiter.release()
         except TimeoutError as exc:
             raise APITimeoutError(url) from exc
         except (OSError, NotHTTP) as exc:  # ConnectionError, TLS errors, refused, DNS

@@ -46,6 +46,8 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+from townsquare.api import json_encoder
+
 
 #: Most connections in one SDK pool: httpx scans every connection of a pool on each request,
 #: so one pool of 256 connections would cost milliseconds per call.
@@ -200,7 +202,7 @@ def encode(body: dict[str, Any]) -> bytes:
 
 
 #: one kept encoder (``json.dumps`` with options makes a new one per call)
-_BODY_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_BODY_JSON = json_encoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def env_proxy(url: str) -> str | None:

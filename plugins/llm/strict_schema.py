@@ -16,6 +16,8 @@ caller's validator still checks (the answer is repaired, then falls back, as in 
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from typing import Any, Sequence
 
@@ -66,9 +68,11 @@ def label_schema(labels: Sequence[str]) -> dict[str, Any]:
 
 
 def unwrap_label(text: str, labels: Sequence[str]) -> str | None:
-    """The label in a ``{"answer": ...}`` object (None when ``text`` is not one)."""
-    import json
-
+    """The label in a ``{"answer": ...}`` object (None when ``text`` is not one). The object as
+    servers write it (:func:`_label_objects`) is looked up; any other text is parsed."""
+    label = _label_objects(tuple(labels)).get(text) if isinstance(text, str) else None
+    if label is not None:
+        return label
     try:
         value = json.loads(text)
     except (TypeError, ValueError):
@@ -77,6 +81,19 @@ def unwrap_label(text: str, labels: Sequence[str]) -> str | None:
     return answer if isinstance(answer, str) and answer in labels else None
 
 
+@functools.lru_cache(maxsize=256)
+def _label_objects(labels: tuple[str, ...]) -> dict[str, str]:
+    """Each label's ``{"answer": ...}`` object in the spellings JSON encoders write (compact or
+    spaced, non-ASCII escaped or not): what :func:`unwrap_label` would parse it to, without parsing."""
+    found: dict[str, str] = {}
+    for label in labels:
+        for ascii_only in (True, False):
+            for separators in ((",", ":"), (", ", ": ")):
+                found.setdefault(json.dumps({LABEL_KEY: label}, ensure_ascii=ascii_only, separators=separators), label)
+    return found
+
+
+@functools.lru_cache(maxsize=256)
 def schema_name(purpose: str) -> str:
     """A schema name servers accept (``[A-Za-z0-9_-]{1,64}``) from a purpose."""
     return re.sub(r"[^A-Za-z0-9_-]+", "_", purpose).strip("_")[:64] or "answer"

@@ -220,12 +220,16 @@ def test_a_kept_cut_off_answer_replays_as_it_was_kept(tmp_path):
 def test_calls_of_ids_that_are_no_agent_keep_their_own_order():
     """Persona enrichment asks for ``persona:POP:K`` ids, none an agent's: each numbers its calls
     from 0, so their rows are grouped by id, not interleaved as they happened to come back."""
-    from townsquare.engine import _row_order
+    from townsquare.engine import _ROW, _kept_row
+    from townsquare.llm import Issue, LLMCallRecord
 
-    arrived = [(-1, (0, 0, 0), (-1, "persona:users:1", "enrich"), (b"", 0)),
-               (-1, (0, 0, 1), (-1, "persona:users:0", "enrich"), (b"", 0)),
-               (-1, (1, 0, 2), (-1, "persona:users:0", "enrich"), (b"", 0)),
-               (-1, (1, 0, 3), (-1, "persona:users:1", "enrich"), (b"", 0))]
+    def kept(agent_id, issue, arrival, order=-1):  # as the engine keeps a row
+        return _kept_row(LLMCallRecord(0, agent_id, "enrich", "p", "m", "ok", issue=Issue(issue, 0)), order, arrival)
+
+    arrived = [kept("persona:users:1", 0, 0), kept("persona:users:0", 0, 1), kept("persona:users:0", 1, 2),
+               kept("persona:users:1", 1, 3)]
     for order in (arrived, arrived[::-1], arrived[1::2] + arrived[::2]):
-        assert [(item[2][1], item[1][0]) for item in sorted(order, key=_row_order)] == [
+        assert [(row[_ROW + 1], row[2]) for row in sorted(order)] == [
             ("persona:users:0", 0), ("persona:users:0", 1), ("persona:users:1", 0), ("persona:users:1", 1)]
+    # an agent's rows go by its order, whatever its id
+    assert [row[_ROW + 1] for row in sorted([kept("b", 0, 0, order=2), kept("z", 5, 1, order=1)])] == ["z", "b"]

@@ -242,3 +242,34 @@ def test_llama_cpp_grammar_under_20_percent_faults_every_answer_comes_back():
     assert all((a.value, a.outcome, a.mode) == ({"day": 3, "note": "hi"}, "constrained", "grammar") for a in answers)
     statuses = chain.statuses()
     assert statuses.count("ok") == 40 and statuses.count("error") == provider._llama.faults
+
+
+def test_wrapped_labels_are_read_as_parsing_reads_them():
+    """``unwrap_label`` looks the wrapper objects servers write up before parsing anything; its
+    answer is the parse's for those spellings and for every other text."""
+    from townsquare.plugins.llm.strict_schema import unwrap_label
+
+    def parsed(text, labels):
+        try:
+            value = json.loads(text)
+        except (TypeError, ValueError):
+            return None
+        answer = value.get("answer") if isinstance(value, dict) else None
+        return answer if isinstance(answer, str) and answer in labels else None
+
+    labels = ("like", "no operation", "ça va", 'say "hi"')
+    texts = [json.dumps({"answer": label}, ensure_ascii=a, separators=s) for label in labels + ("other",)
+             for a in (True, False) for s in ((",", ":"), (", ", ": "))]
+    texts += ['{"answer":"like" }', '{ "answer": "like"}', '{"answer": "like", "x": 1}', "like", "", "[]", "null", '{"answer": 3}']
+    for text in texts:
+        assert unwrap_label(text, labels) == parsed(text, labels), text
+
+
+def test_a_label_decisions_format_is_made_once_and_is_what_the_plain_construction_makes():
+    from townsquare.plugins.llm.openai import label_format
+    from townsquare.plugins.llm.strict_schema import label_schema, schema_name
+
+    made = label_format(("like", "no operation"), "like.repair")
+    assert made == {"type": "json_schema", "json_schema": {"name": schema_name("like.repair"), "strict": True,
+                                                           "schema": label_schema(["like", "no operation"])}}
+    assert label_format(("like", "no operation"), "like.repair") is made
