@@ -129,6 +129,14 @@ def test_request_keys_equal_the_digest_of_the_whole_payload():
         assert request.cache_key(model) == whole, request
         checked += request.json_schema is None
     assert checked > 500  # the per-shape path, not only the whole-payload one, was checked
+    # the text an answer must not copy is part of the request: keyed whole, each its own key
+    plain = LLMRequest((Message("user", "Comment on this post"),), answer_prefixes=("no comment", "Comment content:"))
+    keys = {plain.cache_key("m")}
+    for post in ("The bridge is closed", "The bridge is open"):
+        avoiding = LLMRequest(plain.messages, answer_prefixes=plain.answer_prefixes, avoid=post)
+        assert avoiding.cache_key("m") == hashlib.sha256(_KEY_JSON(avoiding.key_payload("m")).encode()).hexdigest()
+        keys.add(avoiding.cache_key("m"))
+    assert len(keys) == 3
 
 
 def test_request_keys_are_those_journals_were_written_with():
