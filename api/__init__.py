@@ -48,19 +48,19 @@ from ..slots import SLOT_PROTOCOLS
 from ..turns import Turns, TurnsBackend
 from ..world import World
 from ..specs import (
-    AGENT_SLOTS, ALL_SETTINGS, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
-    MetricSpec, PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec,
+    AGENT_SLOTS, ALL_SETTINGS, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec,
+    LLMProviderSpec, MemorySpec, MetricSpec, PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec,
     ReflectorSpec, ValidationDimensionSpec, machinery_fields,
 )
 
 __all__ = [
     "AGENT_SLOTS", "ALL_SETTINGS", "COLLECTOR_THRESHOLDS", "KEPT", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS",
     "SOCIAL_ACTIONS", "WRITE_ACTIONS", "AccountView", "Action", "ActionResult", "active_probabilities", "Agent",
-    "agent_memory", "AgentHost", "Answer", "AnswerFormat", "answers_in_db", "BuildContext", "choose_modes", "classify",
-    "Component", "ComponentError", "ComponentSpec", "current_issue", "Embedder", "EmbedderSpec", "EmbeddingCache",
-    "Handler", "hookimpl", "hour_weight", "Intervention", "InterventionSpec", "is_constrained", "json_encoder",
-    "KnowledgeItem", "KnowledgeSource", "KnowledgeSourceSpec", "limits_of", "LimitsConfig", "LLMCallRecord", "LLMClient",
-    "LLMFatal", "LLMFault", "LLMJournal", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec", "LLMRequest",
+    "agent_memory", "AgentHost", "Answer", "AnswerFormat", "answers_in_db", "BuildContext", "choose_modes",
+    "classify", "Component", "ComponentError", "ComponentSpec", "current_issue", "Embedder", "EmbedderSpec",
+    "EmbeddingCache", "Handler", "hookimpl", "hour_weight", "Intervention", "InterventionSpec", "is_constrained",
+    "json_encoder", "KnowledgeItem", "KnowledgeSource", "KnowledgeSourceSpec", "limits_of", "LimitsConfig", "LLMCallRecord",
+    "LLMClient", "LLMFatal", "LLMFault", "LLMJournal", "LLMMiddlewareSpec", "LLMProvider", "LLMProviderSpec", "LLMRequest",
     "LLMResponse", "machinery_fields", "match_label", "match_prefix", "Memory", "MemoryChain", "MemoryRecord",
     "MemoryRetrieval", "MemorySpec", "Message", "Metric", "MetricSpec", "mode_for", "name_problem", "normalize_rows",
     "not_text", "ObservesResults", "ObservesRounds", "pareto_inverse_cdf", "ParseFailure", "Persona",

@@ -89,7 +89,10 @@ class Simulation:
     ``seat(world)``: changes the built world before the run starts (``run --play`` seats a person
     in an agent's policy); a run with a seat or a provider object of its own (a replay's, an
     estimate's) plays in this process whatever the backend. ``on_built(world)``: the runner's cue
-    that every input was read and checked (it describes the run's answers in the manifest)."""
+    that every input was read and checked (it describes the run's answers in the manifest).
+
+    ``live(event)``, for a display, hears ``phase`` (``text``: what is being built), ``llm_call``
+    (``round``, ``purpose``, a copy of the ``totals``, as each call lands) and ``round_start``."""
 
     def __init__(
         self,
@@ -103,6 +106,7 @@ class Simulation:
         on_built: Callable[[World], None] | None = None,
         backend: TurnsBackend | None = None,
         seat: Callable[[World], None] | None = None,
+        live: Callable[[dict[str, Any]], None] | None = None,
     ):
         self.scenario = scenario
         self.model = scenario.model
@@ -112,13 +116,14 @@ class Simulation:
         self.progress = progress
         self.on_built = on_built
         self.seat = seat
+        self.live = live
         if backend is not None and (llm_provider is not None or seat is not None):
             log.warning("engine.backend.local", backend=self.model.engine.backend,
                         reason="a replay, an estimate or --play runs in one process")
             backend = None
         self.backend = backend
-        # each LLM call fires townsquare_on_llm_call (when a plugin listens: pluggy's dispatch is skipped otherwise)
-        heard = [self._heard] if self.hook.townsquare_on_llm_call.get_hookimpls() else []
+        # each LLM call fires townsquare_on_llm_call when a plugin listens (else pluggy's dispatch is skipped) and tells live
+        heard = [self._heard] * bool(self.hook.townsquare_on_llm_call.get_hookimpls()) + [self._live_call] * (live is not None)
         self.world = World(scenario, run_dir, journal=LLMJournal(listeners=heard), llm_provider=llm_provider,
                            llm_middleware=llm_middleware)
         self.turns: Turns | None = None
@@ -126,6 +131,11 @@ class Simulation:
 
     def _heard(self, call: Any) -> None:
         self.hook.townsquare_on_llm_call(run=self.info, call=call)
+
+    def _live_call(self, call: Any) -> None:
+        self.live({"event": "llm_call", "round": self.world.journal.round, "purpose": call.purpose,
+                   "totals": dict(self.world.totals)})
+
 
     # ------------------------------------------------------------------ building
 
@@ -135,7 +145,8 @@ class Simulation:
         world = self.world
         connection = self.backend.connect(world) if self.backend is not None else None
         try:
-            await world.build(components=self.backend is None)
+            phase = (lambda text: self.live({"event": "phase", "text": text, "rounds": self.model.rounds})) if self.live else None
+            await world.build(components=self.backend is None, on_phase=phase)
         except BaseException:
             if connection is not None:
                 connection.close()
@@ -251,6 +262,8 @@ class Simulation:
         for _, intervention in world.interventions:
             if intervention.acts_at(r):
                 await intervention.intervene(self.seams, r)
+        if self.live is not None:
+            self.live({"event": "round_start", "round": r, "rounds": self.model.rounds})
         world.start_round(r)
         now = world.time_of(r)
         now_iso = now.isoformat()
@@ -341,7 +354,7 @@ class Simulation:
         if not result.ok:
             return
         if action.kind in ("post", "comment") and result.created_id:
-            totals["posts"] += 1
+            totals["comments" if action.kind == "comment" else "posts"] += 1
             reply_to = action.target_post if action.kind == "comment" else None
             store.buffer("posts", (result.created_id, action.agent_id, r, now, action.text, reply_to, result.remote_id))
         elif action.kind in ("follow", "unfollow"):

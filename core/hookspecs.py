@@ -223,6 +223,22 @@ def townsquare_register_llm_middleware() -> "list[LLMMiddlewareSpec]":
 
 
 @hookspec
+def townsquare_register_answer_priors() -> "list[townsquare.lib.answer_priors.AnswerPrior]":
+    """Declare what a model typically answers to the purposes a design asks: the share of a
+    decision's answers that act, a typical plan. ``townsquare estimate`` answers its dry run
+    so, and nothing else reads them (:class:`townsquare.lib.answer_priors.AnswerPrior`).
+
+    Fires once per estimate. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_answer_priors():
+            return [AnswerPrior("like", shares={"like": 0.3}, note="our choice")]
+    """
+
+
+@hookspec
 def townsquare_register_embedders() -> "list[EmbedderSpec]":
     """Register embedders, named in ``[embedder] name = ...``.
 

@@ -2,21 +2,16 @@
 
 The LLM layer's innermost link (:class:`~townsquare.llm.Accounting`) and the client's parse
 failures hand each :class:`~townsquare.llm.LLMCallRecord` to :meth:`LLMJournal.record`, which
+counts it in the running totals (a fallback answer is a warning), keeps its ``llm_calls`` row
+(unless not ``recording``: a resumed run's second build) and tells its ``listeners`` (the round
+loop's ``townsquare_on_llm_call``; an evaluation has none).
 
-* counts it in the world's running totals (:func:`count_llm_call`; a fallback answer is a
-  warning with the counts so far);
-* keeps its ``llm_calls`` row (unless the journal is not ``recording``: a resumed run builds
-  again without recording the calls its first build made);
-* tells its ``listeners`` (the round loop's ``townsquare_on_llm_call``; an evaluation has none).
-
-Rows are written in issue order, never in completion order: by agent (the agent's index; ids
-that are no agent's, a persona being enriched say, by id, each numbering its calls from 0), then
-by the call's issue number and part in the round (a request, its retries and its repair with it),
-then by arrival (:func:`kept_row`). Each answered row gets ``cached_prefix_tokens`` from the
-run's :class:`~townsquare.prompt_cache.PrefixIndex`, added to in that order; a failed attempt or
-a parse failure gets None and leaves the index as it was (a replay, which has no failed attempts,
-counts the same). The round loop takes a round's rows at its end (:meth:`take`); an evaluation,
-whose world never plays a round, writes what it kept when it is done (:meth:`write`).
+Rows are written in issue order, never in completion order: by agent, then by issue number and
+part in the round (a request, its retries and repair with it), then by arrival (:func:`kept_row`);
+an answered row's ``cached_prefix_tokens`` come from the :class:`~townsquare.prompt_cache.PrefixIndex`
+in that order (a failed attempt or a parse failure gets None, and a replay counts the same). The
+round loop takes a round's rows at its end (:meth:`take`); an evaluation, whose world never plays
+a round, writes what it kept when it is done (:meth:`write`).
 
 ``round`` is the journal's clock: the round each call is recorded in (-1 while a run is built),
 read by the accounting link and by the clients' issue numbers through :meth:`current_round`.
@@ -36,7 +31,7 @@ from .secrets import redact_text
 
 log = structlog.get_logger("townsquare.llm_journal")
 
-#: Totals the journal keeps about LLM calls (besides the world's rounds, actions, posts, active agents).
+#: Totals the journal keeps about LLM calls (besides the world's rounds, actions, posts, comments, active agents).
 LLM_TOTALS = ("llm_calls", "cached", "prompt_tokens", "completion_tokens", "cost", "llm_errors", "repairs",
               "parse_failures", *TOTAL_KEYS.values())
 
@@ -46,7 +41,7 @@ ROW = 7
 
 def new_totals() -> dict[str, float]:
     """A world's running totals before anything happened."""
-    return {"rounds": 0, "actions": 0, "posts": 0, "active": 0, **{key: 0 for key in LLM_TOTALS}}
+    return {"rounds": 0, "actions": 0, "posts": 0, "comments": 0, "active": 0, **{key: 0 for key in LLM_TOTALS}}
 
 
 def count_llm_call(totals: dict[str, float], call: Any) -> None:
@@ -155,14 +150,9 @@ class LLMJournal:
 
 
 def kept_row(call: LLMCallRecord, order: int, arrival: int) -> tuple:
-    """How the journal keeps an ``llm_calls`` row until it is written: one flat tuple (every kept
-    object is traversed by each young-generation collection until the round ends), its place
-    first, then the prompt's block keys and length, then the row (from :data:`ROW`).
-
-    The place: by agent (``order``), then in the order the agent's client issued the calls (a
-    call's retries and repair with it, in ``arrival`` order). Ids that are no agent's (``order``
-    -1: a persona being enriched, say) go by id: each numbers its calls from 0. Its five fields
-    are unique (``arrival``), so sorting kept rows compares places only, with no key function."""
+    """A kept ``llm_calls`` row: one flat tuple (each young collection walks every kept object), its
+    place first (agent ``order``, the id of a caller that is no agent, issue, part, ``arrival``:
+    unique, so sorting compares places only), then the prompt's block keys and length, the row."""
     issue = call.issue or (-1, 0)
     return (order, "" if order >= 0 else call.agent_id or "", issue[0], issue[1], arrival, call.prompt_blocks, call.prompt_chars,
             call.round, call.agent_id, call.purpose, call.provider, call.model, call.status, call.prompt_tokens,

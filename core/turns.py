@@ -8,17 +8,10 @@ takes the reflections the agents recorded (:meth:`Turns.take_reflections`) and, 
 checkpoint, what the checkpoint gets of the agents (:meth:`Turns.checkpoint`). Changes to an
 agent from outside its turns (a branch's intervention) go through :meth:`Turns.on_agent`.
 
-Two implementations ship: the agents of this process (:class:`townsquare.agent_host.AgentHost`,
-``[engine] backend = "local"``) and Ray actors (the built-in plugin ``scaleout``, ``backend =
-"ray"``). Another backend is a plugin: ``townsquare_engine_backend(name)`` returns a
-:class:`TurnsBackend`, which the loop asks to :meth:`~TurnsBackend.connect` before the world is
-built (the world then builds no agent components: the backend builds them where the turns run)
-and to :meth:`~TurnsBackend.start` the run's turns once it is built. Everything either needs is
-in :mod:`townsquare.api`: the :class:`~townsquare.world.World` (``World(...).build(held=...)``
-builds a part of a run in a worker; ``world.agent_host(agents)`` holds its agents;
-``world.start_round`` and ``world.take_in_calls``), :func:`~townsquare.agent_host.restore_agent`,
-:func:`~townsquare.agent_host.stop_reason` and :func:`~townsquare.process_usage.process_usage`.
-The same scenario and seed must give the same event log on every backend.
+The agents of this process (:class:`townsquare.agent_host.AgentHost`, ``backend = "local"``)
+and Ray actors (``scaleout``, ``backend = "ray"``) implement it; another backend is a plugin whose
+``townsquare_engine_backend(name)`` returns a :class:`TurnsBackend`, written against
+:mod:`townsquare.api` alone (docs/plugins.md). Every backend gives the local event log.
 """
 
 from __future__ import annotations

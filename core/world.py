@@ -7,16 +7,12 @@ Whatever opens a scenario's agents opens a world: the round loop plays one
 builds the part of one whose agents it holds (``build(held=...)``). A world plays nothing by
 itself and fires no hook: its calls go to its :class:`~townsquare.llm_journal.LLMJournal`, whose
 listeners the opener chooses (the round loop's ``townsquare_on_llm_call``; an evaluation none).
-
-``build`` assembles everything the scenario names (:func:`townsquare.assembly.assemble`);
-``get_state``/``set_state`` are a checkpoint's content; ``aclose`` closes the store, the
-platform, the knowledge source, the embedder, every LLM link and the provider.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .agent_host import AgentHost
 from .assembly import agent_rows, assemble
@@ -38,10 +34,8 @@ class World:
 
     ``run_dir``: the folder (or its :class:`~townsquare.rundir.RunDir`); ``journal``: where its
     LLM calls go (default: a new :class:`LLMJournal`); ``llm_provider`` replaces the scenario's
-    provider (a replay's, an estimate's stand-in, whose fallbacks are recorded without a
-    warning); ``llm_middleware`` links go inside the configured ones; ``events``: whether it
-    keeps an event store (``events.sqlite`` in ``run_dir``: its ``agents``, actions and
-    ``llm_calls``)."""
+    (a replay's; an estimate's stand-in, whose fallbacks warn nobody); ``llm_middleware`` links go
+    inside the configured ones; ``events``: whether it keeps ``events.sqlite`` in ``run_dir``."""
 
     def __init__(self, scenario: ResolvedScenario, run_dir: RunDir | str, *, journal: LLMJournal | None = None,
                  llm_provider: Any = None, llm_middleware: list[Any] | None = None, events: bool = True):
@@ -74,16 +68,18 @@ class World:
 
     # ------------------------------------------------------------------ opening
 
-    async def build(self, *, components: bool = True, held: dict[int, Any] | None = None) -> None:
+    async def build(self, *, components: bool = True, held: dict[int, Any] | None = None,
+                    on_phase: Callable[[str], None] | None = None) -> None:
         """Assemble the scenario (:func:`townsquare.assembly.assemble`: ``components=False``
         builds the agents' personas but not their components, a worker's ``held`` only the
-        agents it is given). The ``agents`` table is filled when the world keeps events."""
+        agents it is given; ``on_phase(text)`` hears what is being built). The ``agents`` table is filled when the world keeps events."""
         self.rss_before_build = rss_bytes()
         if self.events:
             self.store = EventStore(self.run_dir.events_path)
         built = await assemble(self.scenario, str(self.run_dir.path), llm_provider=self.llm_provider,
                                llm_middleware=self.llm_middleware, on_llm_call=self.journal.record,
-                               current_round=self.journal.current_round, components=components, held=held)
+                               current_round=self.journal.current_round, components=components, held=held,
+                               on_phase=on_phase)
         self.services, self.platform, self.metrics, self.agents = built.services, built.services.platform, built.metrics, built.agents
         self.llm_middleware, self.interventions = built.llm_middleware, built.interventions
         self.provider, self.accounting = built.provider, built.accounting
@@ -107,11 +103,10 @@ class World:
     @classmethod
     async def open(cls, scenario: ResolvedScenario, folder: RunDir | str, *, state: dict[str, Any] | None = None, round: int = -1,
                    llm_provider: Any = None, llm_middleware: list[Any] | None = None, resume_command: str | None = None) -> "World":
-        """A world to question, never played: built in ``folder`` (its ``events.sqlite`` keeps
-        the calls' ``llm_calls`` rows, its response cache the answers), restored from a
-        checkpoint's ``state`` (its ``llm`` part left out: the cache there is the folder's own),
-        its clock at ``round``; a budget stop names ``resume_command``. Close it with
-        :meth:`aclose` after :meth:`write_calls`."""
+        """A world to question, never played: built in ``folder`` (its ``events.sqlite`` keeps the
+        calls' rows, its response cache the answers), set to ``state`` at ``round``
+        (:meth:`question_at`); a budget stop names ``resume_command``. :meth:`write_calls`, then
+        :meth:`aclose`."""
         world = cls(scenario, folder, llm_provider=llm_provider, llm_middleware=llm_middleware)
         try:
             await world.build()
@@ -123,8 +118,8 @@ class World:
         return world
 
     def question_at(self, round: int, state: dict[str, Any] | None = None) -> None:
-        """Set a world opened to be questioned to a checkpoint's ``state`` (None: as it is; its
-        ``llm`` part left out) with its clock at ``round``: the calls after are recorded there."""
+        """Set an opened world to a checkpoint's ``state`` (None: as it is; its ``llm`` part left
+        out) with its clock at ``round``, where the calls after are recorded."""
         if state is not None:
             self.set_state({key: value for key, value in state.items() if key != "llm"})
         self.journal.round = round

@@ -172,7 +172,8 @@ async def _ask(run: RunDir, journal: RunDir, scenario: Any, plugins: Any, saved:
     world = await World.open(scenario, journal, state=state, round=round)
     try:
         if world.services.llm is None:
-            raise UsageError(f"{run.path}: the run has no LLM to answer with (add an [llm] table, or --set llm.name=...)")
+            raise UsageError(f"{run.path}: the run has no LLM to answer with; interview a run made with one "
+                             "(townsquare run SCENARIO --llm PROVIDER[:MODEL])")
         _spent_so_far(run, journal, world)
         _restore_personas(run, world.agents)
         chosen = _choose(world.agents, wanted, population, all_agents)

@@ -9,7 +9,9 @@ catalogues (:mod:`.movielens`, :mod:`.items`), statistics over seeds (:mod:`.sta
 OpenAI-compatible endpoint's settings (:mod:`.endpoint`), retries' waits (:mod:`.backoff`), a
 run's cacheable prompt share (:mod:`.cache_share`), memory and follow-graph exports
 (:mod:`.memory_export`, :mod:`.follow_graph`), persona lists reused for larger populations
-(:mod:`.persona_pool`), the persona-post similarity rule (:mod:`.similarity_rule`) and
-structlog's set-up (:mod:`.logs`). :mod:`.validation` is a hook's contract rather than a helper:
+(:mod:`.persona_pool`), the persona-post similarity rule (:mod:`.similarity_rule`), a run's
+``llm_calls`` summed (:mod:`.llm_calls`), English function words (:mod:`.function_words`), the
+designs' typical answers for the estimate (:mod:`.answer_priors`) and structlog's set-up
+(:mod:`.logs`). :mod:`.validation` is a hook's contract rather than a helper:
 the records a ``townsquare validate`` dimension plugin measures and returns.
 """

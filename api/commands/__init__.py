@@ -30,9 +30,8 @@ hook (it loads the kernel's run machinery): ``townsquare --help`` stays fast.
 from __future__ import annotations
 
 from townsquare.cli.options import common_options, eval_group, llm_overrides
-from townsquare.commands.dry_run import (
-    DEFAULT_COMPLETION_TOKENS, ScenarioEstimate, StandInModel, cost_of, estimate_scenario, format_table, prices_of, schema_example,
-)
+from townsquare.commands.dry_run import DEFAULT_COMPLETION_TOKENS, StandInModel, cost_of, format_table, prices_of, schema_example
+from townsquare.commands.typical_answers import DRY_RUN_DISABLED, ScenarioEstimate, TypicalModel, answer_priors, estimate_scenario
 from townsquare.commands.eval_llm import (
     DryRun, EvalLLMs, EvalSimulation, cached_answers, calls_line, check_spec, clear_earlier_answers, command_line, completion_cap,
     model_identity, settings_scenario, spec_overrides, without_middleware,
@@ -52,9 +51,10 @@ from townsquare.world import close_each
 
 __all__ = [
     "eval_group", "cell_text", "table_lines", "write_tables",
-    "DEFAULT_COMPLETION_TOKENS", "DryRun", "EvalLLMs", "EvalSimulation", "ScenarioEstimate", "StandInModel", "cached_answers",
-    "calls_line", "check_spec", "clear_earlier_answers", "command_line", "completion_cap", "cost_of", "estimate_scenario",
-    "format_table", "model_identity", "prices_of", "schema_example", "settings_scenario", "spec_overrides", "without_middleware",
+    "DEFAULT_COMPLETION_TOKENS", "DRY_RUN_DISABLED", "DryRun", "EvalLLMs", "EvalSimulation", "ScenarioEstimate", "StandInModel",
+    "TypicalModel", "answer_priors", "cached_answers", "calls_line", "check_spec", "clear_earlier_answers", "command_line",
+    "completion_cap", "cost_of", "estimate_scenario", "format_table", "model_identity", "prices_of", "schema_example",
+    "settings_scenario", "spec_overrides", "without_middleware",
     "Accounting", "EventStore", "interview", "Plugins", "ResolvedScenario", "RunDir", "close_each", "common_options", "compose",
     "llm_overrides", "load_plugins", "load_run", "load_scenario", "locked", "make_plugin_manager", "open_run", "parse_plugin_options",
     "rerun", "resolve_scenario", "start_run", "validate_scenario",
