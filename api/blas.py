@@ -28,6 +28,7 @@ def _controller() -> Any:
 
 @contextlib.contextmanager
 def one_blas_thread() -> Iterator[None]:
-    """numpy's BLAS on one thread for the duration, then as it was."""
+    """numpy's BLAS on one thread for the duration, then as it was (the BLAS libraries loaded
+    with numpy, found once at the first use; one that another package loads later is left alone)."""
     with _controller().limit(limits=1, user_api="blas"):
         yield
