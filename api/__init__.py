@@ -54,15 +54,19 @@ from .similarity_rule import SimilarityRule, SimilarityRuleConfig
 from .stats import Interval, TTest, holm, t_quantile, kendall_tau, mean_interval, paired_test, share_interval, spearman, two_stage_bootstrap
 from ..slots import SLOT_PROTOCOLS
 from .follow_graph import follow_edges
+from .function_words import FUNCTION_WORDS
+from .llm_calls import NOT_A_CALL, llm_by_purpose, llm_totals
 from ..specs import (
-    AGENT_SLOTS, ALL_SETTINGS, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec,
+    AGENT_SLOTS, ALL_SETTINGS, AnswerPrior, ComponentSpec, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec,
+    LLMProviderSpec, MemorySpec,
     MetricSpec, PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec, RecommenderSpec,
     ReflectorSpec, ValidationDimensionSpec, machinery_fields,
 )
 
 __all__ = [
-    "AGENT_SLOTS", "ALL_SETTINGS", "KEPT", "DATASET_MARKER", "DEFAULT_CACHED_PRICE_RATIO", "MEMORY_TIERS", "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
-    "AccountView", "Action", "Answer", "AnswerFormat", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
+    "AGENT_SLOTS", "ALL_SETTINGS", "KEPT", "DATASET_MARKER", "FUNCTION_WORDS", "NOT_A_CALL", "DEFAULT_CACHED_PRICE_RATIO", "MEMORY_TIERS",
+    "MODES", "SLOT_PROTOCOLS", "SOCIAL_ACTIONS", "WRITE_ACTIONS",
+    "AccountView", "Action", "Answer", "AnswerFormat", "AnswerPrior", "ActionResult", "Agent", "BuildContext", "Component", "ComponentError", "ComponentSpec",
     "DatasetMissing",
     "DuplicateCheck", "Embedder", "EmbedderSpec", "EndpointConfig", "EngagementLog", "EmbeddingCache", "Handler", "Item", "ItemInteractions", "LLMFatal", "LLMFault", "LimitsConfig",
     "Intervention", "InterventionSpec", "ItemRecommender", "KnowledgeItem", "KnowledgeSource",
@@ -77,7 +81,8 @@ __all__ = [
     "UsageError", "ValidationDimensionSpec", "active_probabilities", "agent_memory", "answers_in_db", "backoff_delay", "cache_line", "choose_modes",
     "classify", "current_issue", "cycle_personas", "data_home", "data_path",
     "dataset_folder", "fill_prompt", "follow_edges", "genres_of", "hookimpl", "hour_weight", "installed_dataset", "is_constrained", "json_encoder", "memory_rows", "limits_of",
-    "load_answers", "load_movielens_data", "machinery_fields", "load_prompts", "match_label", "match_prefix", "mode_for", "movielens_layout", "name_problem",
+    "llm_by_purpose", "llm_totals", "load_answers", "load_movielens_data", "machinery_fields", "load_prompts", "match_label", "match_prefix",
+    "mode_for", "movielens_layout", "name_problem",
     "normalize_rows", "not_text", "pareto_inverse_cdf", "parse_json_list", "provider_capabilities", "request_kind", "structured_modes",
     "platform_actions", "read_json_lines", "read_secret_file", "read_user_csv", "read_user_text", "redact_text", "resolve_secrets", "retrieval_of",
 ]

@@ -27,7 +27,10 @@ measured with). Usage::
     python benchmarks/groundedness.py [--rounds 4] [--initial 2] [--regular 4] [--seeds 1 2] [--variants smollm2 gemma ...] [--keep DIR]
 
 The README's numbers for the quickstart as it runs: ``--variants quickstart --initial 3
---regular 8 --rounds 12 --seeds 1 2``.
+--regular 8 --rounds 12 --seeds 1 2``. ``--runs DIR ...`` summarises finished quickstart runs
+instead (likes, comments and the share that copy their post, the plans' browsing windows)::
+
+    python benchmarks/groundedness.py --runs runs/quickstart
 """
 
 from __future__ import annotations
@@ -90,6 +93,31 @@ def last_metrics(run_dir: Path) -> dict[str, Any]:
     return values
 
 
+def social_life(run_dir: Path) -> dict[str, Any]:
+    """What a reader of the run sees of its social life: likes (accepted), comments and the share
+    that copy their post (``groundedness``'s ``comments.copying``), and the browsing windows of
+    the plans the model wrote (``start-end`` as written; ``starts``: their distinct start times)."""
+    import gzip
+    import json
+
+    with sqlite3.connect(run_dir / "events.sqlite") as db:
+        likes = db.execute("SELECT COUNT(*) FROM actions WHERE kind = 'like' AND ok = 1").fetchone()[0]
+        comments = db.execute("SELECT COUNT(*) FROM posts WHERE reply_to IS NOT NULL").fetchone()[0]
+        copying = db.execute("SELECT value FROM metrics WHERE name = 'groundedness.comments.copying' ORDER BY round DESC LIMIT 1").fetchone()
+    windows = []
+    checkpoints = sorted((run_dir / "checkpoints").glob("round-*.json.gz"))
+    if checkpoints:
+        state = json.loads(gzip.decompress(checkpoints[-1].read_bytes()))
+        for entry in state.get("agents", {}).values():
+            planner = entry.get("components", {}).get("planner") or {}
+            plan = planner.get("plan")
+            if plan and planner.get("source") in ("llm", "llm_repaired"):
+                start, end = plan["browse"]["start"], plan["browse"]["end"]
+                windows.append(f"{start // 60:02d}:{start % 60:02d}-{end // 60:02d}:{end % 60:02d}")
+    return {"likes": likes, "comments": comments, "copying": None if copying is None else copying[0], "windows": sorted(windows),
+            "starts": len({w.split("-")[0] for w in windows})}
+
+
 def plan_sources(run_dir: Path) -> dict[str, int]:
     """How many agents' plans came from the model, after a repair, or from the fallback (the last checkpoint)."""
     import gzip
@@ -139,8 +167,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--keep", type=Path, default=None, help="keep the run directories here")
+    parser.add_argument("--runs", type=Path, nargs="+", default=None,
+                        help="summarise these finished quickstart runs (the README's runs/quickstart) instead of running")
     args = parser.parse_args(argv)
     from townsquare.api import logs
+
+    if args.runs:
+        print("| run | likes | comments | copying their post | plans from the model: browsing windows | distinct starts |")
+        print("|---|---|---|---|---|---|")
+        for run in args.runs:
+            life = social_life(run)
+            print(f"| {run} | {life['likes']} | {life['comments']} | {fmt(life['copying'], '.0%')} | {', '.join(life['windows'])} | "
+                  f"{life['starts']} |")
+        return
 
     logs.configure(json_lines=False, level="warning")
 

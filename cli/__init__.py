@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, Iterable
 
 import click
 import structlog
@@ -61,10 +61,19 @@ def _early_options(argv: list[str]) -> dict[str, Any]:
             found["debug"] = True
         elif arg == "--log-json":
             found["log_json"] = True
+    found["plugins"] += test_model_plugins(models, found["plugins"])
+    return found
+
+
+def test_model_plugins(models: Iterable[str | None], plugins: Iterable[str] = ()) -> list[str]:
+    """The testing kit's plugins for the test models named in ``models`` (``--llm`` /
+    ``--judge`` values, :data:`TEST_MODEL_PLUGINS`) that ``plugins`` does not name yet."""
+    found: list[str] = []
+    named = tuple(plugins)
     for model in models:
-        module = TEST_MODEL_PLUGINS.get(model.partition(":")[0].strip())
-        if module is not None and module not in found["plugins"]:
-            found["plugins"].append(module)
+        module = TEST_MODEL_PLUGINS.get((model or "").partition(":")[0].strip())
+        if module is not None and module not in (*named, *found):
+            found.append(module)
     return found
 
 

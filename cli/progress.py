@@ -16,7 +16,15 @@ round it plays and after every round). :class:`RunProgress` shows them in one of
   :mod:`townsquare.notebook` chooses it).
 
 Rates and the ETA count only the rounds played since this process started (a resumed or
-branched run does not credit the rounds it inherited).
+branched run does not credit the rounds it inherited). The ETA reads ``unsure`` until two
+rounds have been played: it is then the mean time of the rounds after the first one played
+(which carries one-off work: plans, a model's first answers) times the rounds left.
+
+Between round ends the engine's ``live(event)`` callback (:meth:`RunProgress.live`, the events of
+:mod:`townsquare.progress`) keeps the display current from the first second: while the run is
+built the bar (a ``run.phase`` line in ``json`` mode, the cell's line in a notebook) says what is
+being built (loading the model, a population's personas), and every LLM call updates the bar's
+counts as it lands, round 0's included. ``plain`` lines stay one per round.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from typing import Any, Callable, TextIO
 from townsquare.llm_modes import OUTCOMES, TOTAL_KEYS
 
 MODES = ("bar", "plain", "json", "quiet", "notebook")
+#: what the ETA reads before two rounds have been played
+UNSURE = "unsure"
 
 
 def progress_mode(*, quiet: bool = False, log_json: bool = False, stream: TextIO | None = None) -> str:
@@ -54,11 +64,12 @@ class Snapshot:
     """The numbers one progress update shows, derived from the engine's totals."""
 
     def __init__(self, round: int, rounds: int, totals: dict[str, float], elapsed: float | None, done: int,
-                 calls: float):
+                 calls: float, per_round: float | None = None):
         self.round, self.rounds, self.totals = round, rounds, totals
         self.elapsed = elapsed  # seconds since the first update of this process
         self.done = done  # rounds played since then
         self.calls = calls  # LLM calls since then
+        self.per_round = per_round  # seconds a round takes, from the rounds after the first played (None: unsure)
 
     @property
     def tokens(self) -> int:
@@ -70,22 +81,23 @@ class Snapshot:
 
     @property
     def eta_s(self) -> float | None:
+        """Seconds left (None: unsure, too few rounds played to tell)."""
         left = self.rounds - self.round - 1
         if left <= 0:
             return 0.0
-        return self.elapsed / self.done * left if self.elapsed is not None and self.done else None
+        return None if self.per_round is None else self.per_round * left
 
     def fields(self) -> dict[str, Any]:
         """Every number, in the order the plain line prints them."""
         t = self.totals
         return {
-            "eta": _duration(self.eta_s), "elapsed": _duration(self.elapsed),
+            "eta": _duration(self.eta_s) or UNSURE, "elapsed": _duration(self.elapsed),
             "llm_calls": int(t.get("llm_calls", 0)),
             "calls_per_s": None if self.calls_per_s is None else round(self.calls_per_s, 2),
             "tokens": self.tokens, "cost": round(float(t.get("cost", 0.0)), 6),
             "parse_failures": int(t.get("parse_failures", 0)), "llm_errors": int(t.get("llm_errors", 0)),
             "repairs": int(t.get("repairs", 0)), "cached": int(t.get("cached", 0)),
-            "actions": int(t.get("actions", 0)), "posts": int(t.get("posts", 0)),
+            "actions": int(t.get("actions", 0)), "posts": int(t.get("posts", 0)), "comments": int(t.get("comments", 0)),
             **{key: int(t.get(key, 0)) for key in TOTAL_KEYS.values()},
         }
 
@@ -111,6 +123,7 @@ class Snapshot:
                 f" · parse failures {int(t.get('parse_failures', 0)):,}"
                 f" · retries {errors + repairs:,} ({errors:,} errors, {repairs:,} repairs)"
                 f" · actions {int(t.get('actions', 0)):,} · posts {int(t.get('posts', 0)):,}"
+                f" · comments {int(t.get('comments', 0)):,}"
                 f" · answers {answer_counts(t)}")
 
 
@@ -131,7 +144,9 @@ class RunProgress:
         self.mode, self.label, self.console, self.stream, self.clock = mode, label, console, stream, clock
         self.rounds = 0
         self._start: tuple[float, float, int] | None = None  # (time, llm calls, round) at the first update
+        self._ends: list[float] = []  # when each round played by this process ended
         self._bar: Any = None
+        self._playing: int | None = None  # the round being played (a ``round_start`` event)
         self.last: Snapshot | None = None
 
     def __enter__(self) -> "RunProgress":
@@ -155,15 +170,55 @@ class RunProgress:
             # the first update: the run's starting point (-1 for a new run, the checkpoint's
             # round for a resume); a callback that skips it starts from its first round instead
             self._start = (now, float(totals.get("llm_calls", 0)), round)
-        t0, calls0, round0 = self._start
-        done = round - round0
-        snap = Snapshot(round, self.rounds, totals, now - t0 if done else None, done, totals.get("llm_calls", 0) - calls0)
+        elif round > self._start[2]:
+            self._ends.append(now)
+        snap = self.snapshot(round, totals, now)
         self.last = snap
         if self._bar is not None:
             self._bar.show(snap, now)
-        elif done > 0:  # a line per round played, none for the starting point
+        elif snap.done > 0:  # a line per round played, none for the starting point
             line = snap.json() if self.mode == "json" else snap.plain()
             _write(self.stream, line)
+
+    @property
+    def shown(self) -> str | None:
+        """The bar's stats line as it reads now (None: no bar)."""
+        return None if self._bar is None else self._bar.stats
+
+    def snapshot(self, round: int, totals: dict[str, float], now: float) -> Snapshot:
+        """The numbers to show after ``round`` (the last done) with ``totals``."""
+        t0, calls0, round0 = self._start if self._start is not None else (now, 0.0, round)
+        done = round - round0
+        # the rounds after the first one played: the first carries one-off work (plans, a model's first answers)
+        per_round = (self._ends[-1] - self._ends[0]) / (len(self._ends) - 1) if len(self._ends) >= 2 else None
+        return Snapshot(round, self.rounds, totals, now - t0 if done else None, done, totals.get("llm_calls", 0) - calls0,
+                        per_round)
+
+    def live(self, event: dict[str, Any]) -> None:
+        """The engine's ``live`` callback (:mod:`townsquare.progress`): build phases, every LLM
+        call and each round's start, shown as they happen."""
+        if self.mode == "quiet":
+            return
+        kind = event.get("event")
+        if kind == "phase":
+            if self.mode == "bar":
+                if self._bar is None:
+                    self.rounds = int(event.get("rounds") or self.rounds)
+                    self._bar = _Bar(self.console, self.label, self.rounds, self.clock)
+                self._bar.note(f"building: {event['text']}", refresh=True)
+            elif self.mode == "json":
+                _write(self.stream, json.dumps({"event": "run.phase", "level": "info",
+                                                "timestamp": datetime.now(timezone.utc).isoformat(), "text": event["text"]}))
+            elif self.mode == "notebook":  # the cell's one line; plain lines stay one per round
+                _write(self.stream, f"building: {event['text']}")
+        elif kind == "round_start":
+            self._playing = int(event["round"])
+        elif kind == "llm_call" and self._bar is not None:
+            now = self.clock()
+            done = self.last.round if self.last is not None else -1
+            snap = self.snapshot(done, event["totals"], now)
+            playing = f"round {self._playing + 1} playing · " if self._playing is not None else "building · "
+            self._bar.note(playing + snap.stats())
 
     def close(self) -> None:
         if self._bar is not None:
@@ -187,7 +242,7 @@ class _Bar:
             def render(self, task: Any) -> Text:
                 eta, at = task.fields.get("eta"), task.fields.get("at")
                 left = None if eta is None else max(0.0, eta - (clock() - at))
-                return Text(f"ETA {_duration(left) or '-:--:--'}", style="progress.remaining")
+                return Text(f"ETA {_duration(left) or UNSURE}", style="progress.remaining")
 
         class TwoLines(Progress):
             def get_renderables(self):
@@ -198,11 +253,19 @@ class _Bar:
         self.progress = TwoLines(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), Eta(), console=console or Console(stderr=True),
                                  redirect_stdout=True, redirect_stderr=True)
-        self.task = self.progress.add_task(label, total=rounds, eta=None, at=0.0, stats="waiting for the first round")
+        #: the stats line as it reads now
+        self.stats = "waiting for the first round"
+        self.task = self.progress.add_task(label, total=rounds, eta=None, at=0.0, stats=self.stats)
         self.progress.start()
 
     def show(self, snap: Snapshot, now: float) -> None:
-        self.progress.update(self.task, completed=snap.round + 1, eta=snap.eta_s, at=now, stats=snap.stats(), refresh=True)
+        self.stats = snap.stats()
+        self.progress.update(self.task, completed=snap.round + 1, eta=snap.eta_s, at=now, stats=self.stats, refresh=True)
+
+    def note(self, stats: str, refresh: bool = False) -> None:
+        """Replace the stats line between rounds (drawn now with ``refresh``, else at rich's own pace)."""
+        self.stats = stats
+        self.progress.update(self.task, stats=stats, refresh=refresh)
 
     def stop(self) -> None:
         self.progress.stop()

@@ -206,8 +206,9 @@ class RememberObservation:
 
 def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, *, overrides: Iterable[str] = (),
                plugin_options: Iterable[str] = (), interventions: Iterable[BranchChange] = (), progress: Any = None,
-               on_ready: Any = None, label: str | None = None) -> tuple[RunDir, RunSummary]:
-    """Branch ``parent_path`` at round ``at`` into ``out`` (default ``runs/<name>-branch-r<at>``)."""
+               on_ready: Any = None, label: str | None = None, live: Any = None) -> tuple[RunDir, RunSummary]:
+    """Branch ``parent_path`` at round ``at`` into ``out`` (default ``runs/<name>-branch-r<at>``);
+    ``progress``, ``on_ready`` and ``live`` as :func:`townsquare.runner.start_run` takes them."""
     overrides, plugin_options, interventions = list(overrides), list(plugin_options), list(interventions)
     parent = RunDir.open(parent_path)
     manifest = parent.read_manifest()
@@ -253,7 +254,7 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
             if state is not None:  # naming the parent's components: those the branch changed start fresh
                 run_dir.write_checkpoint(at - 1, {**state, "slot_table": manifest.get("slot_table", [])}, keep=0)
             _copy_cache(parent, run_dir)
-        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, {}, resume=True)
+        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, {"live": live} if live else {}, resume=True)
 
 
 def _branch_scenario(parent: RunDir, manifest: dict[str, Any], overrides: list[str], plugin_options: list[str]):
@@ -390,6 +391,7 @@ def townsquare_register_commands(cli: click.Group) -> None:
         for label, sets, target in variants:
             with RunLines(quiet, label or "rounds") as progress:
                 path, summary = branch_run(run_dir, at, target, overrides=sets, plugin_options=plugin_options,
-                                           interventions=changes, progress=progress.update, on_ready=progress.announce, label=label)
+                                           interventions=changes, progress=progress.update, on_ready=progress.announce, label=label,
+                                           live=progress.live)
             report_run(path.path, summary)
             click.echo(str(path.path))

@@ -155,14 +155,14 @@ def townsquare_register_commands(cli: click.Group) -> None:
     @cli.command("compare")
     @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
     @click.option("--metric", "metrics", multiple=True, metavar="NAME", help="Only these metrics (default: all).")
-    @click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True,
-                  help="Folder for compare.csv and compare.png.")
+    @click.option("--out", type=click.Path(file_okay=False), default=None,
+                  help="Folder for compare.csv and compare.png (default: LAST_RUN/compare, inside the last run given).")
     @common_options
-    def compare(run_dirs: tuple[str, ...], metrics: tuple[str, ...], out: str, **_: Any) -> None:
+    def compare(run_dirs: tuple[str, ...], metrics: tuple[str, ...], out: str | None, **_: Any) -> None:
         """Metric means after the branch point, side by side, with deltas against the first run."""
         comparison = compare_runs(run_dirs, metrics)
         click.echo(format_table(comparison))
-        folder = Path(out)
+        folder = Path(out) if out is not None else Path(run_dirs[-1]) / "compare"
         folder.mkdir(parents=True, exist_ok=True)
         click.echo(f"table: {write_csv(comparison, folder / 'compare.csv')}", err=True)
         click.echo(f"plot: {plot(comparison, folder / 'compare.png')}", err=True)

@@ -21,18 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import tempfile
 from collections import defaultdict
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from townsquare.llm import LLMRequest, LLMResponse
 
 #: completion tokens expected per call, by kind of request, unless told per purpose
 DEFAULT_COMPLETION_TOKENS = {"labels": 2, "json": 60, "text": 80}
-#: the middleware plugins a dry run leaves out (no cache, no budget stop, no waits)
-DRY_RUN_DISABLED = ("llm_cache", "llm_budget", "llm_retry", "llm_concurrency")
 
 
 class StandInModel:
@@ -76,9 +71,13 @@ class StandInModel:
             row[1] += prompt_tokens
             row[2] += completion
         scripted = self.script(request) if self.script is not None else None
-        if scripted is not None:
-            text = scripted
-        elif request.labels:
+        text = scripted if scripted is not None else self.answer_text(request, prompt, completion)
+        return LLMResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion, model=self.model, provider=self.name)
+
+    def answer_text(self, request: LLMRequest, prompt: str, completion: int) -> str:
+        """The answer to ``request`` (``prompt``: its messages' text; ``completion``: the tokens
+        expected): a subclass answers otherwise (:class:`townsquare.commands.typical_answers.TypicalModel`)."""
+        if request.labels:
             digest = int.from_bytes(hashlib.blake2b(prompt.encode(), digest_size=8).digest(), "big")
             text = request.labels[digest % len(request.labels)]
         elif request.json_schema is not None:  # its strings share the completion expected, so later prompts are sized right
@@ -86,7 +85,7 @@ class StandInModel:
             text = json.dumps(schema_example(request.json_schema, string_chars=completion * 4 // max(1, strings)))
         else:  # as long as the answer expected (~4 characters a token), so prompts that quote it are sized right
             text = ("abc " * completion).strip() or "abc"
-        return LLMResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion, model=self.model, provider=self.name)
+        return text
 
 
 def schema_example(schema: dict[str, Any], string_chars: int = 1) -> Any:
@@ -153,41 +152,3 @@ def format_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[s
     lines = ["  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
-
-
-@dataclass
-class ScenarioEstimate:
-    """What a scenario's dry run asked (``model.rows``: purpose -> calls, prompt and completion
-    tokens), the scenario as resolved, and what ``read`` took from its event store."""
-
-    model: StandInModel
-    scenario: Any
-    read: Any = None
-
-    def totals(self) -> tuple[int, int, int]:
-        """(calls, prompt tokens, completion tokens) over every purpose."""
-        rows = list(self.model.rows.values())
-        return sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)
-
-    def prices(self) -> tuple[float, float] | None:
-        llm = self.scenario.llm
-        return prices_of(llm.config) if llm is not None else None
-
-
-def estimate_scenario(scenario: str | Path, *, overrides: Sequence[str] = (), seed: int | None = None, plugin_options: Sequence[str] = (),
-            completion_tokens: dict[str, int] | None = None, read: Callable[[Path], Any] | None = None) -> ScenarioEstimate:
-    """Play ``scenario`` (with ``overrides`` and ``seed``) on a :class:`StandInModel` without the
-    LLM middleware, in a scratch folder; ``read(events_path)`` is called on its event store
-    before the folder goes. What ``townsquare estimate`` and ``townsquare sweep --estimate`` price."""
-    from townsquare.plugin_manager import make_plugin_manager, parse_plugin_options
-    from townsquare.runner import start_run
-
-    enable, disable = parse_plugin_options(plugin_options)
-    plugins = make_plugin_manager(enable=enable, disable=[*disable, *DRY_RUN_DISABLED])
-    model = StandInModel(completion_tokens)
-    resolved: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="townsquare-estimate-") as tmp:
-        run, _ = start_run(scenario, overrides=list(overrides), seed=seed, out=Path(tmp) / "dry-run", plugins=plugins,
-                           on_ready=lambda s, _: resolved.update(scenario=s), llm_provider=model)
-        found = read(run.events_path) if read is not None else None
-    return ScenarioEstimate(model, resolved["scenario"], found)

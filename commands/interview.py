@@ -171,7 +171,8 @@ async def _ask(run: RunDir, journal: RunDir, scenario: Any, plugins: Any, saved:
     try:
         await simulation.build()
         if simulation.services.llm is None:
-            raise UsageError(f"{run.path}: the run has no LLM to answer with (add an [llm] table, or --set llm.name=...)")
+            raise UsageError(f"{run.path}: the run has no LLM to answer with; interview a run made with one "
+                             "(townsquare run SCENARIO --llm PROVIDER[:MODEL])")
         round = -1
         if saved is not None:
             round, state = saved

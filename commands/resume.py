@@ -29,5 +29,5 @@ def townsquare_register_commands(cli: click.Group) -> None:
 
         with RunLines(quiet) as progress:
             path, summary = resume_run(run_dir, overrides=[*backend_overrides(backend, ray_address), *overrides], progress=progress.update,
-                                       on_ready=progress.announce, accept_changed_inputs=accept_changed_inputs)
+                                       on_ready=progress.announce, accept_changed_inputs=accept_changed_inputs, live=progress.live)
         report_run(path.path, summary)

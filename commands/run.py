@@ -34,7 +34,8 @@ def townsquare_register_commands(cli: click.Group) -> None:
         with RunLines(quiet or play is not None) as progress:
             run_dir, summary = start_run(
                 scenario, overrides=[*llm_overrides(llm_spec), *backend_overrides(backend, ray_address), *overrides], seed=seed, out=out,
-                plugin_options=plugin_options, plugins=loaded_plugins(), progress=progress.update, on_ready=progress.announce, **played,
+                plugin_options=plugin_options, plugins=loaded_plugins(), progress=progress.update, on_ready=progress.announce, live=progress.live,
+                **played,
             )
         report_run(run_dir.path, summary)
 

@@ -439,7 +439,8 @@ def estimate_lines(scenario: str, points: Sequence[Point], seeds: Sequence[int],
                    plugin_options: Sequence[str]) -> list[str]:
     """Calls, tokens and cost of the sweep: a dry run per distinct point (its first seed; the
     oracle's dispositions change no count: a stand-in answers), times the seeds."""
-    from townsquare.commands.dry_run import cost_of, estimate_scenario, format_table
+    from townsquare.commands.dry_run import cost_of, format_table
+    from townsquare.commands.typical_answers import estimate_scenario
 
     rows, done = [], {}
     for point in points:

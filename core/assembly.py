@@ -9,6 +9,7 @@ loop (:mod:`townsquare.engine`) plays the result; it builds nothing itself.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 from dataclasses import dataclass, field
@@ -61,6 +62,7 @@ async def assemble(
     current_round: Callable[[], int],
     components: bool = True,
     held: dict[int, Persona] | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> Assembly:
     """Build everything ``scenario`` names. ``llm_provider`` replaces the scenario's provider
     (replay, estimate); ``llm_middleware`` links go inside the configured ones; ``on_llm_call``
@@ -76,11 +78,13 @@ async def assemble(
       agents, with components; no persona source runs and no account is registered (the
       platform's state comes from the driver).
 
-    The ``agents`` table's rows come from :func:`agent_rows`.
+    The ``agents`` table's rows come from :func:`agent_rows`. ``on_phase(text)`` hears what is
+    being built (a display's progress: loading the model, a population's personas and agents).
 
     ``built.partial`` says whether only some agents' components were built."""
     model = scenario.model
     seed = model.seed
+    phase = on_phase or (lambda text: None)
 
     def ctx(services: Services | None = None, **extra: Any) -> BuildContext:
         return BuildContext(services=services, seed=seed, base_dir=scenario.base_dir, scenario=model, **extra)
@@ -89,6 +93,10 @@ async def assemble(
     services = Services(platform=None, embedder=embedder, run_dir=run_path)  # type: ignore[arg-type]
     built = Assembly(services=services, metrics=[], agents=[], stages={}, llm_middleware=list(llm_middleware))
     services.llm = build_llm(scenario, ctx(services), built, llm_provider, on_llm_call, current_round)
+    load = getattr(built.provider, "load", None)
+    if callable(load) and on_phase is not None:  # a local model: load it now, said, not inside the first call
+        phase(f"loading the model ({built.provider.name}: {built.provider.model})")
+        await asyncio.to_thread(load)
     if scenario.knowledge:
         services.knowledge = scenario.knowledge.spec.factory(scenario.knowledge.config, ctx(services))
     services.recommender = scenario.recommender.spec.factory(scenario.recommender.config, ctx(services))
@@ -112,7 +120,10 @@ async def assemble(
         if held is not None:
             personas = [held.get(index + k) for k in range(cfg.count)]
         else:
+            phase(f"personas of population {cfg.name!r} ({cfg.count}, {pop.personas.spec.name})")
             personas = await load_personas(pop, p, ctx(services, population=cfg.name), seed)
+        if components:
+            phase(f"agents of population {cfg.name!r}")
         ids = population_ids(cfg)
         for k, persona in enumerate(personas):
             if persona is None:  # another shard's agent

@@ -37,7 +37,7 @@ import structlog
 from .actions import Action, ActionResult
 from .agent_host import AgentHost, stop_reason
 from .llm_modes import TOTAL_KEYS, answers_in_db, provider_capabilities
-from .progress import count_llm_call, new_totals
+from .progress import count_llm_call, llm_call_event, new_totals, phase_event
 from .assembly import Assembly, agent_rows, assemble, build_llm
 from .components import Agent
 from .errors import RunStopped
@@ -100,6 +100,7 @@ class Simulation:
         llm_provider: Any | None = None,
         on_built: Callable[[], None] | None = None,
         backend: Any = None,
+        live: Callable[[dict[str, Any]], None] | None = None,
     ):
         self.scenario = scenario
         self.model = scenario.model
@@ -110,6 +111,9 @@ class Simulation:
         self.llm_middleware = list(llm_middleware or [])
         self.llm_provider = llm_provider
         self.on_built = on_built  # the runner's cue: every input was read and checked
+        #: ``live(event)``: what happens as it happens, for a display (:mod:`townsquare.progress`:
+        #: build phases, every LLM call with the totals so far, each round's start)
+        self.live = live
         #: where the turns run when not in this process: a class with ``plays(simulation)`` (whether
         #: it takes this run's turns), ``connect(simulation)`` (before building) and ``async
         #: start(simulation, connection)`` (after; the runner passes
@@ -154,6 +158,7 @@ class Simulation:
             built = await assemble(
                 self.scenario, str(self.run_dir.path), llm_provider=self.llm_provider, llm_middleware=self.llm_middleware,
                 on_llm_call=self.record_llm_call, current_round=self._current_round, components=not remote,
+                on_phase=self.phase if self.live is not None else None,
             )
         except BaseException:
             if cluster is not None:
@@ -180,6 +185,11 @@ class Simulation:
                                                  *(i for _, i in self.interventions),
                                                  *self.llm_middleware, *(c for a in local_agents for c in a.components.values())])
 
+    def phase(self, text: str) -> None:
+        """Tell the display what the run is doing while it is built (``live``)."""
+        if self.live is not None:
+            self.live(phase_event(text, self.model.rounds))
+
     def build_llm(self, build_ctx: Any) -> Any:
         """The run's LLM client alone (provider, middleware, accounting), for commands that
         need no agents (``townsquare eval discrimination``); :meth:`aclose` closes it."""
@@ -196,6 +206,8 @@ class Simulation:
         fell back to its caller's default is a warning, with the run's counts so far, unless the
         provider is a stand-in (``stand_in = True``: a dry run's answers are no model's)."""
         count_llm_call(self.totals, call)
+        if self.live is not None:
+            self.live(llm_call_event(self.round, call.purpose, self.totals))
         if call.status == "parse_failure" and not getattr(self.llm_provider, "stand_in", False):
             answers = {outcome: int(self.totals.get(key, 0)) for outcome, key in TOTAL_KEYS.items()}
             log.warning("llm.fallback", purpose=call.purpose, agent=call.agent_id, mode=call.mode or "-", kind=call.kind,
@@ -444,6 +456,8 @@ class Simulation:
             if intervention.acts_at(r):
                 await intervention.intervene(self.seams, r)
         self.round = r
+        if self.live is not None:
+            self.live({"event": "round_start", "round": r, "rounds": self.model.rounds})
         self.streams.start_round(r)
         now_iso = self.now(r)
         now = self.model.clock.start + timedelta(minutes=r * self.model.clock.minutes_per_round)
@@ -556,7 +570,7 @@ class Simulation:
         if not result.ok:
             return
         if action.kind in ("post", "comment") and result.created_id:
-            self.totals["posts"] += 1
+            self.totals["comments" if action.kind == "comment" else "posts"] += 1
             reply_to = action.target_post if action.kind == "comment" else None
             self.store.buffer("posts", (result.created_id, action.agent_id, r, now, action.text, reply_to, result.remote_id))
         elif action.kind in ("follow", "unfollow"):

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .lifecycle import RunInfo, RunSummary
     from .llm import LLMCallRecord
     from .specs import (
-        EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec, MetricSpec,
+        AnswerPrior, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec, MetricSpec,
         PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec,
         RecommenderSpec, ReflectorSpec, ValidationDimensionSpec,
     )
@@ -218,6 +218,22 @@ def townsquare_register_llm_middleware() -> "list[LLMMiddlewareSpec]":
         @hookimpl
         def townsquare_register_llm_middleware():
             return [LLMMiddlewareSpec("retry", Retry, config_model=RetryConfig, order=30)]
+    """
+
+
+@hookspec
+def townsquare_register_answer_priors() -> "list[AnswerPrior]":
+    """Declare what a model typically answers to the purposes a design asks: the share of a
+    decision's answers that act, a typical plan. ``townsquare estimate`` answers its dry run
+    so, and nothing else reads them (:class:`townsquare.specs.AnswerPrior`).
+
+    Fires once per estimate. Collects from every plugin.
+
+    Example::
+
+        @hookimpl
+        def townsquare_register_answer_priors():
+            return [AnswerPrior("like", shares={"like": 0.3}, note="our choice")]
     """
 
 

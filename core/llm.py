@@ -70,7 +70,10 @@ class LLMRequest:
     (:mod:`townsquare.llm_modes`: ``logprob``, ``grammar``, ``json_schema``, ``guided_choice``,
     ``prompt``...), set by the client from the provider's capabilities; None for free text.
     ``purpose`` names the decision (``like``, ``post``, ``plan``...) and, with ``agent_id``, is
-    used for accounting only: :meth:`cache_key` leaves both out.
+    used for accounting only: :meth:`cache_key` leaves both out. ``avoid``: text the answer
+    should not copy (a comment answers the post it is under, it does not repeat it); a provider
+    that decodes itself lowers the probability of that text's words (the offline model), the
+    others leave it to the prompt.
     """
 
     messages: tuple[Message, ...]
@@ -82,14 +85,16 @@ class LLMRequest:
     purpose: str = "text"
     agent_id: str | None = None
     mode: str | None = None
+    avoid: str | None = None
 
     def cache_key(self, model: str) -> str:
         """A stable digest of the request content and the model that answers it: the SHA-256 of
         :meth:`key_payload`'s JSON. The part every request of one shape shares (the model, the
         labels or openings, the limits, the mode) is encoded and hashed once per shape
         (:func:`_key_frame`); a call adds its messages. A JSON request's schema, a dict that
-        could change between calls, is encoded each time."""
-        frame = None if self.json_schema is not None else _key_frame(
+        could change between calls, and a request with text to ``avoid`` (a post, different each
+        time) are encoded whole."""
+        frame = None if self.json_schema is not None or self.avoid is not None else _key_frame(
             model, self.labels or None, self.answer_prefixes or None, self.max_tokens, self.temperature, self.mode)
         if frame is not None:
             head, tail = frame
@@ -117,6 +122,8 @@ class LLMRequest:
         }
         if self.mode is not None:  # the constraint is part of the request: a replay asks for the same
             payload["mode"] = self.mode
+        if self.avoid is not None:  # so is the text the answer must not copy
+            payload["avoid"] = self.avoid
         return payload
 
 

@@ -106,6 +106,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.social_agent.planning.activity_plan",
     "townsquare.plugins.social_agent.memory.action_memory",
     "townsquare.plugins.social_agent.reflection.follow_reflection",
+    "townsquare.plugins.social_agent.zhou_answer_priors",
     # Park et al.'s generative agents: memory stream, retrieval, reflection, planning, social policy
     "townsquare.plugins.generative_agents.planning.day_plan",
     "townsquare.plugins.generative_agents.planning.agent_summary",
@@ -114,6 +115,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.generative_agents.memory.park_retrieval",
     "townsquare.plugins.generative_agents.reflection.park_reflection",
     "townsquare.plugins.generative_agents.policy.generative_agent",
+    "townsquare.plugins.generative_agents.park_answer_priors",
     # Smallville in text (Park et al. §5): the town platform, its seed files, the town policy, its metrics
     "townsquare.platforms.town",
     "townsquare.platforms.town.smallville",
@@ -133,6 +135,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "townsquare.plugins.recagent.memory.recagent_reflection",
     "townsquare.plugins.recagent.recagent_profiles",
     "townsquare.plugins.recagent.recagent_policy",
+    "townsquare.plugins.recagent.recagent_answer_priors",
     "townsquare.plugins.recagent.studies.cocoon_entropy",
     "townsquare.plugins.recagent.studies.soc_strategy",
     "townsquare.plugins.recagent.studies.conformity",

@@ -189,11 +189,21 @@ def read_scenario(path: str | Path) -> dict[str, Any]:
         raise ScenarioError(str(path), "", f"invalid TOML: {exc}") from None
 
 
+#: tables whose ``name`` picks a component and whose other keys are that component's settings:
+#: ``--set TABLE.name=OTHER`` drops the settings the file gave the old component
+NAMED_TABLES = ("recommender",)
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> dict[str, Any]:
     """Apply ``dotted.key=value`` overrides. Values are read as TOML (``5``, ``true``,
     ``"x"``, ``[1, 2]``); anything that is not valid TOML is taken as a string. A number in
-    the path indexes a list (``populations.0.count=5``)."""
+    the path indexes a list (``populations.0.count=5``).
+
+    Setting the ``name`` of a table whose other keys are its component's settings
+    (:data:`NAMED_TABLES`: ``--set recommender.name=random``) to another component drops the
+    keys the file gave the old one; keys set by earlier overrides stay."""
     data = copy.deepcopy(data)
+    overridden: set[str] = set()
     for override in overrides:
         key, sep, raw = override.partition("=")
         key = key.strip()
@@ -202,6 +212,11 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
         value = override_value(raw)
         node: Any = data
         parts = key.split(".")
+        if len(parts) == 2 and parts[0] in NAMED_TABLES and parts[1] == "name":
+            table = data.get(parts[0])
+            if isinstance(table, dict) and table.get("name") != value:
+                data[parts[0]] = {k: v for k, v in table.items() if f"{parts[0]}.{k}" in overridden}
+        overridden.add(key)
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
             if isinstance(node, list):

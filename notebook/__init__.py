@@ -69,13 +69,17 @@ def _start(scenario: str | Path | Mapping[str, Any], *, overrides: Mapping[str, 
     :class:`Run`. ``overrides``: ``{"rounds": 2, "llm.model": "gpt-4o-mini"}`` or ``["rounds=2"]``
     (``--set``); ``llm``: as ``--llm`` (``"openai:gpt-4o-mini"``); ``plugins``: ``-p`` options
     (``["no:reflection"]``); ``progress``: True (shown), False, or your ``callback(round, totals)``."""
+    from townsquare.cli import test_model_plugins
     from townsquare.cli.options import llm_overrides
     from townsquare.runner import start_run
 
     shown = _Progress(progress)
     sets = [*llm_overrides(llm), *_set_lines(overrides)]
-    return _played(shown, lambda: start_run(scenario, overrides=sets, seed=seed, out=out, plugin_options=_listed(plugins),
-                                            progress=shown.update, on_ready=shown.announce))
+    # llm="oracle" / "scripted" loads the testing kit's plugin for it, as --llm does on the command line
+    plugins = _listed(plugins)
+    options = [*plugins, *test_model_plugins([llm], plugins)]
+    return _played(shown, lambda: start_run(scenario, overrides=sets, seed=seed, out=out, plugin_options=options,
+                                            progress=shown.update, on_ready=shown.announce, live=shown.live))
 
 
 start, astart = _forms(_start)
@@ -96,6 +100,13 @@ class Run:
     @property
     def manifest(self) -> dict[str, Any]:
         return RunDir(self.path).read_manifest()
+
+    @property
+    def slots(self) -> str:
+        """The run's slot table as the command line prints it (which component fills each slot)."""
+        from townsquare.cli.run_output import format_slot_table
+
+        return format_slot_table(self.manifest.get("slot_table") or [])
 
     @property
     def status(self) -> str:
@@ -144,7 +155,8 @@ class Run:
         changes = parse_interventions([(kind, f"{a}={b}") for kind, a, b in pairs])
         shown = _Progress(progress)
         return _played(shown, lambda: branch_run(self.path, at, out, overrides=_set_lines(overrides), plugin_options=_listed(plugins),
-                                                 interventions=changes, progress=shown.update, on_ready=shown.announce, label=label))
+                                                 interventions=changes, progress=shown.update, on_ready=shown.announce, label=label,
+                                                 live=shown.live))
 
     def _resume(self, *, overrides: Mapping[str, Any] | Iterable[str] = (), progress: Any = True, accept_changed_inputs: bool = False):
         """Continue a stopped run from its newest checkpoint, as ``townsquare resume`` does."""
@@ -152,7 +164,8 @@ class Run:
 
         shown = _Progress(progress)
         return _played(shown, lambda: resume_run(self.path, overrides=_set_lines(overrides), progress=shown.update,
-                                                 on_ready=shown.announce, accept_changed_inputs=accept_changed_inputs))
+                                                 on_ready=shown.announce, accept_changed_inputs=accept_changed_inputs,
+                                                 live=shown.live))
 
     def _interview(self, question: str, agents: str | Iterable[str] | None = None, *, population: str | None = None,
                    round: int | None = None, memories: int = 8):
@@ -231,7 +244,12 @@ class _Progress(RunProgress):
         self._stopping = False
 
     def announce(self, scenario: Any, run_dir: RunDir) -> None:
-        if self.mode != "quiet":
+        if self.mode == "notebook":  # one line in a cell; the slot table is a property away
+            from townsquare.cli.run_output import llm_banner
+
+            llm = f" · {llm_banner(scenario)}" if scenario.llm is not None else " · no LLM"
+            print(f"run directory: {run_dir.path}{llm} · slot table: print(run.slots)", file=sys.stderr)
+        elif self.mode != "quiet":
             from townsquare.cli.run_output import run_banner
 
             print(run_banner(scenario, run_dir), file=sys.stderr)

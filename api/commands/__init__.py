@@ -29,9 +29,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from townsquare.cli.options import common_options, llm_overrides
-from townsquare.commands.dry_run import (
-    DEFAULT_COMPLETION_TOKENS, ScenarioEstimate, StandInModel, cost_of, estimate_scenario, format_table, prices_of, schema_example,
-)
+from townsquare.commands.dry_run import DEFAULT_COMPLETION_TOKENS, StandInModel, cost_of, format_table, prices_of, schema_example
+from townsquare.commands.typical_answers import DRY_RUN_DISABLED, ScenarioEstimate, TypicalModel, answer_priors, estimate_scenario
 from townsquare.engine import Simulation, close_each
 from townsquare.commands.eval_llm import (
     DryRun, EvalLLMs, EvalSimulation, cached_answers, calls_line, check_spec, clear_earlier_answers, command_line, completion_cap,
@@ -74,9 +73,10 @@ def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()
 
 __all__ = [
     "eval_group", "cell_text", "table_lines", "write_tables",
-    "DEFAULT_COMPLETION_TOKENS", "DryRun", "EvalLLMs", "EvalSimulation", "ScenarioEstimate", "StandInModel", "estimate_scenario", "cached_answers", "calls_line", "check_spec",
-    "clear_earlier_answers", "command_line", "completion_cap",
-    "cost_of", "format_table", "model_identity", "prices_of", "schema_example", "settings_scenario", "spec_overrides", "without_middleware",
+    "DEFAULT_COMPLETION_TOKENS", "DRY_RUN_DISABLED", "DryRun", "EvalLLMs", "EvalSimulation", "ScenarioEstimate", "StandInModel", "TypicalModel",
+    "answer_priors", "estimate_scenario", "cached_answers", "calls_line", "check_spec", "clear_earlier_answers", "command_line",
+    "completion_cap", "cost_of", "format_table", "model_identity", "prices_of", "schema_example", "settings_scenario", "spec_overrides",
+    "without_middleware",
     "Accounting", "EventStore", "interview", "Plugins", "ResolvedScenario", "RunDir", "Simulation", "close_each", "common_options", "compose",
     "llm_overrides", "load_plugins", "load_run", "load_scenario", "open_run", "rerun", "resolve_scenario", "start_run", "validate_scenario",
 ]

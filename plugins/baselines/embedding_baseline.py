@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 import structlog
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from townsquare.api import Action, PolicySpec, SimilarityRule, SimilarityRuleConfig, UsageError, hookimpl, read_user_text
 
@@ -65,6 +65,14 @@ class EmbeddingBaselineConfig(SimilarityRuleConfig):
     content_file: str | None = Field(None, description="one post per line; relative to the scenario's folder")
     batch: bool = Field(True, description="decide every active agent of a round in one numpy pass "
                                           "(townsquare.batch_turns); false: one turn per agent. Same event log either way")
+
+    @field_validator("thresholds")
+    @classmethod
+    def _fixed(cls, value: str) -> str:
+        if value != "fixed":
+            raise ValueError("the baseline decides by fixed thresholds (like_threshold, ...); calibrated thresholds "
+                             "are for the decisions a social agent routes to the rule (similarity_rule in [plugins.social_agent])")
+        return value
 
 
 @lru_cache(maxsize=8)

@@ -53,6 +53,24 @@ def reflections_view(memories: list[Memory], kinds: tuple[str, ...], empty: str)
     return tag("ul", join(items), class_="memories")
 
 
+def reflection_rows(rows: list[dict[str, Any]]) -> Raw:
+    """The agent's rows of the ``reflections`` table (every reflector records there), newest first."""
+    if not rows:
+        return tag("p", "no reflections recorded", class_="empty")
+    return table(("round", "by", "kind", "text", "rests on"),
+                 [(r["round"], r["source"], r["kind"], r["text"] or "(nothing came of it)", ", ".join(map(str, r["ids"][:8])))
+                  for r in rows[:MEMORIES_SHOWN]])
+
+
+def planner_view(state: Any, checkpoint: int | None) -> Raw:
+    """What the agent's planner kept in the newest checkpoint (its plan, however the design
+    writes it: Zhou's activity plan as the model answered it, Park's day plan...)."""
+    if not state:
+        return tag("p", "no plan in the checkpoint" if checkpoint is not None else "no checkpoint yet", class_="empty")
+    shown = {k: v for k, v in state.items() if v not in (None, "", [], {})}
+    return join([tag("p", f"The planner's state in the checkpoint after round {checkpoint}.", class_="note"), persona_view(shown)])
+
+
 def agent_page(reader: RunReader, agent_id: str) -> tuple[str, Raw] | None:
     agents = {a["id"]: a for a in reader.agents()}
     agent = agents.get(agent_id)
@@ -89,8 +107,10 @@ def agent_page(reader: RunReader, agent_id: str) -> tuple[str, Raw] | None:
         section("Persona", persona_view({"sentences": agent["persona"].get("sentences"), **(agent["persona"].get("fields") or {})}),
                 "persona"),
         section("Slots", table(("slot", "component", "plugin"), slots, empty="no slot table in the manifest"), "slots"),
-        section("Reflections", join([from_checkpoint, reflections_view(memories, REFLECTION_KINDS, "no reflections")]), "reflections"),
-        section("Plans", reflections_view(memories, PLAN_KINDS, "no plans"), "plans"),
+        section("Reflections", join([reflection_rows(reader.reflections(agent_id)), from_checkpoint,
+                                     reflections_view(memories, REFLECTION_KINDS, "no reflection records in memory")]), "reflections"),
+        section("Plans", join([planner_view(reader.planner_states().get(agent_id), checkpoint),
+                               reflections_view(memories, PLAN_KINDS, "no plan records in memory")]), "plans"),
         section("Memories", join([tag("p", f"The {min(len(others), MEMORIES_SHOWN)} newest of {len(others)} other records.", class_="note"),
                                   tag("ul", join(tag("li", _memory_line(m)) for m in others[:MEMORIES_SHOWN]), class_="memories")]),
                 "memories"),

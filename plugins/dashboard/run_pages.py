@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from .follower_graph import graph_svg
@@ -39,6 +40,32 @@ def metric_groups(values: dict[str, dict[int, float]]) -> dict[str, dict[str, di
     return dict(groups)
 
 
+#: series share a panel only when their largest values are within this factor of each other
+SCALE_FACTOR = 20.0
+
+
+def by_scale(series: dict[str, dict[int, float]]) -> list[dict[str, dict[int, float]]]:
+    """A metric's series split into panels of one scale each, so a rate (0-1) never shares its y
+    axis with a count (0-111), which would flatten it to a line at 0: shares and rates (every
+    value within [-1, 1]) apart from the rest, and within each, series whose largest values
+    differ by more than :data:`SCALE_FACTOR` apart."""
+    def top(values: dict[int, float]) -> float:
+        finite = [abs(v) for v in values.values() if math.isfinite(v)]
+        return max(finite, default=0.0)
+
+    panels: list[tuple[bool, float, dict[str, dict[int, float]]]] = []
+    for name, values in sorted(series.items(), key=lambda item: -top(item[1])):
+        rate, size = top(values) <= 1.0, top(values)
+        for is_rate, largest, members in panels:
+            if is_rate == rate and (size == 0 or largest / size <= SCALE_FACTOR):
+                members[name] = values
+                break
+        else:
+            panels.append((rate, size, {name: values}))
+    order = list(series)
+    return [dict(sorted(members.items(), key=lambda item: order.index(item[0]))) for _, _, members in panels]
+
+
 def metrics_page(reader: RunReader) -> tuple[str, Raw]:
     rounds = reader.rounds()
     charts = [line_chart(reader.actions_per_round(), "Accepted actions per round, by kind", "actions"),
@@ -49,7 +76,10 @@ def metrics_page(reader: RunReader) -> tuple[str, Raw]:
         # those less deep than its deepest (``party.heard`` beside ``party.heard.<agent>``)
         deepest = max((k.count(".") for k in series), default=0)
         summary = {k: v for k, v in series.items() if k.count(".") < deepest} or series
-        charts.append(line_chart(dict(list(summary.items())[:MAX_SERIES_PER_METRIC]), metric))
+        panels = by_scale(dict(list(summary.items())[:MAX_SERIES_PER_METRIC]))
+        for panel in panels:
+            title = metric if len(panels) == 1 else f"{metric}: {', '.join(panel)}"
+            charts.append(line_chart(panel, title))
     return "Metrics", join([tag("p", "Over rounds, as the run's metric plugins measured them (the metrics table).", class_="note"),
                             tag("div", join(charts), class_="charts")])
 
@@ -59,7 +89,6 @@ def llm_page(reader: RunReader, offset: int) -> tuple[str, Raw]:
     totals = summary["totals"]
     calls, total = reader.llm_calls(CALLS_PER_PAGE, offset)
     names = reader.names()
-    mean_latency = [r["mean_latency_ms"] for r in summary["purposes"] if r["mean_latency_ms"] is not None]
     purposes = [(r["purpose"], number(r["calls"]), number(r["ok"]), number(r["errors"]), number(r["parse_failures"]),
                  number(r["prompt_tokens"]), number(r["completion_tokens"]), number(r["mean_latency_ms"], 1), money(r["cost"]))
                 for r in summary["purposes"]]
@@ -71,7 +100,7 @@ def llm_page(reader: RunReader, offset: int) -> tuple[str, Raw]:
         cards([("calls", number(totals["calls"])), ("failed attempts", number(totals["errors"])),
                ("parse failures", number(totals["parse_failures"])), ("prompt tokens", number(totals["prompt_tokens"])),
                ("completion tokens", number(totals["completion_tokens"])), ("cost", money(totals["cost"])),
-               ("mean latency", f"{number(sum(mean_latency) / len(mean_latency), 1)} ms" if mean_latency else "–")]),
+               ("mean latency", f"{number(totals['mean_latency_ms'], 1)} ms" if totals["mean_latency_ms"] is not None else "–")]),
         tag("div", join([line_chart({"calls": per_round["calls"]}, "LLM calls per round (round -1: while the run was built)"),
                          line_chart({"tokens": per_round["tokens"]}, "Tokens per round (prompt + completion)"),
                          line_chart({"mean latency (ms)": per_round["latency"]}, "Mean latency per round", "ms")]), class_="charts"),

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from townsquare.api import follow_edges, memory_rows
+from townsquare.api import NOT_A_CALL, follow_edges, llm_by_purpose, llm_totals, memory_rows
 from townsquare.api.commands import open_run
 
 #: what the ``.lock`` file is called (townsquare.rundir): its text names the writing process
@@ -51,6 +51,7 @@ class RunReader:
         self.path = self.run.path
         self.run.read_manifest()  # a broken manifest is reported now, not on the first page
         self._memories: tuple[Any, dict[str, list[Memory]]] | None = None
+        self._planners: tuple[Any, dict[str, Any]] | None = None
         self._kinds: tuple[str, set[str]] | None = None
         self._lock = threading.Lock()
 
@@ -188,6 +189,34 @@ class RunReader:
             self._memories = (key, dict(found))
         return dict(found)
 
+    def planner_states(self) -> dict[str, Any]:
+        """agent -> the state its ``planner`` slot kept in the newest checkpoint (what the plan
+        the agent made says: Zhou's activity plan, Park's day plan...)."""
+        checkpoints = self.run.checkpoints()
+        key = checkpoints[-1] if checkpoints else None
+        with self._lock:
+            if self._planners is not None and self._planners[0] == key:
+                return self._planners[1]
+        found: dict[str, Any] = {}
+        checkpoint = self.run.latest_checkpoint() if key is not None else None
+        for agent, saved in (checkpoint[1].get("agents", {}) if checkpoint else {}).items():
+            state = (saved.get("components") or {}).get("planner")
+            if state:
+                found[agent] = state
+        with self._lock:
+            self._planners = (key, found)
+        return found
+
+    def reflections(self, agent_id: str) -> list[dict[str, Any]]:
+        """The agent's rows of the ``reflections`` table, newest first (every reflector and memory
+        design records there: Park's reflections, Zhou's follow reflection, RecAgent's insights)."""
+        with self.db() as db:
+            if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'reflections'").fetchone():
+                return []
+            rows = db.execute("SELECT round, source, kind, text, ids FROM reflections WHERE agent_id = ? ORDER BY seq DESC",
+                              (agent_id,)).fetchall()
+        return [dict(zip(("round", "source", "kind", "text"), row[:-1]), ids=_json(row[-1], [])) for row in rows]
+
     def checkpoint_round(self) -> int | None:
         checkpoints = self.run.checkpoints()
         return checkpoints[-1][0] if checkpoints else None
@@ -267,25 +296,23 @@ class RunReader:
         return dict(out)
 
     def llm_summary(self) -> dict[str, Any]:
-        """Totals, per purpose and per round; ``parse_failure`` rows are unusable answers, not requests."""
+        """Totals, per purpose and per round, computed as the report computes them
+        (:func:`townsquare.api.llm_totals`, :func:`townsquare.api.llm_by_purpose`): ``parse_failure``
+        rows are unusable answers, not requests, and the mean latency is over every call."""
         with self.db() as db:
-            purposes = db.execute(
-                "SELECT COALESCE(purpose, '-'), COUNT(*), SUM(status = 'ok'), SUM(status = 'error'), SUM(status = 'parse_failure'), "
-                "SUM(prompt_tokens), SUM(completion_tokens), AVG(latency_ms), SUM(cost) FROM llm_calls "
-                "GROUP BY 1 ORDER BY 2 DESC").fetchall()
+            totals = llm_totals(db)
+            purposes = llm_by_purpose(db)
             per_round = db.execute(
                 "SELECT round, COUNT(*), SUM(COALESCE(prompt_tokens, 0) + COALESCE(completion_tokens, 0)), AVG(latency_ms) "
-                "FROM llm_calls WHERE status != 'parse_failure' GROUP BY round ORDER BY round").fetchall()
-        keys = ("purpose", "rows", "ok", "errors", "parse_failures", "prompt_tokens", "completion_tokens", "mean_latency_ms", "cost")
-        rows = [dict(zip(keys, row)) for row in purposes]
-        for row in rows:
-            row["calls"] = int(row["rows"]) - int(row["parse_failures"] or 0)
-        totals = {k: sum(int(r[k] or 0) for r in rows) for k in ("calls", "ok", "errors", "parse_failures", "prompt_tokens",
-                                                                 "completion_tokens")}
-        costs = [r["cost"] for r in rows if r["cost"] is not None]
-        totals["cost"] = sum(costs) if costs else None
+                "FROM llm_calls WHERE status NOT IN (%s) GROUP BY round ORDER BY round" % ",".join("?" * len(NOT_A_CALL)),
+                NOT_A_CALL).fetchall()
+        for row in purposes:
+            statuses = row["statuses"]
+            row.update(ok=statuses.get("ok", 0) + statuses.get("cached", 0), errors=statuses.get("error", 0),
+                       parse_failures=statuses.get("parse_failure", 0))
+        totals.update({key: sum(r[key] for r in purposes) for key in ("ok", "errors", "parse_failures")})
         zeros = dict.fromkeys((r["round"] for r in self.rounds()), 0.0)
-        return {"totals": totals, "purposes": rows,
+        return {"totals": totals, "purposes": purposes,
                 "per_round": {"calls": {**zeros, **{int(r): float(n) for r, n, _, _ in per_round}},
                               "tokens": {**zeros, **{int(r): float(t or 0) for r, _, t, _ in per_round}},
                               "latency": {int(r): float(lat) for r, _, _, lat in per_round if lat is not None}}}

@@ -9,11 +9,9 @@ recording's ``error`` rows are left out (failed attempts are not replayed), ``ok
 never made stops the replay with ``cache miss in replay: PURPOSE for AGENT``; a difference
 exits with status 1.
 
-``estimate SCENARIO`` forecasts LLM calls, tokens and cost before a run: it plays the scenario
-with a stand-in model that answers instantly and counts (:mod:`townsquare.commands.dry_run`: prompt
-tokens ~ characters / 4, completion tokens as expected per purpose) and prints a table per
-purpose, then one per simulated day (the day of each call's round). The counts follow the
-stand-in's answers, not a real model's, and the output says so.
+``estimate SCENARIO`` forecasts LLM calls, tokens and cost before a run
+(:mod:`.run_estimate`): it plays the scenario on a stand-in that answers as the designs declare
+a typical model does, and prints calls and tokens per purpose with a range, then per simulated day.
 """
 
 from __future__ import annotations
@@ -23,7 +21,9 @@ from typing import Any
 
 import click
 
-from townsquare.api import cache_line, hookimpl
+from townsquare.api import hookimpl
+
+from .run_estimate import DISPOSITION_WORDS, DISPOSITIONS, forecast_run
 
 #: the tables a replay must reproduce row for row
 SAME_TABLES = ("agents", "posts", "actions", "follows", "reflections", "metrics")
@@ -64,35 +64,6 @@ def _as_replayed(columns: list[str], rows: list[tuple]) -> list[tuple]:
     return out
 
 
-def calls_per_day(events_path: Path) -> dict[str, tuple[int, int, int]]:
-    """Simulated day (``2023-02-13``) -> (calls, prompt tokens, completion tokens) of a run's
-    answered LLM calls, by the day of each call's round (repairs left out, as the stand-in model
-    leaves them out of its counts)."""
-    import sqlite3
-
-    db = sqlite3.connect(events_path)
-    try:
-        rows = db.execute("SELECT substr(r.sim_time, 1, 10), COUNT(*), SUM(c.prompt_tokens), SUM(c.completion_tokens) "
-                          "FROM llm_calls c JOIN rounds r ON r.round = c.round WHERE c.status IN ('ok', 'cached') AND c.purpose NOT LIKE '%.repair' "
-                          "GROUP BY 1 ORDER BY 1").fetchall()
-    finally:
-        db.close()
-    return {day: (int(n), int(pt or 0), int(ct or 0)) for day, n, pt, ct in rows}
-
-
-def cached_prefix(events_path: Path) -> tuple[int, int]:
-    """(prompt tokens, cached prefix tokens) of a run's answered LLM calls (``llm_calls.cached_prefix_tokens``)."""
-    import sqlite3
-
-    db = sqlite3.connect(events_path)
-    try:
-        prompt, cached = db.execute("SELECT SUM(prompt_tokens), SUM(cached_prefix_tokens) FROM llm_calls "
-                                    "WHERE status IN ('ok', 'cached')").fetchone()
-    finally:
-        db.close()
-    return int(prompt or 0), int(cached or 0)
-
-
 @hookimpl
 def townsquare_register_commands(cli):
     from townsquare.api.commands import common_options
@@ -127,11 +98,14 @@ def townsquare_register_commands(cli):
     @click.option("--seed", type=int, default=None, help="Override the scenario's seed.")
     @click.option("--completion-tokens", "completion", multiple=True, metavar="PURPOSE=TOKENS",
                   help="Expected completion tokens per call of PURPOSE (default: decisions 2, JSON 60, text 80).")
+    @click.option("--range/--no-range", "with_range", default=True, show_default=True,
+                  help="Also play the run with a model that acts half as much and half again as much (three dry runs).")
     @common_options
-    def estimate(scenario: str, overrides: tuple[str, ...], seed: int | None, completion: tuple[str, ...], plugin_options, **_: Any) -> None:
-        """Forecast LLM calls, tokens and cost of SCENARIO with a dry run on a stand-in model."""
+    def estimate(scenario: str, overrides: tuple[str, ...], seed: int | None, completion: tuple[str, ...], with_range: bool,
+                 plugin_options, **_: Any) -> None:
+        """Forecast LLM calls, tokens and cost of SCENARIO with dry runs on a stand-in that answers as a typical model."""
         from townsquare.api import UsageError
-        from townsquare.api.commands import DEFAULT_COMPLETION_TOKENS, cost_of, estimate_scenario, format_table
+        from townsquare.api.commands import DRY_RUN_DISABLED, load_plugins
 
         expected = {}
         for item in completion:
@@ -139,34 +113,9 @@ def townsquare_register_commands(cli):
             if not sep or not tokens.strip().isdigit():
                 raise UsageError(f"--completion-tokens {item}: expected PURPOSE=TOKENS, e.g. post=80")
             expected[purpose.strip()] = int(tokens)
-        estimate = estimate_scenario(scenario, overrides=overrides, seed=seed, plugin_options=plugin_options, completion_tokens=expected,
-                                     read=lambda events: (calls_per_day(events), cached_prefix(events)))
-        model, (days, (prompt_tokens, cached_tokens)) = estimate.model, estimate.read
-        llm = estimate.scenario.llm
-        prices = estimate.prices()
-        priced = prices is not None
-
-        def cost(pt: int, ct: int) -> float | None:
-            return cost_of(pt, ct, prices)
-
-        rows = [(p, c, pt, ct, cost(pt, ct)) for p, (c, pt, ct) in sorted(model.rows.items())]
-        totals = [sum(r[i] for r in rows) for i in (1, 2, 3)]
-        rows.append(("total", *totals, cost(totals[1], totals[2])))
-        model_rounds = estimate.scenario.model.rounds
-        click.echo(f"ESTIMATE for {scenario} ({model_rounds} rounds): a dry run with a stand-in model, not a language model; "
-                   "a real model's answers change what agents do next, and so the counts.")
-        for line in format_table(("purpose", "calls", "prompt tokens", "completion tokens", "cost"), rows):
+        plugins = load_plugins(plugin_options, disable=DRY_RUN_DISABLED)
+        forecast = forecast_run(scenario, plugins, overrides=overrides, seed=seed, completion_tokens=expected,
+                                dispositions=DISPOSITIONS if with_range else (1.0,),
+                                on_dry_run=lambda d: click.echo(f"dry run: a model that acts {DISPOSITION_WORDS[d]}...", err=True))
+        for line in forecast.lines(scenario):
             click.echo(line)
-        if len(days) > 1:
-            click.echo("per simulated day:")
-            day_rows = [(day, c, pt, ct, cost(pt, ct)) for day, (c, pt, ct) in days.items()]
-            for line in format_table(("day", "calls", "prompt tokens", "completion tokens", "cost"), day_rows):
-                click.echo(line)
-        click.echo("prompt tokens ~ characters / 4; completion tokens as expected per call "
-                   f"(decisions {DEFAULT_COMPLETION_TOKENS['labels']}, JSON {DEFAULT_COMPLETION_TOKENS['json']}, "
-                   f"text {DEFAULT_COMPLETION_TOKENS['text']}; --completion-tokens PURPOSE=N); retries and repairs of malformed answers not included.")
-        if priced:
-            click.echo(f"prices: {prices[0]} / {prices[1]} per 1k prompt / completion tokens, from the scenario's [llm] table.")
-        else:
-            click.echo("no price table: set llm.price_prompt_per_1k and llm.price_completion_per_1k for a cost.")
-        click.echo(cache_line(prompt_tokens, cached_tokens, llm.config if llm else None))

@@ -69,6 +69,7 @@ import json
 import math
 import os
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -79,7 +80,7 @@ from typing import Any, ClassVar, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from townsquare.api import LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl
+from townsquare.api import FUNCTION_WORDS, LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl
 
 from .base_model_prompts import (
     TEXT_STOP, FittedPrompt, clean_text, fit_prompt, label_continuations, label_probabilities, pick_label, request_kind,
@@ -136,6 +137,8 @@ class LocalLLMConfig(BaseModel):
     top_p: float = Field(0.95, gt=0, le=1)
     min_p: float = Field(0.05, ge=0, lt=1)
     repeat_penalty: float = Field(1.1, ge=1, description="small base models loop without it")
+    avoid_penalty: float = Field(4.0, ge=0, description="logits taken from the tokens of the words a request's `avoid` text "
+                                 "holds (a comment's post: the model answers it rather than copying it; 0: off)")
 
     @model_validator(mode="after")
     def _known_model(self) -> "LocalLLMConfig":
@@ -323,6 +326,11 @@ class LocalLLM:
 
     # -- model -----------------------------------------------------------------------------
 
+    def load(self) -> None:
+        """Load the model now (a run's display says so while it loads) rather than inside the first call."""
+        with self._lock:
+            self._load()
+
     def _load(self) -> Any:
         if self._llama is None:
             start = time.perf_counter()
@@ -474,6 +482,7 @@ class LocalLLM:
             prompt.tokens, max_tokens=max_tokens, temperature=request.temperature, top_k=self.config.top_k,
             top_p=self.config.top_p, min_p=self.config.min_p, repeat_penalty=self.config.repeat_penalty,
             stop=None if grammar is not None else list(CHAT_TEXT_STOP if self.chat else TEXT_STOP), seed=seed, grammar=grammar,
+            logit_bias=self._avoid_bias(llama, request.avoid),
         )
         choice, usage = out["choices"][0], out["usage"]
         return LLMResponse(
@@ -482,6 +491,27 @@ class LocalLLM:
             meta={"finish_reason": choice.get("finish_reason"),
                   **({"mode": "grammar" if grammar is not None else "prompt"} if request.json_schema is not None else {})},
         )
+
+    def _avoid_bias(self, llama: Any, avoid: str | None) -> dict[int, float] | None:
+        """Minus ``avoid_penalty`` on the tokens that start each content word of ``avoid`` (three
+        letters or more, not one of :data:`townsquare.api.FUNCTION_WORDS`), as the model would
+        write it inside a sentence or at its start, capitalised or not: the answer can take up
+        the text's topic in words of its own but hardly its sentences
+        (:mod:`townsquare.plugins.report.comment_copying` measures copying: 13 of 20 SmolLM2
+        comments copied their post with the post last in the prompt, 3 of 20 with it first and
+        the post's own tokens at minus 4, 1 of 20 with every spelling of its words)."""
+        if not avoid or not self.config.avoid_penalty:
+            return None
+        words = {w for w in re.findall(r"[A-Za-z]{3,}", avoid) if w.lower() not in FUNCTION_WORDS}
+        bias = {}
+        for word in words:
+            for spelling in {word, word.lower(), word.capitalize()}:
+                for text in (spelling, " " + spelling):
+                    first = llama.tokenize(text.encode(), add_bos=False, special=False)[:1]
+                    piece = llama.detokenize(first).decode("utf-8", "replace").strip() if first else ""
+                    if len(piece) >= 3:  # a word's own token, not a letter or two every word may start with
+                        bias[first[0]] = -self.config.avoid_penalty
+        return bias or None
 
     def _grammar(self, schema: dict[str, Any]) -> Any:
         key = json.dumps(schema, sort_keys=True)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from townsquare.api import UsageError, cache_line, memory_rows
+from townsquare.api import UsageError, cache_line, llm_by_purpose, llm_totals, memory_rows
 
 from . import figures, html, similarity, tables
 from .activity import gini
@@ -32,6 +32,7 @@ from .health_section import health_section
 from .memory_section import memory_section
 from .personagym_section import personagym_section
 from .recsys_section import recsys_section
+from .sample_section import sample_section
 from .some_section import some_section
 from .studies_section import studies_section
 from .town_section import town_section
@@ -93,6 +94,7 @@ SECTIONS: list[tuple[str, str, Callable[[Report], str | None]]] = [
     ("town", "Town", lambda r: town_section(r.run.db, r.axis, r.run.manifest)),
     ("recsys", "Recommender system", lambda r: recsys_section(r.run.db, r.axis)),
     ("studies", "Information cocoon and conformity", lambda r: studies_section(r.run.db, r.run.path, r.run.manifest)),
+    ("sample", "Posts and comments", lambda r: sample_section(r.run.db, r.agents)),
     ("text", "Text diversity", lambda r: text_section(r.posts, r.comments, r.diversity)),
     ("similarity", "Persona similarity", lambda r: similarity_section(r.sim, r.sim_problem)),
     ("groundedness", "Groundedness", lambda r: groundedness_section(r.run.db)),
@@ -129,7 +131,7 @@ def render(run: tables.Run, *, with_similarity: bool = True, plugin_options: Seq
             notes.append(f"persona similarity {sim_problem}")
     report = Report(run=run, agents=agents, rounds=rounds, axis=axis, posts=posts, comments=comments,
                     diversity={"posts": distinct_percent(posts), "comments": distinct_percent(comments)},
-                    followers=tables.follower_counts(db, [a.agent_id for a in agents]), llm=tables.llm_totals(db),
+                    followers=tables.follower_counts(db, [a.agent_id for a in agents]), llm=llm_totals(db),
                     sim=sim, sim_problem=sim_problem, plugin_options=plugin_options, plugins=plugins)
     sections = [(anchor, title, body) for anchor, title, build in SECTIONS if (body := build(report)) is not None]
     status = str(m.get("status", "unknown"))
@@ -301,6 +303,8 @@ def groundedness_section(db) -> str:
         ("like rate", None if "likes.rate" not in values else round(values["likes.rate"], 3)),
         ("like rate per unit of persona–post cosine (slope)", None if "likes.slope" not in values else round(values["likes.slope"], 3)),
         ("AUC of persona–post cosine for liked vs not liked", None if "likes.auc" not in values else round(values["likes.auc"], 3)),
+        ("comments measured", int(values.get("comments.count", 0))),
+        ("comments that copy their post", None if "comments.copying" not in values else f"{values['comments.copying']:.0%}"),
     ]
     body = html.table(("measure", "value"), rows)
     body += html.note(
@@ -324,7 +328,7 @@ def llm_section(db, llm: dict[str, Any], axis: TimeAxis, manifest: dict[str, Any
         ("mean latency (ms)", None if llm["mean_latency_ms"] is None else round(float(llm["mean_latency_ms"]), 1)),
     ]
     status_rows = [(s, n) for s, n in statuses.items()]
-    purposes = tables.llm_by_purpose(db)
+    purposes = llm_by_purpose(db)
     purpose_rows = [
         (p["purpose"], p["calls"], p["prompt_tokens"], p["completion_tokens"], _money(p["cost"]),
          None if p["mean_latency_ms"] is None else round(p["mean_latency_ms"], 1),

@@ -19,7 +19,11 @@ far (the value at the last round is the run's):
   agent's per-decision routing and the embedding baseline say so in each browse action's
   ``detail["decided_by"]``): for those, AUC 1 holds by construction.
 
-The issue that asked for these left the exact statistics open; these are the choices. The
+* **comments that copy their post** (``comments.copying``): the share of the run's comments
+  that repeat the post they answer, verbatim or reshuffled
+  (:func:`townsquare.plugins.report.comment_copying.copies`), out of ``comments.count``.
+
+The exact statistics are our choices. The
 denominator follows Zhou et al. Table 1's "not like" (shown and not liked), so a post the policy
 stopped asking about once its plan's quota was used counts as not liked. The AUC is computed
 from a histogram of similarities (``AUC_BINS`` bins on [-1, 1], ties within a bin count half),
@@ -36,6 +40,8 @@ from typing import Any
 import numpy as np
 
 from townsquare.api import MetricSpec, RoundView, hookimpl
+
+from .comment_copying import copies
 
 #: Histogram bins for the like AUC (width 0.005 in cosine).
 AUC_BINS = 400
@@ -140,7 +146,17 @@ class GroundednessMetric:
             rows, personas, weights = await self._persona_vectors(view.agents)
             await self._add_posts(view.actions, rows, personas, weights)
             await self._add_likes(view, rows, personas)
+        await self._add_comments(view)
         return self.values()
+
+    async def _add_comments(self, view: RoundView) -> None:
+        for action in view.actions:
+            if action["kind"] != "comment" or not action.get("ok", True) or not action.get("text") or not action.get("target_post"):
+                continue
+            post = await view.platform.get_post(action["target_post"])
+            if post is None or not post.text:
+                continue
+            self.comments += np.array([1, int(copies(action["text"], post.text))])
 
     async def _add_posts(self, actions: list[dict[str, Any]], rows: dict[str, int], personas: np.ndarray,
                          weights: np.ndarray) -> None:
@@ -209,11 +225,14 @@ class GroundednessMetric:
         area = histogram_auc(self.liked_hist, self.passed_hist)
         if area is not None:
             out["likes.auc"] = area
+        out["comments.count"] = float(self.comments[0])
+        if self.comments[0]:
+            out["comments.copying"] = float(self.comments[1] / self.comments[0])
         return out
 
     def get_state(self) -> dict[str, Any]:
         return {"posts": self.posts.tolist(), "likes": self.likes.tolist(), "routed": self.routed,
-                "liked_hist": self.liked_hist.tolist(), "passed_hist": self.passed_hist.tolist()}
+                "liked_hist": self.liked_hist.tolist(), "passed_hist": self.passed_hist.tolist(), "comments": self.comments.tolist()}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.posts = np.asarray(state.get("posts", [0.0] * 3), dtype=np.float64)
@@ -221,6 +240,7 @@ class GroundednessMetric:
         self.routed = int(state.get("routed", 0))
         self.liked_hist = np.asarray(state.get("liked_hist", [0] * AUC_BINS), dtype=np.int64)
         self.passed_hist = np.asarray(state.get("passed_hist", [0] * AUC_BINS), dtype=np.int64)
+        self.comments = np.asarray(state.get("comments", [0, 0]), dtype=np.int64)  # (comments, copying)
 
 
 def summary_line(metrics: dict[str, float]) -> str | None:
@@ -237,6 +257,8 @@ def summary_line(metrics: dict[str, float]) -> str | None:
         by = "" if share == 0 else (" (decided by the similarity rule)" if share == 1 else f" ({share:.0%} decided by the similarity rule)")
         parts.append(f"likes{by}: rate {metrics['likes.slope']:+.2f} per unit of persona-post cosine"
                      + (f", AUC {area:.2f} (0.5 = ignores the persona)" if area is not None else ""))
+    if metrics.get("comments.count"):
+        parts.append(f"comments: {metrics['comments.copying']:.0%} of {int(metrics['comments.count'])} copy the post they answer")
     if not parts:
         return None
     return "groundedness: " + "; ".join(parts)
@@ -275,4 +297,4 @@ def build_groundedness(config: None, ctx: Any) -> GroundednessMetric:
 @hookimpl
 def townsquare_register_metrics():
     return [MetricSpec("groundedness", build_groundedness, priority=100,
-                       description="persona margin of posts and persona slope/AUC of likes, with the run's embedder")]
+                       description="persona margin of posts, persona slope/AUC of likes and comments that copy their post")]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from townsquare.api import Persona, UsageError, follow_edges
+from townsquare.api import NOT_A_CALL, Persona, UsageError, follow_edges
 from townsquare.api.commands import open_run as open_run_dir
 
 #: Action kinds in the order the report lists them (the paper's order, then the rest).
@@ -172,10 +172,6 @@ def deciders(db: sqlite3.Connection) -> dict[tuple[str, str], int]:
 
 # --------------------------------------------------------------------------- LLM calls
 
-#: ``parse_failure`` rows record an unusable answer, not an extra request to the provider.
-NOT_A_CALL = ("parse_failure",)
-
-
 def llm_status_counts(db: sqlite3.Connection) -> dict[str, int]:
     return {s: int(n) for s, n in db.execute("SELECT status, COUNT(*) FROM llm_calls GROUP BY status ORDER BY status")}
 
@@ -189,37 +185,6 @@ def cached_prefix(db: sqlite3.Connection) -> tuple[int, int] | None:
         "SELECT SUM(prompt_tokens), SUM(cached_prefix_tokens), COUNT(cached_prefix_tokens) FROM llm_calls "
         "WHERE status IN ('ok', 'cached')").fetchone()
     return (int(prompt or 0), int(cached or 0)) if counted else None
-
-
-def llm_totals(db: sqlite3.Connection) -> dict[str, Any]:
-    calls, prompt, completion, cost, latency = db.execute(
-        "SELECT COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cost), AVG(latency_ms) FROM llm_calls "
-        "WHERE status NOT IN (%s)" % ",".join("?" * len(NOT_A_CALL)), NOT_A_CALL).fetchone()
-    return {"calls": int(calls), "prompt_tokens": int(prompt or 0), "completion_tokens": int(completion or 0),
-            "cost": cost, "mean_latency_ms": latency}
-
-
-def llm_by_purpose(db: sqlite3.Connection) -> list[dict[str, Any]]:
-    """Per purpose: calls, tokens, cost, mean latency and the status counts."""
-    rows = db.execute(
-        "SELECT COALESCE(purpose, '-'), status, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cost), "
-        "SUM(latency_ms) FROM llm_calls GROUP BY 1, 2").fetchall()
-    out: dict[str, dict[str, Any]] = {}
-    for purpose, status, n, prompt, completion, cost, latency in rows:
-        row = out.setdefault(purpose, {"purpose": purpose, "calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                                       "cost": None, "latency_ms": 0.0, "statuses": {}})
-        row["statuses"][status] = int(n)
-        if status in NOT_A_CALL:
-            continue
-        row["calls"] += int(n)
-        row["prompt_tokens"] += int(prompt or 0)
-        row["completion_tokens"] += int(completion or 0)
-        row["latency_ms"] += float(latency or 0.0)
-        if cost is not None:
-            row["cost"] = (row["cost"] or 0.0) + float(cost)
-    for row in out.values():
-        row["mean_latency_ms"] = row.pop("latency_ms") / row["calls"] if row["calls"] else None
-    return sorted(out.values(), key=lambda r: (-r["calls"], r["purpose"]))
 
 
 def llm_per_round(db: sqlite3.Connection) -> dict[str, dict[int, tuple[int, int]]]:

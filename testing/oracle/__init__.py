@@ -13,7 +13,7 @@ It is not a language model and never a default: a run gets it only with ``--llm 
 kit (``townsquare.testing.oracle``), not by the built-in plugins.
 
 Rules live in one module per design (:mod:`.generic`, :mod:`.park` for Park et al.,
-:mod:`.recagent` for Wang et al., ...); each exposes ``RULES``, a dict from a purpose (or a
+:mod:`.recagent` for Wang et al., :mod:`.social_agent` for Zhou et al.); each exposes ``RULES``, a dict from a purpose (or a
 purpose prefix ending in ``.``/``*``) to ``rule(view) -> answer``; the most specific match wins
 (see :mod:`.rules`). An answer is shaped to what the request demands (a label, JSON of the
 schema, an answer prefix) by :func:`.rules.shape`, so a rule says *what* it means, not how the
@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...llm import LLMRequest, LLMResponse
 from ...markers import hookimpl
+from ...prompt_cache import CHARS_PER_TOKEN
 from ...specs import LLMProviderSpec
 from .dispositions import Dispositions
 from .prompt_view import PromptView
@@ -44,6 +45,7 @@ RULE_MODULES: tuple[str, ...] = (
     "townsquare.testing.oracle.park",
     "townsquare.testing.oracle.recagent",
     "townsquare.testing.oracle.personagym",
+    "townsquare.testing.oracle.social_agent",
 )
 
 
@@ -102,9 +104,10 @@ class OracleLLM:
         if self.config.latency_ms:
             await asyncio.sleep(self.config.latency_ms / 1000)
         text = self.book.answer(PromptView.of(request, self.dispositions))
-        prompt_tokens = sum(len(m.content.split()) for m in request.messages)
+        # tokens as ``townsquare estimate`` counts them (characters / 4), so a forecast can be held against an oracle run
+        prompt_tokens = -(-sum(len(m.content) for m in request.messages) // CHARS_PER_TOKEN)
         structured = bool(request.labels or request.json_schema is not None or request.answer_prefixes)
-        return LLMResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()),
+        return LLMResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=-(-len(text) // CHARS_PER_TOKEN),
                            model=self.model, provider=self.name, meta={"mode": "rules"} if structured else {})
 
 

@@ -14,7 +14,8 @@ from typing import Any
 from .prompt_view import PromptView
 
 #: labels that mean "take no action", in the order preferred
-NO_ACTION = ("skip", "no", "ignore", "none", "no comment", "wait", "nothing", "false", "leave")
+NO_ACTION = ("skip", "no", "no operation", "do not follow", "do nothing", "ignore", "none", "no comment", "wait", "nothing",
+             "false", "leave")
 
 
 def pick_label(view: PromptView) -> str | None:

@@ -32,10 +32,11 @@ def test_plugins_json_lists_every_builtin_with_hooks_and_components():
         row = listed[canonical_name(module)]
         assert row["status"] == "loaded" and row["source"] == "builtin" and row["version"] == __version__
         # every built-in implements hooks; those that only add commands, offer an engine
-        # backend or resolve data: paths register no component
+        # backend, resolve data: paths or declare a design's typical answers register no component
         assert row["hooks"], row
         assert row["components"] or set(row["hooks"]) <= {"townsquare_register_commands", "townsquare_engine_backend",
-                                                            "townsquare_resolve_data_references"}, row
+                                                            "townsquare_resolve_data_references",
+                                                            "townsquare_register_answer_priors"}, row
     assert {"slot": "platform", "name": "in_memory", "priority": 100} in listed["in_memory"]["components"]
     assert "townsquare_register_platforms" in listed["in_memory"]["hooks"]
 

@@ -106,8 +106,10 @@ def test_plain_lines_count_calls_tokens_cost_failures_and_retries(scenario, make
     assert last["cost"] == f"${expected['cost']:.4f}" and expected["cost"] > 0
     for key in ("parse_failures", "llm_errors", "repairs", "actions", "posts"):
         assert int(last[key]) == expected[key], key
-    # rates and the ETA from the (fake) clock: ten seconds a round
-    assert fields(lines[0])["eta"] == "0:00:30" and last["eta"] == "0:00:00" and last["elapsed"] == "0:00:40"
+    # rates and the ETA from the (fake) clock: ten seconds a round; after one round the ETA is
+    # unsure, then it is the rounds after the first (ten seconds each) times the rounds left
+    assert fields(lines[0])["eta"] == "unsure" and fields(lines[1])["eta"] == "0:00:20"
+    assert last["eta"] == "0:00:00" and last["elapsed"] == "0:00:40"
     assert float(last["calls_per_s"]) == round(expected["llm_calls"] / 40, 2)
     # each line's counts never go down
     calls = [int(fields(line)["llm_calls"]) for line in lines]
@@ -158,10 +160,15 @@ def test_rich_bar_shows_every_field_and_logs_print_above_it():
         structlog.get_logger("test").warning("something.noted", detail="above the bar")
         progress.update(0, totals(llm_calls=40, prompt_tokens=9000, completion_tokens=3500, cost=0.0125, parse_failures=3,
                                   llm_errors=2, repairs=5, cached=4, actions=17, posts=6))
+        after_one = console.export_text(clear=False)
+        clock.now += 20.0
+        progress.update(1, totals(llm_calls=80, prompt_tokens=9000, completion_tokens=3500, cost=0.0125, parse_failures=3,
+                                  llm_errors=2, repairs=5, cached=4, actions=17, posts=6))
+    assert re.search(r"rounds .*1/4 .*ETA unsure", after_one[after_one.rindex("rounds"):])
     text = console.export_text()
     final = text[text.rindex("rounds"):]
-    assert re.search(r"rounds .*1/4 .*ETA 0:01:00", final), final
-    assert "LLM 40 calls (2.0/s), 4 cached" in final and "12.5k tokens" in final and "$0.0125" in final
+    assert re.search(r"rounds .*2/4 .*ETA 0:00:40", final), final
+    assert "LLM 80 calls (2.0/s), 4 cached" in final and "12.5k tokens" in final and "$0.0125" in final
     assert "parse failures 3" in final and "retries 7 (2 errors, 5 repairs)" in final
     assert "actions 17" in final and "posts 6" in final
     assert text.index("something.noted") < text.rindex("rounds")
@@ -228,3 +235,61 @@ def test_ablate_progress_lines_and_bar():
     text = console.export_text()
     assert re.search(r"full .*1/2 runs", text) and re.search(r"no_kb .*1/1 runs  1 failed", text)
     assert "no_kb seed 1: failed (1): boom" in text
+
+
+def test_live_events_count_round_0s_calls_before_the_round_ends(scenario, make_plugins, tmp_path):
+    """The bar's LLM count is above 0 during round 0: every call is a ``llm_call`` event as it
+    lands, before the round's end update (the order of the events, not the clock)."""
+    events: list[tuple] = []
+    start_run(scenario, plugins=make_plugins(enable=[SCRIPTED]), out=tmp_path / "r", llm_provider=Flaky(),
+              progress=lambda r, t: events.append(("round_end", r, t["llm_calls"])),
+              live=lambda e: events.append((e["event"], e.get("round"), e.get("totals", {}).get("llm_calls"), e.get("text"))))
+    kinds = [e[0] for e in events]
+    assert kinds[0] == "phase" and any("personas of population" in (e[3] or "") for e in events if e[0] == "phase")
+    round0_start = kinds.index("round_start")
+    round0_end = next(i for i, e in enumerate(events) if e[:2] == ("round_end", 0))
+    assert events[round0_start][1] == 0 and round0_start < round0_end
+    during = [e for e in events[round0_start:round0_end] if e[0] == "llm_call"]
+    assert during and during[0][1] == 0 and during[0][2] > 0
+    assert [e[2] for e in during] == sorted(e[2] for e in during)  # counted as they land
+
+
+def test_bar_shows_build_phases_and_each_call_as_it_lands():
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=200, record=True, color_system=None)
+    with RunProgress("bar", console=console, clock=Clock()) as progress:
+        progress.live({"event": "phase", "text": "loading the model (local: m)", "rounds": 4})
+        assert "building: loading the model (local: m)" in console.export_text(clear=False)
+        progress.ready(4)  # the bar made for the build is kept
+        progress.update(-1, totals())
+        progress.live({"event": "round_start", "round": 0, "rounds": 4})
+        progress.live({"event": "llm_call", "round": 0, "purpose": "plan", "totals": totals(llm_calls=3, prompt_tokens=300)})
+    text = console.export_text()
+    assert "round 1 playing · LLM 3 calls" in text and "ETA unsure" in text
+
+
+def test_the_quickstarts_bar_counts_round_0s_calls_as_they_land(make_plugins, tmp_path):
+    """examples/quickstart.toml (on the oracle: the offline model is a benchmark's,
+    benchmarks/first_answer.py): the bar's count is above 0 before round 0 ends."""
+    from helpers import ROOT
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=300, record=True, color_system=None)
+    shown: list[str] = []
+    with RunProgress("bar", console=console, clock=Clock()) as progress:
+        def live(event):
+            progress.live(event)
+            if event["event"] == "llm_call":
+                shown.append(progress.shown)
+
+        def update(round, totals):
+            shown.append(f"round {round} done")
+            progress.update(round, totals)
+
+        start_run(ROOT / "examples" / "quickstart.toml", overrides=["rounds=1", "llm.name=oracle"], out=tmp_path / "q",
+                  plugins=make_plugins(enable=["townsquare.testing.oracle"]), progress=update, live=live,
+                  on_ready=lambda s, _: progress.ready(s.model.rounds))
+    during = shown[shown.index("round -1 done") + 1:shown.index("round 0 done")]
+    assert during and during[0].startswith("round 1 playing · LLM 1 calls")

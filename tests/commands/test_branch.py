@@ -150,6 +150,10 @@ def test_compare_prints_deltas_after_the_branch_point_and_plots(parent, tmp_path
     assert "from round 3" in out and "posts.count" in out and f"{posts_after[1] - posts_after[0]:+.4g}" in out
     assert (tmp_path / "cmp" / "compare.png").read_bytes()[:4] == b"\x89PNG"
     assert "posts.count" in (tmp_path / "cmp" / "compare.csv").read_text()
+    # without --out: inside the last run given, never the current folder
+    main(["compare", str(parent), str(run_dir.path)])
+    assert "posts.count" in (run_dir.path / "compare" / "compare.csv").read_text()
+    assert f"table: {run_dir.path / 'compare' / 'compare.csv'}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("design", ["social_agent", "generative_agents"])

@@ -117,6 +117,21 @@ def test_memory_injected_by_a_branch_is_recalled_in_an_interview_with_parks_stre
     assert answer.round == 3
 
 
+def test_a_run_without_an_llm_is_refused_with_an_option_that_exists(tmp_path):
+    """The hint names ``run --llm``, an option the CLI has (not one ``interview`` lacks)."""
+    from helpers import ROOT
+    from townsquare.runner import start_run
+
+    run_dir, _ = start_run(ROOT / "examples" / "baseline.toml", overrides=["rounds=1"], out=tmp_path / "base")
+    with pytest.raises(UsageError, match=r"has no LLM to answer with; interview a run made with one \(townsquare run SCENARIO --llm") as err:
+        interview(run_dir.path, "hi", agents=["users-0001"])
+    from townsquare.cli import build_cli
+    from townsquare.plugin_manager import make_plugin_manager
+
+    options = {opt for param in build_cli(make_plugin_manager()).commands["run"].params for opt in param.opts}
+    assert "--llm" in options and "--llm" in str(err.value)
+
+
 @pytest.fixture
 def fresh_run(tmp_path) -> Path:
     from helpers import scenario_text

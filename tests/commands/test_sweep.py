@@ -167,7 +167,7 @@ def test_morris_and_sobol_report_each_settings_influence(tmp_path, capsys, metho
 
 
 def test_estimate_prices_each_point_once_per_seed_and_runs_nothing(tmp_path, capsys):
-    from townsquare.commands.dry_run import estimate_scenario
+    from townsquare.commands.typical_answers import estimate_scenario
 
     scenario = tmp_path / "s.toml"
     scenario.write_text(scenario_text(rounds=2, count=3, policy="social_agent", llm=True))

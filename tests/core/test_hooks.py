@@ -352,3 +352,15 @@ def test_hook_townsquare_register_llm_middleware(make_plugins, write_scenario, r
     assert seen == ["outer", "inner"]
     rows = [r["component"] for r in run_dir.read_manifest()["slot_table"] if r["slot"] == "llm_middleware" and r["plugin"] == "chain"]
     assert rows == ["outer", "inner"]
+
+
+def test_hook_townsquare_register_answer_priors(make_plugins):
+    from townsquare.api import AnswerPrior
+    from townsquare.api.commands import answer_priors
+
+    plugin = types.SimpleNamespace(townsquare_register_answer_priors=hookimpl(
+        lambda: [AnswerPrior("x.decide", shares={"yes": 0.25}, note="a test")]))
+    plugin.plugin_name = "test_priors"
+    declared = {p.purpose: p for p in answer_priors(make_plugins(plugin))}
+    assert declared["x.decide"].shares == {"yes": 0.25}
+    assert "plan" in declared  # the built-in designs declare theirs through the same hook

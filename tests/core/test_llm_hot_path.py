@@ -4,7 +4,7 @@ The hot path keys a request by hashing its shape once (:func:`townsquare.llm._ke
 encodes JSON with kept C encoders (:func:`townsquare.state.json_encoder`), builds an answer's
 record positionally and hashes no prompt shorter than a cache block. Each is checked against
 the plain computation, and whole offline runs of the examples against digests of their tables
-made with the code before these shortcuts (main at 8ba5750): the event log, ``llm_calls``
+made with the code before these shortcuts (97d712e): the event log, ``llm_calls``
 (``latency_ms`` aside) and the response journal must be byte for byte what they were. A
 change that means to alter what runs write updates :data:`DIGESTS` (the failure prints the
 new ones).
@@ -27,33 +27,33 @@ from townsquare.prompt_cache import BLOCK_TOKENS, CHARS_PER_TOKEN, prompt_blocks
 from townsquare.state import json_encoder
 
 EXAMPLES = ROOT / "examples"
-#: sha256 of each table's rows (``latency_ms`` and ``wall_seconds`` left out), written by 8ba5750
-#: (main without these shortcuts; 7aa1f38 wrote the same for the runs main has not changed since)
+#: sha256 of each table's rows (``latency_ms`` and ``wall_seconds`` left out), written by 97d712e
+#: (the code without these shortcuts)
 DIGESTS = {
     "quickstart-scripted": {
-        "actions": "92d5fba5e776fa4b", "agents": "f2d7e7bf22853ac9", "follows": "4f53cda18c2baa0c", "llm_calls": "ef396605932c6a10",
-        "metrics": "b5625ba4ead20995", "posts": "4ca9cf45052fecca", "reflections": "4f53cda18c2baa0c", "rounds": "5f5ca22930754a9d",
-        "journal.meta": "4a24050f5617adbe", "journal.responses": "fc2ddb7a49c7352f",
+        "actions": "ef34c6beba68a42a", "agents": "f2d7e7bf22853ac9", "follows": "4f53cda18c2baa0c", "llm_calls": "664a82360900c61d",
+        "metrics": "aba2242f9c107245", "posts": "4ca9cf45052fecca", "reflections": "4f53cda18c2baa0c", "rounds": "9a872d1a407757e9",
+        "journal.meta": "4a24050f5617adbe", "journal.responses": "e7fa913485b65b6a",
     },
     "quickstart-oracle": {
-        "actions": "1c85edc6be30b216", "agents": "f2d7e7bf22853ac9", "follows": "4f53cda18c2baa0c", "llm_calls": "bde90d271b582e1a",
-        "metrics": "2dd9d2fe25455753", "posts": "669bd025f2adaa7e", "reflections": "4f53cda18c2baa0c", "rounds": "14514ab83e022a57",
-        "journal.meta": "3c33de929ac6dfca", "journal.responses": "1a6cc6dfad9e957b",
+        "actions": "e7cc22dd22a0858d", "agents": "f2d7e7bf22853ac9", "follows": "4f53cda18c2baa0c", "llm_calls": "42c6ba89a3b18755",
+        "metrics": "80cfb6d5b9073f7d", "posts": "0cdfc21ddf9b164b", "reflections": "4f53cda18c2baa0c", "rounds": "3c44deae2bb0b81b",
+        "journal.meta": "3c33de929ac6dfca", "journal.responses": "47dfeaae26cac6f7",
     },
     "conformity-oracle": {
-        "actions": "ba6022f471ad3cad", "agents": "0822bfcd68cd740a", "follows": "4f53cda18c2baa0c", "llm_calls": "bda4ed6a710d9562",
+        "actions": "ba6022f471ad3cad", "agents": "0822bfcd68cd740a", "follows": "4f53cda18c2baa0c", "llm_calls": "ef2b0ecae8a20be6",
         "metrics": "14517e07c15c8499", "posts": "4f53cda18c2baa0c", "reflections": "4f53cda18c2baa0c", "rounds": "c96129e06260e45d",
-        "journal.meta": "3c33de929ac6dfca", "journal.responses": "d13851d6154581b5",
+        "journal.meta": "3c33de929ac6dfca", "journal.responses": "920f38c4941d523a",
     },
     "generative_agents_social-oracle": {
-        "actions": "4c6839b5d44434b1", "agents": "a30000168657a09c", "follows": "4f53cda18c2baa0c", "llm_calls": "8da1b2bc0858d5af",
-        "metrics": "403264138ce7d502", "posts": "47b4658fc56f3766", "reflections": "4f53cda18c2baa0c", "rounds": "f7beb8b8ee9308fe",
-        "journal.meta": "3c33de929ac6dfca", "journal.responses": "29bb9aef32856ec4",
+        "actions": "4c6839b5d44434b1", "agents": "a30000168657a09c", "follows": "4f53cda18c2baa0c", "llm_calls": "b44377d1a49cdfed",
+        "metrics": "3d725fdfe6b1d91d", "posts": "47b4658fc56f3766", "reflections": "4f53cda18c2baa0c", "rounds": "f7beb8b8ee9308fe",
+        "journal.meta": "3c33de929ac6dfca", "journal.responses": "b653258df59e22e8",
     },
     "quickstart-openai": {
-        "actions": "c449f7cbdcb798a9", "agents": "f2d7e7bf22853ac9", "follows": "4f53cda18c2baa0c", "llm_calls": "50b7f14921263545",
-        "metrics": "66d77da755b90671", "posts": "11c11c51e403830e", "reflections": "4f53cda18c2baa0c", "rounds": "251a00a610d09e4a",
-        "journal.meta": "3a09b2c19d7be392", "journal.responses": "808b13998637e8ed",
+        "actions": "2405a9f5c6a38989", "agents": "f2d7e7bf22853ac9", "follows": "4f53cda18c2baa0c", "llm_calls": "31c21da8183e8c5f",
+        "metrics": "ed0eaed54ffbed14", "posts": "4b65db51a4f13b0c", "reflections": "4f53cda18c2baa0c", "rounds": "45aa8a18f22601dc",
+        "journal.meta": "3a09b2c19d7be392", "journal.responses": "978d527458cf9622",
     },
 }
 RUNS = {
@@ -129,6 +129,14 @@ def test_request_keys_equal_the_digest_of_the_whole_payload():
         assert request.cache_key(model) == whole, request
         checked += request.json_schema is None
     assert checked > 500  # the per-shape path, not only the whole-payload one, was checked
+    # the text an answer must not copy is part of the request: keyed whole, each its own key
+    plain = LLMRequest((Message("user", "Comment on this post"),), answer_prefixes=("no comment", "Comment content:"))
+    keys = {plain.cache_key("m")}
+    for post in ("The bridge is closed", "The bridge is open"):
+        avoiding = LLMRequest(plain.messages, answer_prefixes=plain.answer_prefixes, avoid=post)
+        assert avoiding.cache_key("m") == hashlib.sha256(_KEY_JSON(avoiding.key_payload("m")).encode()).hexdigest()
+        keys.add(avoiding.cache_key("m"))
+    assert len(keys) == 3
 
 
 def test_request_keys_are_those_journals_were_written_with():

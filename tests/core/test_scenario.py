@@ -39,6 +39,15 @@ def test_overrides_swap_tables_and_index_lists():
     assert data["platform"]["name"] == "in_memory"  # the input is not changed
 
 
+def test_naming_another_recommender_drops_the_old_ones_settings():
+    data = {"recommender": {"name": "mastodon_digest", "smoothing": True}}
+    assert apply_overrides(data, ["recommender.name=random"], "--set")["recommender"] == {"name": "random"}
+    # the same name keeps them; settings given before or after the name are the new one's
+    assert apply_overrides(data, ["recommender.name=mastodon_digest"], "--set")["recommender"]["smoothing"] is True
+    assert apply_overrides(data, ["recommender.k=3", "recommender.name=x", "recommender.j=1"], "--set")["recommender"] == \
+        {"name": "x", "k": 3, "j": 1}
+
+
 def test_override_changes_a_resolved_component(write_scenario, plugins):
     scenario = load_scenario(write_scenario(scenario_text()), ["recommender.name=random"], plugins)
     assert scenario.recommender.spec.name == "random"

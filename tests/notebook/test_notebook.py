@@ -212,11 +212,22 @@ def test_progress_in_a_notebook_is_one_line_updated_in_place(tmp_path, monkeypat
     display_module.display = display
     monkeypatch.setitem(sys.modules, "IPython", ipython)
     monkeypatch.setitem(sys.modules, "IPython.display", display_module)
-    ts.start(BASELINE, overrides={"rounds": 3}, out=tmp_path / "run")
-    assert [kind for kind, _ in shown] == ["display", "update", "update"]
-    assert [text.split("  ")[0] for _, text in shown] == ["round 1/3", "round 2/3", "round 3/3"]
+    run = ts.start(BASELINE, overrides={"rounds": 3}, out=tmp_path / "run")
+    texts = [text for _, text in shown]
+    assert [kind for kind, _ in shown] == ["display"] + ["update"] * (len(shown) - 1)
+    assert texts[0].startswith("building: personas of population")  # from the first second
+    assert [text.split("  ")[0] for text in texts if text.startswith("round ")] == ["round 1/3", "round 2/3", "round 3/3"]
     err = capsys.readouterr().err
-    assert f"run directory: {tmp_path / 'run'}" in err and "embedding_baseline" in err and "round 1/3" not in err
+    # one line in the cell, not the slot table: that is a property away
+    assert f"run directory: {tmp_path / 'run'}" in err and "print(run.slots)" in err and "round 1/3" not in err
+    assert "embedding_baseline" not in err and "embedding_baseline" in run.slots
+
+
+def test_a_test_model_named_as_llm_loads_its_plugin_as_on_the_command_line(tmp_path):
+    run = ts.start(ROOT / "examples" / "quickstart.toml", overrides={"rounds": 1}, llm="oracle", out=tmp_path / "oracle",
+                   progress=False)
+    assert run.status == "finished" and run.manifest["plugin_options"] == ["townsquare.testing.oracle"]
+    assert run.manifest["scenario"]["llm"]["name"] == "oracle"
 
 
 def test_one_option_given_as_a_string_is_one_option_and_bad_counts_are_refused(scripted_run, tmp_path):

@@ -182,10 +182,10 @@ def test_a_missing_key_is_one_line(tmp_path):
 
 def test_estimate_forecasts_calls_tokens_and_cost_without_an_endpoint(tmp_path):
     (tmp_path / "s.toml").write_text(scenario("http://127.0.0.1:9/v1"))  # nothing listens there
-    result = cli("estimate", str(tmp_path / "s.toml"), *SCRIPTED, "--completion-tokens", "post=40", env={"OPENAI_API_KEY": ""})
+    result = cli("estimate", str(tmp_path / "s.toml"), *SCRIPTED, "--completion-tokens", "post=40", "--no-range", env={"OPENAI_API_KEY": ""})
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("ESTIMATE for ") and "stand-in model, not a language model" in lines[0]
+    assert lines[0].startswith("ESTIMATE for ") and "(not a language model)" in lines[0]
     rows = {line.split()[0]: line.split()[1:] for line in lines[3:] if line and line.split()[0] in ("like", "post", "total")}
     calls = {name: int(values[0].replace(",", "")) for name, values in rows.items()}
     assert calls["like"] > 0 and calls["post"] > 0 and calls["total"] == calls["like"] + calls["post"]

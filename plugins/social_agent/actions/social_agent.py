@@ -79,8 +79,9 @@ class SocialAgentPolicy(SocialAgentBase):
             opening = declared.prefixes[-1]  # "Comment content:"
             messages = (Message("system", fill(self.prompts["comment_persona"], name=ctx.agent.persona.name, persona=persona)),
                         Message("user", fill(self.prompts["comment"], post=post.text)))
+            # a comment answers the post, it does not repeat it (avoid: a backend that decodes itself keeps off its words)
             answer = await llm.ask(messages, declared, max_tokens=self.config.comment_max_tokens,
-                                   temperature=self.config.decision_temperature)
+                                   temperature=self.config.decision_temperature, avoid=post.text)
             comment = parse_comment(answer.text) if answer.value == opening else None
             evidence["comment"] = _evidence(answer, opening)
         return Decision(taken.get("like", False), taken.get("reblog", False), comment, evidence)

@@ -19,7 +19,8 @@ A step, each time the agent is active:
 Per-decision routing (``similarity_decides``): the decision kinds listed there (``like``,
 ``reblog``) are taken by the embedding baseline's similarity rule
 (:class:`townsquare.api.SimilarityRule`: persona-post cosine against
-``similarity_rule``'s thresholds) instead of the LLM, and only the other kinds are asked
+``similarity_rule``'s thresholds, calibrated by default: the plan's share of the browsed posts
+closest to the persona) instead of the LLM, and only the other kinds are asked
 (:meth:`decide` gets only those). Every like / reblog / comment action says who decided it in
 ``Action.detail["decided_by"]`` (``llm`` or ``similarity``, with the cosine), and each
 ``browse`` action's detail maps every decision kind to its decider, so the trace shows the
@@ -103,8 +104,9 @@ class SocialAgentConfig(BaseModel):
     #: None: the component's default (none for ``social_agent``, like and reblog for
     #: ``social_agent_routed``)
     similarity_decides: tuple[ROUTABLE, ...] | None = None
-    #: the similarity rule's thresholds (those of ``[plugins.embedding_baseline]`` by default)
-    similarity_rule: SimilarityRuleConfig = Field(default_factory=SimilarityRuleConfig)
+    #: the similarity rule's thresholds: calibrated by default (per agent, the plan's share of the
+    #: browsed posts closest to the persona: :class:`townsquare.api.SimilarityRuleConfig`)
+    similarity_rule: SimilarityRuleConfig = Field(default_factory=lambda: SimilarityRuleConfig(thresholds="calibrated"))
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,9 @@ class SocialAgentBase:
                     if similarity is not None:
                         sim = float(similarity[index])
                         for kind in self.routed:
-                            taken[kind] = self.rule.decides(kind, sim)
+                            # calibrated thresholds take the plan's share of the posts closest to the persona
+                            share = None if session is None else {"like": session.like, "reblog": session.forward}[kind] / 100
+                            taken[kind] = self.rule.decides(kind, sim, share)
                             details[kind] = {"decided_by": "similarity", "similarity": round(sim, 4)}
                     self.counts["decided_posts"] += 1
                     for kind in DECISIONS:
@@ -202,12 +206,13 @@ class SocialAgentBase:
         return actions
 
     def get_state(self) -> dict[str, Any]:
-        return {"counts": dict(self.counts), "initial_left": self.initial_left, "persona_vector": self.rule.get_state()}
+        return {"counts": dict(self.counts), "initial_left": self.initial_left, "similarity_rule": self.rule.get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.counts = {**self.counts, **state.get("counts", {})}
         self.initial_left = state.get("initial_left", 0)
-        self.rule.set_state(state.get("persona_vector"))
+        # a checkpoint written before the calibrated thresholds kept the persona vector alone
+        self.rule.set_state(state.get("similarity_rule", state.get("persona_vector")))
 
 
 async def session_of(ctx: Any) -> PlanSession | None:

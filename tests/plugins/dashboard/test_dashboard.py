@@ -143,6 +143,10 @@ def test_agent_page_shows_persona_slots_follows_memories_and_actions(run, client
     [(n_actions,)] = query(run, "SELECT COUNT(*) FROM actions WHERE agent_id = ?", (agent,))
     assert section(page, "actions").count("<tr>") - 1 == min(n_actions, 40)
     assert "From the checkpoint after round 11." in section(page, "reflections")
+    # what the run made: the follow reflection's rows, the activity plan the agent kept
+    reflections = query(run, "SELECT COUNT(*) FROM reflections WHERE agent_id = ?", (agent,))[0][0]
+    assert reflections and section(page, "reflections").count("<td>follow_reflection</td>") == reflections
+    assert "posts_per_week" in section(page, "plans") and "no plan in the checkpoint" not in section(page, "plans")
     assert section(page, "memories").count("<li>") > 0  # the action memory's records
     assert 'id="interview"' in page and f'data-agent="{agent}"' in page
 
@@ -167,8 +171,19 @@ def test_metrics_page_plots_actions_and_every_metric(run, client):
     metrics = {name.split(".")[0] for (name,) in query(run, "SELECT DISTINCT name FROM metrics")}
     assert metrics
     for metric in metrics:
-        assert f'aria-label="{metric}"' in page
+        assert f'aria-label="{metric}' in page
     assert 'aria-label="Accepted actions per round, by kind"' in page
+    # a rate never shares an axis with a count: groundedness's like rate and its decisions are two panels
+    assert re.search(r'aria-label="groundedness: [^"]*likes\.rate', page) and re.search(r'aria-label="groundedness: [^"]*likes\.decisions', page)
+    assert not re.search(r'aria-label="groundedness: [^"]*likes\.rate[^"]*likes\.decisions', page)
+
+
+def test_series_of_one_scale_share_a_panel():
+    from townsquare.plugins.dashboard.run_pages import by_scale
+
+    panels = by_scale({"rate": {0: 0.2, 1: 0.4}, "decisions": {0: 40.0, 1: 111.0}, "auc": {1: 0.9}, "posts": {0: 12.0, 1: 30.0},
+                       "tiny": {0: 0.0}, "huge": {0: 50_000.0}})
+    assert [sorted(p) for p in panels] == [["huge"], ["decisions", "posts"], ["auc", "rate", "tiny"]]
 
 
 def test_llm_page_totals_match_the_store(run, client):
@@ -180,6 +195,9 @@ def test_llm_page_totals_match_the_store(run, client):
     assert f"<b>{completion:,}</b><span>completion tokens</span>" in page
     newest = query(run, "SELECT seq FROM llm_calls ORDER BY seq DESC LIMIT 1")[0][0]
     assert f"<td>{newest}</td>" in page
+    # the mean latency over every call, the number the report shows (one computation)
+    [(latency,)] = query(run, "SELECT AVG(latency_ms) FROM llm_calls WHERE status != 'parse_failure'")
+    assert f"<b>{latency:,.1f} ms</b><span>mean latency</span>" in page
 
 
 def test_social_media_run_hides_the_recsys_and_town_pages(client):

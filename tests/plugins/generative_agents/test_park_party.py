@@ -348,7 +348,9 @@ def test_the_estimates_stand_in_answers_fall_back_without_a_warning(write_scenar
 
     from structlog.testing import capture_logs
 
-    from townsquare.commands.dry_run import StandInModel, estimate_scenario
+    from townsquare.commands.dry_run import StandInModel
+    from townsquare.commands.typical_answers import estimate_scenario
+    from townsquare.plugins.generative_agents import park_answer_priors
 
     text = party_scenario(write_scenario).read_text().replace('[llm]\nname = "oracle"\n', "").replace("rounds = 37", "rounds = 4")
     path = write_scenario(text, "estimate.toml")
@@ -362,9 +364,10 @@ def test_the_estimates_stand_in_answers_fall_back_without_a_warning(write_scenar
             estimate = estimate_scenario(path, read=fallbacks)
         return estimate, [e for e in logs if e["event"] == "llm.fallback"]
 
+    # a typical answer the design cannot use (actions that do not fill their hour): the plans fall
+    # back to their defaults, recorded in the dry run, and the estimate warns about none
+    monkeypatch.setattr(park_answer_priors, "typical_actions", lambda prompt, disposition: {"actions": [{"action": "wait", "minutes": 5}]})
     estimate, warned = dry_run()
-    # the stand-in's schedule times are no clock times and its actions do not fill an hour: the
-    # plans fall back to their defaults, recorded in the dry run, and the estimate warns about none
     assert estimate.read > 0 and estimate.model.rows["plan.actions"][0] > 0 and warned == []
     monkeypatch.setattr(StandInModel, "stand_in", False)
     assert len(dry_run()[1]) == estimate.read  # from a provider that is no stand-in, each is a warning
@@ -381,7 +384,7 @@ def test_estimate_prints_calls_and_tokens_per_simulated_day(write_scenario):
                             timeout=300)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    start = lines.index("per simulated day:")
+    start = lines.index("per simulated day (typical):")
     days = {line.split()[0]: [int(v.replace(",", "")) for v in line.split()[1:4]] for line in lines[start + 3:start + 5]}
     assert set(days) == {"2023-02-13", "2023-02-14"} and all(calls > 0 and tokens > 0 for calls, tokens, _ in days.values())
     total = next(line for line in lines[:start] if line.startswith("total")).split()

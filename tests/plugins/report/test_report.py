@@ -22,10 +22,10 @@ from townsquare.specs import PolicySpec
 
 REPORT_PLUGIN = "townsquare.plugins.report.run_report"
 SCRIPTED = "townsquare.testing.scripted"
-SECTIONS = ("At a glance", "Key numbers", "Actions by kind", "Followers", "Actions", "Text diversity", "Persona similarity",
-            "Groundedness", "LLM calls", "Run", "Slot table")
+SECTIONS = ("At a glance", "Key numbers", "Actions by kind", "Followers", "Actions", "Posts and comments", "Text diversity",
+            "Persona similarity", "Groundedness", "LLM calls", "Run", "Slot table")
 #: the page's order: what happened first, how the run was set up last
-ORDER = ["headline", "followers", "actions", "text", "similarity", "groundedness", "zhou", "llm", "health", "run"]
+ORDER = ["headline", "followers", "actions", "sample", "text", "similarity", "groundedness", "zhou", "llm", "health", "run"]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -323,6 +323,16 @@ def test_comments_follows_and_similarity(comment_run):
     counts = followers_from_trace(run_dir)
     assert int(num(html, "follow edges at the end")) == sum(counts.values())
     check_last_metrics(run_dir, html)
+    # the sample: the most commented post first, its author with the persona, its comments with theirs
+    sample = section(html, "sample")
+    [(post_id, author, text)] = query(run_dir, "SELECT p.post_id, p.author_id, p.text FROM posts p JOIN posts c ON c.reply_to = p.post_id "
+                                               "GROUP BY p.post_id ORDER BY COUNT(*) DESC, p.round, p.rowid LIMIT 1")
+    [(name, persona)] = query(run_dir, "SELECT name, persona FROM agents WHERE agent_id = ?", (author,))
+    first = sample.index("<blockquote>")
+    assert name in sample[:first] and json.loads(persona)["sentences"][0][:40] in sample[:first].replace("&#x27;", "'")
+    assert text.replace("'", "&#x27;") in sample[first:first + len(text) + 40]
+    commenter_text = query(run_dir, "SELECT text FROM posts WHERE reply_to = ? ORDER BY round LIMIT 1", (post_id,))[0][0]
+    assert commenter_text in sample and "(copies the post)" not in sample  # "so true about X" takes one word of the post
 
 
 def test_similarity_skipped_when_the_runs_plugins_are_missing(comment_run, tmp_path):

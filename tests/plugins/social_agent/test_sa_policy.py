@@ -10,6 +10,7 @@ import pytest
 
 from test_sa_policy_world import (COMBINED, COMMENT, FAN, FORWARD, HIKER, LIKE, PIANIST, POST, REGENERATE, SHORTEN, TOPICS,
                                   FuncLLM, World, scripted)
+from townsquare.api import SimilarityRuleConfig
 from townsquare.components import BuildContext
 from townsquare.errors import UsageError
 from townsquare.knowledge import KnowledgeItem
@@ -371,7 +372,8 @@ def test_routed_decisions_go_to_the_similarity_rule_and_say_so():
 
     world = World([HIKER, PIANIST], scripted({LIKE: "no operation", FORWARD: "forward", COMMENT: "Comment content: Nice!"}))
     me, other = world.agents
-    me.components["policy"] = build_routed_social_agent(SocialAgentConfig(post_probability_without_plan=0.0),
+    fixed = SimilarityRuleConfig()  # the embedding baseline's fixed thresholds (calibrated ones: tests/api/test_similarity_rule.py)
+    me.components["policy"] = build_routed_social_agent(SocialAgentConfig(post_probability_without_plan=0.0, similarity_rule=fixed),
                                                         BuildContext(services=None, seed=0))
     assert isinstance(me.components["policy"], RoutedSocialAgentPolicy)
 
@@ -394,7 +396,7 @@ def test_routed_decisions_go_to_the_similarity_rule_and_say_so():
     assert by_kind[("comment", "p2")] == {"decided_by": "llm", "mode": "prompt"}  # the scripted model cannot constrain openings
     # the persona vector is kept in the checkpoint
     state = json.loads(json.dumps(me.components["policy"].get_state()))
-    assert state["persona_vector"] is not None
+    assert state["similarity_rule"]["persona_vector"] is not None and state["similarity_rule"]["seen"] == []  # fixed thresholds keep none
 
 
 def test_routing_is_a_setting_of_every_social_policy():
@@ -407,7 +409,7 @@ def test_routing_is_a_setting_of_every_social_policy():
     # reblog only to the rule; an unrelated post gets no reblog whatever the LLM says
     world = World([HIKER, PIANIST], scripted({LIKE: "like", FORWARD: "forward", COMMENT: "no comment"}))
     me, other = world.agents
-    me.components["policy"] = policy(similarity_decides=["reblog"])
+    me.components["policy"] = policy(similarity_decides=["reblog"], similarity_rule=SimilarityRuleConfig())
 
     async def run():
         await world.post(other, "Quarterly tax filing deadline reminder.")

@@ -23,7 +23,7 @@ START = datetime(2024, 1, 1, 8, 0)  # a Monday: simulated day 1
 # Phrases that pick out each prompt of prompts/actions.toml (scripted rules match the last user message).
 LIKE = r'exactly one of "like"'
 FORWARD = r'exactly one of "forward"'
-COMMENT = r'beginning with "Comment content:"'
+COMMENT = r'reply with "Comment content:"'
 TOPICS = r"Suggest \d+ topics"
 POST = r"Write one post"
 REGENERATE = r"too close to something you posted"
