@@ -358,7 +358,7 @@ class Simulation:
             self.store.discard_pending()
             # Failed attempts of the discarded round happened: they keep their rows (the
             # replayed round gets its answers from the cache and does not repeat them).
-            self._write_llm_rows([kept for kept in self._llm_rows if kept[_ROW + 5] == "error"])
+            self._write_llm_rows([kept for kept in self._llm_rows if kept[_STATUS] == "error"])
             self._llm_rows.clear()
             log.warning("run.stopped", reason=stopped, last_round=last_done)
         summary = RunSummary(
@@ -420,14 +420,13 @@ class Simulation:
         attempt or a parse failure (their prompts are left out of the index, so a replay, which
         has no failed attempts, counts the same)."""
         rows = []
-        add_blocks = self.prefix_index.add_blocks
+        append, add_blocks = rows.append, self.prefix_index.add_blocks
         for kept in sorted(items):  # by place: its fields are unique, so no row is ever compared
-            row = kept[_ROW:]
-            cached = None
-            if row[5] in ("ok", "cached"):  # a prompt shorter than a block shares nothing
+            if kept[_STATUS] in ("ok", "cached"):  # a prompt shorter than a block shares nothing
                 shared = add_blocks(kept[5]) if kept[5] else 0
-                cached = cached_tokens(shared, kept[6], row[6]) if shared else 0
-            rows.append((*row, cached))
+                append(kept[_ROW:] + (cached_tokens(shared, kept[6], kept[_STATUS + 1]) if shared else 0,))
+            else:
+                append(kept[_ROW:] + _NOT_ANSWERED)
         return rows
 
     async def aclose(self) -> None:
@@ -480,6 +479,8 @@ class Simulation:
         round_actions: list[dict[str, Any]] | None = [] if self.measured else None
         n_actions = len(ordered)
         apply, record, named = self.platform.apply, self._record_action, []
+        # here, the host's own coroutine (one less per agent); on a backend the shard is told
+        notify = self.notify_applied if self.backend is not None else self.host.notify_applied
         for agent, (_, actions) in zip(present, results):
             if not actions:
                 continue
@@ -494,7 +495,7 @@ class Simulation:
                 if self._action_observers:
                     self.hook.townsquare_on_action_applied(run=self.info, round=r, action=action, result=result)
                 applied.append((action, result))
-            await self.notify_applied(agent, r, now, applied)
+            await notify(agent, r, now, applied)
         if self.host is not None:  # an agent an action named may have changed (a chat's partner)
             self.host.changed(named)
         if self.backend is not None:
@@ -511,9 +512,9 @@ class Simulation:
                 self.store.buffer("metrics", (r, f"{name}.{key}", float(value)))
         self.hook.townsquare_on_round_end(run=self.info, round=r, now=now_iso, metrics=values)
 
-        llm_rows = self._ordered_rows(self._llm_rows)
+        kept, self._llm_rows = self._llm_rows, []
+        llm_rows = self._ordered_rows(kept)
         self.store.pending("llm_calls").extend(llm_rows)
-        self._llm_rows.clear()
         self.totals["rounds"] += 1
         self.totals["active"] += n_active
         self.store.commit_round((r, now_iso, n_active, n_actions, len(llm_rows), round(time.perf_counter() - wall, 4)))
@@ -576,8 +577,11 @@ class Simulation:
             self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
 
 
-#: where a kept row's ``llm_calls`` columns start (:func:`_kept_row`)
+#: where a kept row's ``llm_calls`` columns start (:func:`_kept_row`), and its ``status``
 _ROW = 7
+_STATUS = _ROW + 5
+#: the ``cached_prefix_tokens`` of a row that is no answer
+_NOT_ANSWERED = (None,)
 
 
 def _kept_row(call: LLMCallRecord, order: int, arrival: int) -> tuple:
