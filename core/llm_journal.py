@@ -35,8 +35,8 @@ log = structlog.get_logger("townsquare.llm_journal")
 LLM_TOTALS = ("llm_calls", "cached", "prompt_tokens", "completion_tokens", "cost", "llm_errors", "repairs",
               "parse_failures", *TOTAL_KEYS.values())
 
-#: where a kept row's ``llm_calls`` columns start (:func:`kept_row`)
-ROW = 7
+#: where a kept row's ``llm_calls`` columns start (:func:`kept_row`), its status, a failed row's last column
+ROW, STATUS, NOT_ANSWERED = 7, 12, (None,)
 
 
 def new_totals() -> dict[str, float]:
@@ -123,7 +123,7 @@ class LLMJournal:
         """A stopped round's rows: only its failed attempts (they happened; the replayed round
         gets its answers from the response cache and does not repeat them); the rest is dropped."""
         kept, self._kept = self._kept, []
-        return self._ordered([item for item in kept if item[ROW + 5] == "error"])
+        return self._ordered([item for item in kept if item[STATUS] == "error"])
 
     def write(self, store: Any, rows: list[tuple] | None = None) -> list[tuple]:
         """Write ``rows`` (default: :meth:`take`) into ``store``'s ``llm_calls`` now; returns them."""
@@ -137,15 +137,14 @@ class LLMJournal:
         self._kept.clear()
 
     def _ordered(self, kept: list[tuple]) -> list[tuple]:
-        rows = []
-        add_blocks = self.prefix_index.add_blocks
+        rows: list[tuple] = []
+        append, add_blocks = rows.append, self.prefix_index.add_blocks
         for item in sorted(kept):  # by place: its fields are unique, so no row is ever compared
-            row = item[ROW:]
-            cached = None
-            if row[5] in ("ok", "cached"):  # a prompt shorter than a block shares nothing
+            if item[STATUS] in ("ok", "cached"):  # a prompt shorter than a block shares nothing
                 shared = add_blocks(item[5]) if item[5] else 0
-                cached = cached_tokens(shared, item[6], row[6]) if shared else 0
-            rows.append((*row, cached))
+                append(item[ROW:] + (cached_tokens(shared, item[6], item[STATUS + 1]) if shared else 0,))
+            else:
+                append(item[ROW:] + NOT_ANSWERED)
         return rows
 
 
