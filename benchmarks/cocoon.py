@@ -96,7 +96,7 @@ def find_movielens(data: str | None, catalogue: str = MOVIELENS) -> Path | None:
     or under ``movielens/``, or ``data:NAME``), else the installed dataset of the data home
     (``townsquare data fetch NAME``); None when absent. The one place that knows where the data
     lives."""
-    from townsquare.api import data_path, dataset_folder, installed_dataset
+    from townsquare.lib.data_paths import data_path, dataset_folder, installed_dataset
 
     name, files = DATASETS[catalogue]
     if data:
@@ -131,7 +131,7 @@ def entropy_curves(overrides: list[str], seed: int, out: Path, plugin_options: l
     reference code's cumulative entropy per round (``cumulative``), and ``off_interest``: the
     share of the movies watched from round ``strategies_from`` on whose genres meet none of the
     watcher's persona interests (None when no agent names interests or nothing was watched)."""
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     run_dir, _ = start_run(SCENARIO, overrides=overrides, seed=seed, out=out, plugin_options=list(plugin_options))
     return read_curves(run_dir.events_path, strategies_from)
@@ -159,7 +159,7 @@ def read_curves(events: Path, strategies_from: int = 20) -> dict[str, Any]:
 
 
 def interval(values: list[float]) -> tuple[float, list[float]]:
-    from townsquare.api.stats import mean_interval
+    from townsquare.lib.stats import mean_interval
 
     found = mean_interval(values)
     return round(found.mean, 4), [round(found.low, 4), round(found.high, 4)]
@@ -275,7 +275,7 @@ def main() -> int:
     args = parser.parse_args()
     args.seed_list = list(range(1, args.seeds + 1))
     args.conditions = ["mf", *(c for c in args.conditions if c != "mf")]
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(json_lines=False, level="warning")
     results: dict[str, Any] = {"settings": {"rounds": args.rounds, "seeds": args.seed_list, "end_rounds": args.end_rounds,

@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from townsquare.api.stats import spearman
+from townsquare.lib.stats import spearman
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "examples" / "conformity.toml"
@@ -136,13 +136,13 @@ class Voices:
 
 def run_once(seed: int, plugin_options: list[str], out: Path, rounds_counted: int = 10, overrides: list[str] = (),
              voices: bool = False) -> dict[str, Any]:
-    from townsquare.rundir import RunDir
-    from townsquare.runner import start_run
+    from townsquare.launch.run_lock import open_run
+    from townsquare.launch.runner import start_run
 
     with Voices(TITLE) if voices else contextlib.nullcontext() as listened:
         run_dir, _ = start_run(SCENARIO, seed=seed, out=out, plugin_options=["townsquare.testing.oracle", *plugin_options],
                                overrides=["llm.name=oracle", *overrides])
-    _, state = RunDir.open(str(run_dir.path)).latest_checkpoint()
+    _, state = open_run(str(run_dir.path)).latest_checkpoint()
     scores = state["metrics"]["conformity"]["scores"]
     friends = {a: len(s["persona"]["fields"].get("friends") or ()) for a, s in state["agents"].items()} \
         if all("persona" in s for s in state["agents"].values()) else friend_counts(run_dir)
@@ -183,7 +183,7 @@ def friend_counts(run_dir: Any) -> dict[str, int]:
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    from townsquare.api.stats import mean_interval
+    from townsquare.lib.stats import mean_interval
 
     def rounded(found: Any) -> list[float | None]:
         return [round(found.low, 4), round(found.high, 4)] if not math.isnan(found.low) else [None, None]
@@ -236,7 +236,7 @@ def main() -> int:
     parser.add_argument("--voices", action="store_true", help="also count the voices each agent's prompts show (see above)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(json_lines=False, level="error")
     variants = {**VARIANTS, **(TIERS if args.tiers else {}),

@@ -67,7 +67,10 @@ def bench(policy: str, agents: int, rounds: int) -> tuple[float, int, float, flo
     timed rounds but the last, each with its commit, without the last round's checkpoint."""
     from townsquare import hookimpl
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import start_run
+    try:
+        from townsquare.launch.runner import start_run
+    except ImportError:  # an --against REF from before townsquare.launch (the runner was townsquare.runner)
+        from townsquare.runner import start_run
 
     starts: dict[int, float] = {}
 

@@ -37,11 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     if (args.run is None) == (not args.oracle):
         parser.error("give --run DIR or --oracle")
 
-    from townsquare.api import logs
+    from townsquare.lib import logs
     from townsquare.api.commands import DRY_RUN_DISABLED
     from townsquare.plugin_manager import make_plugin_manager
     from townsquare.plugins.llm.run_estimate import forecast_run
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     logs.configure(level="warning")
 

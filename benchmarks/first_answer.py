@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scenario", default=str(ROOT / "examples" / "quickstart.toml"))
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args(argv)
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     start = time.monotonic()
     seen: dict[str, float] = {}

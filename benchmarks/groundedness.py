@@ -136,7 +136,7 @@ def plan_sources(run_dir: Path) -> dict[str, int]:
 
 
 def run_variant(name: str, args: argparse.Namespace, out: Path, seed: int) -> tuple[dict[str, Any], float]:
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     overrides = [f"rounds={args.rounds}", f"populations.0.count={args.initial}", f"populations.1.count={args.regular}",
                  *VARIANTS[name]]
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=Path, nargs="+", default=None,
                         help="summarise these finished quickstart runs (the README's runs/quickstart) instead of running")
     args = parser.parse_args(argv)
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     if args.runs:
         print("| run | likes | comments | copying their post | plans from the model: browsing windows | distinct starts |")

@@ -20,7 +20,7 @@ import asyncio
 
 import numpy as np
 
-from townsquare.api import data_path
+from townsquare.lib.data_paths import data_path
 from townsquare.plugins.embedders.hash import HashEmbedder
 from townsquare.plugins.social_agent.knowledge.hotpotqa import knowledge_items, read_hotpotqa
 from townsquare.plugins.social_agent.persona import persona_schema as S

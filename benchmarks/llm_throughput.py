@@ -105,7 +105,7 @@ def main() -> None:
     parser.add_argument("--transport", nargs="+", choices=["aiohttp", "http", "sdk"], default=["aiohttp", "http", "sdk"])
     parser.add_argument("--sdk-baseline", action="store_true", help="Also time the bare SDK on the same workload.")
     args = parser.parse_args()
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(level="warning")
 

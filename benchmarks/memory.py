@@ -103,7 +103,7 @@ def storage(records: int, dim: int) -> tuple[float, float, float]:
 
 def prompt_size(rounds: int) -> dict[str, object]:
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     text = (ROOT / "examples" / "generative_agents_social.toml").read_text()
     text = text.replace('path = "personas.jsonl"', f'path = "{ROOT / "examples" / "personas.jsonl"}"')
@@ -157,7 +157,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--dim", type=int, default=256, help="embedding size (the hash embedder's default: 256)")
     args = parser.parse_args()
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(level="warning")
 

@@ -148,7 +148,7 @@ def main() -> None:
                          "(see this file's docstring)")
     sys.path.insert(0, str(HERE.parent))
     import scale
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(level="error")
     print(f"one LLM call per agent-step, {args.agents} agents, concurrency {args.concurrency}, zero-latency stub "

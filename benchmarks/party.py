@@ -147,7 +147,7 @@ def measure(run_dir: Path) -> dict:
 def run_cell(cell: Cell, llm: str, seed: int, out: Path, presets: dict[str, tuple[str, ...]]) -> dict:
     from townsquare.plugin_manager import make_plugin_manager
     from townsquare.cli.options import llm_overrides
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     plugins = make_plugin_manager(enable=[ORACLE] if llm == "oracle" else [], disable=CONDITIONS[cell.condition][0])
     began = time.monotonic()
@@ -160,7 +160,7 @@ def run_cell(cell: Cell, llm: str, seed: int, out: Path, presets: dict[str, tupl
 
 
 def interval_text(values: list[float], digits: int) -> str:
-    from townsquare.api.stats import mean_interval
+    from townsquare.lib.stats import mean_interval
 
     found = mean_interval(values)
     if found.n < 2 or found.high - found.low < 10 ** -digits:
@@ -207,7 +207,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep each run's folder")
     parser.add_argument("--table-only", action="store_true", help="print the table of what is already measured")
     args = parser.parse_args()
-    from townsquare.api import logs
+    from townsquare.lib import logs
     from townsquare.plugins.generative_agents.memory.park_retrieval import RECALL_PRESETS
 
     logs.configure(json_lines=False, level="error")

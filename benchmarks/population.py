@@ -137,7 +137,7 @@ def measure(agents: int, rounds: int, *, design: str = "embedding_baseline", bat
     """Run ``design`` with ``agents`` x ``rounds`` and return what the benchmark reports.
     ``checkpoint_every`` overrides the scenario's (every round by default)."""
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     overrides = overrides_for(design, agents, rounds, batch, backend, shards, checkpoint_every)
     plugins = make_plugin_manager(enable=["townsquare.testing.scripted"]) if design == "generative_agents" else None
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> dict:
         result = compare(rest)
         print(json.dumps(result) if args.json else json.dumps(result["ratios"], indent=2), flush=True)
         return result
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(level="error")
     result = measure(args.agents, args.rounds, design=args.design, batch=not args.no_batch, out=args.keep,

@@ -1,7 +1,7 @@
 """Cacheable share of prompt tokens on the quickstart and valentines.toml (scripted model).
 
 Logs every prompt the scripted model receives, in the order the run issues them, and prints
-:func:`townsquare.api.cache_share.measure` of them: the share of prompt tokens in whole 16-token
+:func:`townsquare.lib.cache_share.measure` of them: the share of prompt tokens in whole 16-token
 blocks that repeat a prefix of an earlier prompt of the run (vLLM's automatic prefix caching),
 and the share of prompts of 1,024+ tokens (OpenAI's prompt caching). A second line leaves out the
 repair requests (purposes ``*.repair``): the scripted model answers every JSON request with
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from townsquare.cli import main as cli
-from townsquare.api.cache_share import OPENAI_MIN_CACHED_TOKENS, CacheShare, measure, prompt_tokens
+from townsquare.lib.cache_share import OPENAI_MIN_CACHED_TOKENS, CacheShare, measure, prompt_tokens
 from townsquare.prompt_cache import PrefixIndex
 from townsquare.testing.scripted import ScriptedLLM
 

@@ -54,9 +54,9 @@ def tier_counts(state: dict) -> dict[str, float]:
 
 def per_round(run_dir: Path) -> list[dict[str, float]]:
     """Per kept checkpoint (every round): the counters, and what changed since the last one."""
-    from townsquare.rundir import RunDir
+    from townsquare.launch.run_lock import open_run
 
-    rd = RunDir.open(str(run_dir))
+    rd = open_run(str(run_dir))
     rows, last = [], None
     for round, _ in rd.checkpoints():
         counts = tier_counts(rd.checkpoint_at(round))
@@ -67,9 +67,9 @@ def per_round(run_dir: Path) -> list[dict[str, float]]:
 
 
 def measure(run_dir: Path) -> dict[str, float]:
-    from townsquare.rundir import RunDir
+    from townsquare.launch.run_lock import open_run
 
-    _, state = RunDir.open(str(run_dir)).latest_checkpoint()
+    _, state = open_run(str(run_dir)).latest_checkpoint()
     db = sqlite3.connect(run_dir / "events.sqlite")
     try:
         watches = db.execute("SELECT agent_id, json_extract(detail, '$.title') FROM actions WHERE kind = 'watch' AND ok = 1").fetchall()
@@ -93,7 +93,7 @@ def measure(run_dir: Path) -> dict[str, float]:
 
 
 def run_once(scenario: Path, args: argparse.Namespace, out: Path, ablate: bool = False) -> Path:
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     overrides = ["llm.name=oracle", f"rounds={args.rounds}", f"plugins.long_term_memory.mode={args.mode}",
                  "engine.keep_checkpoints=0", f"embedder.name={args.embedder}"]
@@ -128,7 +128,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(json_lines=False, level="error")
     scenario = ROOT / "examples" / ("conformity.toml" if args.synthetic else "recagent.toml")
@@ -164,9 +164,9 @@ def main() -> int:
 
 def latest_state(path: Path) -> dict:
     """The agents' state in the run's newest checkpoint."""
-    from townsquare.rundir import RunDir
+    from townsquare.launch.run_lock import open_run
 
-    return RunDir.open(str(path)).latest_checkpoint()[1]
+    return open_run(str(path)).latest_checkpoint()[1]
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Scale budgets: LLM-bound rounds in one process and on Ray shards.
 
-Each measurement is a real run (``townsquare.runner.start_run``): readers with the test-only
+Each measurement is a real run (``townsquare.launch.runner.start_run``): readers with the test-only
 ``scripted_feed`` policy (a 1-post feed, one like/skip decision through ``LLMClient.choose``)
 talk to the ``openai`` provider and the whole middleware chain (cache journal, budget, retries,
 concurrency limit, accounting) against fault servers without faults
@@ -169,7 +169,7 @@ def measure_round(servers: list, readers: int, concurrency: int, backend: str, s
                   sets: list[str] = ()) -> tuple[int, float, tuple[float, float, float]]:
     """One run; (LLM calls, wall seconds, (this process, servers, machine) CPU seconds) of round 2."""
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     urls = [server.url for server in servers]
     endpoints = ", ".join(f'{{ base_url = "{url}", api_key_env = "" }}' for url in urls[1:])
@@ -311,7 +311,7 @@ def main() -> None:
     args.sets = [f'llm.transport="{args.transport}"', *args.set]
     if not (args.p1 or args.p2 or args.p5 or args.floor):
         args.p1 = args.p2 = True
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(level="error")
     started = time.perf_counter()

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     run_dir = args.run
     if run_dir is None:
-        from townsquare.runner import start_run
+        from townsquare.launch.runner import start_run
 
         out = args.keep or Path(tempfile.mkdtemp(prefix="smallville-plans-"))
         overrides = ["llm.name=local", f'llm.model="{args.model}"', f"rounds={args.rounds}", f"populations.0.count={args.agents}"]

@@ -48,7 +48,8 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="keep finished runs already in --out (score them again)")
     args = parser.parse_args()
 
-    from townsquare.api import installed_dataset, logs
+    from townsquare.lib import logs
+    from townsquare.lib.data_paths import installed_dataset
     from townsquare.plugins.validation.calibrate import calibrate, format_report, report_json
     from townsquare.plugins.validation.table import format_table
 

@@ -18,7 +18,7 @@ import click
 import structlog
 
 from townsquare import __version__
-from townsquare.api import logs
+from townsquare.lib import logs
 from townsquare.errors import RunStopped, UsageError
 from townsquare.plugin_manager import COMMAND_LINE_PLUGINS, Plugins, make_plugin_manager, parse_plugin_options
 from townsquare.cli.options import common_options

@@ -85,3 +85,14 @@ def loaded_plugins():
 
     ctx = click.get_current_context(silent=True)
     return ctx.obj if ctx is not None and isinstance(ctx.obj, Plugins) else None
+
+
+def eval_group(cli: click.Group) -> click.Group:
+    """The ``townsquare eval`` group that evaluation plugins add their subcommands to
+    (``eval park``, ``eval discrimination``...), made by whichever plugin asks first."""
+    group = cli.commands.get("eval")
+    if not isinstance(group, click.Group):
+        @cli.group("eval")
+        def group() -> None:
+            """Evaluate agents: PersonaGym, SoMe, Zhou et al.'s metrics, Park et al.'s interviews, RecAgent's discrimination test."""
+    return group

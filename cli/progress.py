@@ -1,5 +1,5 @@
 """A run's progress on the terminal: how the CLI shows the engine's running totals
-(:mod:`townsquare.progress`, handed to its ``progress(round, totals)`` callback before the first
+(:func:`townsquare.llm_journal.new_totals`, handed to its ``progress(round, totals)`` callback before the first
 round it plays and after every round). :class:`RunProgress` shows them in one of four modes
 (:func:`progress_mode`):
 
@@ -21,7 +21,7 @@ rounds have been played: it is then the mean time of the rounds after the first 
 (which carries one-off work: plans, a model's first answers) times the rounds left.
 
 Between round ends the engine's ``live(event)`` callback (:meth:`RunProgress.live`, the events of
-:mod:`townsquare.progress`) keeps the display current from the first second: while the run is
+:class:`townsquare.engine.Simulation`) keeps the display current from the first second: while the run is
 built the bar (a ``run.phase`` line in ``json`` mode, the cell's line in a notebook) says what is
 being built (loading the model, a population's personas), and every LLM call updates the bar's
 counts as it lands, round 0's included. ``plain`` lines stay one per round.
@@ -195,7 +195,7 @@ class RunProgress:
                         per_round)
 
     def live(self, event: dict[str, Any]) -> None:
-        """The engine's ``live`` callback (:mod:`townsquare.progress`): build phases, every LLM
+        """The engine's ``live`` callback (:class:`townsquare.engine.Simulation`): build phases, every LLM
         call and each round's start, shown as they happen."""
         if self.mode == "quiet":
             return

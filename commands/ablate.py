@@ -10,7 +10,7 @@ Then, per metric (every ``metrics`` row plus the counts ``compare`` reads: ``rou
 over rounds (``summary = "mean"``) or its last round's value (``"last"``), and the table gives
 per variant the mean over seeds, the 95 % Student-t confidence interval, the difference to the
 baseline variant (the first one unless named) and a two-sided t-test against it (see
-:mod:`townsquare.api.stats`): by default the paired test, each run paired with the baseline's run
+:mod:`townsquare.lib.stats`): by default the paired test, each run paired with the baseline's run
 of the same seed (common random numbers make those two correlated), or Welch's
 unequal-variances test (``test = "welch"``: the variants as independent samples). Written as
 ``ablation.md``, ``ablation.csv`` and ``ablation.png`` in ``out``.
@@ -34,8 +34,8 @@ from townsquare.cli.progress import AblateProgress, progress_mode
 from townsquare.commands.compare import number_text, read_series, signed_text
 from townsquare.commands.study_runs import Job, Variant, check_variants, end_rounds, run_jobs, summary_value
 from townsquare.errors import UsageError
-from townsquare.scenario import read_scenario
-from townsquare.api.stats import NO_TEST, Interval, TTest, mean_interval, paired_test, welch_test
+from townsquare.launch.scenario_files import read_scenario
+from townsquare.lib.stats import NO_TEST, Interval, TTest, mean_interval, paired_test, welch_test
 
 #: how a variant is tested against the baseline: runs paired by seed, or independent samples
 TESTS = {"paired": "paired two-sided t-test, runs paired by seed", "welch": "Welch's two-sided t-test, unequal variances"}

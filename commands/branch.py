@@ -18,7 +18,7 @@ A branch of run P at round R is a new run directory that
 Changes (:class:`BranchChange`): ``--set KEY=VALUE`` and ``-p no:NAME`` change the
 scenario (a component that changes keeps no state from P: it starts fresh at R, and a newly
 filled slot starts empty: the checkpoint the branch starts from names the parent's slot
-table, :meth:`townsquare.engine.Simulation.set_state`); ``--persona AGENT=FILE`` replaces an agent's persona;
+table, :meth:`townsquare.world.World.set_state`); ``--persona AGENT=FILE`` replaces an agent's persona;
 ``--post AUTHOR=TEXT`` posts as an agent or as an outside account (any other id, registered on
 the platform); ``--memory AGENT=TEXT`` hands an observation to the agent's memory chain
 (:func:`townsquare.memory.agent_memory`, so every memory design receives it its own way);
@@ -51,15 +51,18 @@ from townsquare.interventions import RunSeams
 from townsquare.cli.options import backend_options, backend_overrides, common_options
 from townsquare.cli.run_output import RunLines, report_run
 from townsquare.errors import UsageError
-from townsquare.input_fingerprints import input_changes, input_fingerprints, recorded_inputs
-from townsquare.api.files import read_user_text
+from townsquare.launch.input_fingerprints import input_changes, input_fingerprints, recorded_inputs
+from townsquare.lib.files import read_user_text
 from townsquare.lifecycle import RunSummary
 from townsquare.memory import MEMORY_TIERS, MemoryRecord, agent_memory
 from townsquare.persona import Persona
 from townsquare.plugin_manager import canonical_name, make_plugin_manager, parse_plugin_options
-from townsquare.rundir import RunDir, environment
-from townsquare.runner import play_scenario, recorded_plugin_options, recorded_plugins, redact, redact_override
-from townsquare.scenario import apply_overrides, resolve
+from townsquare.launch.run_lock import claim, locked, open_run
+from townsquare.launch.runner import environment
+from townsquare.rundir import RunDir
+from townsquare.launch.runner import play_scenario, recorded_plugin_options, recorded_plugins, redact, redact_override
+from townsquare.scenario import resolve
+from townsquare.launch.scenario_files import apply_overrides
 from townsquare.specs import InterventionSpec
 from townsquare.store import ROUND_TABLES, EventStore
 
@@ -208,9 +211,9 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
                plugin_options: Iterable[str] = (), interventions: Iterable[BranchChange] = (), progress: Any = None,
                on_ready: Any = None, label: str | None = None, live: Any = None) -> tuple[RunDir, RunSummary]:
     """Branch ``parent_path`` at round ``at`` into ``out`` (default ``runs/<name>-branch-r<at>``);
-    ``progress``, ``on_ready`` and ``live`` as :func:`townsquare.runner.start_run` takes them."""
+    ``progress``, ``on_ready`` and ``live`` as :func:`townsquare.launch.runner.start_run` takes them."""
     overrides, plugin_options, interventions = list(overrides), list(plugin_options), list(interventions)
-    parent = RunDir.open(parent_path)
+    parent = open_run(parent_path)
     manifest = parent.read_manifest()
     scenario, plugins, combined_options, plugin_changes = _branch_scenario(parent, manifest, overrides, plugin_options)
     data = scenario.data
@@ -228,8 +231,8 @@ def branch_run(parent_path: str | Path, at: int, out: str | Path | None = None, 
         data = {**data, "interventions": listed, "plugins": settings}
         scenario = resolve(data, str(parent.manifest_path), manifest.get("base_dir", "."), plugins)
     name = f"{manifest.get('name', 'run')}-{label or 'branch'}-r{at}"
-    with RunDir.claim(out, name) as run_dir:
-        with parent.lock():  # held while the parent's files are copied, not while the branch plays
+    with claim(out, name) as run_dir:
+        with locked(parent):  # held while the parent's files are copied, not while the branch plays
             state = None
             if at > 0:
                 state = parent.checkpoint_at(at - 1)

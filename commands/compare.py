@@ -22,7 +22,7 @@ import click
 from townsquare.api import hookimpl
 from townsquare.cli.options import common_options
 from townsquare.errors import UsageError
-from townsquare.rundir import RunDir
+from townsquare.launch.run_lock import open_run
 
 Series = dict[str, dict[int, float]]
 
@@ -48,7 +48,7 @@ class Comparison:
 
 
 def read_series(path: str | Path) -> RunSeries:
-    run = RunDir.open(path)
+    run = open_run(path)
     manifest = run.read_manifest()
     if not run.events_path.is_file():
         raise UsageError(f"{path}: no events.sqlite yet (the run has not started): nothing to compare")

@@ -44,7 +44,7 @@ class StandInModel:
     model = "stand-in"
     #: its answers are no model's: a parser that rejects one (a schedule time that is no clock
     #: time, a chunk's actions that do not fill it) falls back as for any model, and the dry run
-    #: follows that path, but warns about nothing (:meth:`townsquare.engine.Simulation.record_llm_call`)
+    #: follows that path, but warns about nothing (:meth:`townsquare.llm_journal.LLMJournal.record`)
     stand_in = True
 
     def __init__(self, completion_tokens: dict[str, int] | None = None, cap: int | None = None,

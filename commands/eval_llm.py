@@ -19,10 +19,10 @@ one way to build them, so every evaluation records, limits, resumes and prices i
   call reaches a model, and :meth:`DryRun.table` prices the calls per stage and model.
 * **Model under test**: :meth:`EvalLLMs.identity` names what answers a spec, so a command can
   warn when a judge or a question generator is the model it evaluates.
-* **Agents**: :class:`EvalSimulation` builds a scenario's agents for an evaluation that never
+* **Agents**: :class:`EvalSimulation` opens a scenario's world for an evaluation that never
   plays a round (``eval personagym``'s designs, ``eval park``'s interviewees, ``eval
-  discrimination``'s users): the one place an evaluation assembles a simulation, so its calls
-  land in the same journal and cache as the clients' above.
+  discrimination``'s users; :meth:`townsquare.world.World.open`): the one place an evaluation
+  assembles agents, so its calls land in the same journal and cache as the clients' above.
 * **The truth on a rerun**: :func:`cached_answers` counts the answers a folder's response caches
   hold; the difference before and after an evaluation is what the providers answered this
   time (0 when everything came from the cache), which :func:`calls_line` prints.
@@ -180,29 +180,29 @@ class EvalLLMs:
     the clients share; ``resolve(overrides)``: the same scenario with overrides (a spec's);
     ``folder``: where the response cache lives; ``journal``: the store its ``llm_calls`` rows
     go to; ``resume``: the command that resumes the evaluation (named in a budget stop);
-    ``dry_run``: estimate mode. ``simulation``: a built :class:`~townsquare.engine.Simulation`
-    whose middleware, budget and ``llm_calls`` the clients share instead (an evaluation whose
-    agents answer in that simulation)."""
+    ``dry_run``: estimate mode. ``world``: an open :class:`~townsquare.world.World` whose
+    middleware, budget and LLM journal the clients share instead (an evaluation whose agents
+    answer in that world)."""
 
     def __init__(self, scenario: Any, resolve: Callable[[list[str]], Any], folder: Path, *, journal: Path | None = None,
-                 resume: str | None = None, dry_run: DryRun | None = None, simulation: Any = None, round: int = -1):
+                 resume: str | None = None, dry_run: DryRun | None = None, world: Any = None, round: int = -1):
         self.scenario = scenario
         self.resolve = resolve
         self.folder = Path(folder)
         self.journal = journal
         self.resume = resume
         self.dry_run = dry_run
-        self.simulation = simulation
+        self.world = world
         self.round = round
         self.rows: list[LLMCallRecord] = []
         self.providers: list[Any] = []
         self._middleware: list[Any] | None = None
         self._observers: list[Callable[[LLMCallRecord], None]] | None = None
         self._first: Accounting | None = None
-        if simulation is not None:
-            self._middleware = list(simulation.llm_middleware)
-            self._observers = simulation.accounting.observers if getattr(simulation, "accounting", None) else []
-            simulation.services.resume_command = resume
+        if world is not None:
+            self._middleware = list(world.llm_middleware)
+            self._observers = world.accounting.observers if world.accounting is not None else []
+            world.services.resume_command = resume
 
     # ------------------------------------------------------------------ what answers a spec
 
@@ -220,8 +220,8 @@ class EvalLLMs:
         return BuildContext(services=services, seed=scenario.model.seed, base_dir=scenario.base_dir, scenario=scenario.model)
 
     def record(self, call: LLMCallRecord) -> None:
-        if self.simulation is not None:
-            self.simulation.record_llm_call(call)
+        if self.world is not None:
+            self.world.journal.record(call)
         else:
             self.rows.append(call)
 
@@ -233,8 +233,8 @@ class EvalLLMs:
         if self.dry_run is not None:
             stand_in = self.dry_run.stand_in(name, scenario)
             return LLMClient(stand_in.complete, model=stand_in.model, agent_id=name)
-        if spec is None and self.simulation is not None and self.simulation.services.llm is not None:
-            return self.simulation.services.llm.for_agent(name)
+        if spec is None and self.world is not None and self.world.services.llm is not None:
+            return self.world.services.llm.for_agent(name)
         ctx = self._context(scenario)
         provider = scenario.llm.spec.factory(scenario.llm.config, ctx)
         self.providers.append(provider)
@@ -258,8 +258,8 @@ class EvalLLMs:
         return client.for_agent(name)
 
     def budget(self) -> Any | None:
-        """The budget link these clients share (for other simulations of the same evaluation
-        to share it too), or None."""
+        """The budget link these clients share (for other worlds of the same evaluation to
+        share it too), or None."""
         if self._middleware is None:
             return None
         names = [link.spec.name for link in self.scenario.llm_middleware]
@@ -289,12 +289,12 @@ class EvalLLMs:
 
     async def aclose(self) -> None:
         """Write the journal, close the middleware this object built and every provider."""
-        from townsquare.engine import close_each
+        from townsquare.world import close_each
 
         try:
             self.write_journal()
         finally:
-            built_here = self._middleware if self.simulation is None and self._middleware else []
+            built_here = self._middleware if self.world is None and self._middleware else []
             await close_each([*built_here, *self.providers])
 
 
@@ -330,12 +330,13 @@ def calls_line(counts: dict[str, int], new: int) -> str:
 
 
 class EvalSimulation:
-    """A scenario's agents built for an evaluation in ``folder`` and never played: its response
-    cache ``llm_cache.sqlite`` and its calls' ``llm_calls`` rows (``events.sqlite``) live there,
-    so the same evaluation again replays from the cache. ``build(state, round)`` restores the
-    agents from a checkpoint's ``state`` (its ``llm`` part left out: the cache here is the
-    evaluation's own) and sets the clock at ``round``; hooks that observe a run's LLM calls are
-    not told of these (an evaluation is no run); a budget stop names ``resume``.
+    """A scenario's world opened for an evaluation in ``folder`` and never played
+    (:meth:`townsquare.world.World.open`): its response cache ``llm_cache.sqlite`` and its calls'
+    ``llm_calls`` rows (``events.sqlite``) live there, so the same evaluation again replays from
+    the cache. ``build(state, round)`` restores the agents from a checkpoint's ``state`` (its
+    ``llm`` part left out: the cache here is the evaluation's own) with the clock at ``round``;
+    hooks that observe a run's LLM calls are not told of these (an evaluation is no run); a
+    budget stop names ``resume``.
 
     ``llm_provider``: a stand-in (``--estimate``: no middleware is built); ``shared_budget``: the
     evaluation's one budget link, which replaces the scenario's own."""
@@ -344,12 +345,12 @@ class EvalSimulation:
                  dry_run: bool = False):
         self.scenario, self.plugins, self.folder = scenario, plugins, Path(folder)
         self.llm_provider, self.shared_budget, self.dry_run = llm_provider, shared_budget, dry_run
-        self.sim: Any = None
+        self.world: Any = None
         self.round = 0
 
     async def build(self, state: dict[str, Any] | None = None, round: int = 0, resume: str | None = None) -> Any:
-        from townsquare.engine import Simulation
-        from townsquare.rundir import RunDir
+        """Open the world (see the class docstring); returns it."""
+        from townsquare.world import World
 
         scenario, extra = self.scenario, []
         if self.dry_run:
@@ -357,41 +358,36 @@ class EvalSimulation:
         elif self.shared_budget is not None:  # the evaluation's one budget counts these calls too
             scenario, extra = without_middleware(scenario, keep=lambda name: name != BUDGET), [self.shared_budget]
         (self.folder / "checkpoints").mkdir(parents=True, exist_ok=True)
-        self.sim = sim = Simulation(scenario, self.plugins, RunDir(self.folder), llm_provider=self.llm_provider, llm_middleware=extra)
-        await sim.build()
-        if state is not None:
-            sim.set_state({**state, "llm": {}})
-        self.round = sim.round = round
-        sim.fire_llm_call_hook = False
-        sim.services.resume_command = resume
-        return sim
+        self.round = round
+        self.world = await World.open(scenario, self.folder, state=state, round=round, llm_provider=self.llm_provider,
+                                      llm_middleware=extra, resume_command=resume)
+        return self.world
+
+    def restore(self, state: dict[str, Any] | None, round: int) -> None:
+        """The built world set to a checkpoint's ``state`` (None: as it is), its clock at ``round``
+        (:meth:`townsquare.world.World.question_at`)."""
+        self.round = round
+        self.world.question_at(round, state)
 
     def context(self, agent: Any) -> Any:
         """The step context of ``agent`` at the evaluation's round."""
-        from datetime import timedelta
-
-        from townsquare.components import StepContext
-
-        clock = self.sim.model.clock
-        llm = self.sim.services.llm.for_agent(agent.id) if self.sim.services.llm is not None else None
-        return StepContext(agent=agent, round=self.round, now=clock.start + timedelta(minutes=self.round * clock.minutes_per_round),
-                           minutes_per_round=clock.minutes_per_round, services=self.sim.services, llm=llm, start=clock.start)
+        return self.world.context(agent, self.round)
 
     def write_calls(self) -> dict[str, int]:
         """Write the ``llm_calls`` rows gathered so far; returns how many, by status."""
         counts: dict[str, int] = {}
-        for row in self.sim.write_llm_calls() if self.sim is not None and not self.dry_run else []:
+        for row in self.world.write_calls() if self.world is not None and not self.dry_run else []:
             counts[row[5]] = counts.get(row[5], 0) + 1
         return counts
 
     async def aclose(self) -> dict[str, int]:
-        """Write the calls, close the simulation; returns the calls written, by status."""
-        if self.sim is None:
+        """Write the calls, close the world; returns the calls written, by status."""
+        if self.world is None:
             return {}
         try:
             return self.write_calls()
         finally:
-            await self.sim.aclose()
+            await self.world.aclose()
 
 
 #: the scenario of an evaluation that grades answers produced elsewhere (``--answers``): no agent
@@ -404,7 +400,7 @@ SETTINGS_SCENARIO = {"name": "answers", "rounds": 1, "populations": [
 def settings_scenario(overrides: Sequence[str], plugins: Any) -> tuple[Any, Callable[[list[str]], Any]]:
     """:data:`SETTINGS_SCENARIO` resolved with ``overrides``, and how to resolve it with more
     (a judge's spec: :func:`spec_overrides`)."""
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     scenario = load_scenario(SETTINGS_SCENARIO, list(overrides), plugins)
     return scenario, lambda more: load_scenario(SETTINGS_SCENARIO, [*overrides, *more], plugins)

@@ -1,5 +1,5 @@
 """``townsquare export``: the run's tables as CSV, JSON lines or Parquet, for notebooks, and the
-agents' memories (:mod:`townsquare.api.memory_export`)."""
+agents' memories (:mod:`townsquare.lib.memory_export`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import click
 from townsquare.api import hookimpl
 from townsquare.cli.options import common_options
 from townsquare.errors import UsageError
-from townsquare.api.memory_export import MEMORY_TABLE, memory_rows
+from townsquare.lib.memory_export import MEMORY_TABLE, memory_rows
 from townsquare.store import EXPORT_TABLES, EventStore
 
 FORMATS = ("csv", "jsonl", "parquet")
@@ -92,9 +92,9 @@ def townsquare_register_commands(cli: click.Group) -> None:
     @common_options
     def export(run_dir: str, fmt: str, out: str, **_: Any) -> None:
         """Write the tables agents, posts, actions, follows, llm_calls and metrics."""
-        from townsquare.rundir import RunDir
+        from townsquare.launch.run_lock import open_run
 
-        run = RunDir.open(run_dir)
+        run = open_run(run_dir)
         if not run.events_path.is_file():
             raise UsageError(f"{run_dir}: no events.sqlite yet (the run has not started): nothing to export")
         for path in export_run(run.events_path, fmt, Path(out)):

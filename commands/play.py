@@ -24,7 +24,6 @@ import click
 from typing import Any, Callable
 
 from townsquare.actions import Action
-from townsquare.engine import Simulation
 from townsquare.errors import UsageError
 from townsquare.platform import platform_actions
 
@@ -105,34 +104,33 @@ class HumanPolicy:
         self.inner.set_state(state)
 
 
-class PlaySimulation(Simulation):
-    """A :class:`Simulation` whose agent ``play`` is played by a person."""
+class PlayerSeat:
+    """Seats a person in agent ``agent_id``'s policy once the world is built (the round loop's
+    ``seat``): the run plays in this process, and the manifest says who played."""
 
-    def __init__(self, *args: Any, play: str, read: Callable[[], str | None] | None = None,
-                 write: Callable[[str], None] | None = None, **kw: Any):
-        super().__init__(*args, **kw)
-        self.play = play
+    def __init__(self, agent_id: str, read: Callable[[], str | None] | None = None, write: Callable[[str], None] | None = None):
+        self.agent_id = agent_id
         self.read = read or _read_stdin
         self.write = write or click.echo  # the terminal is the interface here
 
-    async def build(self) -> None:
-        await super().build()
-        agents = {a.id: a for a in self.agents}
-        if self.play not in agents:
-            raise UsageError(f"--play {self.play}: no such agent (agents: {', '.join(list(agents)[:5])}...)")
-        agent = agents[self.play]
+    def __call__(self, world: Any) -> None:
+        agents = world.by_id
+        if self.agent_id not in agents:
+            raise UsageError(f"--play {self.agent_id}: no such agent (agents: {', '.join(list(agents)[:5])}...)")
+        agent = agents[self.agent_id]
         policy = agent.components["policy"]
         seat = getattr(policy, "play", None)
+        platform_name = world.scenario.platform.spec.name
         if callable(seat):
             played = seat(self.read, self.write)
         else:
-            if not hasattr(self.platform, "home_timeline"):
-                raise UsageError(f"--play: platform {self.scenario.platform.spec.name!r} has no home timeline to show")
-            played = HumanPolicy(policy, platform_actions(self.platform), self.read, self.write)
+            if not hasattr(world.platform, "home_timeline"):
+                raise UsageError(f"--play: platform {platform_name!r} has no home timeline to show")
+            played = HumanPolicy(policy, platform_actions(world.platform), self.read, self.write)
             if not played.kinds:
-                raise UsageError(f"--play: the policy of {agent.id} cannot be played on platform {self.scenario.platform.spec.name!r} "
+                raise UsageError(f"--play: the policy of {agent.id} cannot be played on platform {platform_name!r} "
                                  "(it offers no choices to a person and the platform takes none of the social actions)")
-        self.run_dir.update_manifest(played_by=agent.id)  # a person's turns: not reproducible from the seed
+        world.run_dir.update_manifest(played_by=agent.id)  # a person's turns: not reproducible from the seed
         agent.components["policy"] = played
 
 

@@ -25,7 +25,7 @@ def townsquare_register_commands(cli: click.Group) -> None:
     def resume(run_dir: str, overrides: tuple[str, ...], accept_changed_inputs: bool, quiet: bool, backend: str | None,
                ray_address: str | None, **_: Any) -> None:
         """Continue RUN_DIR from its newest checkpoint, as it was recorded."""
-        from townsquare.runner import resume_run
+        from townsquare.launch.runner import resume_run
 
         with RunLines(quiet) as progress:
             path, summary = resume_run(run_dir, overrides=[*backend_overrides(backend, ray_address), *overrides], progress=progress.update,

@@ -28,7 +28,7 @@ def townsquare_register_commands(cli: click.Group) -> None:
     def run(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, llm_spec: str | None, quiet: bool,
             play: str | None, plugin_options, backend: str | None, ray_address: str | None, **_: Any) -> None:
         """Run SCENARIO (a TOML file) into a new run directory."""
-        from townsquare.runner import start_run
+        from townsquare.launch.runner import start_run
 
         played = play_options(play)
         with RunLines(quiet or play is not None) as progress:
@@ -41,9 +41,9 @@ def townsquare_register_commands(cli: click.Group) -> None:
 
 
 def play_options(agent: str | None) -> dict[str, Any]:
-    """``run --play AGENT``: the simulation that hands AGENT's turns to the terminal."""
+    """``run --play AGENT``: the seat that hands AGENT's turns to the terminal."""
     if agent is None:
         return {}
-    from townsquare.commands.play import PlaySimulation
+    from townsquare.commands.play import PlayerSeat
 
-    return {"simulation_class": PlaySimulation, "play": agent}
+    return {"seat": PlayerSeat(agent)}

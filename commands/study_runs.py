@@ -52,7 +52,7 @@ def check_variants(scenario: str | Path, variants: Sequence[Variant], common: Se
     """Resolve the scenario as each variant changes it, so a misspelt key or plugin stops the
     command (one line naming the variant, ``what`` says as what) before any run starts."""
     from townsquare.plugin_manager import make_plugin_manager, parse_plugin_options
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     for variant in variants:
         enable, disable = parse_plugin_options([*common, *variant.plugin_options])

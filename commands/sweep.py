@@ -10,7 +10,7 @@ ablation is a sweep over plugin switches and a sweep a grid of variants.
 
 Each run gives each metric one value (its summary over rounds: the last round's, the mean, or the
 mean of the last K), and each point the mean over seeds with its 95 % Student-t interval
-(:func:`townsquare.api.stats.mean_interval`). Written to ``<out>``: ``sweep.md`` (printed),
+(:func:`townsquare.lib.stats.mean_interval`). Written to ``<out>``: ``sweep.md`` (printed),
 ``sweep.png`` (each metric against each setting, with the intervals) and ``sweep.json`` (a list
 ``points``, each with ``settings``, ``metric``, ``mean`` and ``interval``).
 
@@ -41,13 +41,13 @@ from typing import Any, Sequence
 import click
 
 from townsquare.api import hookimpl
-from townsquare.api.stats import Interval, mean_interval
+from townsquare.lib.stats import Interval, mean_interval
 from townsquare.cli.options import common_options, llm_overrides, log_json
 from townsquare.cli.progress import AblateProgress, progress_mode
 from townsquare.commands.study_runs import Job, Variant, check_variants, end_rounds, run_jobs, summary_value
 from townsquare.commands.compare import number_text, read_series
 from townsquare.errors import UsageError
-from townsquare.scenario import override_lines, override_value, read_scenario
+from townsquare.launch.scenario_files import override_lines, override_value, read_scenario
 
 METHODS = ("grid", "morris", "sobol")
 
@@ -496,7 +496,7 @@ def townsquare_register_commands(cli: click.Group) -> None:
               out: str | None, estimate: bool, plugin_options: tuple[str, ...], **_: Any) -> None:
         """Run SCENARIO at every combination of settings x seed (resumable), then each metric per point with its 95 % interval."""
         from townsquare.plugin_manager import make_plugin_manager, parse_plugin_options
-        from townsquare.scenario import load_scenario
+        from townsquare.launch.scenario_files import load_scenario
 
         settings = [parse_vary(spec) for spec in vary]
         keys = [s.key for s in settings]

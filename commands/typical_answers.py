@@ -1,5 +1,5 @@
 """The estimate's stand-in for a model that acts: :class:`TypicalModel` answers every request as
-the design that asks it declares a model typically does (:class:`townsquare.specs.AnswerPrior`,
+the design that asks it declares a model typically does (:class:`townsquare.lib.answer_priors.AnswerPrior`,
 ``townsquare_register_answer_priors``), so ``townsquare estimate``'s dry run follows the calls an
 acting model's answers lead to: the plans that make agents browse, the decisions that start a
 conversation, the comments that are written.
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from townsquare.llm import LLMRequest
-from townsquare.specs import AnswerPrior
+from townsquare.lib.answer_priors import AnswerPrior
 
 from .dry_run import StandInModel, prices_of, schema_example
 
@@ -223,7 +223,7 @@ def typical_value(schema: dict[str, Any], text: str, salt: int = 0) -> Any:
 
 
 def answer_priors(plugins: Any) -> list[AnswerPrior]:
-    """Every plugin's declared :class:`~townsquare.specs.AnswerPrior` (a plugin whose hook fails is skipped)."""
+    """Every plugin's declared :class:`~townsquare.lib.answer_priors.AnswerPrior` (a plugin whose hook fails is skipped)."""
     return [prior for found in plugins.call_each("townsquare_register_answer_priors") for prior in found or ()]
 
 
@@ -254,7 +254,7 @@ def estimate_scenario(scenario: str | Path, *, overrides: Sequence[str] = (), se
     folder; ``read(events_path)`` is called on its event store before the folder goes.
     ``plugins``: a plugin set made already (else one from ``plugin_options``, less the middleware)."""
     from townsquare.plugin_manager import make_plugin_manager, parse_plugin_options
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     if plugins is None:
         enable, disable = parse_plugin_options(plugin_options)

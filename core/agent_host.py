@@ -1,13 +1,14 @@
-"""The agents one process holds: their turns, what they hear of applied actions, their state.
+"""The agents one process holds: the local :class:`~townsquare.turns.Turns`.
 
-In one process the :class:`~townsquare.engine.Simulation` holds every agent in one host. On Ray
-(:mod:`townsquare.scaleout.ray_backend`) each shard holds a host of its own agents, and the driver none
-(it keeps each agent's id, index, population and persona: what ordering, the platform and the
-metrics need), unless the platform hands agents to each other (``members``), where the driver
-holds every agent too, for the metrics and the checkpoints.
+In one process the world (:class:`~townsquare.world.World`) holds every agent in one host, and
+the round loop plays its turns here. On Ray (:mod:`townsquare.scaleout.ray_backend`) each shard
+holds a host of its own agents, and the driver none (it keeps each agent's id, index, population
+and persona: what ordering, the platform and the metrics need), unless the platform hands agents
+to each other (``members``), where the driver holds every agent too, for the metrics and the
+checkpoints.
 
 A host plays round ``r`` of the agents it is given (:meth:`take_turns`, the engine's step 2),
-tells their components what the platform answered to their actions (:meth:`notify_applied`),
+tells their components what the platform answered to their actions (:meth:`applied`),
 and keeps each agent's checkpoint entry encoded between checkpoints, encoding again only the
 agents whose components may have changed (:meth:`entries`). Arrays over the run's agents (the
 activity draw, who may take the batch path) are indexed by agent index over the whole run, so a
@@ -22,7 +23,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from . import state as state_codec
+from . import state
 from .activity import active_agents, active_probabilities, hour_weight
 from .actions import Action, ActionResult
 from .batch_turns import batch_eligible, check_actions, take_turns_batch
@@ -33,8 +34,9 @@ from .platform import platform_actions
 
 
 class AgentHost:
-    """``agents``: the agents held here, in index order; ``population``: how many agents the run
-    has; ``levels``: every agent's activity level, by index (:func:`townsquare.assembly.assemble`)."""
+    """The local turns (:class:`~townsquare.turns.Turns`). ``agents``: the agents held here, in
+    index order; ``population``: how many agents the run has; ``levels``: every agent's activity
+    level, by index (:func:`townsquare.assembly.assemble`)."""
 
     def __init__(self, agents: list[Agent], *, population: int, levels: np.ndarray, streams: Any, services: Any,
                  model: Any, platform_name: str, stages: dict[str, list], accounting: Any = None):
@@ -115,7 +117,14 @@ class AgentHost:
             ctx = self.context(agent, r, now)
             drawn = bool(drawn_by_index[agent.index])
             planner = agent.components.get("planner")
-            verdict = await planner.is_active(ctx) if planner is not None else None
+            verdict = None
+            if planner is not None:
+                plan_turn = getattr(planner, "plan_turn", None)
+                if plan_turn is not None:  # the verdict and what the planner read, for the policy
+                    planned = await plan_turn(ctx)
+                    verdict, ctx.plan = planned.active, planned.plan
+                else:
+                    verdict = await planner.is_active(ctx)
             active = drawn if verdict is None else bool(verdict)
             actions: list[Action] = []
             if active:
@@ -147,7 +156,7 @@ class AgentHost:
         eligible = self.batch_eligible()
         return [a for a, (active, _) in zip(present, results) if active or not eligible[a.index]]
 
-    async def notify_applied(self, agent: Agent, r: int, now: Any, applied: list[tuple[Action, ActionResult]]) -> None:
+    async def applied(self, agent: Agent, r: int, now: Any, applied: list[tuple[Action, ActionResult]]) -> None:
         """Tell ``agent``'s components (``on_applied``) what the platform answered to its actions."""
         ctx = None
         for component in agent.components.values():
@@ -155,6 +164,26 @@ class AgentHost:
             if on_applied is not None:
                 ctx = ctx or self.context(agent, r, now, feed=False)
                 await on_applied(ctx, applied)
+
+    async def round_applied(self, r: int, named: list[int]) -> None:
+        """An agent an action named may have changed (a chat's partner)."""
+        self.changed(named)
+
+    async def on_agent(self, agent_id: str, change: Callable[["AgentHost", Agent, int], Any], r: int) -> None:
+        """``await change(self, agent, r)`` on a held agent (an intervention); its entry is encoded again."""
+        agent = self.by_id[agent_id]
+        await change(self, agent, r)
+        self.changed([agent.index])
+
+    async def checkpoint(self, r: int) -> dict[str, Any]:
+        """The held agents' entries, for the loop to write (:meth:`entries`)."""
+        return {"agents": self.entries()}
+
+    async def processes(self) -> list[dict[str, Any]]:
+        return []  # the agents are this process's
+
+    async def aclose(self) -> None:
+        """Nothing to release: the world closes the components' services."""
 
     # ------------------------------------------------------------------ state
 
@@ -179,7 +208,7 @@ class AgentHost:
             self._entries = [""] * len(self.agents)
             self._stale = np.ones(len(self.agents), dtype=bool)
         kept = self.batch_eligible()[[a.index for a in self.agents]] if self.agents else np.zeros(0, dtype=bool)
-        entries, stale, encode = self._entries, self._stale, state_codec.encoder().encode
+        entries, stale, encode = self._entries, self._stale, state.encoder().encode
         for position, agent in enumerate(self.agents):
             if stale[position] or not kept[position]:
                 components = {slot: c.get_state() for slot, c in agent.components.items()}

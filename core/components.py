@@ -50,11 +50,22 @@ class Planner(Component, Protocol):
     """Slot ``planner``: asked every round whether the agent is active.
 
     Return True or False to decide, or None to leave it to the activity model. A planner may
-    (re)build its plan inside this call (an LLM call is fine: planners run concurrently) and
-    leave what it read for the turn in ``ctx.plan``: the same context goes to the policy.
+    (re)build its plan inside this call (an LLM call is fine: planners run concurrently).
+    Optional: ``async plan_turn(ctx) -> PlannedTurn``, asked instead of ``is_active`` when a
+    planner offers it: the verdict and what the planner read for the turn (Zhou's session),
+    which the turn's context hands the policy as ``ctx.plan`` (the plan is read once a turn).
     """
 
     async def is_active(self, ctx: "StepContext") -> bool | None: ...
+
+
+@dataclass(frozen=True)
+class PlannedTurn:
+    """A planner's answer for one turn (:meth:`Planner.plan_turn`): whether the agent is active
+    (None: the activity model decides) and the plan it read, for the policy (``ctx.plan``)."""
+
+    active: bool | None
+    plan: Any = None
 
 
 class Reflector(Component, Protocol):
@@ -81,34 +92,9 @@ class PersonaKnowledge(Component, Protocol):
 
 # Memory slots (memory.sensory, memory.short_term, memory.long_term, memory.stream) and the
 # retrieval scorer (memory.retrieval) share one contract, kept in townsquare.memory (which
-# names Agent and StepContext from here: this module imports nothing of it).
-
-
-class DuplicateCheck(Component, Protocol):
-    """What a policy that avoids repeating itself needs of ``memory.short_term`` (Zhou et al.
-    §3.1.4: a new post too similar to the agent's earlier ones is regenerated, at most
-    ``max_attempts`` times, then skipped)."""
-
-    @property
-    def max_attempts(self) -> int: ...
-
-    def post_similarity(self, text: str, extra: Sequence[str] = ()) -> float:
-        """The highest similarity of ``text`` to the agent's earlier posts and ``extra``."""
-
-    def is_duplicate(self, similarity: float) -> bool: ...
-
-    def record_skipped(self, round: int, topic: str, similarity: float, attempts: int) -> None:
-        """Remember that a post on ``topic`` was given up after ``attempts`` drafts."""
-
-
-class EngagementLog(Component, Protocol):
-    """What the follow reflection needs of ``memory.short_term`` (Zhou et al. §3.1.5): the
-    posts the agent engaged with since a round (the browsed posts reach the tier as
-    observations through ``remember``, like any memory's)."""
-
-    def engaged_posts(self, since_round: int = 0) -> list[dict[str, Any]]:
-        """Posts the agent liked, reblogged or commented on since ``since_round``, oldest
-        first, as dicts with at least ``post_id``, ``author_id`` and ``text``."""
+# names Agent and StepContext from here: this module imports nothing of it). What a design
+# needs of a slot beyond its protocol it declares itself (ComponentSpec.requires: Zhou et al.'s
+# duplicate check, townsquare.plugins.social_agent.memory.short_term_needs).
 
 
 class ObservesResults(Protocol):
@@ -199,8 +185,8 @@ class StepContext:
     feed_authors: "frozenset[str] | None" = None
     #: the simulated time of round 0
     start: datetime | None = None
-    #: what the agent's planner read for this turn, left here by its ``is_active`` (Zhou's
-    #: session) so the policy reads the plan once per turn; None: no planner left one
+    #: what the agent's planner read for this turn (its :class:`PlannedTurn`'s ``plan``: Zhou's
+    #: session), so the policy reads the plan once per turn; None: no planner gave one
     plan: Any = None
     #: where :meth:`record_reflection` puts its rows (the agent host's; None: not recorded, as
     #: in an interview or an evaluation)

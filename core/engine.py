@@ -1,4 +1,5 @@
-"""The round engine: the round loop alone (assembling a run is :mod:`townsquare.assembly`).
+"""The round engine: the round loop alone. It plays a :class:`~townsquare.world.World` (the
+assembled run) through a :class:`~townsquare.turns.Turns` (where the agents' turns run).
 
 Each round, on a simulated clock (``clock.minutes_per_round``, default 60):
 
@@ -26,40 +27,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import gc
 import time
-from datetime import timedelta
 from typing import Any, Callable, Iterator
 
 import structlog
 
 from .actions import Action, ActionResult
-from .agent_host import AgentHost, stop_reason
-from .llm_modes import TOTAL_KEYS, answers_in_db, provider_capabilities
-from .progress import count_llm_call, llm_call_event, new_totals, phase_event
-from .assembly import Assembly, agent_rows, assemble, build_llm
-from .components import Agent
+from .agent_host import stop_reason
 from .errors import RunStopped
 from .interventions import RunSeams
 from .lifecycle import RunInfo, RunSummary
-from .llm import LLMCallRecord
-from .prompt_cache import PrefixIndex, cached_tokens
 from .llm_faults import LLMFatal, LLMFault
+from .llm_journal import LLMJournal
+from .llm_modes import answers_in_db
 from .metrics import RoundView
-from .process_usage import process_usage, rss_bytes
+from .process_usage import process_usage
 from .rundir import RunDir
 from .scenario import ResolvedScenario
-from .secrets import redact_text
-from .slots import notify_round_start, round_observers
 from .state import json_encoder
-from .store import EventStore, dumps_detail
+from .store import dumps_detail
+from .turns import Turns, TurnsBackend
+from .world import World
 
 log = structlog.get_logger("townsquare.engine")
 
 #: ``progress(round, totals)``: before the first round played (``round`` = the last one done, -1
 #: for a new run) and after each round; ``totals`` is a copy of the running totals
-#: (:func:`townsquare.progress.new_totals`: rounds, actions, posts, LLM calls, tokens, cost,
+#: (:func:`townsquare.llm_journal.new_totals`: rounds, actions, posts, LLM calls, tokens, cost,
 #: errors, repairs, parse failures).
 Progress = Callable[[int, dict[str, float]], None]
 
@@ -87,7 +82,17 @@ def run_collector() -> Iterator[None]:
 
 
 class Simulation:
-    """One run of a resolved scenario into a run directory."""
+    """The round loop: plays a scenario's world into a run directory.
+
+    ``backend``: where the turns run when not in this process (a :class:`~townsquare.turns.TurnsBackend`,
+    from ``townsquare_engine_backend``; None: the world's own agents, :class:`~townsquare.agent_host.AgentHost`).
+    ``seat(world)``: changes the built world before the run starts (``run --play`` seats a person
+    in an agent's policy); a run with a seat or a provider object of its own (a replay's, an
+    estimate's) plays in this process whatever the backend. ``on_built(world)``: the runner's cue
+    that every input was read and checked (it describes the run's answers in the manifest).
+
+    ``live(event)``, for a display, hears ``phase`` (``text``: what is being built), ``llm_call``
+    (``round``, ``purpose``, a copy of the ``totals``, as each call lands) and ``round_start``."""
 
     def __init__(
         self,
@@ -98,8 +103,9 @@ class Simulation:
         progress: Progress | None = None,
         llm_middleware: list[Any] | None = None,
         llm_provider: Any | None = None,
-        on_built: Callable[[], None] | None = None,
-        backend: Any = None,
+        on_built: Callable[[World], None] | None = None,
+        backend: TurnsBackend | None = None,
+        seat: Callable[[World], None] | None = None,
         live: Callable[[dict[str, Any]], None] | None = None,
     ):
         self.scenario = scenario
@@ -108,187 +114,51 @@ class Simulation:
         self.hook = plugins.hook
         self.run_dir = run_dir
         self.progress = progress
-        self.llm_middleware = list(llm_middleware or [])
-        self.llm_provider = llm_provider
-        self.on_built = on_built  # the runner's cue: every input was read and checked
-        #: ``live(event)``: what happens as it happens, for a display (:mod:`townsquare.progress`:
-        #: build phases, every LLM call with the totals so far, each round's start)
+        self.on_built = on_built
+        self.seat = seat
         self.live = live
-        #: where the turns run when not in this process: a class with ``plays(simulation)`` (whether
-        #: it takes this run's turns), ``connect(simulation)`` (before building) and ``async
-        #: start(simulation, connection)`` (after; the runner passes
-        #: :class:`townsquare.scaleout.ray_backend.RayBackend` for ``[engine] backend = "ray"``)
-        self._backend_class = backend
-        self.backend: Any = None
-        #: the agents this process holds with their components (None: a backend's shards hold them)
-        self.host: AgentHost | None = None
-        #: the round of the checkpoint this run resumed from (None: a new run, or none was kept)
-        self.restored_from: int | None = None
-        #: ``(population, slot)`` whose components kept the state they were built with when the
-        #: run was restored (:meth:`set_state`)
-        self.fresh_slots: frozenset[tuple[str, str]] = frozenset()
-        self.round = -1
-        self.agents: list[Agent] = []
-        self.totals = new_totals()
-        #: the round's ``llm_calls`` rows as kept until it writes them (:func:`_kept_row`)
-        self._llm_rows: list[tuple] = []
-        #: each agent's index by id (set when the run is built; calls made before go first)
-        self._order: dict[str, int] = {}
-        self._record_llm = True
-        #: every prompt prefix of the run's answered calls so far, in issue order (``cached_prefix_tokens``)
-        self.prefix_index = PrefixIndex()
-        #: ``self.round`` as the LLM layer reads it several times a call: a C-level callable, no Python frame
-        self._current_round = functools.partial(getattr, self, "round")
-        #: whether each LLM call fires ``townsquare_on_llm_call`` (False when no plugin listens,
-        #: which skips pluggy's dispatch; an evaluation, which is no run, sets it False too)
-        self.fire_llm_call_hook = bool(self.hook.townsquare_on_llm_call.get_hookimpls())
+        if backend is not None and (llm_provider is not None or seat is not None):
+            log.warning("engine.backend.local", backend=self.model.engine.backend,
+                        reason="a replay, an estimate or --play runs in one process")
+            backend = None
+        self.backend = backend
+        # each LLM call fires townsquare_on_llm_call when a plugin listens (else pluggy's dispatch is skipped) and tells live
+        heard = [self._heard] * bool(self.hook.townsquare_on_llm_call.get_hookimpls()) + [self._live_call] * (live is not None)
+        self.world = World(scenario, run_dir, journal=LLMJournal(listeners=heard), llm_provider=llm_provider,
+                           llm_middleware=llm_middleware)
+        self.turns: Turns | None = None
         self._action_observers = bool(self.hook.townsquare_on_action_applied.get_hookimpls())
+
+    def _heard(self, call: Any) -> None:
+        self.hook.townsquare_on_llm_call(run=self.info, call=call)
+
+    def _live_call(self, call: Any) -> None:
+        self.live({"event": "llm_call", "round": self.world.journal.round, "purpose": call.purpose,
+                   "totals": dict(self.world.totals)})
+
 
     # ------------------------------------------------------------------ building
 
     async def build(self) -> None:
-        """Assemble the run (:func:`townsquare.assembly.assemble`): services, platform, metrics,
-        agents; with a backend that plays the turns elsewhere, the agents' components are built
-        there (:mod:`townsquare.scaleout.ray_backend`) and this process keeps each agent's persona."""
-        remote = self._backend_class is not None and self._backend_class.plays(self)
-        cluster = self._backend_class.connect(self) if remote else None
-        self._rss_before_build = rss_bytes()
-        self.store = EventStore(self.run_dir.events_path)
+        """Build the world and its turns: here, or with a backend, its agents' components where
+        the backend holds them (this process keeps each agent's persona)."""
+        world = self.world
+        connection = self.backend.connect(world) if self.backend is not None else None
         try:
-            built = await assemble(
-                self.scenario, str(self.run_dir.path), llm_provider=self.llm_provider, llm_middleware=self.llm_middleware,
-                on_llm_call=self.record_llm_call, current_round=self._current_round, components=not remote,
-                on_phase=self.phase if self.live is not None else None,
-            )
+            phase = (lambda text: self.live({"event": "phase", "text": text, "rounds": self.model.rounds})) if self.live else None
+            await world.build(components=self.backend is None, on_phase=phase)
         except BaseException:
-            if cluster is not None:
-                cluster.close()
+            if connection is not None:
+                connection.close()
             raise
-        self.services, self.platform, self.metrics, self.agents = built.services, built.services.platform, built.metrics, built.agents
-        self.llm_middleware, self.stages = built.llm_middleware, built.stages
-        self.interventions, self.seams = built.interventions, RunSeams(self)
+        self.turns = world.host if self.backend is None else await self.backend.start(world, connection)
+        self.seams = RunSeams(world, self.turns, self._record_seam_action)
         # what is measured at round ends: the metrics, then the interventions that report
-        self.measured = [*self.metrics, *((name, i) for name, i in self.interventions if hasattr(i, "measure"))]
-        self.provider, self.accounting = built.provider, built.accounting
-        self._order = {agent.id: agent.index for agent in self.agents}
-        self._by_id = {agent.id: agent for agent in self.agents}
-        self.streams, self.population, self.levels = built.streams, built.population, built.levels
-        if not built.partial:
-            self.host = AgentHost(self.agents, population=built.population, levels=built.levels, streams=built.streams,
-                                  services=self.services, model=self.model, platform_name=self.scenario.platform.spec.name,
-                                  stages=built.stages, accounting=built.accounting)
-        if remote:
-            self.backend = await self._backend_class.start(self, cluster)
-        # the agents' components hear the round start where their turns run (the shards' copies)
-        local_agents = self.agents if self.backend is None else []
-        self._round_observers = round_observers([self.services.platform, self.services.recommender, *(m for _, m in self.metrics),
-                                                 *(i for _, i in self.interventions),
-                                                 *self.llm_middleware, *(c for a in local_agents for c in a.components.values())])
-
-    def phase(self, text: str) -> None:
-        """Tell the display what the run is doing while it is built (``live``)."""
-        if self.live is not None:
-            self.live(phase_event(text, self.model.rounds))
-
-    def build_llm(self, build_ctx: Any) -> Any:
-        """The run's LLM client alone (provider, middleware, accounting), for commands that
-        need no agents (``townsquare eval discrimination``); :meth:`aclose` closes it."""
-        built = Assembly(services=build_ctx.services, metrics=[], agents=[], stages={},
-                         llm_middleware=list(self.llm_middleware))
-        client = build_llm(self.scenario, build_ctx, built, self.llm_provider, self.record_llm_call, self._current_round)
-        self.llm_middleware = built.llm_middleware
-        self.provider, self.accounting = built.provider, built.accounting
-        return client
-
-    def record_llm_call(self, call: LLMCallRecord) -> None:
-        """Count an LLM call in the run's totals, keep its ``llm_calls`` row (written with its
-        round, or by :meth:`write_llm_calls`) and fire ``townsquare_on_llm_call``. An answer that
-        fell back to its caller's default is a warning, with the run's counts so far, unless the
-        provider is a stand-in (``stand_in = True``: a dry run's answers are no model's)."""
-        count_llm_call(self.totals, call)
-        if self.live is not None:
-            self.live(llm_call_event(self.round, call.purpose, self.totals))
-        if call.status == "parse_failure" and not getattr(self.llm_provider, "stand_in", False):
-            answers = {outcome: int(self.totals.get(key, 0)) for outcome, key in TOTAL_KEYS.items()}
-            log.warning("llm.fallback", purpose=call.purpose, agent=call.agent_id, mode=call.mode or "-", kind=call.kind,
-                        fallbacks=answers["fallback"], answers=sum(answers.values()))
-        if self._record_llm:
-            order = self._order.get(call.agent_id or "", -1)
-            self._llm_rows.append(_kept_row(call, order, len(self._llm_rows)))
-        if self.fire_llm_call_hook:
-            self.hook.townsquare_on_llm_call(run=self.info, call=call)
-
-    # ------------------------------------------------------------------ state
-
-    def get_state(self, round: int, agents: bool = True) -> dict[str, Any]:
-        """The run's state after ``round`` (a checkpoint's content); ``agents=False`` leaves the
-        agents out (a checkpoint writes them from :meth:`townsquare.agent_host.AgentHost.entries`,
-        here or in the shards)."""
-        state = {
-            "version": 1,
-            "round": round,
-            "platform": self.platform.get_state(),
-            "recommender": self.services.recommender.get_state(),
-            "metrics": {name: metric.get_state() for name, metric in self.metrics},
-            "interventions": {name: i.get_state() for name, i in self.interventions if hasattr(i, "get_state")},
-            "llm": {_key(m): m.get_state() for m in self.llm_middleware if hasattr(m, "get_state")},
-            "totals": dict(self.totals),
-            "prompt_cache": self.prefix_index.get_state(),
-        }
-        if agents and self.host is not None:
-            # no generator state: an agent's draws come from the seed and the round (townsquare.random_streams)
-            state["agents"] = {a.id: {"components": {s: c.get_state() for s, c in a.components.items()}} for a in self.agents}
-        return state
-
-    def changed(self, agent: Agent) -> None:
-        """``agent``'s components were changed outside its turns (an intervention, the
-        state a shard sent back): the next checkpoint reads their state again."""
-        if self.host is not None:
-            self.host.changed([agent.index])
-
-    async def on_agent(self, agent: Agent, change: Callable[[AgentHost, Agent, int], Any], r: int) -> None:
-        """Apply ``await change(host, agent, r)`` (an intervention's: a picklable callable)
-        to ``agent`` where its components are held: here, or in its shard before round ``r``'s
-        turns (:meth:`townsquare.scaleout.ray_backend.RayBackend.on_agent`)."""
-        if self.host is not None:
-            await change(self.host, self.host.by_id[agent.id], r)
-            self.changed(agent)
-        else:
-            self.backend.on_agent(agent.id, change, r)
-
-    def changed_slots(self, written_by: list[dict[str, str]] | None) -> frozenset[tuple[str, str]]:
-        """``(scope, slot)`` filled now by another component than in ``written_by`` (the slot
-        table of the run that wrote a checkpoint; None: this run's own)."""
-        if written_by is None:
-            return frozenset()
-        before = {(row["scope"], row["slot"]): row["component"] for row in written_by}
-        now = {(row["scope"], row["slot"]): row["component"] for row in self.scenario.slot_table()}
-        return frozenset(key for key, component in now.items() if before.get(key) != component)
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Take a checkpoint's state. Its agents are restored where they are held: here, or (with
-        a backend whose shards hold them) by the shards from the checkpoint's files.
-
-        A checkpoint another run wrote (a branch's start) names that run's slot table
-        (``slot_table``): a component that differs now keeps the state it was built with, as
-        does a metric or intervention the checkpoint has no state for."""
-        self.fresh_slots = changed = self.changed_slots(state.get("slot_table"))
-        self.platform.set_state(state["platform"])
-        if ("run", self.scenario.recommender.slot) not in changed:
-            self.services.recommender.set_state(state["recommender"])
-        if self.host is not None:
-            agents = state["agents"]
-            self.host.restore(lambda agent: agents[agent.id], changed)
-        for part, components in (("metrics", self.metrics), ("interventions", self.interventions)):
-            for name, component in components:
-                if name in state.get(part, {}):
-                    component.set_state(state[part][name])
-        for m in self.llm_middleware:
-            if hasattr(m, "set_state") and _key(m) in state.get("llm", {}):
-                m.set_state(state["llm"][_key(m)])
-        self.totals.update(state.get("totals", {}))
-        if "prompt_cache" in state:  # a checkpoint written before the column starts an empty index
-            self.prefix_index.set_state(state["prompt_cache"])
+        self.measured = [*world.metrics, *((name, i) for name, i in world.interventions if hasattr(i, "measure"))]
+        # the agents' components hear the round start where their turns run (a backend's copies)
+        self._round_observers = world.round_observers(measures=True, agents=world.agents if self.turns is world.host else [])
+        if self.seat is not None:
+            self.seat(world)
 
     # ------------------------------------------------------------------ running
 
@@ -300,7 +170,7 @@ class Simulation:
         :class:`~townsquare.errors.RunStopped` (an LLM fault becomes
         :class:`~townsquare.llm_faults.LLMFatal`) for the runner to mark. Whatever the exit, a
         bug's traceback included, every component, middleware and provider is closed."""
-        self._record_llm = not resume
+        self.world.journal.recording = not resume
         self.info = RunInfo(
             name=self.model.name, run_dir=str(self.run_dir.path), seed=self.model.seed, rounds=self.model.rounds,
             start_round=0, slot_table=self.scenario.slot_table(), scenario=self.scenario.data,
@@ -311,6 +181,7 @@ class Simulation:
             await self.aclose()
 
     async def _run(self, resume: bool) -> RunSummary:
+        world, journal = self.world, self.world.journal
         start_round = 0
         stopped = None
         started = False
@@ -320,156 +191,92 @@ class Simulation:
         except (RunStopped, LLMFault) as exc:
             # stopped while building (persona enrichment met an outage or a budget): the runner
             # marks the manifest; the calls made keep their rows, a resume builds again unrecorded
-            if hasattr(self, "store"):
-                self._write_llm_rows(self._llm_rows)
+            if world.store is not None:
+                world.write_calls()
             if isinstance(exc, RunStopped):
                 raise
             raise LLMFatal(stop_reason(exc)) from exc
-        self._describe_answers()
         if self.on_built is not None:
-            self.on_built()
+            self.on_built(world)
         try:
-            self.store.add_agents(agent_rows(self.agents))
+            world.record_agents()
             if resume:
-                checkpoint = self.run_dir.latest_checkpoint(agents=self.host is not None)
+                checkpoint = self.run_dir.latest_checkpoint(agents=world.host is not None)
                 if checkpoint is not None:
                     last, state = checkpoint
-                    self.set_state(state)
+                    world.set_state(state, restored_from=last)
                     start_round = last + 1
-                    self.restored_from = last
-                dropped = self.store.truncate_after(start_round - 1)
+                dropped = world.store.truncate_after(start_round - 1)
                 log.info("run.resume", run=str(self.run_dir.path), from_round=start_round, dropped_rows=dropped)
-            elif self._llm_rows:
+                journal.discard()
+            else:
                 # LLM calls made while building (persona enrichment, say) belong to no round: -1.
-                self._write_llm_rows(self._llm_rows)
-            self._llm_rows.clear()
-            self._record_llm = True
+                world.write_calls()
+            journal.recording = True
             self.info.start_round = start_round
             last_done = start_round - 1
             self.hook.townsquare_on_run_start(run=self.info)
             started = True
             if self.progress is not None:
-                self.progress(start_round - 1, dict(self.totals))
+                self.progress(start_round - 1, dict(world.totals))
             for r in range(start_round, self.model.rounds):
                 await self.play_round(r)
                 last_done = r
         except (RunStopped, LLMFault, KeyboardInterrupt, asyncio.CancelledError) as exc:
             stopped = stop_reason(exc)
-            self.store.discard_pending()
+            world.store.discard_pending()
             # Failed attempts of the discarded round happened: they keep their rows (the
             # replayed round gets its answers from the cache and does not repeat them).
-            self._write_llm_rows([kept for kept in self._llm_rows if kept[_STATUS] == "error"])
-            self._llm_rows.clear()
+            journal.write(world.store, journal.take_failed())
             log.warning("run.stopped", reason=stopped, last_round=last_done)
+        store = world.store
         summary = RunSummary(
-            rounds_completed=last_done + 1, actions=self.store.count("actions"), posts=self.store.count("posts"),
-            llm_calls=self.store.count("llm_calls"), stopped=stopped,
-            counts=dict(self.store.db.execute("SELECT kind, COUNT(*) FROM actions GROUP BY kind").fetchall()),
+            rounds_completed=last_done + 1, actions=store.count("actions"), posts=store.count("posts"),
+            llm_calls=store.count("llm_calls"), stopped=stopped,
+            counts=dict(store.db.execute("SELECT kind, COUNT(*) FROM actions GROUP BY kind").fetchall()),
         )
         # each process's memory: its resident set before the agents were built and its peak
-        processes = [process_usage("run" if self.backend is None else "driver", self._rss_before_build)]
-        if self.backend is not None:
-            processes += await self.backend.processes()
+        processes = [process_usage("run" if self.backend is None else "driver", world.rss_before_build)]
+        processes += await self.turns.processes()
         self.run_dir.update_manifest(
             status="stopped" if stopped else "finished", stop_reason=stopped, rounds_completed=last_done + 1, processes=processes,
-            structured_answers=answers_in_db(self.store.db),
+            structured_answers=answers_in_db(store.db),
         )
         if started:
             self.hook.townsquare_on_run_end(run=self.info, summary=summary)
         return summary
 
-    def _describe_answers(self) -> None:
-        """Say in the manifest how structured answers are held to their format: the provider's
-        capabilities and the mode per kind (``llm``), and in the slot table, per component that
-        declares its answers (an ``answers`` mapping of purpose -> AnswerFormat), the mode each
-        of its purposes runs in. The CLI prints both at start; the run's end adds the counts
-        (``structured_answers``)."""
-        llm = getattr(self.services, "llm", None)
-        if llm is None or not self.run_dir.manifest_path.is_file():
-            return
-        modes = llm.modes
-        declared: dict[tuple[str, str], str] = {}
-        for agent in self.agents:
-            for slot, component in agent.components.items():
-                answers = getattr(component, "answers", None)
-                if answers and (agent.population, slot) not in declared:
-                    declared[(agent.population, slot)] = ", ".join(
-                        f"{purpose}: {modes.get(answer.kind, 'prompt')}" for purpose, answer in answers.items())
-        rows = [{**row, "answers": declared[(row["scope"], row["slot"])]} if (row["scope"], row["slot"]) in declared else row
-                for row in self.scenario.slot_table()]
-        self.run_dir.update_manifest(slot_table=rows, llm={
-            "provider": self.provider.name, "model": self.provider.model,
-            "capabilities": {kind: list(m) for kind, m in provider_capabilities(self.provider).items()}, "modes": modes})
-
-    def write_llm_calls(self) -> list[tuple]:
-        """Write the ``llm_calls`` rows kept since the last write (an evaluation's calls, which
-        no round writes); returns them."""
-        items, self._llm_rows = self._llm_rows, []
-        return self._write_llm_rows(items)
-
-    def _write_llm_rows(self, items: list[tuple]) -> list[tuple]:
-        rows = self._ordered_rows(items) if items else []
-        if rows and self._record_llm:
-            self.store.write_now("llm_calls", rows)
-        return rows
-
-    def _ordered_rows(self, items: list[tuple]) -> list[tuple]:
-        """``items``' rows (:func:`_kept_row`) in issue order, each with its ``cached_prefix_tokens``:
-        an answered call's prompt prefix shared with an earlier answered call of the run (in the
-        provider's tokens, :func:`townsquare.prompt_cache.cached_tokens`); None for a failed
-        attempt or a parse failure (their prompts are left out of the index, so a replay, which
-        has no failed attempts, counts the same)."""
-        rows = []
-        append, add_blocks = rows.append, self.prefix_index.add_blocks
-        for kept in sorted(items):  # by place: its fields are unique, so no row is ever compared
-            if kept[_STATUS] in ("ok", "cached"):  # a prompt shorter than a block shares nothing
-                shared = add_blocks(kept[5]) if kept[5] else 0
-                append(kept[_ROW:] + (cached_tokens(shared, kept[6], kept[_STATUS + 1]) if shared else 0,))
-            else:
-                append(kept[_ROW:] + _NOT_ANSWERED)
-        return rows
-
     async def aclose(self) -> None:
-        """Close the store, the platform, the embedder, every LLM link and the provider; one
-        that fails to close is logged and the others are still closed."""
-        if getattr(self, "store", None) is not None:
-            self.store.close()
-        services = getattr(self, "services", None)
-        embedder = getattr(getattr(services, "embedder", None), "embedder", None)
-        closables = [self.backend, getattr(self, "platform", None), getattr(services, "knowledge", None), embedder,
-                     *self.llm_middleware, getattr(self, "provider", None)]
-        for obj in closables:
-            if obj is None:
-                continue
+        """Release the turns (a backend's workers), then close the world; one that fails to
+        close is logged and the rest is still closed."""
+        if self.turns is not None and self.turns is not self.world.host:
             try:
-                await _close(obj)
+                await self.turns.aclose()
             except Exception as exc:  # noqa: BLE001 - closing must reach every other resource
-                log.warning("run.close_failed", component=type(obj).__name__, error=f"{type(exc).__name__}: {exc}")
-
-    def now(self, round: int) -> str:
-        clock = self.model.clock
-        return (clock.start + timedelta(minutes=round * clock.minutes_per_round)).isoformat()
+                log.warning("run.close_failed", component=type(self.turns).__name__, error=f"{type(exc).__name__}: {exc}")
+        await self.world.aclose()
 
     async def play_round(self, r: int) -> None:
         wall = time.perf_counter()
-        for _, intervention in self.interventions:
+        world, turns = self.world, self.turns
+        for _, intervention in world.interventions:
             if intervention.acts_at(r):
                 await intervention.intervene(self.seams, r)
-        self.round = r
         if self.live is not None:
             self.live({"event": "round_start", "round": r, "rounds": self.model.rounds})
-        self.streams.start_round(r)
-        now_iso = self.now(r)
-        now = self.model.clock.start + timedelta(minutes=r * self.model.clock.minutes_per_round)
+        world.start_round(r)
+        now = world.time_of(r)
+        now_iso = now.isoformat()
         self.hook.townsquare_on_round_start(run=self.info, round=r, now=now_iso)
-        await notify_round_start(self._round_observers, r, now)
+        await world.notify_round_start(self._round_observers, r)
 
-        present = [a for a in self.agents if a.present(r)]
-        results = await self.take_turns(r, present, now)
+        present = [a for a in world.agents if a.present(r)]
+        results = await turns.take_turns(r, present, now)
         n_active = sum(1 for active, _ in results if active)
 
         ordered = [action for _, actions in results for action in actions]
-        apply_batch = getattr(self.platform, "apply_batch", None)
+        platform = world.platform
+        apply_batch = getattr(platform, "apply_batch", None)
         if apply_batch is not None:
             # A network platform may send independent writes in parallel; it answers in order.
             answers = iter(await apply_batch(ordered, r, now_iso))
@@ -478,9 +285,7 @@ class Simulation:
         # the actions as metrics read them: only built when a metric will (a dict per action)
         round_actions: list[dict[str, Any]] | None = [] if self.measured else None
         n_actions = len(ordered)
-        apply, record, named = self.platform.apply, self._record_action, []
-        # here, the host's own coroutine (one less per agent); on a backend the shard is told
-        notify = self.notify_applied if self.backend is not None else self.host.notify_applied
+        apply, record, order, named = platform.apply, self._record_action, world.journal.order, []
         for agent, (_, actions) in zip(present, results):
             if not actions:
                 continue
@@ -489,79 +294,58 @@ class Simulation:
                 result = next(answers) if answers is not None else await apply(action, r, now_iso)
                 record(r, now_iso, action, result, round_actions)
                 if action.target_agent is not None:
-                    target = self._order.get(action.target_agent)
+                    target = order.get(action.target_agent)
                     if target is not None:
                         named.append(target)
                 if self._action_observers:
                     self.hook.townsquare_on_action_applied(run=self.info, round=r, action=action, result=result)
                 applied.append((action, result))
-            await notify(agent, r, now, applied)
-        if self.host is not None:  # an agent an action named may have changed (a chat's partner)
-            self.host.changed(named)
-        if self.backend is not None:
-            # the shards replay the round's writes on their platform copies and hear their agents' results
-            await self.backend.round_applied(r)
-        self.store.pending("reflections").extend((r, *row) for row in self.take_reflections())
+            await turns.applied(agent, r, now, applied)
+        await turns.round_applied(r, named)
+        store = world.store
+        store.pending("reflections").extend((r, *row) for _, _, row in sorted(turns.take_reflections(), key=lambda item: item[:2]))
 
         values: dict[str, float] = {}
-        view = RoundView(round=r, now=now_iso, platform=self.platform, agents=self.agents, actions=round_actions or [],
-                         by_id=self._by_id)
+        view = RoundView(round=r, now=now_iso, platform=platform, agents=world.agents, actions=round_actions or [],
+                         by_id=world.by_id)
         for name, metric in self.measured:
             for key, value in (await metric.measure(view)).items():
                 values[f"{name}.{key}"] = float(value)
-                self.store.buffer("metrics", (r, f"{name}.{key}", float(value)))
+                store.buffer("metrics", (r, f"{name}.{key}", float(value)))
         self.hook.townsquare_on_round_end(run=self.info, round=r, now=now_iso, metrics=values)
 
-        kept, self._llm_rows = self._llm_rows, []
-        llm_rows = self._ordered_rows(kept)
-        self.store.pending("llm_calls").extend(llm_rows)
-        self.totals["rounds"] += 1
-        self.totals["active"] += n_active
-        self.store.commit_round((r, now_iso, n_active, n_actions, len(llm_rows), round(time.perf_counter() - wall, 4)))
+        llm_rows = world.journal.take()
+        store.pending("llm_calls").extend(llm_rows)
+        totals = world.totals
+        totals["rounds"] += 1
+        totals["active"] += n_active
+        store.commit_round((r, now_iso, n_active, n_actions, len(llm_rows), round(time.perf_counter() - wall, 4)))
         every = self.model.engine.checkpoint_every
         if (r + 1) % every == 0 or r == self.model.rounds - 1:
-            state = self.get_state(r, agents=False)
-            if self.backend is not None:  # the answers the shards used commit, as get_state does here
-                parts = await self.backend.checkpoint(r)  # and they write their agents' files
-                if parts is not None:
-                    state["agent_parts"] = parts
-            members = {"agents": self.host.entries()} if self.host is not None and "agent_parts" not in state else None
+            state = world.get_state(r, agents=False)
+            saved = await turns.checkpoint(r)  # the answers the workers used commit, as get_state does here
+            if saved.get("agent_parts") is not None:
+                state["agent_parts"] = saved["agent_parts"]
+            members = {"agents": saved["agents"]} if "agents" in saved and "agent_parts" not in state else None
             self.run_dir.write_checkpoint(r, state, self.model.engine.keep_checkpoints, members=members)
             self.run_dir.update_manifest(rounds_completed=r + 1)
         if self.progress is not None:
-            self.progress(r, dict(self.totals))
+            self.progress(r, dict(totals))
 
-    async def notify_applied(self, agent: Agent, r: int, now: Any, applied: list[tuple[Action, ActionResult]]) -> None:
-        """Tell ``agent``'s components (``on_applied``) what the platform answered to its actions;
-        on another backend the shard that holds the agent is told (:meth:`round_applied`)."""
-        if self.backend is not None:
-            self.backend.applied(agent, applied)
-            return
-        await self.host.notify_applied(agent, r, now, applied)
-
-    async def take_turns(self, r: int, present: list[Agent], now: Any) -> list[tuple[bool, list[Action]]]:
-        """Step 2 of a round: every present agent's turn (:meth:`townsquare.agent_host.AgentHost.take_turns`);
-        ``(active, actions)`` per agent, in ``present``'s order. With a backend (``[engine]
-        backend = "ray"``) the turns run there (:mod:`townsquare.scaleout.ray_backend`)."""
-        if self.backend is not None:
-            return await self.backend.take_turns(r, present)
-        return await self.host.take_turns(r, present, now)
-
-    def take_reflections(self) -> list[tuple]:
-        """The round's reflections (:meth:`townsquare.components.StepContext.record_reflection`),
-        wherever the agents are held, in agent order, then each agent's order."""
-        found = self.host.take_reflections() if self.host is not None else []
-        if self.backend is not None:
-            found += self.backend.take_reflections()
-        return [row for _, _, row in sorted(found, key=lambda item: item[:2])]
+    def _record_seam_action(self, r: int, now: str, action: Action, result: ActionResult) -> None:
+        """An intervention's action (:class:`~townsquare.interventions.RunSeams`): recorded as
+        the round's first rows; ``townsquare_on_action_applied`` fires."""
+        self._record_action(r, now, action, result, [])
+        self.hook.townsquare_on_action_applied(run=self.info, round=r, action=action, result=result)
 
     def _record_action(self, r: int, now: str, action: Action, result: ActionResult, round_actions: list | None) -> None:
         """Count and buffer one applied action (and add it to ``round_actions``, the metrics'
         view of the round, unless that is None: no metric reads it)."""
-        self.totals["actions"] += 1
-        self.store.buffer("actions", (r, now, action.agent_id, action.kind, action.target_post, action.target_agent, action.text,
-                                      _ids_json(action.post_ids) if action.post_ids else None, int(result.ok),
-                                      result.created_id, result.error, dumps_detail(action.detail) if action.detail else None))
+        totals, store = self.world.totals, self.world.store
+        totals["actions"] += 1
+        store.buffer("actions", (r, now, action.agent_id, action.kind, action.target_post, action.target_agent, action.text,
+                                 _ids_json(action.post_ids) if action.post_ids else None, int(result.ok),
+                                 result.created_id, result.error, dumps_detail(action.detail) if action.detail else None))
         if round_actions is not None:
             round_actions.append({"agent_id": action.agent_id, "kind": action.kind, "ok": result.ok,
                                   "target_post": action.target_post, "target_agent": action.target_agent,
@@ -570,52 +354,11 @@ class Simulation:
         if not result.ok:
             return
         if action.kind in ("post", "comment") and result.created_id:
-            self.totals["comments" if action.kind == "comment" else "posts"] += 1
+            totals["comments" if action.kind == "comment" else "posts"] += 1
             reply_to = action.target_post if action.kind == "comment" else None
-            self.store.buffer("posts", (result.created_id, action.agent_id, r, now, action.text, reply_to, result.remote_id))
+            store.buffer("posts", (result.created_id, action.agent_id, r, now, action.text, reply_to, result.remote_id))
         elif action.kind in ("follow", "unfollow"):
-            self.store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
-
-
-#: where a kept row's ``llm_calls`` columns start (:func:`_kept_row`), and its ``status``
-_ROW = 7
-_STATUS = _ROW + 5
-#: the ``cached_prefix_tokens`` of a row that is no answer
-_NOT_ANSWERED = (None,)
-
-
-def _kept_row(call: LLMCallRecord, order: int, arrival: int) -> tuple:
-    """How the engine keeps an ``llm_calls`` row until the round writes it: one flat tuple (a
-    tuple a call: every kept object is traversed by each young-generation collection until the
-    round ends), its place first, then the prompt's block keys and length, then the row.
-
-    The place: by agent (``order``), then in the order the agent's client issued the calls (a
-    call's retries and repair with it, in ``arrival`` order): never in completion order, which
-    latency decides. Ids that are no agent's (``order`` -1: a persona being enriched, say) go by
-    id: each numbers its calls from 0. Its five fields are unique (``arrival``), so sorting kept
-    rows compares places only, plain values, with no key function."""
-    issue = call.issue or (-1, 0)
-    return (order, "" if order >= 0 else call.agent_id or "", issue[0], issue[1], arrival, call.prompt_blocks, call.prompt_chars,
-            call.round, call.agent_id, call.purpose, call.provider, call.model, call.status, call.prompt_tokens,
-            call.completion_tokens, round(call.latency_ms, 3), call.cost, call.error and redact_text(call.error), call.kind,
-            call.mode)
-
-
-def _key(middleware: Any) -> str:
-    return type(middleware).__name__
-
-
-async def _close(obj: Any) -> None:
-    close = getattr(obj, "aclose", None)
-    if close is not None:
-        await close()
-
-
-async def close_each(objects: Any) -> None:
-    """Await ``aclose()`` of each object that has one (providers, embedders a command built
-    beside a :class:`Simulation`), in order."""
-    for obj in objects:
-        await _close(obj)
+            store.buffer("follows", (r, now, action.agent_id, action.target_agent, action.kind))
 
 
 #: one kept encoder: ``json.dumps`` with options builds a new one per call (a call per action)

@@ -38,8 +38,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .actions import Action, ActionResult
     from .lifecycle import RunInfo, RunSummary
     from .llm import LLMCallRecord
+    from .turns import TurnsBackend
     from .specs import (
-        AnswerPrior, EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec, MetricSpec,
+        EmbedderSpec, InterventionSpec, KnowledgeSourceSpec, LLMMiddlewareSpec, LLMProviderSpec, MemorySpec, MetricSpec,
         PersonaComponentSpec, PersonaSourceSpec, PlannerSpec, PlatformSpec, PolicySpec,
         RecommenderSpec, ReflectorSpec, ValidationDimensionSpec,
     )
@@ -222,10 +223,10 @@ def townsquare_register_llm_middleware() -> "list[LLMMiddlewareSpec]":
 
 
 @hookspec
-def townsquare_register_answer_priors() -> "list[AnswerPrior]":
+def townsquare_register_answer_priors() -> "list[townsquare.lib.answer_priors.AnswerPrior]":
     """Declare what a model typically answers to the purposes a design asks: the share of a
     decision's answers that act, a typical plan. ``townsquare estimate`` answers its dry run
-    so, and nothing else reads them (:class:`townsquare.specs.AnswerPrior`).
+    so, and nothing else reads them (:class:`townsquare.lib.answer_priors.AnswerPrior`).
 
     Fires once per estimate. Collects from every plugin.
 
@@ -298,7 +299,7 @@ def townsquare_register_interventions() -> "list[InterventionSpec]":
 def townsquare_register_validation_dimensions() -> "list[ValidationDimensionSpec]":
     """Register what ``townsquare validate`` compares between runs and a trace of real people
     (activity per user, ratings, cascade depth...): each factory builds a
-    :class:`townsquare.api.validation.Dimension`. Fires once when components are collected.
+    :class:`townsquare.lib.validation.Dimension`. Fires once when components are collected.
     Collects from every plugin.
 
     Example::
@@ -343,7 +344,8 @@ def townsquare_on_round_start(run: "RunInfo", round: int, now: str) -> None:
 @hookspec
 def townsquare_on_llm_call(run: "RunInfo", call: "LLMCallRecord") -> None:
     """A provider call finished (successfully or not). Fires during agent steps, in completion
-    order. Collects; returns nothing.
+    order, for a run's calls only (the run's LLM journal tells it; the world an interview or an
+    evaluation opens tells no hook). Collects; returns nothing.
 
     Example::
 
@@ -399,20 +401,24 @@ def townsquare_on_run_end(run: "RunInfo", summary: "RunSummary") -> None:
 
 
 @hookspec(firstresult=True)
-def townsquare_engine_backend(name: str) -> Any:
-    """The class that plays agents' turns for ``[engine] backend = NAME`` (other than
-    ``local``, which is the engine itself), or None when this plugin has no such backend.
+def townsquare_engine_backend(name: str) -> "TurnsBackend | None":
+    """Where agents take their turns for ``[engine] backend = NAME`` (other than ``local``,
+    the world's own agents): a :class:`~townsquare.turns.TurnsBackend`, whose ``connect(world)``
+    runs before the run's world is built and whose ``start(world, connection)`` returns the
+    run's :class:`~townsquare.turns.Turns`; or None when this plugin has no such backend.
     Stops at first non-None result. The built-in plugin ``scaleout`` answers ``ray``
-    (:class:`townsquare.scaleout.ray_backend.RayBackend`); import heavy libraries inside the
-    implementation, so a run that does not ask for the backend does not pay for them.
+    (:class:`townsquare.scaleout.ray_backend.RayBackend`); a backend needs only
+    :mod:`townsquare.api` (``tests/core/test_turns_backend.py`` writes one on a thread pool).
+    Import heavy libraries inside the implementation, so a run that does not ask for the
+    backend does not pay for them.
 
     Example::
 
         @hookimpl
         def townsquare_engine_backend(name):
-            if name == "dask":
-                from .dask_backend import DaskBackend
-                return DaskBackend
+            if name == "threads":
+                from .thread_turns import ThreadBackend
+                return ThreadBackend()
     """
 
 
@@ -426,7 +432,7 @@ def townsquare_resolve_data_references(data: "dict[str, Any]", source: str) -> A
     """Scenario ``data`` with every ``data:NAME/sub/path`` string replaced by that path in the
     installed dataset NAME, and the datasets it names (NAME -> what their install recorded) for
     the run's manifest: a pair, or None. Stops at first non-None result. The built-in plugin
-    ``data`` answers (:func:`townsquare.api.data_paths.resolve_data_references`); with no
+    ``data`` answers (:func:`townsquare.lib.data_paths.resolve_data_references`); with no
     answer, a scenario that names a ``data:`` path is a one-line error.
 
     Example::

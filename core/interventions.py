@@ -32,47 +32,47 @@ class Intervention(Protocol):
 
 
 class RunSeams:
-    """What an intervention may change, through the engine that plays the run
-    (``simulation``: the :class:`townsquare.engine.Simulation`)."""
+    """What an intervention may change: the ``world`` the run plays, its agents where their
+    ``turns`` hold them, and the event log through ``record(round, now, action, result)`` (the
+    round loop's: the ``actions``, ``posts`` and ``follows`` rows, ``townsquare_on_action_applied``)."""
 
-    def __init__(self, simulation: Any):
-        self._sim = simulation
+    def __init__(self, world: Any, turns: Any, record: Callable[[int, str, Action, ActionResult], None]):
+        self.world, self.turns, self.record = world, turns, record
 
     @property
     def platform(self) -> Any:
-        return self._sim.platform
+        return self.world.platform
 
     @property
     def agents(self) -> dict[str, Any]:
-        """The run's agents by id (with their personas; their components may be in shards)."""
-        return self._sim._by_id
+        """The run's agents by id (with their personas; their components may be in workers)."""
+        return self.world.by_id
 
     def now(self, round: int) -> str:
         """Round ``round``'s simulated time (ISO)."""
-        return self._sim.now(round)
+        return self.world.now(round)
 
     async def apply(self, action: Action, round: int) -> ActionResult:
         """Apply ``action`` on the platform and record it (``actions``, ``posts``, ``follows``)
         as the round's first rows; ``townsquare_on_action_applied`` fires."""
-        sim, now = self._sim, self._sim.now(round)
-        result = await sim.platform.apply(action, round, now)
-        sim._record_action(round, now, action, result, [])
-        sim.hook.townsquare_on_action_applied(run=sim.info, round=round, action=action, result=result)
+        now = self.world.now(round)
+        result = await self.world.platform.apply(action, round, now)
+        self.record(round, now, action, result)
         return result
 
     async def on_agent(self, agent_id: str, change: Callable[[Any, Any, int], Any], round: int) -> None:
         """``await change(host, agent, round)`` where the agent is held (a picklable callable:
-        :meth:`townsquare.engine.Simulation.on_agent`)."""
-        await self._sim.on_agent(self._sim._by_id[agent_id], change, round)
+        :meth:`townsquare.turns.Turns.on_agent`)."""
+        await self.turns.on_agent(agent_id, change, round)
 
     async def set_persona(self, agent_id: str, persona: Persona, round: int) -> None:
         """Replace an agent's persona: the agent (where it is held), its platform account and
         its row in the ``agents`` table."""
-        agent = self._sim._by_id[agent_id]
+        agent = self.world.by_id[agent_id]
         agent.persona = persona
         await self.on_agent(agent_id, SetPersona(persona.to_dict()), round)
-        await self._sim.platform.register_account(agent_id, persona.name, " ".join(persona.sentences[:2]))
-        self._sim.store.update_persona(agent_id, persona.name, persona.to_dict())
+        await self.world.platform.register_account(agent_id, persona.name, " ".join(persona.sentences[:2]))
+        self.world.store.update_persona(agent_id, persona.name, persona.to_dict())
 
 
 @dataclass

@@ -7,7 +7,7 @@ a complete one) parse answers; neither imports the other for it.
 
 A design declares each structured purpose once, next to the prompt that asks for it: an
 :class:`AnswerFormat` in Python, or an ``[answers.NAME]`` table in the prompt's TOML file
-(:func:`townsquare.api.prompt_files.load_answers`)::
+(:func:`townsquare.lib.prompt_files.load_answers`)::
 
     [answers.like]
     labels = ["like", "no operation"]

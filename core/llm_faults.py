@@ -33,7 +33,7 @@ frame of townsquare itself), so a bug still shows its traceback.
 :class:`LLMFault` is the classified exception the kernel's accounting raises in place of the
 provider's (the original is its ``__cause__``); providers may raise it themselves for answers
 of the wrong shape (:func:`answer_fault`). The wait before a retry (``Retry-After`` or
-full-jitter exponential backoff) is :func:`townsquare.api.backoff.backoff_delay`, shared by
+full-jitter exponential backoff) is :func:`townsquare.lib.backoff.backoff_delay`, shared by
 ``llm_retry`` and the API embedders.
 """
 

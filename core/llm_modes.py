@@ -49,7 +49,7 @@ _RANK = {mode: rank for rank, mode in enumerate(MODES)}
 
 #: how a structured answer came out
 OUTCOMES = ("constrained", "parsed", "repaired", "fallback")
-#: the engine's running totals of the outcomes (:mod:`townsquare.progress`)
+#: the engine's running totals of the outcomes (:mod:`townsquare.llm_journal`)
 TOTAL_KEYS = {outcome: f"answers_{outcome}" for outcome in OUTCOMES}
 
 REPAIR = ".repair"

@@ -15,7 +15,7 @@ the same numbers). The LLM layer keys each answered call's prompt this way and t
 them to the run's index in the order the calls were issued (``llm_calls.cached_prefix_tokens``);
 the index is part of a checkpoint, so a resumed run counts as an uninterrupted one. What the
 share is worth, for ``townsquare estimate``, the report and the benchmark, is
-:mod:`townsquare.api.cache_share`.
+:mod:`townsquare.lib.cache_share`.
 """
 
 from __future__ import annotations

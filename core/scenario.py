@@ -3,7 +3,8 @@
 A scenario names the platform, recommender, LLM, embedder, clock, activity model, seed,
 rounds and populations; per population, which component fills each agent slot (or ``auto``);
 and a ``[plugins.NAME]`` section per plugin, validated against that plugin's config model.
-``--set dotted.key=value`` overrides any key before validation.
+``--set dotted.key=value`` overrides any key before validation (reading files and overrides:
+:mod:`townsquare.launch.scenario_files`; this module validates and resolves).
 
 Every problem is reported as one line naming the file, the key and what was expected
 (:class:`townsquare.errors.ScenarioError`).
@@ -11,14 +12,11 @@ Every problem is reported as one line naming the file, the key and what was expe
 
 from __future__ import annotations
 
-import copy
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
-from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Mapping
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -170,95 +168,7 @@ class ScenarioModel(_Strict):
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
-# --------------------------------------------------------------------------- loading
-
-
-def read_scenario(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(str(path), "", "no such file") from None
-    except OSError as exc:
-        raise ScenarioError(str(path), "", f"cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(str(path), "", f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(str(path), "", f"invalid TOML: {exc}") from None
-
-
-#: tables whose ``name`` picks a component and whose other keys are that component's settings:
-#: ``--set TABLE.name=OTHER`` drops the settings the file gave the old component
-NAMED_TABLES = ("recommender",)
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> dict[str, Any]:
-    """Apply ``dotted.key=value`` overrides. Values are read as TOML (``5``, ``true``,
-    ``"x"``, ``[1, 2]``); anything that is not valid TOML is taken as a string. A number in
-    the path indexes a list (``populations.0.count=5``).
-
-    Setting the ``name`` of a table whose other keys are its component's settings
-    (:data:`NAMED_TABLES`: ``--set recommender.name=random``) to another component drops the
-    keys the file gave the old one; keys set by earlier overrides stay."""
-    data = copy.deepcopy(data)
-    overridden: set[str] = set()
-    for override in overrides:
-        key, sep, raw = override.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ScenarioError("--set", override, "expected dotted.key=value")
-        value = override_value(raw)
-        node: Any = data
-        parts = key.split(".")
-        if len(parts) == 2 and parts[0] in NAMED_TABLES and parts[1] == "name":
-            table = data.get(parts[0])
-            if isinstance(table, dict) and table.get("name") != value:
-                data[parts[0]] = {k: v for k, v in table.items() if f"{parts[0]}.{k}" in overridden}
-        overridden.add(key)
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            if isinstance(node, list):
-                if not part.isdigit() or int(part) >= len(node):
-                    raise ScenarioError(source, key, f"--set: {'.'.join(parts[:i]) or key} has no item {part}")
-                if last:
-                    node[int(part)] = value
-                else:
-                    node = node[int(part)]
-            elif isinstance(node, dict):
-                if last:
-                    node[part] = value
-                else:
-                    node = node.setdefault(part, {})
-            else:
-                raise ScenarioError(source, key, f"--set: {'.'.join(parts[:i])} is not a table")
-    return data
-
-
-def override_value(raw: str) -> Any:
-    """An override's value as ``--set`` reads it: TOML (``5``, ``true``, ``"x"``, ``[1, 2]``), or
-    the text itself when it is not valid TOML."""
-    try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw
-
-
-def override_lines(values: Mapping[str, Any]) -> list[str]:
-    """``{"rounds": 2, "recommender": {"name": "random"}}`` as the ``--set`` overrides that set
-    them: ``["rounds=2", 'recommender={ "name" = "random" }']``."""
-    return [f"{key}={_toml(value)}" for key, value in values.items()]
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, (bool, int, float)):
-        return json.dumps(value)
-    return value.isoformat() if hasattr(value, "isoformat") else json.dumps(str(value))
+# --------------------------------------------------------------------------- validating
 
 
 def validate_scenario(data: dict[str, Any], source: str) -> ScenarioModel:
@@ -437,24 +347,8 @@ def _pick_slot(registry: Any, plugins: Any, source: str, key: str, slot: str, wa
         raise ScenarioError(source, f"{key}.slots.{slot}", str(exc)) from None
 
 
-#: the ``source`` of a scenario given as a dict (:func:`load_scenario`), in errors and the manifest
-DICT_SOURCE = "<scenario dict>"
 #: how a scenario value names a path in an installed dataset (``townsquare_resolve_data_references``)
 DATA_PREFIX = "data:"
-
-
-def load_scenario(path: str | Path | Mapping[str, Any], overrides: list[str], plugins: Any, seed: int | None = None) -> ResolvedScenario:
-    """Read, override, validate and resolve a scenario against the loaded plugins. ``path`` may
-    be the file's content as a dict (what ``tomllib`` reads), whose relative paths name files
-    from the current directory."""
-    if isinstance(path, Mapping):
-        source, data, base_dir = DICT_SOURCE, dict(path), str(Path.cwd())
-    else:
-        source, data, base_dir = str(path), read_scenario(path), str(Path(path).resolve().parent)
-    data = apply_overrides(data, overrides, source)
-    if seed is not None:
-        data["seed"] = seed
-    return resolve(data, source, base_dir, plugins)
 
 
 def first_data_reference(value: Any, key: str = "") -> str | None:
@@ -481,49 +375,20 @@ def resolve_datasets(data: dict[str, Any], source: str, plugins: Any) -> tuple[d
 
 
 def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> ResolvedScenario:
+    """``data`` (a scenario's content, overrides applied) checked and resolved against the loaded
+    ``plugins``: every slot filled with its component and that component's validated settings.
+    ``base_dir``: where the scenario's relative paths start."""
     with_paths, datasets = resolve_datasets(data, source, plugins)
     model = validate_scenario(with_paths, source)
-    registry = plugins.registry
-    plugin_sections = dict(model.plugins)
-    for name, section in plugin_sections.items():
-        info = plugins.infos.get(name)
-        if info is None:
-            raise ScenarioError(source, f"plugins.{name}", f"no plugin named {name!r} is installed (installed: {', '.join(sorted(plugins.infos))})")
-        problem = registry.check_section(name, section) if info.status == "loaded" else None
-        if problem:
-            raise ScenarioError(source, f"plugins.{name}", problem)
-
-    def config_for(spec: ComponentSpec, key: str, settings: dict[str, Any], population: PopulationConfig | None = None) -> Any:
-        local = registry.settings_for(spec, population.config) if population else {}
-        merged = {**registry.settings_for(spec, plugin_sections), **local, **settings}
-        if spec.config_model is None:
-            if settings:
-                raise ScenarioError(source, f"{key}.{next(iter(settings))}", f"{spec.slot} {spec.name!r} takes no settings")
-            return None
-        section = registry.section_key(spec) if not settings else key
-        try:
-            return strict_validate(spec.config_model, merged, source, section)
-        except ValidationError as exc:
-            raise _first_error(exc, source, spec.config_model, prefix=f"{section}.") from None
-
-    def choose(slot: str, key: str, table: ComponentTable | None, population: PopulationConfig | None = None) -> Choice:
-        table = table or ComponentTable(name="auto")
-        if table.name == "auto":
-            spec = registry.auto(slot)
-            if spec is None:
-                raise ScenarioError(source, f"{key}.name", f"no enabled plugin provides a component for {slot}")
-        else:
-            try:
-                spec = registry.get(slot, table.name)
-            except ComponentError as exc:
-                raise ScenarioError(source, f"{key}.name", str(exc)) from None
-        return Choice(slot, spec, config_for(spec, key, table.settings(), population))
-
+    _check_plugin_sections(model, plugins, source)
+    chooser = _Chooser(plugins.registry, dict(model.plugins), source)
+    choose = chooser.choose
     platform = choose("platform", "platform", model.platform)
     recommender = choose("recommender", "recommender", model.recommender)
     embedder = choose("embedder", "embedder", model.embedder)
     llm = choose("llm", "llm", model.llm) if model.llm else None
     knowledge = choose("knowledge", "knowledge", model.knowledge) if model.knowledge else None
+    registry = plugins.registry
     if model.metrics is None:
         default_metrics = sorted(s.name for s in registry.by_slot.get("metric", {}).values() if s.priority > 0)
         metrics = [choose("metric", "metrics", ComponentTable(name=m)) for m in default_metrics]
@@ -532,50 +397,11 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
     # a listed intervention whose plugin is disabled (-p no:NAME) is left out: the ablation
     interventions = [choose("intervention", f"interventions[{i}]", ComponentTable(name=n)) for i, n in enumerate(model.interventions)
                      if registry.inactive.get(n) != "disabled" or n in registry.by_slot.get("intervention", {})]
-
-    populations = []
-    seen = set()
+    populations: list[ResolvedPopulation] = []
     for i, pop in enumerate(model.populations):
-        key = f"populations[{i}]"
-        if pop.name in seen:
-            raise ScenarioError(source, f"{key}.name", f"duplicate population name {pop.name!r}")
-        seen.add(pop.name)
-        unknown = set(pop.slots) - set(AGENT_SLOTS)
-        if unknown:
-            raise ScenarioError(source, f"{key}.slots.{sorted(unknown)[0]}", f"unknown slot (expected one of: {', '.join(AGENT_SLOTS)})")
-        personas = choose("persona_source", f"{key}.personas", pop.personas, pop)
-        slots: dict[str, Choice] = {}
-        policy_spec = _pick_slot(registry, plugins, source, key, "policy", pop.slots.get("policy", "auto"))
-        uses = getattr(policy_spec, "uses", {})
-        for slot in AGENT_SLOTS:
-            if slot == "policy":
-                spec = policy_spec
-            elif slot in pop.slots and pop.slots[slot] != "auto":
-                spec = _pick_slot(registry, plugins, source, key, slot, pop.slots[slot])
-                if spec is not None and spec.needs_knowledge and model.knowledge is None:
-                    raise ScenarioError(source, f"{key}.slots.{slot}", f"{spec.name!r} needs a knowledge source: add a [knowledge] table")
-            elif slot in uses or slot in pop.slots:
-                # the policy's preferred component, or the documented fallback when it is disabled
-                # (or when it needs a knowledge source and the scenario has none)
-                preferred = uses.get(slot)
-                candidates = [registry.by_slot.get(slot, {}).get(preferred)] if preferred else []
-                if not preferred or getattr(policy_spec, "stand_ins", True):
-                    candidates += sorted((c for c in registry.by_slot.get(slot, {}).values() if c.stand_in or slot in pop.slots),
-                                         key=lambda c: (-c.priority, c.name))
-                spec = next((c for c in candidates if c is not None and (model.knowledge is not None or not c.needs_knowledge)), None)
-            else:
-                spec = None
-            if spec is not None:
-                slots[slot] = Choice(slot, spec, config_for(spec, registry.section_key(spec), {}, pop))
-        names = {p.name for p in model.populations}
-        for s_i, stage in enumerate(pop.feed_stages):
-            unknown_authors = [a for a in stage.authors if a not in names]
-            if unknown_authors:
-                raise ScenarioError(source, f"{key}.feed_stages[{s_i}].authors", f"no population named {unknown_authors[0]!r} (populations: {', '.join(sorted(names))})")
-        for plugin_name in pop.config:
-            if plugin_name not in plugins.infos:
-                raise ScenarioError(source, f"{key}.config.{plugin_name}", f"no plugin named {plugin_name!r} is installed")
-        populations.append(ResolvedPopulation(pop, personas, slots))
+        if any(p.config.name == pop.name for p in populations):
+            raise ScenarioError(source, f"populations[{i}].name", f"duplicate population name {pop.name!r}")
+        populations.append(_population(chooser, plugins, model, i, pop))
 
     llm_auto = False
     needs_llm = [c.spec for p in populations for c in (p.personas, *p.slots.values()) if c.spec.needs_llm]
@@ -587,7 +413,7 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
     middleware = []
     if llm is not None:
         links = sorted(registry.by_slot.get("llm_middleware", {}).values(), key=lambda s: (s.order, s.name))
-        middleware = [Choice("llm_middleware", spec, config_for(spec, registry.section_key(spec), {})) for spec in links]
+        middleware = [Choice("llm_middleware", spec, chooser.config_for(spec, registry.section_key(spec), {})) for spec in links]
 
     resolved = ResolvedScenario(
         model=model, source=source, base_dir=base_dir, data=data, datasets=datasets,
@@ -596,3 +422,98 @@ def resolve(data: dict[str, Any], source: str, base_dir: str, plugins: Any) -> R
     )
     check_resolved(resolved)  # slot protocols of class factories, before anything is written
     return resolved
+
+
+def _check_plugin_sections(model: ScenarioModel, plugins: Any, source: str) -> None:
+    """Every ``[plugins.NAME]`` names an installed plugin, and a loaded one's section is valid."""
+    for name, section in model.plugins.items():
+        info = plugins.infos.get(name)
+        if info is None:
+            raise ScenarioError(source, f"plugins.{name}", f"no plugin named {name!r} is installed (installed: {', '.join(sorted(plugins.infos))})")
+        problem = plugins.registry.check_section(name, section) if info.status == "loaded" else None
+        if problem:
+            raise ScenarioError(source, f"plugins.{name}", problem)
+
+
+class _Chooser:
+    """Picks a slot's component by name (or ``auto``) and validates its settings: the
+    ``[plugins.NAME]`` section, a population's ``config``, then the table's own keys."""
+
+    def __init__(self, registry: Any, sections: dict[str, Any], source: str):
+        self.registry, self.sections, self.source = registry, sections, source
+
+    def config_for(self, spec: ComponentSpec, key: str, settings: dict[str, Any], population: PopulationConfig | None = None) -> Any:
+        registry, source = self.registry, self.source
+        local = registry.settings_for(spec, population.config) if population else {}
+        merged = {**registry.settings_for(spec, self.sections), **local, **settings}
+        if spec.config_model is None:
+            if settings:
+                raise ScenarioError(source, f"{key}.{next(iter(settings))}", f"{spec.slot} {spec.name!r} takes no settings")
+            return None
+        section = registry.section_key(spec) if not settings else key
+        try:
+            return strict_validate(spec.config_model, merged, source, section)
+        except ValidationError as exc:
+            raise _first_error(exc, source, spec.config_model, prefix=f"{section}.") from None
+
+    def choose(self, slot: str, key: str, table: ComponentTable | None, population: PopulationConfig | None = None) -> Choice:
+        table = table or ComponentTable(name="auto")
+        if table.name == "auto":
+            spec = self.registry.auto(slot)
+            if spec is None:
+                raise ScenarioError(self.source, f"{key}.name", f"no enabled plugin provides a component for {slot}")
+        else:
+            try:
+                spec = self.registry.get(slot, table.name)
+            except ComponentError as exc:
+                raise ScenarioError(self.source, f"{key}.name", str(exc)) from None
+        return Choice(slot, spec, self.config_for(spec, key, table.settings(), population))
+
+
+def _population(chooser: _Chooser, plugins: Any, model: ScenarioModel, i: int, pop: PopulationConfig) -> ResolvedPopulation:
+    """Population ``i``: its persona source and every agent slot's component (a name, ``none``,
+    ``auto``; a slot left out: :func:`slot_fallback`)."""
+    registry, source, key = chooser.registry, chooser.source, f"populations[{i}]"
+    unknown = set(pop.slots) - set(AGENT_SLOTS)
+    if unknown:
+        raise ScenarioError(source, f"{key}.slots.{sorted(unknown)[0]}", f"unknown slot (expected one of: {', '.join(AGENT_SLOTS)})")
+    personas = chooser.choose("persona_source", f"{key}.personas", pop.personas, pop)
+    slots: dict[str, Choice] = {}
+    policy_spec = _pick_slot(registry, plugins, source, key, "policy", pop.slots.get("policy", "auto"))
+    for slot in AGENT_SLOTS:
+        if slot == "policy":
+            spec = policy_spec
+        elif slot in pop.slots and pop.slots[slot] != "auto":
+            spec = _pick_slot(registry, plugins, source, key, slot, pop.slots[slot])
+            if spec is not None and spec.needs_knowledge and model.knowledge is None:
+                raise ScenarioError(source, f"{key}.slots.{slot}", f"{spec.name!r} needs a knowledge source: add a [knowledge] table")
+        else:
+            spec = slot_fallback(registry, slot, policy_spec, named_auto=slot in pop.slots, knowledge=model.knowledge is not None)
+        if spec is not None:
+            slots[slot] = Choice(slot, spec, chooser.config_for(spec, registry.section_key(spec), {}, pop))
+    names = {p.name for p in model.populations}
+    for s_i, stage in enumerate(pop.feed_stages):
+        unknown_authors = [a for a in stage.authors if a not in names]
+        if unknown_authors:
+            raise ScenarioError(source, f"{key}.feed_stages[{s_i}].authors", f"no population named {unknown_authors[0]!r} (populations: {', '.join(sorted(names))})")
+    for plugin_name in pop.config:
+        if plugin_name not in plugins.infos:
+            raise ScenarioError(source, f"{key}.config.{plugin_name}", f"no plugin named {plugin_name!r} is installed")
+    return ResolvedPopulation(pop, personas, slots)
+
+
+def slot_fallback(registry: Any, slot: str, policy_spec: ComponentSpec | None, *, named_auto: bool, knowledge: bool) -> ComponentSpec | None:
+    """The component of an agent slot the scenario leaves to the policy (``named_auto``: it says
+    ``auto``): the policy's preferred one (``uses``), else, when that one is disabled or needs a
+    knowledge source the scenario lacks (and the policy accepts stand-ins), the documented
+    fallback: the enabled stand-ins (or, for ``auto``, any component) by priority, then name. None
+    when the policy uses no component there and the scenario names none."""
+    uses = getattr(policy_spec, "uses", {})
+    if slot not in uses and not named_auto:
+        return None
+    preferred = uses.get(slot)
+    candidates = [registry.by_slot.get(slot, {}).get(preferred)] if preferred else []
+    if not preferred or getattr(policy_spec, "stand_ins", True):
+        candidates += sorted((c for c in registry.by_slot.get(slot, {}).values() if c.stand_in or named_auto),
+                             key=lambda c: (-c.priority, c.name))
+    return next((c for c in candidates if c is not None and (knowledge or not c.needs_knowledge)), None)

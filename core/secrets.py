@@ -1,6 +1,6 @@
 """Secrets (API keys, Mastodon tokens) kept out of what a run writes and prints.
 
-Plugins read secrets through :mod:`townsquare.api.secret_files`, which never logs them. Every
+Plugins read secrets through :mod:`townsquare.lib.secret_files`, which never logs them. Every
 value read there is remembered here (:func:`remember_secret`) so that error texts can be
 scrubbed with :func:`redact_text` before they are stored or printed: a server that echoes the
 API key back in a 401 message must not put it in the manifest, the log or the terminal.

@@ -3,8 +3,8 @@
 Every slot has a declared protocol (:data:`SLOT_PROTOCOLS`). When the engine builds a
 component it checks the object against its slot's protocol and against what the components
 beside it *require* of their siblings (``ComponentSpec.requires``: Zhou et al.'s policy needs
-``memory.short_term`` to be a :class:`~townsquare.components.DuplicateCheck` and an
-:class:`~townsquare.components.EngagementLog`). A missing method is one line naming the
+``memory.short_term`` to be a ``DuplicateCheck`` and an ``EngagementLog``, protocols its
+package declares). A missing method is one line naming the
 component, its plugin, the slot and the method, exit status 2, before the first round::
 
     populations[0] (users): component 'my_memory' (plugin 'mymem') in slot memory.short_term

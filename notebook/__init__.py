@@ -6,9 +6,9 @@
     branch = run.branch(at=1, posts=[("outsider", "Breaking: the bridge is closed")])
     branch.table("actions")                     # a pandas DataFrame
 
-Each call is the command line's own function (:func:`~townsquare.runner.start_run`,
-:func:`~townsquare.commands.branch.branch_run`, :func:`~townsquare.runner.resume_run`,
-:func:`~townsquare.commands.interview.interview`, :func:`~townsquare.commands.export.read_tables`), so a run made
+Each call is the command line's own function (:func:`~townsquare.launch.runner.start_run`,
+:func:`~townsquare.commands.branch.branch_run`, :func:`~townsquare.launch.runner.resume_run`,
+:func:`~townsquare.launch.interviews.interview`, :func:`~townsquare.commands.export.read_tables`), so a run made
 here is the run the CLI makes and a reopened run gets the plugins it recorded. Those functions
 play a run with ``asyncio.run``; inside a running event loop (Jupyter) the plain forms
 (``start``, ``run.branch``...) play it in a worker thread and wait for it, and the ``a`` forms
@@ -32,12 +32,13 @@ from typing import Any, Callable, Iterable, Mapping
 
 import structlog
 
-from townsquare.api import logs
+from townsquare.lib import logs
 from townsquare.errors import UsageError
-from townsquare.api.memory_export import MEMORY_TABLE
+from townsquare.lib.memory_export import MEMORY_TABLE
 from townsquare.cli.progress import RunProgress, notebook_display, progress_mode
+from townsquare.launch import run_lock
 from townsquare.rundir import RunDir
-from townsquare.scenario import override_lines
+from townsquare.launch.scenario_files import override_lines
 from townsquare.store import ROUND_TABLES
 
 __all__ = ["TABLES", "Run", "astart", "open_run", "start"]
@@ -71,7 +72,7 @@ def _start(scenario: str | Path | Mapping[str, Any], *, overrides: Mapping[str, 
     (``["no:reflection"]``); ``progress``: True (shown), False, or your ``callback(round, totals)``."""
     from townsquare.cli import test_model_plugins
     from townsquare.cli.options import llm_overrides
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     shown = _Progress(progress)
     sets = [*llm_overrides(llm), *_set_lines(overrides)]
@@ -87,7 +88,7 @@ start, astart = _forms(_start)
 
 def open_run(path: str | Path) -> "Run":
     """A run directory made before (finished, stopped or still playing)."""
-    return Run(RunDir.open(path).path)
+    return Run(run_lock.open_run(path).path)
 
 
 class Run:
@@ -160,7 +161,7 @@ class Run:
 
     def _resume(self, *, overrides: Mapping[str, Any] | Iterable[str] = (), progress: Any = True, accept_changed_inputs: bool = False):
         """Continue a stopped run from its newest checkpoint, as ``townsquare resume`` does."""
-        from townsquare.runner import resume_run
+        from townsquare.launch.runner import resume_run
 
         shown = _Progress(progress)
         return _played(shown, lambda: resume_run(self.path, overrides=_set_lines(overrides), progress=shown.update,
@@ -171,8 +172,8 @@ class Run:
                    round: int | None = None, memories: int = 8):
         """Ask ``agents`` (an id, several, or None: every agent of ``population``, or every agent)
         ``question`` at ``round`` (default: the newest checkpoint), as ``townsquare interview``
-        does; returns :class:`~townsquare.commands.interview.Answer` records."""
-        from townsquare.commands.interview import interview
+        does; returns :class:`~townsquare.launch.interviews.Answer` records."""
+        from townsquare.launch.interviews import interview
 
         wanted = [agents] if isinstance(agents, str) else list(agents or ())
         return lambda: interview(self.path, question, agents=wanted, population=population, all_agents=agents is None,

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, Item, ItemInteractions, ItemRecommender, RecommenderSpec, hookimpl, normalize_rows
+from townsquare.api import BuildContext, RecommenderSpec, hookimpl, normalize_rows
+from townsquare.lib.items import Item, ItemInteractions, ItemRecommender
 
 from .item_ranking import order_items
 

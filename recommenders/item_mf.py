@@ -56,7 +56,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, Item, ItemInteractions, ItemRecommender, RecommenderSpec, hookimpl
+from townsquare.api import BuildContext, RecommenderSpec, hookimpl
+from townsquare.lib.items import Item, ItemInteractions, ItemRecommender
 
 from .item_ranking import order_items
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, Item, ItemInteractions, ItemRecommender, RecommenderSpec, hookimpl
+from townsquare.api import BuildContext, RecommenderSpec, hookimpl
+from townsquare.lib.items import Item, ItemInteractions, ItemRecommender
 
 
 class ItemPopularityConfig(BaseModel):

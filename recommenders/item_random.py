@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from townsquare.api import BuildContext, Item, ItemInteractions, ItemRecommender, RecommenderSpec, hookimpl
+from townsquare.api import BuildContext, RecommenderSpec, hookimpl
+from townsquare.lib.items import Item, ItemInteractions, ItemRecommender
 
 
 class ItemRandom:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from townsquare.api import Item, ItemInteractions
+from townsquare.lib.items import Item, ItemInteractions
 
 
 def order_items(viewer: str, candidates: Sequence[Item], score: np.ndarray, limit: int, rng: Any,

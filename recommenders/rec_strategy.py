@@ -22,9 +22,8 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import (
-    BuildContext, ComponentError, InterventionSpec, Item, ItemInteractions, RoundView, RunSeams, UsageError, hookimpl,
-)
+from townsquare.api import BuildContext, ComponentError, InterventionSpec, RoundView, RunSeams, UsageError, hookimpl
+from townsquare.lib.items import Item, ItemInteractions
 
 log = structlog.get_logger("townsquare.recommenders.rec_strategy")
 

@@ -12,13 +12,11 @@ A built-in plugin (name ``scaleout``): it offers the ``ray`` backend through
 
 from __future__ import annotations
 
-from typing import Any
-
-from townsquare.markers import hookimpl
+from townsquare.api import TurnsBackend, hookimpl
 
 
 @hookimpl
-def townsquare_engine_backend(name: str) -> Any:
+def townsquare_engine_backend(name: str) -> TurnsBackend | None:
     if name != "ray":
         return None
     from .ray_backend import RayBackend  # imports ray: only for the runs that use it

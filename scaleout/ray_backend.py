@@ -53,7 +53,7 @@ from typing import Any
 
 import structlog
 
-from townsquare.errors import RunStopped, UsageError
+from townsquare.api import RunStopped, UsageError
 from .ray_reaper import Reaper
 from .ray_shard import BudgetLedger, LedgerBudget, Shard, ShardDiverged, ShippedJournal, owner_of
 
@@ -92,11 +92,13 @@ REPLAY_SEQ = 10**9
 
 
 class RayBackend:
-    """The driver's side: the shard actors and the round's traffic with them."""
+    """The driver's side: the shard actors and the round's traffic with them (the run's
+    :class:`~townsquare.api.Turns`; the class itself is the :class:`~townsquare.api.TurnsBackend`
+    that ``townsquare_engine_backend`` returns for ``ray``)."""
 
-    def __init__(self, sim: Any, ray: Any, shards: list[Any], ledger: Any, reaper: "Reaper | None"):
-        self.sim, self.ray, self.shards, self.ledger, self.reaper = sim, ray, shards, ledger, reaper
-        self._agents = {agent.id: agent for agent in sim.agents}
+    def __init__(self, world: Any, ray: Any, shards: list[Any], ledger: Any, reaper: "Reaper | None"):
+        self.world, self.ray, self.shards, self.ledger, self.reaper = world, ray, shards, ledger, reaper
+        self._agents = world.by_id
         self._applied: list[tuple[str, list]] = []
         #: the shards' reflections of this round (:meth:`take_reflections`)
         self._reflections: list[tuple] = []
@@ -106,28 +108,19 @@ class RayBackend:
         #: the state of the agents the last round touched: every shard's replicas take it
         self._touched: dict[str, Any] = {}
         #: the run's LLM journal (the response cache's store), which the shards' answers go to
-        self._journal = next((m.store for m in sim.llm_middleware if ShippedJournal.fits(m)), None)
+        self._journal = next((m.store for m in world.llm_middleware if ShippedJournal.fits(m)), None)
         self._journal_rows: list[int] = []
         #: whether the shards keep copies of each other's agents: the driver holds every agent
         #: too (the platform hands agents to each other; see townsquare.assembly.assemble)
-        self.replicas = sim.host is not None
+        self.replicas = world.host is not None
         #: a branch's interventions on agents, applied in their shards after the first sync
         self._operations: list[tuple[str, Any, int]] = []
 
     @staticmethod
-    def plays(sim: Any) -> bool:
-        """Whether this run's turns go to the shards: not for a replay's provider, an estimate
-        or ``--play`` (a person at the keyboard), which run in one process."""
-        if sim.llm_provider is not None or getattr(sim, "play", None) is not None:
-            log.warning("ray.backend.local", reason="a replay, an estimate or --play runs in one process")
-            return False
-        return True
-
-    @staticmethod
-    def connect(sim: Any) -> "Cluster":
+    def connect(world: Any) -> "Cluster":
         """Join the cluster at ``engine.ray_address``, or start a local one (before the run is
         built, so its runtime in this process is not counted as the agents' memory)."""
-        engine = sim.model.engine
+        engine = world.model.engine
         ray = import_ray()
         if ray.is_initialized():
             return Cluster(ray, None)
@@ -139,29 +132,29 @@ class RayBackend:
         return Cluster(ray, Reaper.start())  # what ray.init started here ends with this process, even when it is killed
 
     @classmethod
-    async def start(cls, sim: Any, cluster: "Cluster") -> "RayBackend":
+    async def start(cls, world: Any, cluster: "Cluster") -> "RayBackend":
         """Build the shards on ``cluster`` (:meth:`connect`)."""
-        engine, ray, reaper = sim.model.engine, cluster.ray, cluster.reaper
-        if hasattr(sim.platform, "apply_batch"):
+        engine, ray, reaper = world.model.engine, cluster.ray, cluster.reaper
+        if hasattr(world.platform, "apply_batch"):
             cluster.close()
-            raise UsageError(f"engine.backend = 'ray': platform {sim.scenario.platform.spec.name!r} lives on a server; "
+            raise UsageError(f"engine.backend = 'ray': platform {world.scenario.platform.spec.name!r} lives on a server; "
                              "Ray shards need a platform whose state is in the run (in_memory, recsys, town)")
         cpus = ray.cluster_resources().get("CPU", 1.0)
         count = engine.shards or max(1, int(cpus))
-        ledger = _ledger(ray, sim)
-        if sim.services.knowledge is not None:
+        ledger = _ledger(ray, world)
+        if world.services.knowledge is not None:
             # a knowledge store kept in the run directory is built here, once: the shards open it
             # (several processes building one chromadb store at once break it)
-            await sim.services.knowledge.search("the shards open what this builds", 1)
-        journal = next((m.store for m in sim.llm_middleware if ShippedJournal.fits(m)), None)
+            await world.services.knowledge.search("the shards open what this builds", 1)
+        journal = next((m.store for m in world.llm_middleware if ShippedJournal.fits(m)), None)
         if journal is not None:
             journal.flush()  # the shards open the journal while building: no write of ours holds its lock
         actor = ray.remote(Shard).options(num_cpus=min(1.0, cpus / count), scheduling_strategy="SPREAD")
-        shards = [actor.remote(shard_scenario(sim.scenario, k, count, ledger), str(sim.run_dir.path), k, count) for k in range(count)]
-        backend = cls(sim, ray, shards, ledger, reaper)
+        shards = [actor.remote(shard_scenario(world.scenario, k, count, ledger), str(world.run_dir.path), k, count) for k in range(count)]
+        backend = cls(world, ray, shards, ledger, reaper)
         try:
             # each shard builds its own agents from the personas loaded here (with replicas: every agent, from the scenario)
-            personas = [None if backend.replicas else ray.put({a.index: a.persona for a in sim.agents[k::count]}) for k in range(count)]
+            personas = [None if backend.replicas else ray.put({a.index: a.persona for a in world.agents[k::count]}) for k in range(count)]
             built = await asyncio.gather(*(shard.build.remote(persona) for shard, persona in zip(shards, personas)))
             del personas
             if reaper is not None:
@@ -178,7 +171,7 @@ class RayBackend:
 
     # ------------------------------------------------------------------ a round
 
-    async def take_turns(self, r: int, present: list[Any]) -> list[tuple[bool, list[Any]]]:
+    async def take_turns(self, r: int, present: list[Any], now: Any) -> list[tuple[bool, list[Any]]]:
         if not self._synced:
             await self._sync()
             self._synced = True
@@ -219,10 +212,13 @@ class RayBackend:
             turns.update((agent_id, (turns[agent_id][0], actions)) for _, agent_id, actions in shard_moves)
         return [turns[agent.id] for agent in present]
 
-    def applied(self, agent: Any, applied: list[tuple[Any, Any]]) -> None:
+    async def applied(self, agent: Any, r: int, now: Any, applied: list[tuple[Any, Any]]) -> None:
+        """The shard that holds ``agent`` hears it while it replays the round (:meth:`round_applied`)."""
         self._applied.append((agent.id, applied))
 
-    async def round_applied(self, r: int) -> None:
+    async def round_applied(self, r: int, named: list[int]) -> None:
+        """The shards' replays of the round's writes end; their answers must be the driver's."""
+        self.world.changed(named)  # the driver's copies (with replicas) of the agents an action named
         ordered, self._applied = self._applied, []
         replays, self._replays = self._replays, []
         started = time.perf_counter()
@@ -241,29 +237,34 @@ class RayBackend:
                 agent = self._agents[agent_id]
                 for slot, component in agent.components.items():
                     component.set_state(state["components"][slot])
-                self.sim.changed(agent)
+                self.world.changed([agent.index])
         log.debug("ray.round.synced", round=r, seconds=round(time.perf_counter() - started, 4))
 
     def take_reflections(self) -> list[tuple]:
-        """The reflections the shards recorded this round, as ``(index, seq, row)``
-        (:meth:`townsquare.agent_host.AgentHost.take_reflections`)."""
+        """The reflections the shards recorded this round (and, with replicas, the driver's
+        copies), as ``(index, seq, row)`` (:meth:`townsquare.agent_host.AgentHost.take_reflections`)."""
         taken, self._reflections = self._reflections, []
-        return taken
+        host = self.world.host
+        return (host.take_reflections() if host is not None else []) + taken
 
-    async def checkpoint(self, r: int) -> list[str] | None:
+    async def checkpoint(self, r: int) -> dict[str, Any]:
         """Before the driver writes round ``r``'s checkpoint: the shards' LLM answers used so far
-        are committed (they count on resume), and each shard writes its agents' file; their
-        names (None with replicas: the driver holds every agent and writes them)."""
+        are committed (they count on resume), and each shard writes its agents' file, named in
+        ``agent_parts`` (with replicas the driver holds every agent and writes their ``agents``)."""
         parts = await asyncio.gather(*(shard.checkpoint.remote(r) for shard in self.shards))
         if self._journal is not None:
             self._journal.commit(self._journal_rows)
             self._journal_rows = []
-        return None if self.replicas else list(parts)
+        return {"agents": self.world.host.entries()} if self.replicas else {"agent_parts": list(parts)}
 
-    def on_agent(self, agent_id: str, change: Any, r: int) -> None:
-        """A change to an agent (``await change(host, agent, r)``, :meth:`townsquare.engine.Simulation.on_agent`),
-        made in its shard once the shards have taken the driver's state, before the round's turns."""
-        self._operations.append((agent_id, change, r))
+    async def on_agent(self, agent_id: str, change: Any, r: int) -> None:
+        """A change to an agent (``await change(host, agent, r)``): with replicas on the driver's
+        copy, which the shards take at the first round; else in its shard once the shards have
+        taken the driver's state, before the round's turns."""
+        if self.replicas:
+            await self.world.host.on_agent(agent_id, change, r)
+        else:
+            self._operations.append((agent_id, change, r))
 
     async def processes(self) -> list[dict[str, Any]]:
         """Each shard's memory (:func:`townsquare.process_usage.process_usage`); a shard that is gone is left out."""
@@ -338,29 +339,24 @@ class RayBackend:
             for rowid, round in touches:
                 self._journal.touch(rowid, round)
                 self._journal_rows.append(rowid)
-        sim = self.sim
-        observers = getattr(getattr(sim, "accounting", None), "observers", ())
-        for record in records:
-            sim.record_llm_call(record)
-            for observer in observers:
-                observer(record)
+        self.world.take_in_calls(records)
 
     async def _sync(self) -> None:
-        sim, ray = self.sim, self.ray
+        world, ray = self.world, self.ray
         if self._journal is not None:
             self._journal.flush()  # a resumed shard's journal marks rows as the driver's did
-        resumed = sim.info.start_round > 0
-        llm = {type(m).__name__: m.get_state() for m in sim.llm_middleware if resumed and hasattr(m, "get_state")}
-        common = ray.put({"platform": sim.platform.get_state(), "recommender": sim.services.recommender.get_state(), "llm": llm})
+        resumed = world.restored_from is not None
+        llm = {type(m).__name__: m.get_state() for m in world.llm_middleware if resumed and hasattr(m, "get_state")}
+        common = ray.put({"platform": world.platform.get_state(), "recommender": world.services.recommender.get_state(), "llm": llm})
         agents = None
         if self.replicas:
             agents = ray.put({agent.id: {"persona": agent.persona, "components": {slot: c.get_state() for slot, c in agent.components.items()}}
-                              for agent in sim.agents})
+                              for agent in world.agents})
         self._touched = {}
-        await asyncio.gather(*(shard.sync.remote(common, agents, sim.restored_from, sim.fresh_slots) for shard in self.shards))
+        await asyncio.gather(*(shard.sync.remote(common, agents, world.restored_from, world.fresh_slots) for shard in self.shards))
 
     def _budget(self) -> Any:
-        return next(m for m in self.sim.llm_middleware if type(m).__name__ == "LLMBudget")
+        return next(m for m in self.world.llm_middleware if type(m).__name__ == "LLMBudget")
 
     async def aclose(self) -> None:
         """Close every shard (its LLM journal flushes), then end the actors."""
@@ -418,14 +414,14 @@ async def _quiet(ref: Any) -> None:
         pass
 
 
-def _ledger(ray: Any, sim: Any) -> Any:
+def _ledger(ray: Any, world: Any) -> Any:
     """The budget's actor, when the scenario's ``llm_budget`` has a limit (else None: nothing
     to enforce mid-round, and the driver's budget counts every shard's calls anyway)."""
-    link = next((c for c in sim.scenario.llm_middleware if c.spec.name == "llm_budget"), None)
+    link = next((c for c in world.scenario.llm_middleware if c.spec.name == "llm_budget"), None)
     config = getattr(link, "config", None)
     if config is None or not any((config.max_calls, config.max_tokens, config.max_cost)):
         return None
-    return ray.remote(BudgetLedger).options(num_cpus=0).remote(link.spec.factory, config, str(sim.run_dir.path))
+    return ray.remote(BudgetLedger).options(num_cpus=0).remote(link.spec.factory, config, str(world.run_dir.path))
 
 
 def shard_scenario(scenario: Any, shard: int, shards: int, ledger: Any) -> Any:

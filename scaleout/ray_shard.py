@@ -1,9 +1,9 @@
 """One shard of a Ray run: an actor that holds some of the agents and takes their turns (see :mod:`townsquare.scaleout.ray_backend`).
 
-A shard builds the run from the scenario as the driver does (:func:`townsquare.assembly.assemble`,
+A shard builds the run's world from the scenario as the driver does (:class:`~townsquare.api.World`,
 same seeds): its own services, LLM client and copy of the platform. Its own agents are those
 with index ``i % shards == shard`` (:func:`owner_of`), held in an
-:class:`~townsquare.agent_host.AgentHost`: on most platforms a shard builds only them, with the
+:class:`~townsquare.api.AgentHost` (``world.agent_host``): on most platforms a shard builds only them, with the
 personas the driver loaded, and their state lives here alone (the driver keeps their personas;
 a checkpoint's agents are written by their shards, :meth:`Shard.checkpoint`, and read back by
 whichever shard owns them on a resume, whatever the number of shards). On a platform that hands
@@ -31,20 +31,14 @@ import gc
 import heapq
 import os
 import time
-from datetime import timedelta
 from operator import itemgetter
 from typing import Any
 
 import structlog
 
-from townsquare.agent_host import AgentHost, restore_agent, stop_reason
-from townsquare.engine import COLLECTOR_THRESHOLDS
-from townsquare.errors import RunStopped
-from townsquare.llm import LLMCallRecord
-from townsquare.llm_faults import LLMFault
-from townsquare.process_usage import process_usage, rss_bytes
-from townsquare.rundir import RunDir
-from townsquare.slots import notify_round_start, round_observers
+from townsquare.api import (
+    COLLECTOR_THRESHOLDS, LLMCallRecord, LLMFault, LLMJournal, RunStopped, World, process_usage, restore_agent, stop_reason,
+)
 
 log = structlog.get_logger("townsquare.scaleout.ray_shard")
 
@@ -69,7 +63,9 @@ class Shard:
         self.scenario, self.model, self.run_path = scenario, scenario.model, run_path
         self.shard, self.shards = shard, shards
         self.round = -1
-        self.llm_middleware: list[Any] = []
+        #: the shard's part of the run; its calls are shipped to the driver's journal, not counted here
+        self.world = World(scenario, run_path, journal=LLMJournal(listeners=[self.record_llm_call], counting=False),
+                           events=False)
         self.records: list[LLMCallRecord] = []
         self.journals: list[ShippedJournal] = []
         #: when the last LLM record came (a drain waits for a quiet moment)
@@ -78,8 +74,7 @@ class Shard:
         #: set when a round's turns end (a drain waiting for a quiet moment stops waiting)
         self._turns_ended = asyncio.Event()
         self._ran: list[Any] = []
-        self._rss_before_build: int | None = None
-        from townsquare.api import logs
+        from townsquare.lib import logs
 
         logs.configure(level=os.environ.get("TOWNSQUARE_LOG_LEVEL", "warning"))  # a worker's own logging
         gc.set_threshold(*COLLECTOR_THRESHOLDS)  # the worker plays this run only
@@ -100,22 +95,16 @@ class Shard:
         """Build this shard's part of the run. ``personas``: this shard's agents by index, with
         the personas the driver loaded (only they are built); None on a platform that hands
         agents to each other, where every agent is built from the scenario (the others are replicas)."""
-        from townsquare.assembly import assemble
-
-        self._rss_before_build = rss_bytes()
-        built = await assemble(self.scenario, self.run_path, on_llm_call=self.record_llm_call, current_round=lambda: self.round,
-                               held=personas)
-        self.services, self.platform, self.streams = built.services, built.services.platform, built.streams
+        world = self.world
+        await world.build(held=personas)
+        self.services, self.platform = world.services, world.platform
         self.replicas = personas is None
-        mine = [agent for agent in built.agents if owner_of(agent.index, self.shards) == self.shard]
-        self.host = AgentHost(mine, population=built.population, levels=built.levels, streams=built.streams,
-                              services=self.services, model=self.model, platform_name=self.scenario.platform.spec.name,
-                              stages=built.stages, accounting=built.accounting)
-        self.llm_middleware, self.provider, self.accounting = built.llm_middleware, built.provider, built.accounting
+        mine = [agent for agent in world.agents if owner_of(agent.index, self.shards) == self.shard]
+        self.host = world.agent_host(mine)
+        self.llm_middleware, self.accounting = world.llm_middleware, world.accounting
         self.journals = [ShippedJournal(link) for link in self.llm_middleware if ShippedJournal.fits(link)]
-        self._all = {agent.id: agent for agent in built.agents}
-        self._round_observers = round_observers([self.platform, self.services.recommender, *self.llm_middleware,
-                                                 *(c for a in built.agents for c in a.components.values())])
+        self._all = world.by_id
+        self._round_observers = world.round_observers(measures=False, agents=world.agents)
         # whose state can change in a round they are absent from: with replicas, theirs is sent back every round
         self._observing = [a for a in mine if any(hasattr(c, "on_round_start") for c in a.components.values())]
         # calls made while building were made (and recorded) by the driver's build too
@@ -139,7 +128,7 @@ class Shard:
                 restore_agent(agent, saved)
         elif restore is not None:
             mine = self.host.position
-            saved = {agent_id: entry for index, agent_id, entry in RunDir(self.run_path).agent_entries(restore, lambda i: mine[i] >= 0)}
+            saved = {agent_id: entry for index, agent_id, entry in self.world.run_dir.agent_entries(restore, lambda i: mine[i] >= 0)}
             self.host.restore(lambda agent: saved.get(agent.id), fresh_slots)
         for link in self.llm_middleware:
             state = common["llm"].get(type(link).__name__)
@@ -148,18 +137,12 @@ class Shard:
 
     async def operate(self, agent_id: str, change: Any, r: int) -> None:
         """``await change(host, agent, r)`` on one of this shard's agents (a branch's intervention)."""
-        agent = self.host.by_id[agent_id]
-        await change(self.host, agent, r)
-        self.host.changed([agent.index])
+        await self.host.on_agent(agent_id, change, r)
 
     def _set_replicas(self, states: dict[str, Any]) -> None:
         for agent_id, saved in states.items():
             if agent_id not in self.host.by_id:
                 restore_agent(self._all[agent_id], saved)
-
-    def _now(self, r: int) -> Any:
-        clock = self.model.clock
-        return clock.start + timedelta(minutes=r * clock.minutes_per_round)
 
     async def turns(self, r: int, replicas: dict[str, Any]) -> tuple[list[tuple[int, str, list[Any]]], dict[str, Any]]:
         """Round ``r``'s turns of this shard's present agents, as two objects (the driver asks
@@ -168,14 +151,14 @@ class Shard:
         or ``{"stopped": reason, "records": [...]}``. ``replicas``: the state of the agents the
         last round touched, from their owners (empty when shards keep no replicas)."""
         self.round = r
-        self.streams.start_round(r)
-        now = self._now(r)
+        self.world.start_round(r)
+        now = self.world.time_of(r)
         cpu, wall = time.process_time(), time.perf_counter()
         self._set_replicas(replicas)
         self._turning = True
         self._turns_ended.clear()
         try:
-            await notify_round_start(self._round_observers, r, now)
+            await self.world.notify_round_start(self._round_observers, r)
             present = [a for a in self.host.agents if a.present(r)]
             results = await self.host.take_turns(r, present, now)
         except STOPS as exc:
@@ -218,7 +201,7 @@ class Shard:
         hear theirs right after them. Returns what the copy answered to each write, in that
         order (the driver checks it against its own platform's answers), and, with replicas,
         the state of every agent of this shard that the round touched (``states``)."""
-        now = self._now(r)
+        now = self.world.time_of(r)
         now_iso = now.isoformat()
         answers: list[tuple[bool, str | None]] = []
         host = self.host
@@ -237,7 +220,7 @@ class Shard:
                         host.changed([named.index])
                 agent = host.by_id.get(agent_id)
                 if agent is not None:
-                    await host.notify_applied(agent, r, now, pairs)
+                    await host.applied(agent, r, now, pairs)
         except STOPS as exc:
             return self._outcome(stopped=stop_reason(exc))
         states = {a.id: {"components": {s: c.get_state() for s, c in a.components.items()}} for a in touched.values()} if self.replicas else {}
@@ -252,7 +235,7 @@ class Shard:
                 link.get_state()
         if self.replicas:
             return None
-        return RunDir(self.run_path).write_agent_part(r, self.shard, self.shards, self.host.entry_lines())
+        return self.world.run_dir.write_agent_part(r, self.shard, self.shards, self.host.entry_lines())
 
     async def stop(self, reason: str) -> None:
         """Another shard stopped the round: refuse new LLM calls (those in flight land)."""
@@ -262,21 +245,12 @@ class Shard:
 
     async def memory(self) -> dict[str, Any]:
         """This process's resident memory (:func:`townsquare.process_usage.process_usage`)."""
-        return process_usage(f"shard {self.shard}", self._rss_before_build)
+        return process_usage(f"shard {self.shard}", self.world.rss_before_build)
 
     async def close(self) -> None:
-        """Close the platform, the knowledge source, the embedder, every LLM link and the
-        provider; one that fails to close is logged and the others are still closed."""
-        services = getattr(self, "services", None)
-        for obj in [getattr(self, "platform", None), getattr(services, "knowledge", None), getattr(getattr(services, "embedder", None), "embedder", None),
-                    *self.llm_middleware, getattr(self, "provider", None)]:
-            close = getattr(obj, "aclose", None)
-            if close is None:
-                continue
-            try:
-                await close()
-            except Exception as exc:  # noqa: BLE001 - closing must reach every other resource
-                log.warning("ray.shard.close_failed", component=type(obj).__name__, error=f"{type(exc).__name__}: {exc}")
+        """Close the shard's world: the platform, the knowledge source, the embedder, every LLM
+        link and the provider (one that fails to close is logged and the others are still closed)."""
+        await self.world.aclose()
 
     def pid(self) -> int:
         return os.getpid()
@@ -388,3 +362,4 @@ class _RunDir:
 def owner_of(index: int, shards: int) -> int:
     """The shard that holds agent ``index``: round robin, so populations spread evenly."""
     return index % shards
+

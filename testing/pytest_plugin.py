@@ -28,7 +28,7 @@ SCRIPTED_MODULE = "townsquare.testing.scripted"
 
 def pytest_configure(config):
     """Keep component debug logs out of test output (warnings still show)."""
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(level="warning")
 
@@ -74,7 +74,7 @@ def write_scenario(tmp_path: Path):
 
 @pytest.fixture
 def run_scenario(tmp_path: Path, make_plugins):
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     counter = itertools.count(1)
 

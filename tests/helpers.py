@@ -31,6 +31,24 @@ def scenario_text(rounds: int = 3, count: int = 3, policy: str = "embedding_base
     return head + extra + PERSONAS.format(count=count, policy=policy)
 
 
+#: columns that hold wall-clock times: the only ones two runs of one scenario may differ in
+WALL_CLOCK = {"latency_ms", "wall_seconds"}
+
+
+def event_log(run_dir: Path | str) -> dict[str, list[tuple]]:
+    """Every table of a run's ``events.sqlite`` in row order, without the wall-clock columns."""
+    db = sqlite3.connect(f"file:{run_dir}/events.sqlite?mode=ro", uri=True)
+    try:
+        tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        log = {}
+        for table in tables:
+            columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})") if row[1] not in WALL_CLOCK]
+            log[table] = db.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid").fetchall()
+        return log
+    finally:
+        db.close()
+
+
 def read_table(run_dir: Path, table: str) -> list[tuple]:
     db = sqlite3.connect(Path(run_dir) / "events.sqlite")
     try:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from townsquare.api.validation import Cascade, Trace
+from townsquare.lib.validation import Cascade, Trace
 
 DAY = 86400.0
 START = 883612800.0  # 1998-01-01 00:00 UTC, a Thursday

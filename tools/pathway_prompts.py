@@ -67,7 +67,7 @@ class Recorder:
 def record(scenario: str | Path, overrides: list[str], seed: int | None = None) -> list[tuple[Any, str, int]]:
     """Every request of an oracle run of ``scenario`` with its answer and round."""
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
     from townsquare.testing.oracle import OracleLLM
 
     rounds = {"now": 0}
@@ -232,7 +232,7 @@ def main() -> int:
     parser.add_argument("--per-disposition", type=int, default=40, help="prompts kept per disposition (default 40)")
     parser.add_argument("--out", type=Path, default=OUT, help=f"folder of the fixtures (default {OUT.relative_to(ROOT)})")
     args = parser.parse_args()
-    from townsquare.api import logs
+    from townsquare.lib import logs
 
     logs.configure(json_lines=False, level="error")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -173,7 +173,7 @@ def _hooks() -> list[str]:
 
 
 def render() -> str:
-    from townsquare import actions, components, lifecycle, memory, metrics, persona, platform, specs
+    from townsquare import actions, components, lifecycle, memory, metrics, persona, platform, specs, turns
     from townsquare.slots import SLOT_PROTOCOLS
 
     registered_by = {spec.kind: hook for hook, spec in specs.REGISTRATION_HOOKS.items()}
@@ -186,8 +186,8 @@ def render() -> str:
         lines.append(f"| `{slot}` | [{protocol.__name__}](#{protocol.__name__.lower()}) | `{registered_by.get(kind, '')}` |")
     lines.append("")
     protocols = list(dict.fromkeys([
-        components.Component, *SLOT_PROTOCOLS.values(), memory.Memory, components.DuplicateCheck, components.EngagementLog,
-        components.ObservesResults, components.ObservesRounds,
+        components.Component, *SLOT_PROTOCOLS.values(), memory.Memory,
+        components.ObservesResults, components.ObservesRounds, turns.Turns, turns.TurnsBackend,
     ]))
     for protocol in protocols:
         lines += _protocol(protocol)

@@ -1,5 +1,5 @@
 """Where the agents' Mastodon accounts come from: a tokens file, an environment variable, or
-API sign-up. Tokens are secrets: they are read through :mod:`townsquare.api.secret_files` only, kept in
+API sign-up. Tokens are secrets: they are read through :mod:`townsquare.lib.secret_files` only, kept in
 memory, and never written to the run directory, the journal, the logs or a checkpoint.
 
 Tokens file (``platform.tokens``), one entry per line, ``#`` comments allowed; either
@@ -31,7 +31,8 @@ from typing import Any, Callable
 
 import structlog
 
-from townsquare.api import UsageError, read_secret_file, resolve_secrets
+from townsquare.api import UsageError
+from townsquare.lib.secret_files import read_secret_file, resolve_secrets
 
 from .client import RemoteError
 

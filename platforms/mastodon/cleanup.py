@@ -28,7 +28,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from townsquare.api import RunStopped, UsageError, resolve_secrets
+from townsquare.api import RunStopped, UsageError
+from townsquare.lib.secret_files import resolve_secrets
 
 from .client import RemoteError
 from .journal import JOURNAL_NAME, Journal

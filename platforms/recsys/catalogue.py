@@ -18,7 +18,10 @@ from typing import Iterable, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import Item, UsageError, genres_of, load_movielens_data, read_user_csv
+from townsquare.api import UsageError
+from townsquare.lib.files import read_user_csv
+from townsquare.lib.items import Item
+from townsquare.lib.movielens import genres_of, load_movielens_data
 
 #: words that follow a category in a profile's interests ("sci-fi movies")
 _CATEGORY_TAIL = re.compile(r"\s+(movies?|films?|videos?|shows?)$")

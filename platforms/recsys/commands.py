@@ -29,7 +29,7 @@ def _embedder(plugins: Any, scenario: Any = None) -> EmbeddingCache:
 
 
 def movielens_interactions(folder: Path) -> tuple[list[Any], list[Any]]:
-    from townsquare.api import load_movielens_data
+    from townsquare.lib.movielens import load_movielens_data
 
     from .recommender_eval import Interaction
 
@@ -64,11 +64,11 @@ def run_interactions(run_dir: Any) -> tuple[list[Any], list[Any], dict[str, set[
 
 def evaluate_source(source: str, plugin_options: tuple[str, ...], *, how: str, test_fraction: float, k: int, seed: int,
                     wanted: tuple[str, ...]) -> dict[str, dict[str, dict[str, float]]]:
-    from townsquare.api import movielens_layout
+    from townsquare.lib.movielens import movielens_layout
 
     from .recommender_eval import Split, evaluate, item_recommenders, split
 
-    from townsquare.api import data_path
+    from townsquare.lib.data_paths import data_path
 
     path = data_path(source)  # data:movielens-latest-small -> the installed dataset
     if (path / "manifest.json").is_file():

@@ -30,9 +30,8 @@ from typing import Any
 
 import structlog
 
-from townsquare.api import (
-    AccountView, Action, ActionResult, Agent, ComponentError, Item, ItemInteractions, ItemRecommender, PostView,
-)
+from townsquare.api import AccountView, Action, ActionResult, Agent, ComponentError, PostView
+from townsquare.lib.items import Item, ItemInteractions, ItemRecommender
 
 from .catalogue import Catalogue
 

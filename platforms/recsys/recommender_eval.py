@@ -38,7 +38,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from townsquare.api import BuildContext, Item, ItemInteractions, UsageError
+from townsquare.api import BuildContext, UsageError
+from townsquare.lib.items import Item, ItemInteractions
 
 SPLITS = ("leave-last-out", "temporal", "global-temporal")
 

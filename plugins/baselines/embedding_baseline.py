@@ -46,7 +46,9 @@ import numpy as np
 import structlog
 from pydantic import Field, field_validator
 
-from townsquare.api import Action, PolicySpec, SimilarityRule, SimilarityRuleConfig, UsageError, hookimpl, read_user_text
+from townsquare.api import Action, PolicySpec, UsageError, hookimpl
+from townsquare.lib.files import read_user_text
+from townsquare.lib.similarity_rule import SimilarityRule, SimilarityRuleConfig
 
 log = structlog.get_logger("townsquare.plugins.baselines.embedding_baseline")
 

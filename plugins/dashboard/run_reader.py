@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from townsquare.api import NOT_A_CALL, follow_edges, llm_by_purpose, llm_totals, memory_rows
+from townsquare.lib.follow_graph import follow_edges
+from townsquare.lib.llm_calls import NOT_A_CALL, llm_by_purpose, llm_totals
+from townsquare.lib.memory_export import memory_rows
 from townsquare.api.commands import open_run
 
 #: what the ``.lock`` file is called (townsquare.rundir): its text names the writing process
@@ -297,7 +299,7 @@ class RunReader:
 
     def llm_summary(self) -> dict[str, Any]:
         """Totals, per purpose and per round, computed as the report computes them
-        (:func:`townsquare.api.llm_totals`, :func:`townsquare.api.llm_by_purpose`): ``parse_failure``
+        (:func:`townsquare.lib.llm_calls.llm_totals`, :func:`townsquare.lib.llm_calls.llm_by_purpose`): ``parse_failure``
         rows are unusable answers, not requests, and the mean latency is over every call."""
         with self.db() as db:
             totals = llm_totals(db)

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from townsquare.api import UsageError, data_home
+from townsquare.api import UsageError
+from townsquare.lib.data_paths import data_home
 
 HERE = Path(__file__).resolve().parent / "catalogue"
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")

@@ -25,7 +25,8 @@ from typing import Any
 
 import click
 
-from townsquare.api import UsageError, data_home, dataset_folder, hookimpl, installed_dataset
+from townsquare.api import UsageError, hookimpl
+from townsquare.lib.data_paths import data_home, dataset_folder, installed_dataset
 
 
 def _size(n: int) -> str:
@@ -143,7 +144,7 @@ def townsquare_register_commands(cli: click.Group) -> None:
     @click.argument("name")
     def path_command(name: str, **_: Any) -> None:
         """Print where dataset NAME is installed (scenarios write data:NAME/...)."""
-        from townsquare.api import data_path
+        from townsquare.lib.data_paths import data_path
 
         click.echo(str(data_path(f"data:{name}")))
 
@@ -151,7 +152,7 @@ def townsquare_register_commands(cli: click.Group) -> None:
     @click.argument("name")
     def verify_command(name: str, **_: Any) -> None:
         """Re-hash the installed files of NAME against what was verified when it was installed."""
-        from townsquare.api import data_path
+        from townsquare.lib.data_paths import data_path
 
         from .checksums import DataError
         from .installer import file_sums

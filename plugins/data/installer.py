@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from townsquare.api import DATASET_MARKER, UsageError, data_home, dataset_folder
+from townsquare.api import UsageError
+from townsquare.lib.data_paths import MARKER as DATASET_MARKER, data_home, dataset_folder
 
 from .catalogue import Dataset, Release, manifest_digest
 from .checksums import DataError, sha256_of

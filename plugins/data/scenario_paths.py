@@ -2,7 +2,7 @@
 
 The kernel asks ``townsquare_resolve_data_references`` when it resolves a scenario; this
 answer replaces every ``data:`` string by its path in the installed dataset
-(:func:`townsquare.api.data_paths.resolve_data_references`: datasets that are not installed are
+(:func:`townsquare.lib.data_paths.resolve_data_references`: datasets that are not installed are
 one line naming ``townsquare data fetch``) and lists the datasets used, with what their
 markers say, for the run's manifest. ``-p no:data`` leaves ``data:`` paths unresolved: a
 scenario that names one is a one-line error.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from townsquare.api import hookimpl
-from townsquare.api.data_paths import datasets_in, resolve_data_references
+from townsquare.lib.data_paths import datasets_in, resolve_data_references
 
 
 @hookimpl

@@ -3,7 +3,7 @@
 Texts go to ``POST {base_url}/embeddings`` through ``openai.AsyncOpenAI``, ``batch_size`` texts a
 request and at most ``max_concurrent`` requests at once. ``base_url`` defaults to
 ``$OPENAI_BASE_URL`` (read by the SDK), else OpenAI; the key comes from ``api_key_env`` or
-``api_key_file`` through :func:`townsquare.api.secret_files.resolve_secrets` and is never logged
+``api_key_file`` through :func:`townsquare.lib.secret_files.resolve_secrets` and is never logged
 (``api_key_env = ""`` for a server that takes none).
 
 The dimension is needed before the first text (the run's embedding cache and the memory
@@ -36,9 +36,9 @@ import numpy as np
 import structlog
 from pydantic import Field
 
-from townsquare.api import (
-    EmbedderSpec, EndpointConfig, LLMFatal, LLMFault, UsageError, backoff_delay, classify, hookimpl, normalize_rows,
-)
+from townsquare.api import EmbedderSpec, LLMFatal, LLMFault, UsageError, classify, hookimpl, normalize_rows
+from townsquare.lib.backoff import backoff_delay
+from townsquare.lib.endpoint import EndpointConfig
 from .text_vector_cache import VectorCache, embed_with_cache
 
 log = structlog.get_logger("townsquare.embedder.openai")

@@ -28,7 +28,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from townsquare.api import AnswerPrior, hookimpl
+from townsquare.api import hookimpl
+from townsquare.lib.answer_priors import AnswerPrior
 
 from .planning.schedule import clock_text, minutes_of
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from townsquare import api
-from townsquare.api import fill_prompt as fill
+from townsquare.lib import prompt_files
+from townsquare.lib.prompt_files import fill_prompt as fill
 
 HERE = Path(__file__).resolve().parent / "prompts"
 
@@ -22,7 +22,7 @@ def load_prompts(group: str, required: Mapping[str, frozenset[str]], override_fi
                  base_dir: str = ".") -> dict[str, str]:
     """The ``group`` templates (``prompts/<group>.toml``), those in ``override_file`` replacing
     them, each checked for the placeholders ``required`` names."""
-    return api.load_prompts(HERE, group, override_file, base_dir, required=required)
+    return prompt_files.load_prompts(HERE, group, override_file, base_dir, required=required)
 
 
 def prompts_for(group: str, required: Mapping[str, frozenset[str]], config: Any, ctx: Any) -> dict[str, str]:

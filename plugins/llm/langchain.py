@@ -47,7 +47,8 @@ from typing import Any, ClassVar, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl, mode_for, resolve_secrets
+from townsquare.api import LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl, mode_for
+from townsquare.lib.secret_files import resolve_secrets
 
 from .strict_schema import label_schema, strict_schema, unwrap_label
 

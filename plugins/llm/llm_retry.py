@@ -36,8 +36,9 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import (
-    ALL_SETTINGS, KEPT, Handler, LLMFatal, LLMFault, LLMMiddlewareSpec, LLMRequest, LLMResponse, backoff_delay, classify, hookimpl,
+    ALL_SETTINGS, KEPT, Handler, LLMFatal, LLMFault, LLMMiddlewareSpec, LLMRequest, LLMResponse, classify, hookimpl,
 )
+from townsquare.lib.backoff import backoff_delay
 
 log = structlog.get_logger("townsquare.plugins.llm.llm_retry")
 

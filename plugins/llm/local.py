@@ -80,7 +80,8 @@ from typing import Any, ClassVar, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from townsquare.api import FUNCTION_WORDS, LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl
+from townsquare.api import LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl
+from townsquare.lib.function_words import FUNCTION_WORDS
 
 from .base_model_prompts import (
     TEXT_STOP, FittedPrompt, clean_text, fit_prompt, label_continuations, label_probabilities, pick_label, request_kind,
@@ -494,7 +495,7 @@ class LocalLLM:
 
     def _avoid_bias(self, llama: Any, avoid: str | None) -> dict[int, float] | None:
         """Minus ``avoid_penalty`` on the tokens that start each content word of ``avoid`` (three
-        letters or more, not one of :data:`townsquare.api.FUNCTION_WORDS`), as the model would
+        letters or more, not one of :data:`townsquare.lib.function_words.FUNCTION_WORDS`), as the model would
         write it inside a sentence or at its start, capitalised or not: the answer can take up
         the text's topic in words of its own but hardly its sentences
         (:mod:`townsquare.plugins.report.comment_copying` measures copying: 13 of 20 SmolLM2

@@ -4,7 +4,7 @@
 Several endpoints and several API keys are used round-robin: the main endpoint (``base_url``,
 else ``$OPENAI_BASE_URL``, else the SDK's default) with the keys of ``api_key_file`` (one key
 per line) or else ``api_key_env``, plus every ``endpoints`` entry with its own keys; each
-(endpoint, key) pair is one route. Keys are read through :func:`townsquare.api.secret_files.resolve_secrets`
+(endpoint, key) pair is one route. Keys are read through :func:`townsquare.lib.secret_files.resolve_secrets`
 and never logged. ``api_key_env = ""`` with no file serves endpoints that take no key.
 
 ``transport`` picks how requests travel (:mod:`townsquare.plugins.llm.openai_transport`):
@@ -58,7 +58,8 @@ from typing import Any, ClassVar, Literal
 import structlog
 from pydantic import Field
 
-from townsquare.api import EndpointConfig, LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl, mode_for
+from townsquare.api import LLMFault, LLMProviderSpec, LLMRequest, LLMResponse, UsageError, hookimpl, mode_for
+from townsquare.lib.endpoint import EndpointConfig
 
 from .openai_http import HTTPPool
 from .openai_transport import POOL_SIZE, AiohttpPool, SDKPool

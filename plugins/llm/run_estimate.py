@@ -5,7 +5,7 @@ often as the run's own code calls it, under the scenario's activity settings (wh
 when, plans' windows, feeds, reflection periods). What cannot be known before a run is what the
 model answers, and the answers decide what comes next (a plan that browses, a decision to start
 a conversation, a comment). So the dry run answers as the designs declare a typical model does
-(:class:`townsquare.api.AnswerPrior`, ``townsquare_register_answer_priors``; the stand-in is
+(:class:`townsquare.lib.answer_priors.AnswerPrior`, ``townsquare_register_answer_priors``; the stand-in is
 :class:`townsquare.api.commands.TypicalModel`, which answers without chance), and the range
 plays the run twice more, with a model that acts half as much and half again as much (every
 declared share and every prior's typical answer scaled by 0.5 and 1.5).
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from townsquare.api import cache_line
+from townsquare.lib.cache_share import cache_line
 
 #: the dispositions the dry runs play: typical first, then the range's ends
 DISPOSITIONS = (1.0, 0.5, 1.5)

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import Field
 
 from townsquare.api import MetricSpec, RoundView, hookimpl
-from townsquare.api.blas import one_blas_thread
+from .blas import one_blas_thread
 
 from .threshold import Alarm, MonitorConfig, new_posts
 
@@ -40,7 +40,7 @@ class Homogenisation:
         if len(set(authors.tolist())) < 2:
             return {}
         vectors = await self.embedder.embed([t for _, t in pool])
-        with one_blas_thread():  # a few hundred rows: a second thread only spins (townsquare.api.blas)
+        with one_blas_thread():  # a few hundred rows: a second thread only spins (.blas)
             similarity = vectors @ vectors.T
         different = authors[:, None] != authors[None, :]
         return self.alarm.check(view.round, float(similarity[different].mean()))

@@ -39,7 +39,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from townsquare.api import AnswerFormat, Interval, LLMRequest, Message, mean_interval, share_interval
+from townsquare.api import AnswerFormat, LLMRequest, Message
+from townsquare.lib.stats import Interval, mean_interval, share_interval
 
 _MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|jun(?:e)?|jul(?:y)?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
 #: a day: a date (February 14th, 14 Feb, the 14th), a weekday, or a day named relative to today

@@ -121,7 +121,7 @@ class Design:
         self.descriptions = list(descriptions) if descriptions is not None else None
         self.with_run_memories = with_run_memories
         self.scenario = target.scenario if descriptions is None else target.resolve_with(persona_overrides(target, self.index, descriptions))
-        self.world = EvalSimulation(self.scenario, target.plugins, folder, llm_provider=llm_provider, shared_budget=shared_budget,
+        self.evaluation = EvalSimulation(self.scenario, target.plugins, folder, llm_provider=llm_provider, shared_budget=shared_budget,
                                     dry_run=dry_run)
 
     @property
@@ -129,21 +129,22 @@ class Design:
         return self.target.label
 
     @property
-    def sim(self) -> Any:
-        return self.world.sim
+    def world(self) -> Any:
+        """The design's open world (:class:`~townsquare.api.World`)."""
+        return self.evaluation.world
 
     @property
     def round(self) -> int:
-        return self.world.round
+        return self.evaluation.round
 
     async def build(self, resume_command: str | None = None) -> None:
         checkpoint = self.target.checkpoint
         own = checkpoint is not None and self.descriptions is None
         lent = checkpoint is not None and not own and self.with_run_memories
-        await self.world.build(checkpoint[1] if own else None, checkpoint[0] + 1 if own or lent else 0, resume_command)
+        await self.evaluation.build(checkpoint[1] if own else None, checkpoint[0] + 1 if own or lent else 0, resume_command)
         if lent:
             self._lend_memories(checkpoint[1])
-        if self.sim.services.llm is None:
+        if self.world.services.llm is None:
             raise UsageError(f"{self.target.scenario.source}: no [llm] to answer with (add one, or --llm PROVIDER[:MODEL])")
 
     def _lend_memories(self, state: dict[str, Any]) -> None:
@@ -157,14 +158,14 @@ class Design:
 
     def agents(self) -> list[Any]:
         name = self.scenario.populations[self.index].config.name
-        return [a for a in self.sim.agents if a.population == name]
+        return [a for a in self.world.agents if a.population == name]
 
     def contexts(self, agents: Sequence[Any]) -> list[Any]:
-        return [self.world.context(a) for a in agents]
+        return [self.evaluation.context(a) for a in agents]
 
     def write_calls(self) -> dict[str, int]:
         """Write the ``llm_calls`` rows gathered so far; returns how many, by status."""
-        return self.world.write_calls()
+        return self.evaluation.write_calls()
 
     async def close(self) -> dict[str, int]:
-        return await self.world.aclose()
+        return await self.evaluation.aclose()

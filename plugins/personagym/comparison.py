@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-from townsquare.api import holm, mean_interval, paired_test
+from townsquare.lib.stats import holm, mean_interval, paired_test
 
 from .benchmark_data import TASKS
 from .persona_score import persona_score, task_scores

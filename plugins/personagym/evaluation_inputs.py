@@ -11,7 +11,8 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from townsquare.api import UsageError, data_path
+from townsquare.api import UsageError
+from townsquare.lib.data_paths import data_path
 
 from . import benchmark_data as data_files
 from .answer_parsing import match_environments

@@ -95,7 +95,7 @@ async def run(plan: Plan, out: Path, dry_run: Any = None) -> dict[str, list[Pers
             await design.build(plan.resume)
         if single:
             evaluator = EvalLLMs(first.scenario, first.resolve_with, out, resume=plan.resume, dry_run=dry_run,
-                                 simulation=None if dry_run is not None else designs[0].sim, round=designs[0].round)
+                                 world=None if dry_run is not None else designs[0].world, round=designs[0].round)
             generator, judges = _evaluators(evaluator, plan)
         plan.slots = {d.label: design_slots(d) for d in designs}
         cases = build_cases(designs, plan)

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from townsquare.api import UsageError, read_json_lines
+from townsquare.api import UsageError
+from townsquare.lib.files import read_json_lines
 
 from .benchmark_data import TASK_NAMES, TASKS, static_questions_for, task_key
 

@@ -25,7 +25,8 @@ from typing import Any, Sequence
 
 import structlog
 
-from townsquare.api import Message, agent_memory, fill_prompt
+from townsquare.api import Message, agent_memory
+from townsquare.lib.prompt_files import fill_prompt
 
 from .answer_parsing import match_environments
 from .benchmark_data import Task

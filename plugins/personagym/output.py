@@ -50,7 +50,7 @@ def table_rows(plan: Any, results: dict[str, list[Any]]) -> tuple[list[tuple[str
     whose every question is one), the paper's six models beside them (mean and the Student-t
     interval from the paper's standard deviation over its 200 personas). Notes: the released
     score files' disagreements with the paper (:func:`.benchmark_data.released_scores`)."""
-    from townsquare.api import t_quantile
+    from townsquare.lib.stats import t_quantile
 
     from .benchmark_data import PAPER_PERSONAS, PAPER_TABLE_1
     from .persona_score import summary

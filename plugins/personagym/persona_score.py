@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping, Sequence
 
-from townsquare.api import two_stage_bootstrap
+from townsquare.lib.stats import two_stage_bootstrap
 
 from .benchmark_data import TASKS
 

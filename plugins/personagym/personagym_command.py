@@ -21,7 +21,8 @@ from typing import Any
 
 import click
 
-from townsquare.api import UsageError, load_prompts
+from townsquare.api import UsageError
+from townsquare.lib.prompt_files import load_prompts
 
 from .benchmark_data import PROMPTS
 
@@ -267,7 +268,7 @@ def register(cli: Any) -> None:
         designs, their paired differences on the same questions and judges; with --answers,
         answers produced elsewhere graded by the same steps and judges."""
         from townsquare.api import LLMFault, RunStopped
-        from townsquare.api.commands import RunDir as Folder, cached_answers, clear_earlier_answers, command_line
+        from townsquare.api.commands import cached_answers, clear_earlier_answers, command_line, locked
 
         from .llm_steps import Settings
 
@@ -298,7 +299,7 @@ def register(cli: Any) -> None:
         from .evaluation_run import design_folder, run
 
         folders = list(dict.fromkeys([folder, *(design_folder(folder, plan, k) for k in range(len(plan.labels)))]))
-        with Folder(folder).lock():
+        with locked(folder):
             for where in folders:
                 clear_earlier_answers(where / "events.sqlite")
             known = cached_answers(folder)

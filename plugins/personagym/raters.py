@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from townsquare.api import UsageError
-from townsquare.api import spearman as rank_correlation
+from townsquare.lib.stats import spearman as rank_correlation
 
 from .benchmark_data import Task
 
@@ -133,7 +133,7 @@ def agreement_by_task(grades: Mapping[str, Mapping[str, float]], judges: Sequenc
     """Per task and over all (the paper's Table 2 reports both statistics per task): (task,
     answers graded by judges and people, Spearman's rho, Kendall's tau-b) of the judges' mean
     against the people's mean per answer."""
-    from townsquare.api import kendall_tau
+    from townsquare.lib.stats import kendall_tau
 
     from .benchmark_data import TASKS
 

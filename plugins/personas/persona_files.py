@@ -18,10 +18,9 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import (
-    LimitsConfig, Persona, PersonaSourceSpec, UsageError, cycle_personas, hookimpl, limits_of, name_problem,
-    read_json_lines,
-)
+from townsquare.api import LimitsConfig, Persona, PersonaSourceSpec, UsageError, hookimpl, limits_of, name_problem
+from townsquare.lib.files import read_json_lines
+from townsquare.lib.persona_pool import cycle_personas
 
 log = structlog.get_logger("townsquare.plugins.personas.persona_files")
 

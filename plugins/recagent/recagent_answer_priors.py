@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 
-from townsquare.api import AnswerPrior, hookimpl
+from townsquare.api import hookimpl
+from townsquare.lib.answer_priors import AnswerPrior
 
 from .chat import END
 

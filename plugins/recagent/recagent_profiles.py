@@ -43,9 +43,10 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import (
-    BuildContext, Persona, PersonaSourceSpec, UsageError, cycle_personas, hookimpl, load_movielens_data, read_user_csv,
-)
+from townsquare.api import BuildContext, Persona, PersonaSourceSpec, UsageError, hookimpl
+from townsquare.lib.files import read_user_csv
+from townsquare.lib.movielens import load_movielens_data
+from townsquare.lib.persona_pool import cycle_personas
 
 from .prompts import fill, load_prompts
 

@@ -21,7 +21,10 @@ from typing import Any
 import numpy as np
 import structlog
 
-from townsquare.api import UsageError, cache_line, llm_by_purpose, llm_totals, memory_rows
+from townsquare.api import UsageError
+from townsquare.lib.cache_share import cache_line
+from townsquare.lib.llm_calls import llm_by_purpose, llm_totals
+from townsquare.lib.memory_export import memory_rows
 
 from . import figures, html, similarity, tables
 from .activity import gini

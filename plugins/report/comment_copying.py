@@ -7,7 +7,7 @@ letter/digit runs):
 
 * it shares a run of at least :data:`COPY_RUN` words in a row with the post (a verbatim copy of
   a phrase as long as a short clause), or
-* it has at least :data:`MIN_CONTENT` distinct content words (words not in :data:`townsquare.api.FUNCTION_WORDS`)
+* it has at least :data:`MIN_CONTENT` distinct content words (words not in :data:`townsquare.lib.function_words.FUNCTION_WORDS`)
   and at least :data:`CONTENT_SHARE` of them occur in the post (a paraphrase: the post's words
   reshuffled). A reply that picks up the post's topic word or two ("I love hiking too!") stays
   under it.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from townsquare.api import FUNCTION_WORDS
+from townsquare.lib.function_words import FUNCTION_WORDS
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from townsquare.api import NOT_A_CALL, Persona, UsageError, follow_edges
+from townsquare.api import Persona, UsageError
+from townsquare.lib.follow_graph import follow_edges
+from townsquare.lib.llm_calls import NOT_A_CALL
 from townsquare.api.commands import open_run as open_run_dir
 
 #: Action kinds in the order the report lists them (the paper's order, then the rest).

@@ -33,7 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from townsquare.api import AnswerFormat, Persona, UsageError, fill_prompt, load_prompts
+from townsquare.api import AnswerFormat, Persona, UsageError
+from townsquare.lib.prompt_files import fill_prompt, load_prompts
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 REQUIRED = {"nli": frozenset({"persona", "text"}), "quality": frozenset({"persona", "text", "kind", "context"})}

@@ -20,7 +20,8 @@ from __future__ import annotations
 import hashlib
 import re
 
-from townsquare.api import AnswerPrior, hookimpl
+from townsquare.api import hookimpl
+from townsquare.lib.answer_priors import AnswerPrior
 
 from .planning.plan_parsing import MINUTES_PER_DAY, Plan, Window
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from townsquare.api import UsageError, read_json_lines
+from townsquare.api import UsageError
+from townsquare.lib.files import read_json_lines
 
 from .corpus import read_json
 from .tasks import TASKS, Query, TaskType, task_type

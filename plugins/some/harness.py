@@ -23,7 +23,8 @@ from typing import Any, Awaitable, Callable, Sequence
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import LLMClient, LLMFault, fill_prompt
+from townsquare.api import LLMClient, LLMFault
+from townsquare.lib.prompt_files import fill_prompt
 
 from .corpus import Corpus
 from .scoring import LONGEST_ANSWER, Result, completed_anyway, extract_label, judge_score, normalised

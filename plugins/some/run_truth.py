@@ -47,7 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from townsquare.api import LLMClient, fill_prompt
+from townsquare.api import LLMClient
+from townsquare.lib.prompt_files import fill_prompt
 
 from .corpus import Post, corpus_from_run, run_time, shift, words
 from .tasks import EMOTIONS, TO_SOME, TaskType

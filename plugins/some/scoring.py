@@ -32,7 +32,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from townsquare.api import LLMClient, Message, fill_prompt
+from townsquare.api import LLMClient, Message
+from townsquare.lib.prompt_files import fill_prompt
 
 from .tasks import SOME_LABELS, TaskType
 

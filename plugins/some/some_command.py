@@ -51,7 +51,7 @@ REQUIRED = {
 
 
 def load_some_prompts(override_file: str | None = None) -> dict[str, str]:
-    from townsquare.api import load_prompts
+    from townsquare.lib.prompt_files import load_prompts
 
     return load_prompts(HERE / "prompts", "some", override_file, required=REQUIRED)
 
@@ -313,7 +313,8 @@ def townsquare_register_commands(cli):
                  answers: tuple[str, ...], plugin_options: tuple[str, ...] = (), **_: Any) -> None:
         """SoMe (Xue et al.): eight social-media agent tasks, each with its tools, over RUN's events
         (or SoMe's own queries); with --answers, answers produced elsewhere graded alike."""
-        from townsquare.api import LLMFault, RunStopped, UsageError, data_path
+        from townsquare.api import LLMFault, RunStopped, UsageError
+        from townsquare.lib.data_paths import data_path
         from townsquare.api.commands import (
             cached_answers, calls_line, check_spec, clear_earlier_answers, command_line, llm_overrides, load_run, model_identity, open_run,
         )

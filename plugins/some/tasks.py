@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from townsquare.api import UsageError, fill_prompt
+from townsquare.api import UsageError
+from townsquare.lib.prompt_files import fill_prompt
 
 from .corpus import Corpus, read_json
 

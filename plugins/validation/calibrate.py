@@ -25,7 +25,8 @@ from typing import Any
 
 import click
 
-from townsquare.api import UsageError, hookimpl, mean_interval
+from townsquare.api import UsageError, hookimpl
+from townsquare.lib.stats import mean_interval
 
 from .table import cell, span
 

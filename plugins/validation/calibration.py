@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from townsquare.api import UsageError, active_probabilities, hour_weight, pareto_inverse_cdf, read_user_text
-from townsquare.api.validation import Trace
+from townsquare.api import UsageError, active_probabilities, hour_weight, pareto_inverse_cdf
+from townsquare.lib.files import read_user_text
+from townsquare.lib.validation import Trace
 
 from .dimensions.activity_per_user import pareto_fit, shape_sample
 from .distances import ks_statistic

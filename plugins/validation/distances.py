@@ -60,7 +60,7 @@ def nrmse(real: np.ndarray, sim: np.ndarray) -> float:
 
 
 def distance(kind: str, real: Any, sim: Any) -> float:
-    """The ``kind`` distance between two :class:`~townsquare.api.validation.Measurement`\\ s."""
+    """The ``kind`` distance between two :class:`~townsquare.lib.validation.Measurement`\\ s."""
     if kind == "ks":
         return ks_statistic(real.sample, sim.sample) if real.sample is not None and sim.sample is not None else math.nan
     if kind == "js":

@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from townsquare.api import UsageError, mean_interval
-from townsquare.api.validation import Measurement, Trace
+from townsquare.api import UsageError
+from townsquare.lib.stats import mean_interval
+from townsquare.lib.validation import Measurement, Trace
 
 from .distances import distance
 

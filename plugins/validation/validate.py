@@ -26,7 +26,7 @@ from typing import Any, Iterable
 import click
 
 from townsquare.api import UsageError, hookimpl
-from townsquare.api.validation import Trace
+from townsquare.lib.validation import Trace
 
 from .scoring import DimensionResult, comparison_grid, score, shared_kinds
 from .table import format_table

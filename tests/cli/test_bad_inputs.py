@@ -19,7 +19,7 @@ import pytest
 from helpers import PERSONAS, scenario_text
 from townsquare.cli import main
 from townsquare.plugin_manager import make_plugin_manager
-from townsquare.scenario import load_scenario
+from townsquare.launch.scenario_files import load_scenario
 
 SCRIPTED = ["-p", "townsquare.testing.scripted"]
 POLICY = 'slots = { policy = "embedding_baseline" }'

@@ -1,4 +1,4 @@
-"""Run progress (townsquare.progress): the engine's totals match the ``llm_calls`` table on a
+"""Run progress (townsquare.llm_journal totals): the engine's totals match the ``llm_calls`` table on a
 scripted run with retries, repairs and parse failures; the plain line per round, the JSON line
 with ``--log-json``, the rich bar rendered to a recording console, ``--quiet`` silent."""
 
@@ -14,8 +14,8 @@ import pytest
 from helpers import scenario_text
 from townsquare.llm import LLMRequest, LLMResponse
 from townsquare.cli.progress import AblateProgress, RunProgress, progress_mode
-from townsquare.progress import new_totals
-from townsquare.runner import resume_run, start_run
+from townsquare.llm_journal import new_totals
+from townsquare.launch.runner import resume_run, start_run
 from townsquare.testing.scripted import ScriptedLLM
 
 SCRIPTED = "townsquare.testing.scripted"

@@ -13,7 +13,7 @@ import pytest
 from helpers import ROOT, scenario_text
 from townsquare.commands.ablate import Job, Variant, parse_variant, summarise
 from townsquare.errors import UsageError
-from townsquare.api.stats import mean_interval, paired_test, welch_test
+from townsquare.lib.stats import mean_interval, paired_test, welch_test
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ import pytest
 from helpers import cli_in_process, scenario_text
 from townsquare.commands.branch import BranchChange, branch_run, parse_interventions
 from townsquare.errors import UsageError
-from townsquare.runner import start_run
+from townsquare.launch.runner import start_run
 
 SCRIPTED = ["townsquare.testing.scripted"]
 EXTRA = """

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from townsquare.errors import UsageError
-from townsquare.commands.interview import interview
-from townsquare.runner import start_run
+from townsquare.launch.interviews import interview
+from townsquare.launch.runner import start_run
 
 from test_sa_policy_e2e import scenario as zhou_scenario
 
@@ -120,7 +120,7 @@ def test_memory_injected_by_a_branch_is_recalled_in_an_interview_with_parks_stre
 def test_a_run_without_an_llm_is_refused_with_an_option_that_exists(tmp_path):
     """The hint names ``run --llm``, an option the CLI has (not one ``interview`` lacks)."""
     from helpers import ROOT
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     run_dir, _ = start_run(ROOT / "examples" / "baseline.toml", overrides=["rounds=1"], out=tmp_path / "base")
     with pytest.raises(UsageError, match=r"has no LLM to answer with; interview a run made with one \(townsquare run SCENARIO --llm") as err:
@@ -165,3 +165,20 @@ def test_a_refused_interview_leaves_nothing_and_asks_nothing(fresh_run, tmp_path
     [answer] = interview(fresh_run, "hi", agents=["users-0001"])
     assert answer.answer and asked == ["interview"]
     assert (fresh_run / "interviews").is_dir() and (fresh_run / "interviews.jsonl").is_file()
+
+
+def test_without_the_interview_plugin_nothing_imports_the_interview_command():
+    """``-p no:interview`` removes the command and leaves its module unimported, though the
+    report and the dashboard (which import the commands' API) are loaded: the interview itself
+    lives in townsquare.launch.interviews."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom townsquare.cli import build_cli\nfrom townsquare.plugin_manager import make_plugin_manager\n"
+            "cli = build_cli(make_plugin_manager(disable=[{}]))\n"
+            "import townsquare.api.commands\n"
+            "print('interview' in cli.commands, 'report' in cli.commands, 'townsquare.commands.interview' in sys.modules)\n")
+    without = subprocess.run([sys.executable, "-c", code.format("'interview'")], capture_output=True, text=True, check=True)
+    assert without.stdout.split() == ["False", "True", "False"]
+    with_it = subprocess.run([sys.executable, "-c", code.format("")], capture_output=True, text=True, check=True)
+    assert with_it.stdout.split() == ["True", "True", "True"]

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from helpers import cli_in_process, scenario_text
-from townsquare.api.stats import mean_interval
+from townsquare.lib.stats import mean_interval
 from townsquare.commands.study_runs import Job, Variant
 from townsquare.commands.sweep import (
     METRIC_SETS, Cell, Measure, Point, grid, measures, missing_metrics, morris_levels, parse_vary, salib,

@@ -1,4 +1,4 @@
-"""Every component's state round-trips: a checkpoint restored into a freshly built simulation
+"""Every component's state round-trips: a checkpoint restored into a freshly built world
 gives back the same checkpoint (get_state after set_state is the identity)."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import pytest
 
 from helpers import scenario_text
 from townsquare import state
-from townsquare.engine import Simulation
+from townsquare.launch.run_lock import create
 from townsquare.rundir import RunDir
-from townsquare.runner import load_run
+from townsquare.launch.runner import load_run
+from townsquare.world import World
 
 SCENARIOS = {
     "embedding_baseline": dict(policy="embedding_baseline"),
@@ -28,15 +29,17 @@ def test_restored_checkpoint_equals_saved(name, make_plugins, write_scenario, ru
     assert round_ == 2
 
     _, scenario, _ = load_run(run_dir.path, plugins)
-    fresh = Simulation(scenario, plugins, RunDir.create(tmp_path / "fresh", "fresh"))
+    fresh = World(scenario, create(tmp_path / "fresh", "fresh"))
 
     async def restore():
         await fresh.build()
         fresh.set_state(saved)
-        return fresh.get_state(round_)
+        try:
+            return fresh.get_state(round_)
+        finally:
+            await fresh.aclose()
 
     restored = asyncio.run(restore())
-    fresh.store.close()
     # compare the encoded form: numpy arrays become comparable base64 records
     assert json.loads(state.dumps(restored)) == json.loads(state.dumps(saved))
     assert saved["platform"] and saved["agents"]

@@ -142,7 +142,7 @@ def test_hook_townsquare_register_validation_dimensions(make_plugins, write_scen
     """A third party's dimension is scored by validate beside the built-in ones, with its
     real value, replicates, distance and floor."""
     pytest.importorskip("powerlaw")
-    from townsquare.api.validation import Measurement
+    from townsquare.lib.validation import Measurement
     from townsquare.plugins.validation.validate import validate_runs
 
     class PostsPerAuthor:
@@ -241,26 +241,15 @@ def test_hook_townsquare_on_run_end(make_plugins, write_scenario, run_scenario):
 
 
 def test_hook_townsquare_engine_backend(make_plugins, write_scenario, run_scenario):
-    """A plugin's backend is asked to play the run named ``[engine] backend``; one that declines
-    (``plays`` false) leaves the turns to this process, and the run finishes as usual."""
-    asked = []
+    """A plugin's backend is asked to play the run named ``[engine] backend`` (here the thread
+    workers of tests/thread_turns_support.py): it connects before the world is built, plays the
+    turns, and the run finishes as usual."""
+    from thread_turns_support import BACKEND, PLUGIN
 
-    class Probe:
-        @staticmethod
-        def plays(sim):
-            asked.append(sim.scenario.model.engine.backend)
-            return False
-
-    class Backends:
-        plugin_name = "probe_backend"
-
-        @hookimpl
-        def townsquare_engine_backend(self, name):
-            return Probe if name == "probe" else None
-
-    path = write_scenario(scenario_text(rounds=1, extra='[engine]\nbackend = "probe"\n'))
-    _, summary = run_scenario(path, plugins=make_plugins(Backends()))
-    assert asked == ["probe"] and summary.rounds_completed == 1
+    BACKEND.connected.clear()
+    path = write_scenario(scenario_text(rounds=2, extra='[engine]\nbackend = "threads"\n'))
+    _, summary = run_scenario(path, plugins=make_plugins(enable=[PLUGIN]))
+    assert BACKEND.connected == ["threads"] and summary.rounds_completed == 2 and summary.actions > 0
 
 
 def test_hook_townsquare_resolve_data_references(make_plugins, write_scenario, run_scenario):
@@ -355,7 +344,7 @@ def test_hook_townsquare_register_llm_middleware(make_plugins, write_scenario, r
 
 
 def test_hook_townsquare_register_answer_priors(make_plugins):
-    from townsquare.api import AnswerPrior
+    from townsquare.lib.answer_priors import AnswerPrior
     from townsquare.api.commands import answer_priors
 
     plugin = types.SimpleNamespace(townsquare_register_answer_priors=hookimpl(

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from helpers import scenario_text
 from townsquare.api import Action, InterventionSpec, Persona, RunSeams, hookimpl
 from townsquare.errors import ComponentError
-from townsquare.runner import resume_run
+from townsquare.launch.runner import resume_run
 
 
 class AnnounceConfig(BaseModel):

@@ -13,7 +13,7 @@ import pytest
 
 from townsquare.errors import RunStopped
 from townsquare.llm import LLMRequest, LLMResponse, Message, match_label
-from townsquare.api.backoff import backoff_delay
+from townsquare.lib.backoff import backoff_delay
 from townsquare.llm_faults import FATAL, KINDS, RETRYABLE, LLMFault, answer_fault, classify
 
 URL = "http://llm.test/v1/chat/completions"

@@ -16,7 +16,7 @@ import pytest
 
 from helpers import scenario_text
 from townsquare.llm import LLMRequest, LLMResponse
-from townsquare.runner import new_manifest, resume_run, start_run
+from townsquare.launch.runner import new_manifest, resume_run, start_run
 from townsquare.testing.scripted import ScriptedLLM
 
 SCRIPTED = "townsquare.testing.scripted"
@@ -120,13 +120,14 @@ def test_no_unclosed_or_never_awaited_warnings_on_any_exit(scenario, make_plugin
     """Normal end, a budget stop, a fatal fault, and an interrupt (the main task cancelled,
     as asyncio.run does on Ctrl-C)."""
     from townsquare.engine import Simulation
+    from townsquare.launch.run_lock import create
     from townsquare.rundir import RunDir
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     def interrupted(out):
         plugins = make_plugins(enable=[SCRIPTED])
         loaded = load_scenario(scenario, [], plugins)
-        run_dir = RunDir.create(out, loaded.model.name)
+        run_dir = create(out, loaded.model.name)
         run_dir.write_manifest(new_manifest(loaded, plugins, [], []))
 
         def progress(round, totals):

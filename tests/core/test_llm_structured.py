@@ -15,7 +15,7 @@ from townsquare.llm_answers import AnswerFormat, ParseFailure, match_prefix
 from townsquare.cli.run_output import summary_line
 from townsquare.llm_modes import (answers_in_db, choose_modes, count_answer, mode_for, provider_capabilities,
                                   tally_answers)
-from townsquare.api.prompt_files import load_answers, load_prompts
+from townsquare.lib.prompt_files import load_answers, load_prompts
 from townsquare.plugins.llm.strict_schema import label_schema, strict_schema, unwrap_label
 from townsquare.store import EventStore
 from townsquare.testing.oracle import OracleLLM

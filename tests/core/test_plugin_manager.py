@@ -150,7 +150,7 @@ def test_an_old_plugin_name_is_an_unknown_name(make_plugins, write_scenario):
     from structlog.testing import capture_logs
 
     from townsquare.errors import ScenarioError
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     from helpers import scenario_text
 
@@ -169,7 +169,7 @@ def test_p_no_unknown_name_is_only_a_warning():
 
 def test_a_disabled_run_wide_component_names_the_disabled_plugin(make_plugins, write_scenario):
     from townsquare.errors import ScenarioError
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     from helpers import scenario_text
 
@@ -250,7 +250,7 @@ def test_same_name_in_two_slots_with_different_models_fails_the_plugin(make_plug
 
 
 def test_per_component_settings_reach_each_component(make_plugins, write_scenario):
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     from helpers import scenario_text
 

@@ -17,7 +17,7 @@ from townsquare.errors import RunStopped
 from townsquare.platforms.in_memory import InMemoryConfig, InMemoryPlatform
 from townsquare.plugins.baselines.embedding_baseline import cosines
 from townsquare.recommenders.random import build_random_feed
-from townsquare.runner import resume_run, start_run
+from townsquare.launch.runner import resume_run, start_run
 
 BASELINE = ROOT / "examples" / "baseline.toml"
 #: every table of the trace; ``rounds.wall_seconds`` is wall-clock time and is left out
@@ -215,7 +215,7 @@ def test_the_ray_driver_builds_no_components_and_a_shard_only_its_own_agents(tmp
     from townsquare.assembly import assemble
     from townsquare.persona import Persona
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     def build(path, overrides=(), **options):
         scenario = load_scenario(path, list(overrides), make_plugin_manager(enable=["townsquare.testing.scripted"]))

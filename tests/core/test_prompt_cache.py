@@ -4,7 +4,7 @@ import json
 import sqlite3
 
 from helpers import ROOT
-from townsquare.api.cache_share import DEFAULT_CACHED_PRICE_RATIO, cache_line, cached_prompt_price, measure
+from townsquare.lib.cache_share import DEFAULT_CACHED_PRICE_RATIO, cache_line, cached_prompt_price, measure
 from townsquare.prompt_cache import KEY_BYTES, PrefixIndex, cached_tokens, prompt_blocks
 
 

@@ -31,7 +31,7 @@ from townsquare.llm_faults import LLMFault
 from townsquare.markers import hookimpl
 from townsquare.plugins.llm.llm_cache import CacheReplayProvider, cache_path
 from townsquare.plugins.llm.llm_commands import compare_runs
-from townsquare.runner import rerun, start_run
+from townsquare.launch.runner import rerun, start_run
 from townsquare.scenario import validate_scenario
 from townsquare.specs import PolicySpec
 from townsquare.testing.fault_server import schema_instance
@@ -220,16 +220,17 @@ def test_a_kept_cut_off_answer_replays_as_it_was_kept(tmp_path):
 def test_calls_of_ids_that_are_no_agent_keep_their_own_order():
     """Persona enrichment asks for ``persona:POP:K`` ids, none an agent's: each numbers its calls
     from 0, so their rows are grouped by id, not interleaved as they happened to come back."""
-    from townsquare.engine import _ROW, _kept_row
     from townsquare.llm import Issue, LLMCallRecord
+    from townsquare.llm_journal import ROW, LLMJournal, kept_row
 
-    def kept(agent_id, issue, arrival, order=-1):  # as the engine keeps a row
-        return _kept_row(LLMCallRecord(0, agent_id, "enrich", "p", "m", "ok", issue=Issue(issue, 0)), order, arrival)
+    def call(agent: str, issue: int) -> LLMCallRecord:
+        return LLMCallRecord(round=-1, agent_id=agent, purpose="enrich", provider="p", model="m", status="ok", issue=Issue(issue, 0))
 
-    arrived = [kept("persona:users:1", 0, 0), kept("persona:users:0", 0, 1), kept("persona:users:0", 1, 2),
-               kept("persona:users:1", 1, 3)]
+    arrived = [call("persona:users:1", 0), call("persona:users:0", 0), call("persona:users:0", 1), call("persona:users:1", 1)]
     for order in (arrived, arrived[::-1], arrived[1::2] + arrived[::2]):
-        assert [(row[_ROW + 1], row[2]) for row in sorted(order)] == [
-            ("persona:users:0", 0), ("persona:users:0", 1), ("persona:users:1", 0), ("persona:users:1", 1)]
+        journal = LLMJournal()
+        for record in order:
+            journal.record(record)
+        assert [row[1] for row in journal.take()] == ["persona:users:0", "persona:users:0", "persona:users:1", "persona:users:1"]
     # an agent's rows go by its order, whatever its id
-    assert [row[_ROW + 1] for row in sorted([kept("b", 0, 0, order=2), kept("z", 5, 1, order=1)])] == ["z", "b"]
+    assert [row[ROW + 1] for row in sorted([kept_row(call("b", 0), 2, 0), kept_row(call("z", 5), 1, 1)])] == ["z", "b"]

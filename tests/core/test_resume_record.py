@@ -15,8 +15,8 @@ from pydantic import BaseModel
 from helpers import cli_in_process, read_table
 from townsquare.api import ALL_SETTINGS, machinery_fields
 from townsquare.registry import ComponentRegistry
-from townsquare.scenario import load_scenario
-from townsquare.settings_kinds import changed_keys, steers_machinery
+from townsquare.launch.scenario_files import load_scenario
+from townsquare.launch.settings_kinds import changed_keys, steers_machinery
 from townsquare.specs import MetricSpec
 
 PERSONAS = [{"name": "Ada", "sentences": ["I love hiking in the mountains."]},

@@ -10,7 +10,7 @@ import pytest
 from helpers import scenario_text
 from townsquare.errors import ScenarioError
 from townsquare.plugin_manager import make_plugin_manager
-from townsquare.scenario import apply_overrides, load_scenario
+from townsquare.launch.scenario_files import apply_overrides, load_scenario
 
 
 @pytest.fixture(scope="module")

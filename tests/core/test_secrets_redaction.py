@@ -14,9 +14,9 @@ import pytest
 import structlog
 
 from helpers import scenario_text
-from townsquare.api import logs
+from townsquare.lib import logs
 from townsquare.rundir import RunDir
-from townsquare.api.secret_files import resolve_secrets
+from townsquare.lib.secret_files import resolve_secrets
 from townsquare.secrets import redact_text, remember_secret
 
 KEY = "sk-test-ECHOED-0123456789abcdef"

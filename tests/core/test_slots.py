@@ -8,10 +8,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from helpers import read_table, scenario_text
-from townsquare.api import (
-    AGENT_SLOTS, SLOT_PROTOCOLS, DuplicateCheck, EngagementLog, MemorySpec, PolicySpec, RecommenderSpec,
-    hookimpl,
-)
+from townsquare.api import AGENT_SLOTS, SLOT_PROTOCOLS, MemorySpec, PolicySpec, RecommenderSpec, hookimpl
+from townsquare.plugins.social_agent.memory.short_term_needs import DuplicateCheck, EngagementLog
 from townsquare.errors import ComponentError
 from townsquare.slots import missing_members, protocol_members
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from townsquare import state
+from townsquare.launch.run_lock import create
 from townsquare.rundir import RunDir
 from townsquare.store import EventStore
 
@@ -22,7 +23,7 @@ def test_numpy_and_rng_state_round_trip():
 
 
 def test_checkpoints_are_pruned_and_damage_falls_back(tmp_path):
-    run = RunDir.create(tmp_path / "r", "r")
+    run = create(tmp_path / "r", "r")
     for r in range(5):
         run.write_checkpoint(r, {"round": r}, keep=2)
     assert [r for r, _ in run.checkpoints()] == [3, 4]
@@ -40,7 +41,7 @@ def test_truncate_after_removes_uncheckpointed_rounds(tmp_path):
 
 
 def test_manifest_redacts_secret_values_but_keeps_references():
-    from townsquare.runner import redact
+    from townsquare.launch.runner import redact
 
     data = {"llm": {"name": "openai", "api_key": "sk-123", "api_key_env": "OPENAI_API_KEY", "api_key_file": "keys.txt"},
             "platform": {"tokens": "tokens.txt", "token": "abc"}, "populations": [{"password": "pw"}]}
@@ -49,7 +50,7 @@ def test_manifest_redacts_secret_values_but_keeps_references():
 
 
 def test_logs_redact_secret_fields_only():
-    from townsquare.api.logs import redact_secrets
+    from townsquare.lib.logs import redact_secrets
 
     out = redact_secrets(None, None, {"event": "x", "api_key": "sk-1", "prompt_tokens": 12, "token": "t", "tokens_file": "f"})
     assert out == {"event": "x", "api_key": "***", "prompt_tokens": 12, "token": "***", "tokens_file": "f"}

@@ -20,7 +20,7 @@ import pytest
 import townsquare.notebook as ts
 from helpers import ROOT, read_table, run_cli, scenario_text
 from townsquare.errors import UsageError
-from townsquare.scenario import apply_overrides, override_lines
+from townsquare.launch.scenario_files import apply_overrides, override_lines
 
 BASELINE = ROOT / "examples" / "baseline.toml"
 SCRIPTED = ["townsquare.testing.scripted"]

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from townsquare.api import EmbeddingCache, ItemInteractions, PostView
+from townsquare.api import EmbeddingCache, PostView
+from townsquare.lib.items import ItemInteractions
 from townsquare.platforms.recsys.catalogue import synthetic_catalogue
 from townsquare.plugins.embedders.hash import HashEmbedder, HashEmbedderConfig
 from townsquare.recommenders.embedding_feed import EmbeddingFeed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from townsquare.api import Item, ItemInteractions
+from townsquare.lib.items import Item, ItemInteractions
 from townsquare.recommenders.item_mf import ItemMF, ItemMFConfig, NegativeSampler
 from townsquare.recommenders.rec_strategy import RecStrategy, RecStrategyConfig, perturb
 

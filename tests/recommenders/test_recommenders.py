@@ -84,7 +84,7 @@ def test_state_round_trips_and_registration():
 
 
 def test_every_builtin_recommender_meets_the_protocol_it_declares(make_plugins):
-    from townsquare.api import ItemRecommender
+    from townsquare.lib.items import ItemRecommender
     from townsquare.slots import SLOT_PROTOCOLS, missing_members
 
     registry = make_plugins().registry

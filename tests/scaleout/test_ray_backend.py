@@ -10,10 +10,8 @@ import sqlite3
 
 import pytest
 
-from helpers import PERSONAS, ROOT, scenario_text
+from helpers import PERSONAS, ROOT, event_log, scenario_text
 
-#: columns that hold wall-clock times: the only ones allowed to differ
-WALL_CLOCK = {"latency_ms", "wall_seconds"}
 RAY = ["engine.backend=ray", "engine.shards=2"]
 SCRIPTED_PLUGIN = "townsquare.testing.scripted"
 SCRIPTED = '[recommender]\nname = "random"\n[plugins.scripted]\nlatency_ms = 1.0\n'
@@ -25,20 +23,6 @@ def ray_cluster():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()
-
-
-def event_log(run_dir) -> dict[str, list[tuple]]:
-    """Every table of ``events.sqlite`` in row order, without the wall-clock columns."""
-    db = sqlite3.connect(f"{run_dir}/events.sqlite")
-    try:
-        tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
-        log = {}
-        for table in tables:
-            columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})") if row[1] not in WALL_CLOCK]
-            log[table] = db.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid").fetchall()
-        return log
-    finally:
-        db.close()
 
 
 def journal(run_dir) -> list[tuple]:
@@ -146,21 +130,29 @@ def test_embedding_baseline_same_log_as_one_process(ray_cluster, write_scenario,
     assert {row[4] for row in log["actions"]} >= {"post", "like"}
 
 
-def test_killed_shard_stops_at_checkpoint_and_resume_gives_the_same_log(ray_cluster, write_scenario, run_scenario, make_plugins):
-    from townsquare.engine import Simulation
-    from townsquare.runner import resume_run
+def kill_a_shard(monkeypatch, ray_cluster, shard: int) -> None:
+    """Kill ``shard`` while round 2's turns are in flight."""
+    from townsquare.scaleout.ray_backend import RayBackend
 
-    class KillsAShard(Simulation):
-        """Kills shard 0 while round 2's turns are in flight."""
+    take_turns = RayBackend.take_turns
 
-        async def take_turns(self, r, present, now):
-            if r == 2:
-                ray_cluster.kill(self.backend.shards[0])
-            return await super().take_turns(r, present, now)
+    async def killing(self, r, present, now):
+        if r == 2:
+            ray_cluster.kill(self.shards[shard])
+        return await take_turns(self, r, present, now)
+
+    monkeypatch.setattr(RayBackend, "take_turns", killing)
+
+
+def test_killed_shard_stops_at_checkpoint_and_resume_gives_the_same_log(ray_cluster, write_scenario, run_scenario, make_plugins,
+                                                                       monkeypatch):
+    from townsquare.launch.runner import resume_run
 
     path = write_scenario(scenario_text(rounds=4, count=6, policy="scripted_feed", llm=True, extra=SCRIPTED))
     one, _ = run_scenario(path)
-    killed, summary = run_scenario(path, overrides=RAY, simulation_class=KillsAShard)
+    kill_a_shard(monkeypatch, ray_cluster, 0)
+    killed, summary = run_scenario(path, overrides=RAY)
+    monkeypatch.undo()
     assert summary.stopped is not None and "Ray shard 0" in summary.stopped
     assert summary.rounds_completed == 2
     manifest = killed.read_manifest()
@@ -172,7 +164,7 @@ def test_killed_shard_stops_at_checkpoint_and_resume_gives_the_same_log(ray_clus
 
 
 def test_budget_stops_at_the_same_call_as_one_process(ray_cluster, write_scenario, run_scenario, make_plugins):
-    from townsquare.runner import resume_run
+    from townsquare.launch.runner import resume_run
 
     extra = SCRIPTED + "[plugins.llm_budget]\nmax_calls = 9\n"
     path = write_scenario(scenario_text(rounds=4, count=6, policy="scripted_feed", llm=True, extra=extra))
@@ -226,7 +218,7 @@ def ga_text(rounds: int = 4, count: int = 4, extra: str = "") -> str:
 def ga_reference(tmp_path_factory):
     """The generative agents' scenario (4 rounds) and its run in one process: the log, journal
     and agents' state every Ray run of it must give."""
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     folder = tmp_path_factory.mktemp("ga")
     path = folder / "ga.toml"
@@ -236,28 +228,24 @@ def ga_reference(tmp_path_factory):
     return path, one
 
 
-class DriverAgents:
-    """What the driver held of its agents during a run (a Simulation built by the runner)."""
-
-    components: list[int] = []
-
-
-def test_generative_agents_same_log_and_state_as_one_process(ray_cluster, ga_reference, run_scenario):
+def test_generative_agents_same_log_and_state_as_one_process(ray_cluster, ga_reference, run_scenario, monkeypatch):
     """Agents whose memories grow every round: the same event log, LLM journal and agents'
     state on two shards as in one process; the driver holds no agent's components, each shard
     writes its agents' part of every checkpoint, and the manifest lists each process's memory."""
     from townsquare.engine import Simulation
 
-    class Counting(Simulation):
-        async def build(self):
-            await super().build()
-            DriverAgents.components.append(sum(len(a.components) for a in self.agents))
+    driver_components: list[int] = []
+    build = Simulation.build
 
+    async def counting(self):
+        await build(self)
+        driver_components.append(sum(len(a.components) for a in self.world.agents))
+
+    monkeypatch.setattr(Simulation, "build", counting)
     path, one = ga_reference
-    DriverAgents.components = []
-    sharded, summary = run_scenario(path, overrides=RAY, simulation_class=Counting)
+    sharded, summary = run_scenario(path, overrides=RAY)
     assert summary.stopped is None
-    assert DriverAgents.components == [0]
+    assert driver_components == [0]
     assert event_log(sharded.path) == event_log(one.path)
     assert {"observation", "reflection"} <= {r["kind"] for s in agents_state(one).values() for r in s["memory.stream"]["records"]}
     assert event_log(one.path)["reflections"]  # recorded in the shards, written by the driver in the same order
@@ -276,26 +264,22 @@ def agents_state(run_dir) -> dict:
     """Every agent's components' state in the newest checkpoint (arrays as their encoding, so two compare whole)."""
     import json
 
-    from townsquare import state as state_codec
+    from townsquare import state
 
-    _, state = run_dir.latest_checkpoint()
-    return json.loads(state_codec.dumps({agent: saved["components"] for agent, saved in state["agents"].items()}))
+    _, saved = run_dir.latest_checkpoint()
+    return json.loads(state.dumps({agent: entry["components"] for agent, entry in saved["agents"].items()}))
 
 
-def test_killed_shard_resumes_with_its_memories_from_the_shards_checkpoint(ray_cluster, ga_reference, run_scenario, make_plugins):
+def test_killed_shard_resumes_with_its_memories_from_the_shards_checkpoint(ray_cluster, ga_reference, run_scenario, make_plugins,
+                                                                          monkeypatch):
     """A shard killed mid-round: the run stops at its last checkpoint; resumed, each shard reads
     its agents' memories back from the files the shards wrote, and the log equals one process's."""
-    from townsquare.engine import Simulation
-    from townsquare.runner import resume_run
-
-    class KillsAShard(Simulation):
-        async def take_turns(self, r, present, now):
-            if r == 2:
-                ray_cluster.kill(self.backend.shards[1])
-            return await super().take_turns(r, present, now)
+    from townsquare.launch.runner import resume_run
 
     path, one = ga_reference
-    killed, summary = run_scenario(path, overrides=RAY, simulation_class=KillsAShard)
+    kill_a_shard(monkeypatch, ray_cluster, 1)
+    killed, summary = run_scenario(path, overrides=RAY)
+    monkeypatch.undo()
     assert summary.stopped is not None and "Ray shard 1" in summary.stopped and summary.rounds_completed == 2
     _, resumed = resume_run(killed.path, plugins=make_plugins(enable=[SCRIPTED_PLUGIN]))
     assert resumed.stopped is None and resumed.rounds_completed == 4
@@ -308,7 +292,7 @@ def test_resume_with_another_number_of_shards_rebalances_the_agents(ray_cluster,
     """A run stopped on 2 shards goes on on 3 (each new shard takes its agents from the two
     shards' files), and one stopped in one process goes on on 2 shards: both logs equal the
     uninterrupted single process's."""
-    from townsquare.runner import resume_run
+    from townsquare.launch.runner import resume_run
 
     _, one = ga_reference
     path = write_scenario(ga_text(extra="[plugins.llm_budget]\nmax_calls = 100\n"), "budget.toml")
@@ -356,7 +340,7 @@ def test_a_round_hands_over_a_fixed_number_of_times_and_each_call_reaches_the_dr
     gather = ray_backend.RayBackend._gather
 
     async def counting(self, calls):
-        waits.append(self.sim.round)
+        waits.append(self.world.journal.round)
         return await gather(self, calls)
 
     monkeypatch.setattr(ray_backend.RayBackend, "_gather", counting)
@@ -464,7 +448,7 @@ def test_missing_ray_is_a_one_line_install_hint(monkeypatch, write_scenario, tmp
 
 def test_shards_get_equal_shares_of_the_concurrency_limits(make_plugins, write_scenario):
     from townsquare.scaleout.ray_backend import shard_scenario
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     extra = SCRIPTED + "[engine]\nconcurrency = 100\n[plugins.llm_concurrency]\nlimit = 30\n"
     path = write_scenario(scenario_text(policy="scripted_feed", llm=True, extra=extra))
@@ -530,7 +514,8 @@ def test_a_shard_copy_that_answers_otherwise_stops_the_round_naming_the_write():
     errors = types.SimpleNamespace(RayActorError=type("RayActorError", (Exception,), {}),
                                    RayTaskError=type("RayTaskError", (Exception,), {}))
     backend.ray, backend.shards, backend._journal = types.SimpleNamespace(exceptions=errors), [], None
-    backend.sim, backend._agents, backend._reflections = types.SimpleNamespace(), {}, []
+    backend.world = types.SimpleNamespace(changed=lambda named: None, take_in_calls=lambda records: None)
+    backend._agents, backend._reflections = {}, []
     post, like = Action("a0", "post", text="hi"), Action("a1", "like", target_post="p1")
 
     async def replayed(answers):
@@ -539,7 +524,7 @@ def test_a_shard_copy_that_answers_otherwise_stops_the_round_naming_the_write():
     async def round_applied(*answers):
         backend._applied = [("a0", [(post, ActionResult(created_id="p1"))]), ("a1", [(like, ActionResult())])]
         backend._replays = [asyncio.ensure_future(replayed(a)) for a in answers]
-        await backend.round_applied(3)
+        await backend.round_applied(3, [])
 
     agreed = [(True, "p1"), (True, None)]
     asyncio.run(round_applied(agreed, agreed))

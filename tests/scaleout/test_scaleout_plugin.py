@@ -8,9 +8,10 @@ import sys
 
 import pytest
 
+from townsquare.api import Turns, TurnsBackend
 from townsquare.errors import UsageError
 from townsquare.plugin_manager import make_plugin_manager
-from townsquare.runner import engine_backend
+from townsquare.launch.runner import engine_backend
 
 
 def test_the_scaleout_plugin_offers_ray_and_nothing_else():
@@ -18,6 +19,17 @@ def test_the_scaleout_plugin_offers_ray_and_nothing_else():
     assert plugins.hook.townsquare_engine_backend(name="dask") is None
     backend = engine_backend(plugins, "ray")
     assert backend.__module__ == "townsquare.scaleout.ray_backend"
+
+
+def test_the_ray_backend_implements_the_declared_turns_contract():
+    """What ``townsquare_engine_backend`` returns is a TurnsBackend, and what it starts is Turns
+    (the protocols' every method, by name)."""
+    from townsquare.scaleout.ray_backend import RayBackend
+
+    assert isinstance(RayBackend, TurnsBackend)
+    missing = [name for name in ("take_turns", "applied", "round_applied", "take_reflections", "on_agent", "checkpoint",
+                                 "processes", "aclose") if not callable(getattr(RayBackend, name, None))]
+    assert missing == [] and issubclass(RayBackend, Turns)
 
 
 def test_without_the_plugin_a_ray_run_is_refused_in_one_line_naming_it():

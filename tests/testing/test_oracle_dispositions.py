@@ -122,7 +122,7 @@ def test_follow_page_is_the_share_of_watches_taken_from_the_top_of_the_page(shar
 
 def test_a_scenario_sets_the_dispositions_under_llm(write_scenario, make_plugins):
     from townsquare.errors import ScenarioError
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     plugins = make_plugins(enable=["townsquare.testing.oracle"])
     text = 'name = "d"\nrounds = 1\n[llm]\nname = "oracle"\n[[populations]]\nname = "u"\ncount = 1\npersonas = { name = "synthetic" }\n'

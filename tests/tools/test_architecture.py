@@ -25,13 +25,13 @@ def test_the_check_finds_a_forbidden_import(tmp_path, monkeypatch):
     (tmp_path / "core").mkdir()
     (tmp_path / "plugins" / "thing" / "__init__.py").write_text("")
     (tmp_path / "plugins" / "thing" / "bad.py").write_text(
-        "from townsquare.api import hookimpl\nfrom . import good\n\ndef f():\n    from townsquare.runner import start_run\n")
+        "from townsquare.api import hookimpl\nfrom . import good\n\ndef f():\n    from townsquare.launch.runner import start_run\n")
     (tmp_path / "plugins" / "thing" / "good.py").write_text("from townsquare.testing import scripted\n")
     (tmp_path / "plugins" / "other.py").write_text("from townsquare.plugins.thing import good\n")
     monkeypatch.setattr(import_graph, "ROOT", tmp_path)
     assert import_graph.forbidden_imports() == [
-        "plugins/other.py:1: imports townsquare.plugins.thing.good (plugins import townsquare.api, townsquare.testing and their own package only)",
-        "plugins/thing/bad.py:5: imports townsquare.runner (plugins import townsquare.api, townsquare.testing and their own package only)",
+        "plugins/other.py:1: imports townsquare.plugins.thing.good (plugins import townsquare.api, townsquare.lib, townsquare.testing and their own package only)",
+        "plugins/thing/bad.py:5: imports townsquare.launch.runner (plugins import townsquare.api, townsquare.lib, townsquare.testing and their own package only)",
     ]
 
 
@@ -136,3 +136,84 @@ def test_the_tests_mirror_the_source_tree():
     for path in tests.glob("*/**/test_*.py"):
         folder = path.parent.relative_to(tests)
         assert (ROOT / folder).is_dir(), f"{path.relative_to(ROOT)}: no source folder {folder}/ to mirror"
+
+
+def test_the_api_only_declares():
+    """api/ re-exports and declares protocols; a helper there (a function, a working class, a
+    constant) is named with its line."""
+    assert import_graph.api_declarations() == []
+
+
+def test_the_check_finds_a_helper_in_the_api(tmp_path, monkeypatch):
+    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "__init__.py").write_text(
+        '"""The API."""\nfrom typing import Protocol\nfrom ..llm import LLMClient\n__all__ = ["LLMClient"]\n\n'
+        "class Clock(Protocol):\n    def now(self) -> int: ...\n\n"
+        "def helper():\n    return 1\n\nLIMIT = 3\n")
+    (tmp_path / "api" / "stats.py").write_text("def mean(xs):\n    return sum(xs) / len(xs)\n")
+    monkeypatch.setattr(import_graph, "ROOT", tmp_path)
+    assert [p.split(" is not")[0] for p in import_graph.api_declarations()] == [
+        "api/__init__.py:9: helper", "api/__init__.py:12: Assign", "api/stats.py:1: mean"]
+
+
+def test_a_shared_helper_with_one_user_is_found(tmp_path, monkeypatch):
+    for folder in ("lib", "plugins/a", "plugins/b"):
+        (tmp_path / folder).mkdir(parents=True)
+    for init in ("plugins/a", "plugins/b"):
+        (tmp_path / init / "__init__.py").write_text("")
+    (tmp_path / "lib" / "shared.py").write_text("")
+    (tmp_path / "lib" / "alone.py").write_text("")
+    (tmp_path / "plugins" / "a" / "x.py").write_text("from townsquare.lib.shared import f\nfrom townsquare.lib.alone import g\n")
+    (tmp_path / "plugins" / "a" / "y.py").write_text("from townsquare.lib.alone import g\n")
+    (tmp_path / "plugins" / "b" / "z.py").write_text("from townsquare.lib.shared import f\n")
+    monkeypatch.setattr(import_graph, "ROOT", tmp_path)
+    assert import_graph.single_user_helpers() == [
+        "townsquare.lib.alone: used by townsquare.plugins.a only; move it next to its user"]
+
+
+def test_one_module_name_and_one_import_name_per_thing(tmp_path, monkeypatch):
+    """Two ``progress`` modules outside the plugins, or the kernel's ``state`` imported as
+    ``state_codec``, are found."""
+    for folder in ("core", "cli", "plugins"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "core" / "progress.py").write_text("")
+    (tmp_path / "core" / "state.py").write_text("")
+    (tmp_path / "core" / "rundir.py").write_text("from . import state as state_codec\nfrom .state import dumps as d\n")
+    (tmp_path / "cli" / "progress.py").write_text("")
+    (tmp_path / "plugins" / "progress.py").write_text("")  # a plugin's own name: not the front ends' business
+    monkeypatch.setattr(import_graph, "ROOT", tmp_path)
+    assert import_graph.repeated_names() == ["core/progress.py and cli/progress.py: one module name, two modules"]
+    assert [p.split(" (")[0] for p in import_graph.renamed_imports()] == [
+        "core/rundir.py:1: imports module townsquare.state as state_codec"]
+
+
+def test_the_check_finds_a_command_plugin_imported_outside_the_commands(tmp_path, monkeypatch):
+    """What plugins can reach (the API, lib/, launch/) importing a built-in command's module
+    would load it under ``-p no:NAME`` (api.commands once imported the interview command)."""
+    for folder in ("core", "api/commands", "commands", "notebook"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "core" / "plugin_manager.py").write_text('DEFAULT_PLUGINS = ("townsquare.commands.interview",)\n')
+    (tmp_path / "commands" / "interview.py").write_text("")
+    (tmp_path / "api" / "commands" / "__init__.py").write_text("from townsquare.commands.interview import interview\n")
+    (tmp_path / "notebook" / "__init__.py").write_text("from townsquare.commands.interview import interview\n")
+    monkeypatch.setattr(import_graph, "ROOT", tmp_path)
+    assert [p.split(" (")[0] for p in import_graph.forbidden_imports()] == [
+        "api/commands/__init__.py:1: imports townsquare.commands.interview"]
+
+
+def test_every_source_folder_is_a_box_of_its_own_in_the_drawing():
+    """The Ray backend, the launch glue and the shared helpers are drawn outside the kernel box:
+    the page shows the imports the code has."""
+    assert import_graph.box("townsquare.scaleout.ray_shard") == "townsquare.scaleout"
+    assert import_graph.box("townsquare.launch.runner") == "townsquare.launch"
+    assert import_graph.box("townsquare.lib.stats") == "townsquare.lib"
+    assert import_graph.box("townsquare.api.commands") == "townsquare.api.commands"
+    assert import_graph.box("townsquare.engine") == "kernel"
+    kernel = [m for m in import_graph.graph() if import_graph.box(m) == "kernel"]
+    assert all(import_graph.modules()[m].parts[-2 if m.count(".") == 1 else -3] == "core" for m in kernel if m != "townsquare")
+
+
+def test_the_kernel_stays_under_its_size():
+    """DESIGN.md: the kernel (core/) stays at or under 6,500 lines."""
+    lines = sum(len(path.read_text().splitlines()) for path in (ROOT / "core").rglob("*.py"))
+    assert lines <= 6500, f"core/ is {lines} lines"

@@ -129,7 +129,7 @@ def test_the_examples_own_command_lines_resolve(make_plugins):
     that is not installed here is the one accepted refusal): social_media's "Smaller" line
     shortens its stages with its rounds."""
     from townsquare.errors import ScenarioError
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     plugins = make_plugins()
     lines = example_commands()

@@ -33,7 +33,7 @@ def test_every_protocol_and_record_is_documented_and_exported_by_the_api():
     page = docs.PAGE.read_text(encoding="utf-8")
     documented = set(re.findall(r"^### (\w+)$", page, re.M))
     names = {p.__name__ for p in SLOT_PROTOCOLS.values()} | {s.__name__ for s in REGISTRATION_HOOKS.values()}
-    names |= {"DuplicateCheck", "EngagementLog", "ObservesRounds", "StepContext", "BuildContext", "PostView", "RoundView"}
+    names |= {"Turns", "TurnsBackend", "ObservesRounds", "StepContext", "BuildContext", "PostView", "RoundView"}
     assert names <= documented, names - documented
     assert names <= set(api.__all__), names - set(api.__all__)
 

@@ -63,12 +63,12 @@ async def _evaluate(run_path: str, judges: tuple[str, ...], agents: int | None, 
         if topic:
             rounds = town.day_ends() if each_day else [town.last]
             social = [(round, results[0]) for round, results in await town.interviews(rounds, [topic], evidence, resume, agents)]
-        sim = await town.at(town.last, resume)
+        opened = await town.at(town.last, resume)
         contexts = town.contexts(agents)
         # the judges behind the run's own middleware (cache, budget, retries), journaled with the agents;
         # a name of its own per judge, so the cache never gives one judge's answers to another
         evaluator = EvalLLMs(town.scenario, lambda more: town.load(more)[1], folder, resume=resume,
-                             dry_run=dry_run, simulation=None if dry_run is not None else sim, round=town.last + 1)
+                             dry_run=dry_run, world=None if dry_run is not None else opened, round=town.last + 1)
         clients = [evaluator.client(spec, "judge" if spec is None else f"judge:{spec}") for spec in judges or (None,)]
         prompts = load_prompts("evaluation", REQUIRED)
         judged = await evaluate(contexts, clients, np.random.default_rng(seed), per_category=questions, prompts=prompts) \
@@ -100,7 +100,7 @@ class TownAtCheckpoints:
             raise UsageError(f"{run_path}: the run has no [llm]: nothing to interview with")
         self.last, self.state = checkpoint
         provider = dry_run.stand_in("agents", self.scenario) if dry_run is not None else None
-        self.world = EvalSimulation(self.scenario, self.plugins, folder, llm_provider=provider, dry_run=dry_run is not None)
+        self.evaluation = EvalSimulation(self.scenario, self.plugins, folder, llm_provider=provider, dry_run=dry_run is not None)
         self.restored: tuple[int | None] | None = None
 
     def load(self, overrides: Any) -> Any:
@@ -123,21 +123,19 @@ class TownAtCheckpoints:
         return rounds
 
     async def at(self, round: int | None, resume: str | None = None) -> Any:
-        """The simulation set to the state after ``round`` (None: as built), its clock after it."""
+        """The world set to the state after ``round`` (None: as built), its clock after it."""
         if self.restored == (round,):
-            return self.world.sim
-        if self.world.sim is None:
-            await self.world.build(None, 0, resume)
-        if round is not None:
-            state = self.state if round == self.last else self.run_dir.checkpoint_at(round)
-            self.world.sim.set_state({**state, "llm": {}})
-        self.world.round = self.world.sim.round = 0 if round is None else round + 1
+            return self.evaluation.world
+        if self.evaluation.world is None:
+            await self.evaluation.build(None, 0, resume)
+        state = None if round is None else self.state if round == self.last else self.run_dir.checkpoint_at(round)
+        self.evaluation.restore(state, 0 if round is None else round + 1)
         self.restored = (round,)
-        return self.world.sim
+        return self.evaluation.world
 
     def contexts(self, agents: int | None = None) -> list[Any]:
-        chosen = self.world.sim.agents[:agents] if agents else self.world.sim.agents
-        return [self.world.context(a) for a in chosen]
+        agents_built = self.evaluation.world.agents
+        return [self.evaluation.context(a) for a in (agents_built[:agents] if agents else agents_built)]
 
     async def interviews(self, rounds: list[int | None], topics: list[str], evidence: str | None = None,
                          resume: str | None = None, agents: int | None = None) -> list[tuple[int | None, list[Any]]]:
@@ -160,7 +158,7 @@ class TownAtCheckpoints:
         return out
 
     async def aclose(self) -> dict[str, int]:
-        return await self.world.aclose()
+        return await self.evaluation.aclose()
 
 
 async def interview_run(run_path: str, rounds: list[int | None], topics: list[str], folder: Path) -> list[tuple[int | None, list[Any]]]:

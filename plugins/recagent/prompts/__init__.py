@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Mapping
 
 from townsquare import api
-from townsquare.api import fill_prompt as fill
+from townsquare.lib import prompt_files
+from townsquare.lib.prompt_files import fill_prompt as fill
 
 HERE = Path(__file__).resolve().parent
 
@@ -23,12 +24,12 @@ def load_prompts(group: str, required: Mapping[str, frozenset[str]], override_fi
                  base_dir: str = ".") -> dict[str, str]:
     """The ``group`` prompts, ``override_file``'s replacing the built-in ones; each prompt in
     ``required`` must keep the placeholders listed for it."""
-    return api.load_prompts(HERE, group, override_file, base_dir, required=required)
+    return prompt_files.load_prompts(HERE, group, override_file, base_dir, required=required)
 
 
 def load_answers(group: str, override_file: str | None = None, base_dir: str = ".") -> dict[str, api.AnswerFormat]:
     """The ``[answers.NAME]`` declarations of the ``group`` prompts (``override_file``'s replacing them)."""
-    return api.load_answers(HERE, group, override_file, base_dir)
+    return prompt_files.load_answers(HERE, group, override_file, base_dir)
 
 
 __all__ = ["fill", "load_answers", "load_prompts"]

@@ -52,7 +52,8 @@ from datetime import datetime
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import BuildContext, ComponentError, Memory, MetricSpec, RoundView, StepContext, agent_memory, hookimpl, spearman
+from townsquare.api import BuildContext, ComponentError, Memory, MetricSpec, RoundView, StepContext, agent_memory, hookimpl
+from townsquare.lib.stats import spearman
 
 from ..prompts import fill, load_prompts
 from ..unified_prompt import render_memories, render_profile

@@ -41,7 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from townsquare.api import Item, UsageError, load_movielens_data
+from townsquare.api import UsageError
+from townsquare.lib.items import Item
+from townsquare.lib.movielens import load_movielens_data
 
 from ..prompts import fill, load_prompts
 

@@ -25,7 +25,8 @@ from typing import Any
 
 import click
 
-from townsquare.api import UsageError, data_path, hookimpl
+from townsquare.api import UsageError, hookimpl
+from townsquare.lib.data_paths import data_path
 
 
 def _grid(values: tuple[str, ...]) -> list[tuple[int, int]]:
@@ -53,7 +54,7 @@ class Agents:
                  dry_run: Any = None, resume: str | None = None):
         self.scenario, self.plugins, self.folder, self.ratings, self.out = scenario, plugins, folder, ratings, out
         self.dry_run, self.resume = dry_run, resume
-        self.worlds: list[Any] = []
+        self.evaluations: list[Any] = []
         self.calls: dict[str, int] = {}
 
     async def __call__(self, cases: list[Any]) -> dict[str, tuple[Any, Any]]:
@@ -63,7 +64,7 @@ class Agents:
 
         from .discrimination import case_persona
 
-        where = self.out / f"agents-{len(self.worlds)}"
+        where = self.out / f"agents-{len(self.evaluations)}"
         where.mkdir(parents=True, exist_ok=True)
         personas = where / "agents.jsonl"
         personas.write_text("".join(json.dumps(case_persona(c.user, c.history, self.ratings.get(c.user, {}))) + "\n" for c in cases))
@@ -76,12 +77,12 @@ class Agents:
         data["metrics"] = []
         resolved = resolve_scenario(data, self.scenario.source, self.scenario.base_dir, self.plugins)
         provider = self.dry_run.stand_in("agents", resolved) if self.dry_run is not None else None
-        world = EvalSimulation(resolved, self.plugins, where, llm_provider=provider, dry_run=self.dry_run is not None)
-        self.worlds.append(world)
-        simulation = await world.build(resume=self.resume)
+        evaluation = EvalSimulation(resolved, self.plugins, where, llm_provider=provider, dry_run=self.dry_run is not None)
+        self.evaluations.append(evaluation)
+        opened = await evaluation.build(resume=self.resume)
         out = {}
-        for case, agent in zip(cases, simulation.agents):
-            ctx = world.context(agent)
+        for case, agent in zip(cases, opened.agents):
+            ctx = evaluation.context(agent)
             policy = agent.components["policy"]
             await policy.seed_memory(ctx)
             policy.seeded = True
@@ -89,8 +90,8 @@ class Agents:
         return out
 
     async def aclose(self) -> None:
-        for world in self.worlds:
-            for status, n in (await world.aclose()).items():
+        for evaluation in self.evaluations:
+            for status, n in (await evaluation.aclose()).items():
                 self.calls[status] = self.calls.get(status, 0) + n
 
 

@@ -14,9 +14,9 @@ JSON example need no escaping).
 
 from __future__ import annotations
 
-from townsquare import api
+from townsquare.lib import prompt_files
 from townsquare.api import AnswerFormat, UsageError
-from townsquare.api import fill_prompt as fill
+from townsquare.lib.prompt_files import fill_prompt as fill
 
 from ..prompts import HERE
 
@@ -50,13 +50,13 @@ ANSWER_KINDS: dict[str, str] = {
 def action_prompts(prompts_file: str | None, base_dir: str = ".") -> dict[str, str]:
     """The action prompts with ``prompts_file``'s replacing the built-in ones, each checked
     for the placeholders :data:`REQUIRED` lists."""
-    return api.load_prompts(HERE, "actions", prompts_file, base_dir, required=REQUIRED)
+    return prompt_files.load_prompts(HERE, "actions", prompts_file, base_dir, required=REQUIRED)
 
 
 def action_answers(prompts_file: str | None, base_dir: str = ".") -> dict[str, AnswerFormat]:
     """The answers the action prompts ask for, by purpose, with ``prompts_file``'s replacing
     the built-in ones; each of the kind :data:`ANSWER_KINDS` says, with a default."""
-    answers = api.load_answers(HERE, "actions", prompts_file, base_dir)
+    answers = prompt_files.load_answers(HERE, "actions", prompts_file, base_dir)
     where = prompts_file or "prompts/actions.toml"
     for purpose, kind in ANSWER_KINDS.items():
         answer = answers.get(purpose)

@@ -42,10 +42,12 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import Action, AnswerFormat, DuplicateCheck, EngagementLog, SimilarityRule, SimilarityRuleConfig, agent_memory
+from townsquare.api import Action, AnswerFormat, agent_memory
+from townsquare.lib.similarity_rule import SimilarityRule, SimilarityRuleConfig
 
 from .action_prompts import action_answers, action_prompts
 from ..memory.action_memory import observation_of
+from ..memory.short_term_needs import DuplicateCheck, EngagementLog
 from ..planning.plan_parsing import PlanSession
 from ..persona.persona_access import persona_text
 from .post_writer import cut, write_posts

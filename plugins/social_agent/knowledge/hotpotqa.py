@@ -48,7 +48,8 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import KnowledgeItem, KnowledgeSourceSpec, UsageError, hookimpl, parse_json_list, read_user_text
+from townsquare.api import KnowledgeItem, KnowledgeSourceSpec, UsageError, hookimpl
+from townsquare.lib.files import parse_json_list, read_user_text
 
 log = structlog.get_logger("townsquare.plugins.social_agent.knowledge.hotpotqa")
 

@@ -35,9 +35,9 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import (
-    Persona, PersonaSourceSpec, UsageError, cycle_personas, hookimpl, limits_of, parse_json_list, read_user_text,
-)
+from townsquare.api import Persona, PersonaSourceSpec, UsageError, hookimpl, limits_of
+from townsquare.lib.files import parse_json_list, read_user_text
+from townsquare.lib.persona_pool import cycle_personas
 
 from . import persona_schema as S
 from .persona_enrichment import enrich, offline_enrichment

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from townsquare.api import AnswerFormat, PlannerSpec, hookimpl
+from townsquare.api import AnswerFormat, PlannedTurn, PlannerSpec, hookimpl
 
 from ..actions.action_prompts import action_answers, action_prompts, fill
 from ..persona.persona_access import full_persona_text
@@ -102,11 +102,15 @@ class ActivityPlanner:
             like=plan.like, forward=plan.forward, comment=plan.comment,
         )
 
+    async def plan_turn(self, ctx: Any) -> PlannedTurn:
+        """Whether the plan has the agent browse or post this round, with the session it read
+        (the policy gets it as ``ctx.plan``: one read of the plan per turn)."""
+        session = await self.session(ctx)
+        return PlannedTurn(active=session.browse or session.posts_due > 0, plan=session)
+
     async def is_active(self, ctx: Any) -> bool:
-        """Whether the plan has the agent browse or post this round; the session it read is
-        left in ``ctx.plan`` for the policy (one read of the plan per turn)."""
-        session = ctx.plan = await self.session(ctx)
-        return session.browse or session.posts_due > 0
+        """Whether the plan has the agent browse or post this round (:meth:`plan_turn`'s verdict)."""
+        return bool((await self.plan_turn(ctx)).active)
 
     def get_state(self) -> dict[str, Any]:
         return {

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from townsquare import api
+from townsquare.lib import prompt_files
 
 HERE = Path(__file__).resolve().parent
 
 
 def load_prompts(group: str, override_file: str | Path | None = None, base_dir: str = ".") -> dict[str, str]:
     """The ``group`` prompts, with those in ``override_file`` (if given) replacing them."""
-    return api.load_prompts(HERE, group, override_file, base_dir)
+    return prompt_files.load_prompts(HERE, group, override_file, base_dir)

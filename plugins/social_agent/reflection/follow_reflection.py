@@ -35,9 +35,9 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from townsquare.api import Action, AnswerFormat, ReflectorSpec, hookimpl
-from townsquare.api import EngagementLog
 
 from ..actions.action_prompts import action_answers, action_prompts, fill
+from ..memory.short_term_needs import EngagementLog
 from ..persona.persona_access import persona_text
 
 log = structlog.get_logger("townsquare.plugins.social_agent.reflection.follow_reflection")

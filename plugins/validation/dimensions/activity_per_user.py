@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 from townsquare.api import UsageError, ValidationDimensionSpec, hookimpl
-from townsquare.api.validation import Measurement, Trace
+from townsquare.lib.validation import Measurement, Trace
 
 
 #: points each count is spread over

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from townsquare.api import ValidationDimensionSpec, hookimpl
-from townsquare.api.validation import Cascade, Measurement, Trace
+from townsquare.lib.validation import Cascade, Measurement, Trace
 
 #: a grid has at most this many points
 MAX_POINTS = 200

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from townsquare.api import ValidationDimensionSpec, hookimpl
-from townsquare.api.validation import Cascade, Measurement, Trace
+from townsquare.lib.validation import Cascade, Measurement, Trace
 
 
 def max_breadth(cascade: Cascade) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from townsquare.api import ValidationDimensionSpec, hookimpl
-from townsquare.api.validation import Measurement, Trace
+from townsquare.lib.validation import Measurement, Trace
 
 
 def user_entropies(trace: Trace, genres: dict[str, tuple[str, ...]]) -> np.ndarray:

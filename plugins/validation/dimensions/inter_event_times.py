@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from townsquare.api import ValidationDimensionSpec, hookimpl
-from townsquare.api.validation import Measurement, Trace
+from townsquare.lib.validation import Measurement, Trace
 
 
 def gaps_per_user(trace: Trace) -> dict[str, np.ndarray]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from townsquare.api import ValidationDimensionSpec, hookimpl
-from townsquare.api.validation import Measurement, Trace
+from townsquare.lib.validation import Measurement, Trace
 
 #: the head is this share of the catalogue, the most chosen items first (a setting of ours)
 HEAD_SHARE = 0.2

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from townsquare.api import ValidationDimensionSpec, hookimpl
-from townsquare.api.validation import Measurement, Trace
+from townsquare.lib.validation import Measurement, Trace
 
 #: a spread event is cut into pieces of at most this many seconds
 PIECE = 600.0

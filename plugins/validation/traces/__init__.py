@@ -1,1 +1,1 @@
-"""Runs and datasets as traces (:class:`townsquare.api.validation.Trace`)."""
+"""Runs and datasets as traces (:class:`townsquare.lib.validation.Trace`)."""

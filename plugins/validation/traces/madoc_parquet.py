@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from townsquare.api import UsageError
-from townsquare.api.validation import Cascade, Trace
+from townsquare.lib.validation import Cascade, Trace
 
 REQUIRED = ("post_id", "user_id", "publish_date", "interaction_type", "parent_id")
 KINDS = {"post": "post", "submission": "post", "comment": "comment", "reply": "comment", "repost": "repost",

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from townsquare.api import UsageError, load_movielens_data
-from townsquare.api.validation import Trace
+from townsquare.api import UsageError
+from townsquare.lib.movielens import load_movielens_data
+from townsquare.lib.validation import Trace
 
 
 def movielens_trace(folder: Path, name: str) -> Trace:
@@ -24,7 +25,7 @@ def movielens_trace(folder: Path, name: str) -> Trace:
 
 
 def looks_like_movielens(folder: Path) -> bool:
-    from townsquare.api import movielens_layout
+    from townsquare.lib.movielens import movielens_layout
 
     try:
         movielens_layout(folder)

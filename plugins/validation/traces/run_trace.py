@@ -1,4 +1,4 @@
-"""A run directory as a :class:`~townsquare.api.validation.Trace`.
+"""A run directory as a :class:`~townsquare.lib.validation.Trace`.
 
 Read from ``events.sqlite`` (read-only) and the manifest:
 
@@ -25,8 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from townsquare.api import UsageError, follow_edges
-from townsquare.api.validation import Cascade, Trace
+from townsquare.api import UsageError
+from townsquare.lib.follow_graph import follow_edges
+from townsquare.lib.validation import Cascade, Trace
 
 KINDS = {"watch": "rate", "post": "post", "comment": "comment", "reblog": "repost", "like": "like"}
 

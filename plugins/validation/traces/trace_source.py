@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from townsquare.api import UsageError, data_path
-from townsquare.api.validation import Trace
+from townsquare.api import UsageError
+from townsquare.lib.data_paths import data_path
+from townsquare.lib.validation import Trace
 
 from .madoc_parquet import madoc_trace, parquet_files
 from .movielens_trace import looks_like_movielens, movielens_trace

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from townsquare.api import UsageError, read_user_text
-from townsquare.api.validation import Cascade, Trace
+from townsquare.api import UsageError
+from townsquare.lib.files import read_user_text
+from townsquare.lib.validation import Cascade, Trace
 
 ROOT = ("ROOT", "ROOT", "0.0")
 

@@ -284,7 +284,7 @@ def test_without_mastodon_py_one_line_says_what_to_install(monkeypatch):
 def test_scenario_selects_the_platform_and_validates_settings(tmp_path):
     from townsquare.errors import ScenarioError
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     from helpers import scenario_text
 

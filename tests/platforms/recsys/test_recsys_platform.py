@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from helpers import ROOT, SHARED_DATA
-from townsquare.api import Action, Agent, ItemInteractions, Persona, UsageError
+from townsquare.api import Action, Agent, Persona, UsageError
+from townsquare.lib.items import ItemInteractions
 from townsquare.platforms.recsys import RECSYS_ACTIONS, RecsysConfig, load_catalogue
 from townsquare.platforms.recsys.catalogue import load_movielens, synthetic_catalogue
 from townsquare.platforms.recsys.platform import RecsysPlatform

@@ -15,7 +15,7 @@ from townsquare.actions import Action
 from townsquare.components import Agent, BuildContext, Services, StepContext
 from townsquare.embedding import EmbeddingCache
 from townsquare.errors import UsageError
-from townsquare.api import cycle_personas
+from townsquare.lib.persona_pool import cycle_personas
 from townsquare.persona import Persona
 from townsquare.platforms.in_memory import InMemoryPlatform
 from townsquare.plugins.baselines import embedding_baseline

@@ -34,6 +34,7 @@ from townsquare.plugins.dashboard.app import make_app  # noqa: E402
 from townsquare.plugins.dashboard.follower_graph import layout  # noqa: E402
 from townsquare.plugins.dashboard.run_reader import Memory  # noqa: E402
 from townsquare.plugins.dashboard.svg_chart import line_chart, nice_ticks  # noqa: E402
+from townsquare.launch.run_lock import create, locked  # noqa: E402
 from townsquare.rundir import RunDir  # noqa: E402
 from townsquare.store import EventStore  # noqa: E402
 
@@ -58,7 +59,7 @@ def quickstart_run(out: Path, rounds: int = 12) -> Path:
     """The quickstart scenario (11 agents; follows come with the 2-day reflection) on the
     scripted test model: seconds, not the offline model's minutes."""
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     run_dir, summary = start_run(QUICKSTART, out=out, plugin_options=[SCRIPTED], plugins=make_plugin_manager(enable=[SCRIPTED]),
                                  overrides=["llm.name=scripted", COMMENT_RULE, f"rounds={rounds}"])
@@ -254,7 +255,7 @@ def test_interview_body_that_is_not_json(client):
 
 def write_run(path: Path, platform: str, status: str = "finished") -> tuple[RunDir, EventStore]:
     """A run directory written with the real event store, round by round, as the engine does."""
-    run = RunDir.create(path, "made")
+    run = create(path, "made")
     run.write_manifest({"name": "made", "rounds": 3, "status": status, "scenario": {"platform": {"name": platform}},
                         "slot_table": [{"scope": "users", "slot": "policy", "component": "p", "plugin": "p"}]})
     store = EventStore(run.events_path)
@@ -271,7 +272,7 @@ def test_live_run_is_read_without_its_lock_and_a_new_round_shows(tmp_path):
     run, store = write_run(tmp_path / "live", "in_memory", status="running")
     store.buffer("posts", ("p1", "u0", 0, "2024-01-01T00:00:00", "first post", None, None))
     store.commit_round((0, "2024-01-01T00:00:00", 3, 1, 0, 0.01))
-    with run.lock():  # the writer holds the run, as townsquare run does
+    with locked(run):  # the writer holds the run, as townsquare run does
         client = local(make_app(run.path))
         before = client.get("/api/version").json()["version"]
         page = client.get("/").text
@@ -287,7 +288,7 @@ def test_live_run_is_read_without_its_lock_and_a_new_round_shows(tmp_path):
 
 
 def test_a_run_still_being_built_has_pages_that_wait(tmp_path):
-    run = RunDir.create(tmp_path / "new", "new")
+    run = create(tmp_path / "new", "new")
     run.write_manifest({"name": "new", "rounds": 3, "status": "running", "scenario": {}})
     client = local(make_app(run.path))
     for path in ("/", "/agents", "/graph", "/metrics", "/llm"):

@@ -78,7 +78,7 @@ def test_docs_data_lists_every_pinned_url_and_checksum(home):
 @needs_shared
 @pytest.mark.shared_data
 def test_each_shared_folder_is_accepted_as_it_is(home):
-    from townsquare.api import installed_dataset
+    from townsquare.lib.data_paths import installed_dataset
 
     for name, folder in SHARED.items():
         assert townsquare("data", "fetch", name, "--from", str(SHARED_DATA / folder)) == 0, name

@@ -388,7 +388,8 @@ def test_a_scenario_naming_missing_datasets_is_one_line_naming_the_fetch_command
 
 
 def test_a_data_path_resolves_inside_the_installed_dataset_and_the_manifest_records_it(home, server, tmp_path):
-    from townsquare.api import DatasetMissing, UsageError, data_path
+    from townsquare.api import UsageError
+    from townsquare.lib.data_paths import DatasetMissing, data_path
 
     people = b'{"name": "Ann", "sentences": ["I like tea."]}\n{"name": "Bo", "sentences": ["I run."]}\n'
     (home / "catalogue" / "people.toml").write_text(f"""

@@ -75,7 +75,7 @@ def test_the_builtin_movielens_100k_takes_recboles_wheel_from_pypi():
 
 
 def test_the_wheel_installs_movielens_checked_and_readable(home, tmp_path, capsys):
-    from townsquare.api import load_movielens_data
+    from townsquare.lib.movielens import load_movielens_data
 
     data = wheel(MEMBERS)
     (home / "catalogue" / "ml-tiny.toml").write_text(entry(data))

@@ -178,7 +178,7 @@ def runs(tmp_path_factory, plan_prompts):
     of 37 hourly rounds (a few seconds each; 20 s together on a machine shared with others): the
     proof needs the days to pass, and the tests below share them."""
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     folder = tmp_path_factory.mktemp("party")
     path = folder / "party.toml"
@@ -202,7 +202,7 @@ def plan_prompts(tmp_path_factory):
     """The whole party with the oracle rating dated news 5 (``llm.news_importance``), each agent's
     day-plan prompts recorded: (the run, {agent id: {day: prompt}})."""
     from townsquare.plugin_manager import make_plugin_manager
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     folder = tmp_path_factory.mktemp("party5")
     path = folder / "party.toml"
@@ -329,7 +329,7 @@ def test_rated_only_5_the_invitation_reaches_the_next_days_plan_of_everyone_who_
 def test_the_reference_codes_recall_is_a_named_preset(write_scenario):
     from townsquare.plugin_manager import make_plugin_manager
     from townsquare.plugins.generative_agents.memory.park_retrieval import RECALL_PRESETS
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     path = party_scenario(write_scenario)
     plugins = make_plugin_manager(enable=[ORACLE])

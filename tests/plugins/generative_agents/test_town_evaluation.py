@@ -221,7 +221,8 @@ def test_a_measured_topic_is_asked_in_its_words_and_each_day_ends_at_its_last_ch
     from datetime import date, datetime
 
     from townsquare.plugins.generative_agents.evaluation.social_interviews import day_ends, topic_question
-    from townsquare.scenario import read_scenario, validate_scenario
+    from townsquare.launch.scenario_files import read_scenario
+    from townsquare.scenario import validate_scenario
 
     path = ROOT / "examples" / "valentines.toml"
     model = validate_scenario(read_scenario(path), str(path))

@@ -299,7 +299,7 @@ AUTO_SCENARIO = scenario_text(rounds=2, count=2, policy="feed_needs_llm",
 
 def test_a_scenario_without_llm_table_gets_the_local_model(make_plugins, write_scenario):
     from townsquare.cli.run_output import llm_banner
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     scenario = load_scenario(write_scenario(AUTO_SCENARIO), [], make_plugins(NeedsLLMPolicy))
     assert scenario.llm.spec.name == "local" and scenario.llm_auto

@@ -76,7 +76,7 @@ def test_every_fault_reads_the_same_on_both_transports(fault):
 
 
 def test_retry_after_reaches_the_retry_on_both_transports():
-    from townsquare.api.backoff import retry_after
+    from townsquare.lib.backoff import retry_after
 
     for transport in TRANSPORTS:
         with FaultServer(rate_429=1.0, retry_after_s=7) as server:

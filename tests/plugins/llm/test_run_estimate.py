@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 
 from helpers import ROOT
-from townsquare.api import AnswerPrior
+from townsquare.lib.answer_priors import AnswerPrior
 from townsquare.commands.typical_answers import TypicalModel, nothing_label, typical_value
 from townsquare.llm import LLMRequest, Message
 from townsquare.plugins.llm.run_estimate import forecast_run
@@ -124,7 +124,7 @@ def run_totals(path) -> tuple[int, int]:
 
 
 def held_against_the_oracle(scenario, overrides, make_plugins, tmp_path) -> tuple[tuple[int, int], tuple[int, int]]:
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     forecast = forecast_run(str(scenario), make_plugins(disable=DRY), overrides=overrides, dispositions=(1.0,))
     calls, prompt, _ = forecast.totals()

@@ -107,7 +107,8 @@ HAVE_SMOLLM2 = importlib.util.find_spec("llama_cpp") is not None and importlib.u
 def test_smollm2_day_plan_is_timed_sentences():
     import types
 
-    from townsquare.api import AnswerFormat, fill_prompt
+    from townsquare.api import AnswerFormat
+    from townsquare.lib.prompt_files import fill_prompt
     from townsquare.llm import LLMClient
     from townsquare.plugins.generative_agents.planning.day_plan import REQUIRED
     from townsquare.plugins.generative_agents.planning.schedule import read_strokes

@@ -19,7 +19,7 @@ from townsquare.plugins.monitors.parse_failures import ParseFailures, ParseFailu
 from townsquare.plugins.monitors.persona_drift import PersonaDrift, PersonaDriftConfig
 from townsquare.plugins.monitors.repetition import Repetition, RepetitionConfig
 from townsquare.plugins.monitors.silent_agents import SilentAgents, SilentAgentsConfig
-from townsquare.runner import start_run
+from townsquare.launch.runner import start_run
 
 
 class FakePlatform:

@@ -438,7 +438,8 @@ def _agent_with_memory():
 
 @pytest.mark.parametrize("memories", [True, False])
 def test_the_agent_answers_with_its_own_persona_context_and_memory(memories):
-    from townsquare.api import StepContext, load_prompts
+    from townsquare.api import StepContext
+    from townsquare.lib.prompt_files import load_prompts
     from townsquare.plugins.personagym import llm_steps
     from townsquare.plugins.personagym.benchmark_data import PROMPTS
     from townsquare.testing.llm_chain import build_chain
@@ -576,7 +577,7 @@ def test_designs_that_send_identical_prompts_are_said_to_and_get_no_p_value(tmp_
 
 
 def test_holm_kendall_and_the_two_stage_bootstrap():
-    from townsquare.api import holm, kendall_tau, two_stage_bootstrap
+    from townsquare.lib.stats import holm, kendall_tau, two_stage_bootstrap
 
     # Holm (1979): m = 4 sorted 0.005, 0.01, 0.03, 0.04 -> 0.02, 0.03, 0.06, 0.06 (monotone)
     assert holm([0.01, 0.04, 0.03, None, 0.005]) == pytest.approx([0.03, 0.06, 0.06, None, 0.02])

@@ -66,7 +66,7 @@ def _client(rules: dict[str, str]):
 
 
 def _templates():
-    from townsquare.api import load_prompts
+    from townsquare.lib.prompt_files import load_prompts
 
     return load_prompts(data.PROMPTS, "personagym")
 

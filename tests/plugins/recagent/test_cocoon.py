@@ -151,7 +151,7 @@ def test_switched_off_strategies_change_nothing(write_scenario, run_scenario):
 
 
 def test_cocoon_example_scenario_loads(make_plugins):
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     scenario = load_scenario(EXAMPLES / "cocoon.toml", ["plugins.rec_strategy.enabled=true"], make_plugins())
     assert scenario.model.rounds == 50 and scenario.populations[0].config.count == 50

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from townsquare.api.stats import spearman
+from townsquare.lib.stats import spearman
 from townsquare.plugins.recagent.studies.conformity import attitude_change, own_changes
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from townsquare.api import Item
+from townsquare.lib.items import Item
 from townsquare.plugins.recagent.studies.discrimination import evaluate, make_cases, precision_p, read_histories
 
 

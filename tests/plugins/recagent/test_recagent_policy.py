@@ -119,7 +119,7 @@ def test_each_memory_tier_ablated(plugin, empty, make_plugins, write_scenario, r
 
 
 def test_social_policy_never_gets_a_recagent_tier(make_plugins, write_scenario):
-    from townsquare.scenario import load_scenario
+    from townsquare.launch.scenario_files import load_scenario
 
     from helpers import scenario_text
 
@@ -141,7 +141,7 @@ def test_recagent_policy_needs_the_recsys_platform(write_scenario, run_scenario)
 
 def test_example_scenario_runs_on_fixtures(make_plugins, tmp_path):
     """examples/recagent.toml, pointed at the test fixtures and shortened, with the scripted model."""
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     overrides = [f"platform.path={DATA / 'ml-mini'}", f"populations.0.personas.path={DATA / 'user.csv'}",
                  f"populations.0.personas.relationships={DATA / 'relationship.csv'}", "populations.0.count=3",

@@ -98,7 +98,7 @@ def test_shared_recagent_profiles_load():
 
 @pytest.mark.parametrize("folder,layout", [("ml-mini", "ml-latest-small"), ("ml-100k-mini", "ml-100k"), ("ml-1m-mini", "ml-1m")])
 def test_the_three_movielens_layouts_load_alike(folder, layout):
-    from townsquare.api import load_movielens_data
+    from townsquare.lib.movielens import load_movielens_data
     from townsquare.platforms.recsys.catalogue import load_movielens
 
     data = load_movielens_data(DATA / folder)
@@ -127,13 +127,13 @@ def test_movielens_demographics_reach_the_profile():
 
 
 def source_items(folder):
-    from townsquare.api import load_movielens_data
+    from townsquare.lib.movielens import load_movielens_data
 
     return load_movielens_data(folder).items
 
 
 def test_bad_movielens_files_stop_with_one_line(tmp_path):
-    from townsquare.api import load_movielens_data
+    from townsquare.lib.movielens import load_movielens_data
 
     folder = tmp_path / "ml-1m"
     folder.mkdir()

@@ -10,7 +10,7 @@ import pytest
 
 from test_sa_policy_world import (COMBINED, COMMENT, FAN, FORWARD, HIKER, LIKE, PIANIST, POST, REGENERATE, SHORTEN, TOPICS,
                                   FuncLLM, World, scripted)
-from townsquare.api import SimilarityRuleConfig
+from townsquare.lib.similarity_rule import SimilarityRuleConfig
 from townsquare.components import BuildContext
 from townsquare.errors import UsageError
 from townsquare.knowledge import KnowledgeItem

@@ -167,8 +167,8 @@ def test_initial_agents_only_post_first(make_plugins, write_scenario, run_scenar
 
 
 def test_the_plan_is_read_once_per_turn_and_the_feed_handed_once(write_scenario, run_scenario, plugins, monkeypatch):
-    """A like decision's path: the engine asks the planner (is_active), the policy reads the
-    session the planner left in ctx.plan; the browsed posts reach the action memory once, as
+    """A like decision's path: the engine asks the planner for the turn (plan_turn), the policy
+    reads the session it returned, in ctx.plan; the browsed posts reach the action memory once, as
     observations through the memory chain."""
     from collections import Counter
 

@@ -10,7 +10,7 @@ from townsquare.components import BuildContext
 from townsquare.plugins.social_agent.knowledge import no_knowledge, unbounded_knowledge
 from townsquare.plugins.social_agent.planning.activity_plan import ActivityPlanConfig, build_activity_plan, pareto_parameters
 from townsquare.recommenders.mastodon_digest import digest_score
-from townsquare.scenario import load_scenario
+from townsquare.launch.scenario_files import load_scenario
 
 
 def test_the_social_media_example_smooths_eq_1(make_plugins):

@@ -31,7 +31,7 @@ def test_the_fit_brings_the_activity_model_closer_to_the_trace():
 
 
 def test_the_hourly_profile_is_the_traces_hours_with_one_event_added_to_each():
-    from townsquare.api.validation import Trace
+    from townsquare.lib.validation import Trace
 
     trace = Trace.from_events("t", [("a", 3600.0 * 5 + 10, "rate", "1", 3.0)] * 22)
     profile = hourly_profile(trace)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from townsquare.api.validation import Cascade, Measurement, Trace
+from townsquare.lib.validation import Cascade, Measurement, Trace
 from townsquare.plugins.validation.dimensions.activity_per_user import pareto_fit, shape_sample
 from townsquare.plugins.validation.dimensions.inter_event_times import burstiness
 from townsquare.plugins.validation.dimensions.popularity_concentration import gini

@@ -17,7 +17,7 @@ ORACLE = "townsquare.testing.oracle"
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     root = tmp_path_factory.mktemp("validate")
     scenario = recsys_study(root, rounds=4, count=8)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import UsageError
-from ..secrets import remember_secret
+from townsquare.errors import UsageError
+from townsquare.secrets import remember_secret
 from .files import read_user_text
 
 

@@ -20,8 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import UsageError
-from ..llm_answers import AnswerFormat
+from townsquare.errors import UsageError
+from townsquare.llm_answers import AnswerFormat
 
 _FIELD = re.compile(r"\{(\w+)\}")
 

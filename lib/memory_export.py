@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..memory import MEMORY_TIERS
-from ..rundir import RunDir
+from townsquare.memory import MEMORY_TIERS
+from townsquare.rundir import RunDir
 
 MEMORY_TABLE = "memories"
 MEMORY_COLUMNS = ["agent", "slot", "id", "kind", "text", "created", "importance", "evidence"]

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from townsquare.api.stats import (
+from townsquare.lib.stats import (
     incomplete_beta, mean_interval, paired_test, share_interval, spearman, t_quantile, two_sided_p, welch_test,
 )
 

@@ -29,8 +29,8 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..errors import ScenarioError, UsageError
-from ..scenario import DATA_PREFIX as PREFIX
+from townsquare.errors import ScenarioError, UsageError
+from townsquare.scenario import DATA_PREFIX as PREFIX
 
 ENV_DATA = "TOWNSQUARE_DATA"
 #: written last into a dataset's folder by ``townsquare data fetch``: what was installed, from where

@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from townsquare.api import SimilarityRule, SimilarityRuleConfig
+from townsquare.lib.similarity_rule import SimilarityRule, SimilarityRuleConfig
 
 
 class Embedder:

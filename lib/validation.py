@@ -7,7 +7,7 @@ rest (the distance between real and simulated, its interval over replicates, the
 split-half floor, the ratio of variances across users, the plots)::
 
     from townsquare.api import ValidationDimensionSpec, hookimpl
-    from townsquare.api.validation import Measurement
+    from townsquare.lib.validation import Measurement
 
     class ActiveHours:
         unit, distance, label = "user", "ks", "median distinct hours a user is active in"

@@ -1,6 +1,6 @@
 """The settings of an OpenAI-compatible endpoint that the LLM provider ``openai`` and the
 embedder ``openai_embedder`` share: where it is and where its keys live (read through
-:mod:`townsquare.api.secret_files`, never logged)."""
+:mod:`townsquare.lib.secret_files`, never logged)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from ..secrets import remember_url_secrets
+from townsquare.secrets import remember_url_secrets
 from .secret_files import resolve_secrets
 
 

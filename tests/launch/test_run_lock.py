@@ -24,7 +24,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from helpers import ROOT, read_table, scenario_text
-from townsquare.rundir import RunDir, RunDirBusy
+from townsquare.launch.run_lock import RunDirBusy, claim, locked
+from townsquare.rundir import RunDir
 
 GATE = ["-p", "run_gate"]
 #: hang guard for a subprocess to reach its gate: far above a normal second or two
@@ -100,43 +101,43 @@ def scenario(tmp_path) -> Path:
 
 def test_a_second_lock_is_refused_with_the_holder_named(tmp_path):
     run = RunDir(tmp_path)
-    with run.lock():
+    with locked(run):
         holder = json.loads((tmp_path / ".lock").read_text())
         assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
         with pytest.raises(RunDirBusy) as info:
-            with RunDir(tmp_path).lock():
+            with locked(tmp_path):
                 pass
         assert f"in use by process {os.getpid()} on host {socket.gethostname()}" in str(info.value)
         assert "\n" not in str(info.value)
     assert (tmp_path / ".lock").read_text() == ""  # released cleanly
-    with run.lock():
+    with locked(run):
         pass
 
 
 def test_the_lock_is_released_when_the_body_fails(tmp_path):
     with pytest.raises(ZeroDivisionError):
-        with RunDir(tmp_path).lock():
+        with locked(tmp_path):
             1 / 0
-    with RunDir(tmp_path).lock():
+    with locked(tmp_path):
         pass
 
 
 def test_a_stale_lock_of_a_process_killed_with_sigkill_is_taken_over(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom townsquare.rundir import RunDir\n"
-         "with RunDir(sys.argv[1]).lock():\n    print('locked', flush=True)\n    time.sleep(600)\n", str(tmp_path)],
+        [sys.executable, "-c", "import sys, time\nfrom townsquare.launch.run_lock import locked\n"
+         "with locked(sys.argv[1]):\n    print('locked', flush=True)\n    time.sleep(600)\n", str(tmp_path)],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(RunDirBusy, match=f"process {holder.pid}"):
-            with RunDir(tmp_path).lock():
+            with locked(tmp_path):
                 pass
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
     assert json.loads((tmp_path / ".lock").read_text())["pid"] == holder.pid  # its text is left behind
     with capture_logs() as logs:
-        with RunDir(tmp_path).lock():
+        with locked(tmp_path):
             assert json.loads((tmp_path / ".lock").read_text())["pid"] == os.getpid()
     stale = [e for e in logs if e["event"] == "run_dir.stale_lock_taken_over"]
     assert stale and f"process {holder.pid}" in stale[0]["previous"]
@@ -144,10 +145,10 @@ def test_a_stale_lock_of_a_process_killed_with_sigkill_is_taken_over(tmp_path):
 
 def test_claim_removes_what_it_made_when_the_build_fails(tmp_path):
     with pytest.raises(ValueError):
-        with RunDir.claim(tmp_path / "new", "x"):
+        with claim(tmp_path / "new", "x"):
             raise ValueError("a broken persona file")
     assert not (tmp_path / "new").exists()
-    with RunDir.claim(tmp_path / "kept", "x") as run:
+    with claim(tmp_path / "kept", "x") as run:
         run.started = True
     assert (tmp_path / "kept" / "checkpoints").is_dir()
 
@@ -219,7 +220,7 @@ def test_replay_waits_for_nobody_and_touches_nothing(tmp_path):
     scenario.write_text(scenario_text(rounds=2, count=3, policy="scripted_feed", llm=True))
     made = cli("run", str(scenario), "--out", str(tmp_path / "d"), "-p", "townsquare.testing.scripted", "--quiet")
     assert made.returncode == 0, made.stderr
-    with RunDir(tmp_path / "d").lock():
+    with locked(tmp_path / "d"):
         before = digest(tmp_path / "d")
         refused = cli("replay", str(tmp_path / "d"), "--out", str(tmp_path / "again"))
         refused_by(refused.stderr, refused.returncode, os.getpid())
@@ -232,7 +233,7 @@ def test_a_clean_stop_while_building_keeps_the_directory_for_resume(tmp_path, mo
     """A budget or outage met while personas are built is not an input error: the directory
     stays, marked stopped with the reason."""
     from townsquare.errors import RunStopped
-    from townsquare.runner import start_run
+    from townsquare.launch.runner import start_run
 
     scenario = tmp_path / "s.toml"
     scenario.write_text(scenario_text(rounds=2))

@@ -6,23 +6,30 @@ The CLI and the Python API (tests, benchmarks, notebooks) both go through here.
 from __future__ import annotations
 
 import asyncio
+import platform as _platform
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import structlog
 
-from . import __version__
-from .engine import Progress, Simulation, run_collector
-from .errors import RunStopped, UsageError
+from townsquare import __version__
+from townsquare.engine import Progress, Simulation, run_collector
+from townsquare.errors import RunStopped, UsageError
+from .run_lock import claim, locked, open_run
 from .input_fingerprints import check_inputs, input_fingerprints, recorded_inputs
-from .lifecycle import RunSummary
-from .plugin_manager import COMMAND_LINE_PLUGINS, Plugins, canonical_name, make_plugin_manager, parse_plugin_options
-from .rundir import RunDir, environment
-from .scenario import ResolvedScenario, apply_overrides, load_scenario, resolve
-from .secrets import is_secret_key
+from townsquare.lifecycle import RunSummary
+from townsquare.plugin_manager import COMMAND_LINE_PLUGINS, Plugins, canonical_name, make_plugin_manager, parse_plugin_options
+from townsquare.rundir import RunDir
+from townsquare.scenario import ResolvedScenario, resolve
+from townsquare.launch.scenario_files import apply_overrides, load_scenario
+from townsquare.secrets import is_secret_key
+from townsquare.llm_modes import provider_capabilities
+from townsquare.turns import TurnsBackend
+from townsquare.world import World
 from .settings_kinds import check_resume_overrides
 
-log = structlog.get_logger("townsquare.runner")
+log = structlog.get_logger("townsquare.launch.runner")
 
 def redact(value: Any) -> Any:
     """A copy of scenario data with secret values (``api_key = "..."`` written inline, against
@@ -64,6 +71,15 @@ def new_manifest(scenario: ResolvedScenario, plugins: Plugins, overrides: list[s
     }
 
 
+def environment() -> dict[str, str]:
+    """Where a run was made, for its manifest: the Python version, the platform, the time."""
+    return {
+        "python": _platform.python_version(),
+        "platform": _platform.platform(),
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
 def listed(options: str | Iterable[str]) -> list[str]:
     """``--set`` lines or ``-p`` options as a list: one given as a string is one (``"no:x"``), not its letters."""
     return [options] if isinstance(options, str) else list(options)
@@ -79,32 +95,33 @@ def start_run(
     plugins: Plugins | None = None,
     progress: Progress | None = None,
     on_ready: Any = None,
-    simulation_class: type[Simulation] = Simulation,
     **simulation_options: Any,
 ) -> tuple[RunDir, RunSummary]:
-    """Run a scenario file (or its content as a dict: :func:`~townsquare.scenario.load_scenario`)
+    """Run a scenario file (or its content as a dict: :func:`~townsquare.launch.scenario_files.load_scenario`)
     into a new run directory. ``on_ready(scenario, run_dir)`` is called
     once every input is read and checked (the CLI prints the slot table then).
 
     The scenario is validated before the directory is made; files the components read (persona,
     knowledge, prompts and key files) are read while the run is built, and a problem found there
-    removes the directory again (:meth:`RunDir.claim`), so a bad input never leaves one behind."""
+    removes the directory again (:func:`townsquare.launch.run_lock.claim`), so a bad input never leaves one behind."""
     overrides, plugin_options = listed(overrides), listed(plugin_options)
     if plugins is None:
         enable, disable = parse_plugin_options(plugin_options)
         plugins = make_plugin_manager(enable=enable, disable=disable)
     scenario = load_scenario(scenario_path, overrides, plugins, seed=seed)
-    with RunDir.claim(out, scenario.model.name) as run_dir:
+    with claim(out, scenario.model.name) as run_dir:
         run_dir.write_manifest(new_manifest(scenario, plugins, overrides, plugin_options))
-        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options, simulation_class=simulation_class)
+        return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options)
 
 
 def play_scenario(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir, on_ready: Any, progress: Progress | None,
-                  simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None,
-                  simulation_class: type[Simulation] = Simulation) -> RunSummary:
+                  simulation_options: dict[str, Any], resume: bool = False, on_built: Any = None) -> RunSummary:
     """Build and run the simulation; the run counts as started once it is built."""
 
-    def built() -> None:
+    def built(world: World) -> None:
+        described = answer_modes(world)
+        if described and run_dir.manifest_path.is_file():
+            run_dir.update_manifest(**described)
         run_dir.started = True
         if on_built is not None:
             on_built()
@@ -113,7 +130,7 @@ def play_scenario(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir,
 
     if scenario.model.engine.backend != "local":
         simulation_options = {"backend": engine_backend(plugins, scenario.model.engine.backend), **simulation_options}
-    simulation = simulation_class(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
+    simulation = Simulation(scenario, plugins, run_dir, progress=progress, on_built=built, **simulation_options)
     try:
         with run_collector():
             return asyncio.run(simulation.run(resume=resume))
@@ -124,8 +141,38 @@ def play_scenario(scenario: ResolvedScenario, plugins: Plugins, run_dir: RunDir,
         raise
 
 
-def engine_backend(plugins: Plugins, name: str) -> Any:
-    """The class a plugin offers for ``[engine] backend = NAME`` (``townsquare_engine_backend``)."""
+def load_plugins(plugin_options: Iterable[str] = (), disable: Iterable[str] = ()) -> Plugins:
+    """The plugin set ``-p`` options (``plugin_options``) ask for, less ``disable``."""
+    enable, disabled = parse_plugin_options(plugin_options)
+    return make_plugin_manager(enable=enable, disable=[*disabled, *disable])
+
+
+def answer_modes(world: World) -> dict[str, Any]:
+    """How structured answers are held to their format, for the run's manifest (written once the
+    world is built; the CLI prints it at start, the run's end adds the counts): the provider's
+    capabilities and the mode per kind (``llm``), and the slot table where each component that
+    declares its answers (an ``answers`` mapping of purpose -> AnswerFormat) says the mode each
+    of its purposes runs in (``slot_table``). Empty without an LLM."""
+    llm = getattr(world.services, "llm", None)
+    if llm is None:
+        return {}
+    modes = llm.modes
+    declared: dict[tuple[str, str], str] = {}
+    for agent in world.agents:
+        for slot, component in agent.components.items():
+            answers = getattr(component, "answers", None)
+            if answers and (agent.population, slot) not in declared:
+                declared[(agent.population, slot)] = ", ".join(
+                    f"{purpose}: {modes.get(answer.kind, 'prompt')}" for purpose, answer in answers.items())
+    rows = [{**row, "answers": declared[(row["scope"], row["slot"])]} if (row["scope"], row["slot"]) in declared else row
+            for row in world.scenario.slot_table()]
+    return {"slot_table": rows, "llm": {
+        "provider": world.provider.name, "model": world.provider.model,
+        "capabilities": {kind: list(m) for kind, m in provider_capabilities(world.provider).items()}, "modes": modes}}
+
+
+def engine_backend(plugins: Plugins, name: str) -> TurnsBackend:
+    """The backend a plugin offers for ``[engine] backend = NAME`` (``townsquare_engine_backend``)."""
     backend = plugins.hook.townsquare_engine_backend(name=name)
     if backend is None:
         raise UsageError(f"[engine] backend = {name!r}: no loaded plugin offers it (the built-in 'scaleout' offers 'ray';"
@@ -139,7 +186,7 @@ def load_run(path: str | Path, plugins: Plugins | None = None, extra_plugin_opti
     (:func:`run_plugins`) and ``overrides`` applied on top (:func:`resume_run` records them in
     the manifest). ``continuing``: the command goes on with the run (resume, replay), so the
     ``-p`` options given now may not add a plugin either."""
-    run_dir = RunDir.open(path)
+    run_dir = open_run(path)
     manifest = run_dir.read_manifest()
     overrides = list(overrides)
     if overrides:
@@ -220,14 +267,14 @@ def resume_run(path: str | Path, *, overrides: Iterable[str] = (), plugins: Plug
     """Continue a run from its newest checkpoint (after a crash, a kill or a budget stop), as it
     was recorded. ``overrides`` may change settings that steer the machinery (a raised budget, a
     new endpoint) and extend ``rounds``; one that changes what agents do is refused
-    (:mod:`townsquare.settings_kinds`), and so is an input file changed since it was recorded,
-    unless ``accept_changed_inputs`` (:mod:`townsquare.input_fingerprints`). The manifest keeps
+    (:mod:`townsquare.launch.settings_kinds`), and so is an input file changed since it was recorded,
+    unless ``accept_changed_inputs`` (:mod:`townsquare.launch.input_fingerprints`). The manifest keeps
     each resume's changes with the round they took effect from. The run directory is locked
     first and left untouched until every input has been checked."""
     overrides = listed(overrides)
-    run_dir = RunDir.open(path)
+    run_dir = open_run(path)
     run_dir.read_manifest()  # a broken manifest is reported before anything is locked
-    with run_dir.lock():
+    with locked(run_dir):
         run_dir, scenario, plugins = load_run(path, plugins, overrides=overrides, continuing=True)
         recorded = run_dir.read_manifest()
         done = int(recorded.get("rounds_completed", 0))
@@ -254,10 +301,10 @@ def rerun(path: str | Path, out: str | Path, *, plugins: Plugins | None = None, 
     """Run a finished run's scenario again, from its manifest, into a new directory ``out``
     (``townsquare replay`` passes a provider that answers from the old run's cache). The old
     run is locked too, so it cannot be resumed while it is read."""
-    with RunDir.open(path).lock():
+    with locked(open_run(path)):
         source_dir, scenario, plugins = load_run(path, plugins, continuing=True)
         manifest = source_dir.read_manifest()
         check_inputs(manifest, scenario, plugins, int(manifest.get("rounds_completed", 0)), accept=None)
-        with RunDir.claim(out, scenario.model.name) as run_dir:
+        with claim(out, scenario.model.name) as run_dir:
             run_dir.write_manifest({**manifest, "replay_of": str(source_dir.path), "status": "running", "rounds_completed": 0})
             return run_dir, play_scenario(scenario, plugins, run_dir, on_ready, progress, simulation_options)

@@ -1,6 +1,6 @@
 """The files a run reads, fingerprinted in its manifest, so a resumed run reads them as recorded.
 
-An input is a setting that changes what agents do (:mod:`townsquare.settings_kinds`) whose
+An input is a setting that changes what agents do (:mod:`townsquare.launch.settings_kinds`) whose
 value names an existing file or folder: a ``data:`` path into an installed dataset, an
 absolute path, or a path relative to the scenario's folder with a ``/`` or a file suffix
 (``personas.jsonl``). The manifest's ``inputs`` maps its key to the path as written and the
@@ -19,8 +19,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
-from .scenario import DATA_PREFIX, ResolvedScenario, resolve_datasets
+from townsquare.errors import UsageError
+from townsquare.scenario import DATA_PREFIX, ResolvedScenario, resolve_datasets
 from .settings_kinds import key_text, leaves, steers_machinery
 
 CHUNK = 1 << 20

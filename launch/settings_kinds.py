@@ -17,9 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .errors import UsageError
-from .scenario import ResolvedScenario, ScenarioModel, apply_overrides
-from .specs import machinery_fields
+from townsquare.errors import UsageError
+from townsquare.scenario import ResolvedScenario, ScenarioModel
+from townsquare.launch.scenario_files import apply_overrides
+from townsquare.specs import machinery_fields
 
 #: scenario tables that name a component and hold its settings (``name`` chooses the component)
 COMPONENT_TABLES = ("platform", "recommender", "embedder", "llm", "knowledge")

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..errors import UsageError
+from townsquare.errors import UsageError
 
 
 def read_user_text(path: str | Path, what: str, max_mb: float | None = None, limit_name: str = "") -> str:

@@ -1,11 +1,11 @@
-"""townsquare.api.blas: a small product's BLAS on one thread, the setting put back afterwards."""
+"""townsquare.plugins.monitors.blas: a small product's BLAS on one thread, the setting put back afterwards."""
 
 from __future__ import annotations
 
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from townsquare.api.blas import _controller, one_blas_thread
+from townsquare.plugins.monitors.blas import _controller, one_blas_thread
 
 
 def numpy_blas_threads() -> list[int]:

@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 from helpers import ROOT
-from townsquare.api import UsageError, load_movielens_data, movielens_layout
+from townsquare.api import UsageError
+from townsquare.lib.movielens import load_movielens_data, movielens_layout
 
 DATA = ROOT / "tests" / "data" / "recsys"
 
